@@ -1,0 +1,58 @@
+//! Classification of tensors into inputs, parameters, activations and
+//! constants, as `lms inspect` reports them and training builds on.
+
+use crate::ir::{Graph, NodeId, TensorId, INPUT_OP};
+
+/// What a tensor is, for memory accounting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TensorClass {
+    /// Fed from outside (a data input).
+    Input,
+    /// A float tensor computed only from constants (an initializer or, as in
+    /// the model-zoo "light" models, a `ConstantOfShape` output) that an op
+    /// depending on data reads: a weight.
+    Parameter,
+    /// A float tensor that depends on a data input: kept for the backward pass
+    /// when training.
+    Activation,
+    /// Computed only from constants and not a parameter: shapes, folded
+    /// values, the inner steps of a constant chain.
+    Constant,
+    /// A non-float tensor that depends on data (indices, masks).
+    Other,
+}
+
+/// Classifies every tensor of `g`, indexed by `TensorId::index()`.
+/// `schedule` must be a topological order of `g`.
+pub fn classify(g: &Graph, schedule: &[NodeId]) -> Vec<TensorClass> {
+    // A node depends on data when it is an input or reads a tensor that does.
+    let mut data_dependent = vec![false; g.node_bound()];
+    for &id in schedule {
+        let node = g.node(id);
+        data_dependent[id.index()] = node.op == INPUT_OP
+            || node.inputs.iter().flatten().any(|t| data_dependent[g.tensor(*t).producer.0.index()]);
+    }
+    let mut classes = Vec::with_capacity(g.tensor_count());
+    for (t, tensor) in g.tensors() {
+        let producer = tensor.producer.0;
+        let class = if g.node(producer).op == INPUT_OP {
+            TensorClass::Input
+        } else if data_dependent[producer.index()] {
+            if tensor.ty.dtype.is_float() {
+                TensorClass::Activation
+            } else {
+                TensorClass::Other
+            }
+        } else if tensor.ty.dtype.is_float() && read_by_data_op(g, t, &data_dependent) {
+            TensorClass::Parameter
+        } else {
+            TensorClass::Constant
+        };
+        classes.push(class);
+    }
+    classes
+}
+
+fn read_by_data_op(g: &Graph, t: TensorId, data_dependent: &[bool]) -> bool {
+    g.readers(t).any(|(reader, _)| data_dependent[reader.index()])
+}

@@ -1,0 +1,63 @@
+//! The compiler's error type: one line, naming the file and the node or
+//! tensor at fault.
+
+use crate::analysis::order::CycleError;
+use crate::ir::AttrError;
+use crate::shape::ShapeError;
+use std::path::PathBuf;
+
+/// Everything that can go wrong reading, analysing or writing a graph.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Context: the file the rest of the error is about.
+    #[error("{}: {source}", path.display())]
+    InFile { path: PathBuf, source: Box<Error> },
+    #[error("cannot read: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("file is empty")]
+    Empty,
+    #[error("is a directory, not a model file")]
+    IsDirectory,
+    #[error("not a valid ONNX model: {0}")]
+    Decode(#[from] prost::DecodeError),
+    #[error("model has no graph")]
+    NoGraph,
+    #[error("model imports no opset of the default ONNX domain")]
+    NoOpset,
+    #[error("opset {0} of the default domain is not supported (lms reads opsets 6 to 21)")]
+    UnsupportedOpset(i64),
+    #[error("tensor '{tensor}': {reason}")]
+    Tensor { tensor: String, reason: String },
+    #[error("input '{input}': {reason}")]
+    Input { input: String, reason: String },
+    #[error("node '{node}' ({op}): {reason}")]
+    Node { node: String, op: String, reason: String },
+    #[error("node '{node}' ({op}): {source}")]
+    Shape { node: String, op: String, source: ShapeError },
+    #[error("node '{node}' ({op}): {source}")]
+    Attr { node: String, op: String, source: AttrError },
+    #[error("node '{node}' ({op}) reads tensor '{tensor}', which no node, initializer or input produces")]
+    Dangling { node: String, op: String, tensor: String },
+    #[error("tensor '{tensor}' is produced twice: by '{first}' and by '{second}'")]
+    Duplicate { tensor: String, first: String, second: String },
+    #[error("graph output '{0}' is not produced by any node, initializer or input")]
+    UnknownOutput(String),
+    #[error(transparent)]
+    Cycle(#[from] CycleError),
+    #[error("{0}")]
+    Usage(String),
+}
+
+impl Error {
+    /// Attaches the file the error is about (once; an error that already
+    /// names a file keeps it).
+    pub fn in_file(self, path: impl Into<PathBuf>) -> Error {
+        match self {
+            Error::InFile { .. } => self,
+            other => Error::InFile { path: path.into(), source: Box::new(other) },
+        }
+    }
+}
+
+/// Result with the compiler's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

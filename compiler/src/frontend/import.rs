@@ -1,0 +1,265 @@
+//! Building the IR from a decoded `ModelProto`.
+
+use super::{attr, tensor, FrontendOptions, Model, OPSETS};
+use crate::error::{Error, Result};
+use crate::ir::{Attrs, DType, Device, Graph, Node, Phase, TensorId, TensorType, INPUT_OP, VARIABLE_OP};
+use crate::shape::{self, Value};
+use lms_proto::onnx::{type_proto, GraphProto, ModelProto, NodeProto, ValueInfoProto};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::path::Path;
+
+/// Imports a decoded model. `base_dir` is where external data files live.
+pub fn import(model: &ModelProto, base_dir: Option<&Path>, options: &FrontendOptions) -> Result<Model> {
+    let proto = model.graph.as_ref().ok_or(Error::NoGraph)?;
+    let opset = default_opset(model)?;
+    let mut builder = Builder::new(proto, opset);
+    builder.add_initializers(base_dir)?;
+    builder.add_inputs(options)?;
+    builder.add_nodes()?;
+    builder.set_outputs()?;
+    Ok(Model { graph: builder.graph, ir_version: model.ir_version, producer: model.producer_name.clone() })
+}
+
+fn default_opset(model: &ModelProto) -> Result<i64> {
+    let version = model
+        .opset_import
+        .iter()
+        .find(|o| o.domain.is_empty() || o.domain == "ai.onnx")
+        .map(|o| o.version)
+        .ok_or(Error::NoOpset)?;
+    if OPSETS.contains(&version) {
+        Ok(version)
+    } else {
+        Err(Error::UnsupportedOpset(version))
+    }
+}
+
+struct Builder<'a> {
+    proto: &'a GraphProto,
+    graph: Graph,
+    /// Tensor of every name produced so far.
+    tensors: HashMap<&'a str, TensorId>,
+    /// Inference values of produced tensors, indexed by `TensorId::index()`.
+    values: Vec<Value>,
+    names: HashSet<String>,
+}
+
+impl<'a> Builder<'a> {
+    fn new(proto: &'a GraphProto, opset: i64) -> Builder<'a> {
+        Builder {
+            proto,
+            graph: Graph::new(proto.name.clone(), opset),
+            tensors: HashMap::new(),
+            values: Vec::new(),
+            names: HashSet::new(),
+        }
+    }
+
+    /// A node name not used yet: `wanted`, else `wanted_2`, `wanted_3`, ...
+    fn unique_name(&mut self, wanted: String) -> String {
+        let mut name = wanted.clone();
+        let mut n = 1;
+        while !self.names.insert(name.clone()) {
+            n += 1;
+            name = format!("{wanted}_{n}");
+        }
+        name
+    }
+
+    /// Adds a parameterized vertex producing one tensor.
+    fn add_leaf(&mut self, name: &'a str, op: &str, value: Value) -> Result<()> {
+        if self.tensors.contains_key(name) {
+            return Err(Error::Tensor { tensor: name.into(), reason: "is declared twice".into() });
+        }
+        let node_name = self.unique_name(name.to_string());
+        let node = vertex(node_name, op, Attrs::new(), true, vec![]);
+        let id = self.graph.add_node(node, vec![(name.to_string(), value.ty.clone())]);
+        let t = self.graph.node(id).outputs[0];
+        self.graph.tensor_mut(t).data = value.data.clone();
+        self.tensors.insert(name, t);
+        self.values.push(value);
+        Ok(())
+    }
+
+    fn add_initializers(&mut self, base_dir: Option<&Path>) -> Result<()> {
+        for init in &self.proto.initializer {
+            let data = tensor::decode(init, base_dir)
+                .map_err(|reason| Error::Tensor { tensor: init.name.clone(), reason: format!("initializer {reason}") })?;
+            self.add_leaf(&init.name, VARIABLE_OP, Value::constant(data))?;
+        }
+        Ok(())
+    }
+
+    fn add_inputs(&mut self, options: &FrontendOptions) -> Result<()> {
+        for input in &self.proto.input {
+            if self.tensors.contains_key(input.name.as_str()) {
+                continue; // an initializer listed as an input (IR version < 4)
+            }
+            let ty = input_type(input, options)
+                .map_err(|reason| Error::Input { input: input.name.clone(), reason })?;
+            self.add_leaf(&input.name, INPUT_OP, Value::of_type(ty))?;
+            let t = self.tensors[input.name.as_str()];
+            self.graph.inputs.push(t);
+        }
+        Ok(())
+    }
+
+    fn add_nodes(&mut self) -> Result<()> {
+        let nodes = &self.proto.node;
+        let names: Vec<String> = nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| if n.name.is_empty() { format!("{}_{i}", n.op_type) } else { n.name.clone() })
+            .collect();
+        // Which node produces each name, to order nodes and find dangling reads.
+        let mut producer: HashMap<&str, usize> = HashMap::new();
+        for (i, n) in nodes.iter().enumerate() {
+            for out in n.output.iter().filter(|o| !o.is_empty()) {
+                let first = producer.get(out.as_str()).map(|&j| names[j].clone());
+                let first = first.or_else(|| self.tensors.contains_key(out.as_str()).then(|| out.clone()));
+                if let Some(first) = first {
+                    return Err(Error::Duplicate { tensor: out.clone(), first, second: names[i].clone() });
+                }
+                producer.insert(out, i);
+            }
+        }
+        let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
+        let mut waiting = vec![0usize; nodes.len()];
+        for (i, n) in nodes.iter().enumerate() {
+            for input in n.input.iter().filter(|s| !s.is_empty()) {
+                if let Some(&j) = producer.get(input.as_str()) {
+                    dependents[j].push(i);
+                    waiting[i] += 1;
+                } else if !self.tensors.contains_key(input.as_str()) {
+                    return Err(Error::Dangling { node: names[i].clone(), op: n.op_type.clone(), tensor: input.clone() });
+                }
+            }
+        }
+        // Kahn's algorithm, earliest file position first: the file's order when valid.
+        let mut ready: BinaryHeap<Reverse<usize>> = (0..nodes.len()).filter(|&i| waiting[i] == 0).map(Reverse).collect();
+        let mut done = 0;
+        while let Some(Reverse(i)) = ready.pop() {
+            self.add_node(&nodes[i], names[i].clone())?;
+            done += 1;
+            for &d in &dependents[i] {
+                waiting[d] -= 1;
+                if waiting[d] == 0 {
+                    ready.push(Reverse(d));
+                }
+            }
+        }
+        if done < nodes.len() {
+            let stuck = (0..nodes.len()).find(|&i| waiting[i] > 0).map_or_else(String::new, |i| names[i].clone());
+            return Err(crate::analysis::order::CycleError { node: stuck }.into());
+        }
+        Ok(())
+    }
+
+    fn add_node(&mut self, n: &'a NodeProto, name: String) -> Result<()> {
+        let op = n.op_type.clone();
+        let fail = |reason: String| Error::Node { node: name.clone(), op: op.clone(), reason };
+        if !(n.domain.is_empty() || n.domain == "ai.onnx") {
+            return Err(fail(format!("op domain '{}' is not supported", n.domain)));
+        }
+        let attrs = attr::convert(&n.attribute).map_err(fail)?;
+        let inputs: Vec<Option<TensorId>> =
+            n.input.iter().map(|s| (!s.is_empty()).then(|| self.tensors[s.as_str()])).collect();
+        let input_values: Vec<Option<&Value>> = inputs.iter().map(|t| t.map(|t| &self.values[t.index()])).collect();
+        // Trailing unnamed outputs are not produced.
+        let num_outputs = n.output.iter().rposition(|o| !o.is_empty()).map_or(0, |p| p + 1);
+        let request = shape::Node { op: &op, opset: self.graph.opset, attrs: &attrs, inputs: &input_values, num_outputs };
+        let outputs = shape::infer(&request).map_err(|source| Error::Shape { node: name.clone(), op: op.clone(), source })?;
+        if outputs.len() != num_outputs {
+            return Err(fail(format!("declares {num_outputs} outputs, but the op makes {}", outputs.len())));
+        }
+        let name = self.unique_name(name);
+        let out_names: Vec<String> = n.output[..num_outputs]
+            .iter()
+            .enumerate()
+            .map(|(slot, o)| if o.is_empty() { format!("{name}.{slot}") } else { o.clone() })
+            .collect();
+        let typed = out_names.iter().cloned().zip(outputs.iter().map(|v| v.ty.clone())).collect();
+        let id = self.graph.add_node(vertex(name, &op, attrs, false, inputs), typed);
+        for (slot, value) in outputs.into_iter().enumerate() {
+            let t = self.graph.node(id).outputs[slot];
+            self.graph.tensor_mut(t).data = value.data.clone();
+            self.values.push(value);
+            if !n.output[slot].is_empty() {
+                self.tensors.insert(&n.output[slot], t);
+            }
+        }
+        Ok(())
+    }
+
+    fn set_outputs(&mut self) -> Result<()> {
+        for out in &self.proto.output {
+            let t = *self.tensors.get(out.name.as_str()).ok_or_else(|| Error::UnknownOutput(out.name.clone()))?;
+            if let Some(declared) = declared_dtype(out) {
+                let computed = self.graph.tensor(t).ty.dtype;
+                if declared != computed {
+                    return Err(Error::Tensor {
+                        tensor: out.name.clone(),
+                        reason: format!("graph output is declared {declared} but computed as {computed}"),
+                    });
+                }
+            }
+            self.graph.outputs.push(t);
+        }
+        Ok(())
+    }
+}
+
+fn vertex(name: String, op: &str, attrs: Attrs, parameterized: bool, inputs: Vec<Option<TensorId>>) -> Node {
+    Node {
+        name,
+        op: op.to_string(),
+        domain: String::new(),
+        attrs,
+        parameterized,
+        phase: Phase::Forward,
+        device: Device::Gpu,
+        inputs,
+        outputs: vec![],
+    }
+}
+
+fn declared_dtype(info: &ValueInfoProto) -> Option<DType> {
+    match info.r#type.as_ref()?.value.as_ref()? {
+        type_proto::Value::TensorType(t) => DType::from_code(t.elem_type),
+    }
+}
+
+/// The concrete type of a data input: its declared element type and its
+/// shape with symbolic dimensions resolved.
+fn input_type(input: &ValueInfoProto, options: &FrontendOptions) -> std::result::Result<TensorType, String> {
+    let tensor = match input.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+        Some(type_proto::Value::TensorType(t)) => t,
+        None => return Err("is not a tensor (lms reads dense tensor inputs only)".into()),
+    };
+    let dtype = DType::from_code(tensor.elem_type).ok_or_else(|| format!("unsupported element type {}", tensor.elem_type))?;
+    let dims = tensor.shape.as_ref().ok_or("has no shape")?;
+    let mut shape = Vec::with_capacity(dims.dim.len());
+    for (axis, dim) in dims.dim.iter().enumerate() {
+        use lms_proto::onnx::tensor_shape_proto::dimension::Value as D;
+        let symbolic = match &dim.value {
+            Some(D::DimParam(p)) => Some(p.as_str()),
+            _ => None,
+        };
+        let size = match (&dim.value, axis, options.batch) {
+            (_, 0, Some(batch)) => batch,
+            (Some(D::DimValue(v)), _, _) => usize::try_from(*v).map_err(|_| format!("dimension {axis} is negative ({v})"))?,
+            _ => match symbolic.and_then(|p| options.dims.get(p)) {
+                Some(&v) => v,
+                None if axis == 0 => 1,
+                None => {
+                    let label = symbolic.map_or_else(|| "unnamed".to_string(), |p| format!("'{p}'"));
+                    let hint = symbolic.unwrap_or("NAME");
+                    return Err(format!("dimension {axis} ({label}) is symbolic; set it with --dim {hint}=N"));
+                }
+            },
+        };
+        shape.push(size);
+    }
+    Ok(TensorType::new(dtype, shape))
+}

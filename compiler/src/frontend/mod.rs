@@ -1,0 +1,64 @@
+//! The ONNX frontend: `ModelProto` → IR.
+//!
+//! Initializers become variables (parameterized vertices holding their
+//! values); graph inputs without an initializer become inputs (older IR
+//! versions list every initializer as an input too); every node becomes a
+//! vertex whose output types come from shape inference, in a topological
+//! order of the file's nodes. `--batch` sets the leading dimension of the
+//! data inputs and `--dim NAME=N` any other symbolic dimension.
+
+mod attr;
+mod import;
+pub mod tensor;
+
+use crate::error::{Error, Result};
+use crate::ir::Graph;
+use lms_proto::onnx::ModelProto;
+use lms_proto::Message;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+pub use import::import;
+
+/// Opsets of the ONNX default domain lms reads.
+pub const OPSETS: std::ops::RangeInclusive<i64> = 6..=21;
+
+/// How to make a model's symbolic dimensions concrete.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FrontendOptions {
+    /// Leading dimension of every data input; `None` keeps the model's
+    /// (a symbolic one then becomes 1).
+    pub batch: Option<usize>,
+    /// Values for named symbolic dimensions (`dim_param`).
+    pub dims: BTreeMap<String, usize>,
+}
+
+/// A model read from a file: its graph and what the file says about it.
+#[derive(Clone, Debug)]
+pub struct Model {
+    pub graph: Graph,
+    pub ir_version: i64,
+    pub producer: String,
+}
+
+/// Reads, decodes and imports an ONNX model file. Errors name the file.
+pub fn load(path: &Path, options: &FrontendOptions) -> Result<Model> {
+    read_model(path).and_then(|proto| import(&proto, path.parent(), options)).map_err(|e| e.in_file(path))
+}
+
+/// Reads and decodes a `ModelProto` without importing it.
+pub fn read_model(path: &Path) -> Result<ModelProto> {
+    if path.is_dir() {
+        return Err(Error::IsDirectory);
+    }
+    let bytes = std::fs::read(path)?;
+    decode_model(&bytes)
+}
+
+/// Decodes a `ModelProto` from bytes.
+pub fn decode_model(bytes: &[u8]) -> Result<ModelProto> {
+    if bytes.is_empty() {
+        return Err(Error::Empty);
+    }
+    Ok(ModelProto::decode(bytes)?)
+}

@@ -1,0 +1,13 @@
+//! The lms intermediate representation: G = (V, E, λ, τ) on petgraph
+//! (tflms.txt Definition 1), tensor types and constants, attributes, and the
+//! stable text form.
+
+mod attr;
+mod dtype;
+mod graph;
+mod tensor;
+
+pub use attr::{Attr, AttrError, Attrs};
+pub use dtype::DType;
+pub use graph::{Action, Device, Edge, Graph, Node, NodeId, Phase, Tensor, TensorId, VerifyError, INPUT_OP, VARIABLE_OP};
+pub use tensor::{f16_to_f32, numel, Shape, TensorData, TensorType};

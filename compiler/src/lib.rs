@@ -1,0 +1,13 @@
+//! lms compiler: reads ONNX models into the lms IR, infers shapes, analyses
+//! memory, and (in later stages) rewrites training graphs to fit a budget.
+
+pub mod analysis;
+pub mod emit;
+mod error;
+pub mod frontend;
+pub mod inspect;
+pub mod ir;
+pub mod shape;
+pub mod units;
+
+pub use error::{Error, Result};

@@ -1,0 +1,279 @@
+//! Shape inference for elementwise ops: unary activations and math,
+//! broadcasting binary arithmetic and comparisons, the variadic
+//! `Sum`/`Max`/`Min`/`Mean`, and `Where`.
+
+use super::util::{
+    broadcast, broadcast_data, broadcast_to, check_dtype, expect_inputs, fmt_shape, fold, input, input_of,
+    normalize_axis, optional_input, same_dtype, typed, Accepts,
+};
+use super::{InferFn, Node, ShapeError, ShapeResult, Value};
+use crate::ir::{DType, Shape, TensorType};
+
+/// The elementwise ops.
+pub(super) const OPS: &[(&str, InferFn)] = &[
+    ("Relu", |n| unary(n, Accepts::Numeric)),
+    ("LeakyRelu", |n| unary(n, Accepts::Float)),
+    ("Sigmoid", |n| unary(n, Accepts::Float)),
+    ("Tanh", |n| unary(n, Accepts::Float)),
+    ("Elu", |n| unary(n, Accepts::Float)),
+    ("Selu", |n| unary(n, Accepts::Float)),
+    ("Softplus", |n| unary(n, Accepts::Float)),
+    ("Softsign", |n| unary(n, Accepts::Float)),
+    ("Neg", |n| unary(n, Accepts::Numeric)),
+    ("Abs", |n| unary(n, Accepts::Numeric)),
+    ("Exp", |n| unary(n, Accepts::Float)),
+    ("Log", |n| unary(n, Accepts::Float)),
+    ("Reciprocal", |n| unary(n, Accepts::Float)),
+    ("Erf", |n| unary(n, Accepts::Float)),
+    ("Sqrt", |n| unary(n, Accepts::Float)),
+    ("Floor", |n| unary(n, Accepts::Float)),
+    ("Ceil", |n| unary(n, Accepts::Float)),
+    ("Not", |n| unary(n, Accepts::Bool)),
+    ("Clip", clip),
+    ("PRelu", prelu),
+    ("Add", |n| binary(n, Arith::Add)),
+    ("Sub", |n| binary(n, Arith::Sub)),
+    ("Mul", |n| binary(n, Arith::Mul)),
+    ("Div", |n| binary(n, Arith::Div)),
+    ("Pow", pow),
+    ("Equal", |n| compare(n, true)),
+    ("Less", |n| compare(n, false)),
+    ("Greater", |n| compare(n, false)),
+    ("Sum", variadic),
+    ("Max", variadic),
+    ("Min", variadic),
+    ("Mean", variadic),
+    ("Where", where_),
+];
+
+/// One input, output of the same type.
+fn unary(node: &Node<'_>, accepts: Accepts) -> ShapeResult<Vec<Value>> {
+    expect_inputs(node, 1, 1)?;
+    Ok(vec![Value::of_type(input_of(node, 0, accepts)?.ty.clone())])
+}
+
+/// `Clip`: bounds are attributes before opset 11 and optional scalar inputs after.
+fn clip(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
+    expect_inputs(node, 1, if node.opset < 11 { 1 } else { 3 })?;
+    let x = input_of(node, 0, Accepts::Numeric)?;
+    for index in 1..3 {
+        if let Some(bound) = optional_input(node, index) {
+            same_dtype(x, bound)?;
+        }
+    }
+    Ok(vec![Value::of_type(x.ty.clone())])
+}
+
+/// `PRelu`: the slope broadcasts to the input.
+fn prelu(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
+    expect_inputs(node, 2, 2)?;
+    let x = input_of(node, 0, Accepts::Numeric)?;
+    let slope = input(node, 1)?;
+    same_dtype(x, slope)?;
+    broadcast_to(&slope.ty.shape, &x.ty.shape, "slope")?;
+    Ok(vec![Value::of_type(x.ty.clone())])
+}
+
+/// The output shape of a binary op: numpy broadcasting from opset 7, the
+/// `broadcast`/`axis` attributes before.
+fn binary_shape(node: &Node<'_>, a: &[usize], b: &[usize]) -> ShapeResult<Shape> {
+    if node.opset >= 7 {
+        return broadcast(a, b);
+    }
+    let mismatch = || ShapeError::Invalid(format!("cannot broadcast {} to {}", fmt_shape(b), fmt_shape(a)));
+    if node.attrs.int("broadcast", 0)? == 0 {
+        return if a == b { Ok(a.to_vec()) } else { Err(mismatch()) };
+    }
+    // Legacy broadcasting: `b` matches a contiguous run of `a`'s dims starting
+    // at `axis` (by default, its trailing dims).
+    let start = match node.attrs.int_opt("axis")? {
+        Some(axis) => normalize_axis(axis, a.len())?,
+        None => a.len().checked_sub(b.len()).ok_or_else(mismatch)?,
+    };
+    let window = a.get(start..start + b.len()).ok_or_else(mismatch)?;
+    if window.iter().zip(b).all(|(&x, &y)| x == y || y == 1) {
+        Ok(a.to_vec())
+    } else {
+        Err(mismatch())
+    }
+}
+
+/// Integer arithmetic folded at compile time.
+#[derive(Clone, Copy, Debug)]
+enum Arith {
+    Add,
+    Sub,
+    Mul,
+    Div,
+}
+
+impl Arith {
+    /// Applies the op with wrapping (the result is cut to the dtype's width);
+    /// division truncates toward zero, as ONNX does for integers.
+    fn apply(self, dtype: DType, a: i64, b: i64) -> ShapeResult<i64> {
+        Ok(match self {
+            Arith::Add => a.wrapping_add(b),
+            Arith::Sub => a.wrapping_sub(b),
+            Arith::Mul => a.wrapping_mul(b),
+            Arith::Div if b == 0 => return Err(ShapeError::Invalid("integer division by zero".into())),
+            Arith::Div if dtype == DType::U64 => ((a as u64) / (b as u64)) as i64,
+            Arith::Div => a.wrapping_div(b),
+        })
+    }
+}
+
+/// Folds a broadcasting binary op on known integer inputs.
+fn fold_binary(
+    out_shape: &[usize],
+    a: &Value,
+    b: &Value,
+    f: impl Fn(i64, i64) -> ShapeResult<i64>,
+) -> ShapeResult<Option<Vec<i64>>> {
+    match (broadcast_data(a, out_shape), broadcast_data(b, out_shape)) {
+        (Some(x), Some(y)) => x.into_iter().zip(y).map(|(x, y)| f(x, y)).collect::<ShapeResult<_>>().map(Some),
+        _ => Ok(None),
+    }
+}
+
+/// `Add`, `Sub`, `Mul`, `Div`: same dtypes, broadcast shapes; folded for integers.
+fn binary(node: &Node<'_>, op: Arith) -> ShapeResult<Vec<Value>> {
+    expect_inputs(node, 2, 2)?;
+    let a = input_of(node, 0, Accepts::Numeric)?;
+    let b = input(node, 1)?;
+    let dtype = same_dtype(a, b)?;
+    let shape = binary_shape(node, &a.ty.shape, &b.ty.shape)?;
+    let ty = TensorType::new(dtype, shape);
+    let out = fold(ty.clone(), || fold_binary(&ty.shape, a, b, |x, y| op.apply(dtype, x, y)))?;
+    Ok(vec![out])
+}
+
+/// `Pow`: the exponent may have another numeric dtype (opset 12); the output
+/// has the base's.
+fn pow(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
+    expect_inputs(node, 2, 2)?;
+    let base = input_of(node, 0, Accepts::Numeric)?;
+    let exponent = input_of(node, 1, Accepts::Numeric)?;
+    if node.opset < 12 {
+        same_dtype(base, exponent)?;
+    }
+    Ok(vec![typed(base.ty.dtype, binary_shape(node, &base.ty.shape, &exponent.ty.shape)?)])
+}
+
+/// `Equal` (any dtype, folded) and `Less`/`Greater` (numeric): bool output.
+fn compare(node: &Node<'_>, equal: bool) -> ShapeResult<Vec<Value>> {
+    expect_inputs(node, 2, 2)?;
+    let a = input(node, 0)?;
+    let b = input(node, 1)?;
+    same_dtype(a, b)?;
+    if !equal {
+        check_dtype(a, 0, Accepts::Numeric)?;
+    }
+    let ty = TensorType::new(DType::Bool, binary_shape(node, &a.ty.shape, &b.ty.shape)?);
+    if !equal {
+        return Ok(vec![Value::of_type(ty)]);
+    }
+    let out = fold(ty.clone(), || fold_binary(&ty.shape, a, b, |x, y| Ok(i64::from(x == y))))?;
+    Ok(vec![out])
+}
+
+/// `Sum`, `Max`, `Min`, `Mean`: one or more inputs of one dtype, broadcast
+/// together (opsets before 8 require equal shapes, which broadcasting accepts).
+fn variadic(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
+    expect_inputs(node, 1, usize::MAX)?;
+    let first = input_of(node, 0, Accepts::Numeric)?;
+    let mut shape = first.ty.shape.clone();
+    for index in 1..node.inputs.len() {
+        let other = input(node, index)?;
+        same_dtype(first, other)?;
+        shape = broadcast(&shape, &other.ty.shape)?;
+    }
+    Ok(vec![typed(first.ty.dtype, shape)])
+}
+
+/// `Where`: a bool condition selects between two values of one dtype, all
+/// three broadcast together; folded for integers.
+fn where_(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
+    expect_inputs(node, 3, 3)?;
+    let cond = input_of(node, 0, Accepts::Bool)?;
+    let x = input(node, 1)?;
+    let y = input(node, 2)?;
+    let dtype = same_dtype(x, y)?;
+    let shape = broadcast(&broadcast(&cond.ty.shape, &x.ty.shape)?, &y.ty.shape)?;
+    let ty = TensorType::new(dtype, shape);
+    let out = fold(ty.clone(), || {
+        let data = [cond, x, y].map(|v| broadcast_data(v, &ty.shape));
+        Ok(match data {
+            [Some(c), Some(x), Some(y)] => Some(c.iter().zip(x).zip(y).map(|((&c, x), y)| if c != 0 { x } else { y }).collect()),
+            _ => None,
+        })
+    })?;
+    Ok(vec![out])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::util::testing::{data, error, f, ints, run, scalar, shape, t};
+    use crate::ir::{Attr, Attrs, DType};
+
+    #[test]
+    fn broadcasting() {
+        assert_eq!(shape("Add", 13, Attrs::new(), &[f(&[2, 1, 3]), f(&[4, 1])]), vec![2, 4, 3]);
+        assert_eq!(shape("Mul", 13, Attrs::new(), &[f(&[]), f(&[5])]), vec![5]);
+        assert_eq!(shape("Sum", 13, Attrs::new(), &[f(&[3, 1]), f(&[1, 4]), f(&[4])]), vec![3, 4]);
+        assert_eq!(
+            shape("Where", 16, Attrs::new(), &[t(DType::Bool, &[2, 1]), f(&[3]), f(&[1, 1, 1])]),
+            vec![1, 2, 3]
+        );
+    }
+
+    #[test]
+    fn broadcast_errors() {
+        assert_eq!(error("Add", 13, Attrs::new(), &[f(&[2, 3]), f(&[4])]), "cannot broadcast [2,3] with [4]");
+        assert_eq!(error("Add", 13, Attrs::new(), &[f(&[2]), t(DType::I64, &[2])]), "input dtypes differ: f32 and i64");
+        assert_eq!(error("Add", 13, Attrs::new(), &[f(&[2])]), "expected 2 inputs, got 1");
+        assert_eq!(error("Sqrt", 13, Attrs::new(), &[t(DType::I64, &[2])]), "input 0 must be a float tensor, got i64");
+    }
+
+    #[test]
+    fn legacy_broadcast() {
+        let on = Attrs::new().with("broadcast", Attr::Int(1));
+        assert_eq!(shape("Add", 6, on.clone(), &[f(&[2, 3, 4, 5]), f(&[4, 5])]), vec![2, 3, 4, 5]);
+        let axis1 = on.clone().with("axis", Attr::Int(1));
+        assert_eq!(shape("Mul", 6, axis1.clone(), &[f(&[2, 3, 4, 5]), f(&[3, 1])]), vec![2, 3, 4, 5]);
+        assert_eq!(error("Mul", 6, axis1, &[f(&[2, 3, 4, 5]), f(&[4])]), "cannot broadcast [4] to [2,3,4,5]");
+        assert!(run("Add", 6, Attrs::new(), &[f(&[2, 3]), f(&[3])], 1).is_err());
+    }
+
+    #[test]
+    fn comparisons_and_prelu() {
+        let out = run("Less", 13, Attrs::new(), &[f(&[2, 3]), f(&[3])], 1).unwrap();
+        assert_eq!(out[0].ty.dtype, DType::Bool);
+        assert_eq!(shape("PRelu", 16, Attrs::new(), &[f(&[1, 8, 4, 4]), f(&[8, 1, 1])]), vec![1, 8, 4, 4]);
+        assert_eq!(
+            error("PRelu", 16, Attrs::new(), &[f(&[1, 8, 4, 4]), f(&[8])]),
+            "slope [8] does not broadcast to [1,8,4,4]"
+        );
+    }
+
+    #[test]
+    fn integer_folding() {
+        let div = run("Div", 13, Attrs::new(), &[ints(&[7, -7, 9]), scalar(2)], 1).unwrap();
+        assert_eq!(data(&div[0]), vec![3, -3, 4]);
+        let sub = run("Sub", 13, Attrs::new(), &[ints(&[7, 1]), ints(&[1, 2])], 1).unwrap();
+        assert_eq!(data(&sub[0]), vec![6, -1]);
+        let eq = run("Equal", 13, Attrs::new(), &[ints(&[1, 2, 3]), scalar(2)], 1).unwrap();
+        assert_eq!((eq[0].ty.dtype, data(&eq[0])), (DType::Bool, vec![0, 1, 0]));
+        let wh = run("Where", 16, Attrs::new(), &[eq[0].clone(), scalar(-1), ints(&[4, 5, 6])], 1).unwrap();
+        assert_eq!(data(&wh[0]), vec![4, -1, 6]);
+        assert_eq!(error("Div", 13, Attrs::new(), &[ints(&[1]), scalar(0)]), "integer division by zero");
+        let unknown = run("Add", 13, Attrs::new(), &[t(DType::I64, &[2]), scalar(1)], 1).unwrap();
+        assert_eq!(unknown[0].data, None);
+    }
+
+    #[test]
+    fn clip_forms() {
+        assert_eq!(shape("Clip", 6, Attrs::new().with("min", Attr::Float(0.0)), &[f(&[3, 4])]), vec![3, 4]);
+        assert_eq!(shape("Clip", 13, Attrs::new(), &[f(&[3, 4]), f(&[]), f(&[])]), vec![3, 4]);
+        assert!(run("Clip", 6, Attrs::new(), &[f(&[3]), f(&[])], 1).is_err());
+    }
+}

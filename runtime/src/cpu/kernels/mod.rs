@@ -1,0 +1,214 @@
+//! Forward kernels of the CPU reference backend, one module per op family.
+//!
+//! [`forward`] finds an op in the families' tables, runs it on host tensors and checks
+//! that what it made has the dtypes and shapes the graph declares. Kernels are
+//! single-threaded with a fixed accumulation order, so equal inputs give bit-identical
+//! outputs. Float sums (reductions, norms, softmax, average pooling) accumulate in f64;
+//! GEMM-based ops (MatMul, Gemm, Conv, ConvTranspose) accumulate in the tensor's type.
+
+mod binary;
+mod conv;
+mod conv_transpose;
+mod layout;
+mod linalg;
+mod movement;
+mod norm;
+mod num;
+mod pad;
+mod pool;
+mod reduce;
+mod shape_ops;
+mod slice;
+mod softmax;
+mod unary;
+mod window;
+
+#[cfg(test)]
+mod testutil;
+
+use crate::attrs::Attrs;
+use crate::error::{KernelError, Result};
+use crate::tensor::{dtype_name, HostTensor};
+use lms_proto::lms::DType;
+
+/// A kernel: computes a node's outputs from its context.
+type Kernel = fn(&Ctx<'_>) -> Result<Vec<HostTensor>>;
+
+/// What a kernel sees of its node.
+struct Ctx<'a> {
+    /// The ONNX opset of the node's domain (selects defaults and attribute forms).
+    opset: i64,
+    /// The node's attributes.
+    attrs: Attrs<'a>,
+    /// Input slots; `None` or past the end is an absent optional input.
+    inputs: &'a [Option<&'a HostTensor>],
+    /// The dtype and shape the graph declares for each output.
+    outputs: &'a [(DType, Vec<usize>)],
+}
+
+impl<'a> Ctx<'a> {
+    /// Input `i`, named `name` in errors, which must be present.
+    fn input(&self, i: usize, name: &str) -> Result<&'a HostTensor> {
+        self.opt_input(i).ok_or_else(|| KernelError::MissingInput(name.to_string()))
+    }
+
+    /// Input `i` when present.
+    fn opt_input(&self, i: usize) -> Option<&'a HostTensor> {
+        self.inputs.get(i).copied().flatten()
+    }
+
+    /// The declared dtype of output `i`.
+    fn out_dtype(&self, i: usize) -> Result<DType> {
+        self.outputs
+            .get(i)
+            .map(|o| o.0)
+            .ok_or_else(|| KernelError::invalid(format!("output {i} is not declared")))
+    }
+
+    /// Ints given either as attribute `attr` (older opsets) or as input `i` (newer ones).
+    fn ints_attr_or_input(&self, attr: &str, i: usize, name: &str) -> Result<Option<Vec<i64>>> {
+        match (self.attrs.ints_opt(attr)?, self.opt_input(i)) {
+            (Some(v), None) => Ok(Some(v.to_vec())),
+            (None, Some(t)) => t.to_i64s(&format!("input {name}")).map(Some),
+            (None, None) => Ok(None),
+            (Some(_), Some(_)) => Err(KernelError::attr(attr, format!("given both as attribute and as input {name}"))),
+        }
+    }
+}
+
+/// Evaluates `$body` with `$T` bound to the numeric (non-bool) element type of `$dtype`.
+macro_rules! dispatch_num {
+    ($dtype:expr, $what:expr, $T:ident => $body:expr) => {{
+        use lms_proto::lms::DType as D;
+        match $dtype {
+            D::DtypeF32 => { type $T = f32; $body }
+            D::DtypeF64 => { type $T = f64; $body }
+            D::DtypeI64 => { type $T = i64; $body }
+            D::DtypeI32 => { type $T = i32; $body }
+            D::DtypeU8 => { type $T = u8; $body }
+            D::DtypeI8 => { type $T = i8; $body }
+            other => Err($crate::cpu::kernels::dtype_error($what, "a numeric type", other)),
+        }
+    }};
+}
+
+/// Evaluates `$body` with `$T` bound to the float element type of `$dtype`.
+macro_rules! dispatch_float {
+    ($dtype:expr, $what:expr, $T:ident => $body:expr) => {{
+        use lms_proto::lms::DType as D;
+        match $dtype {
+            D::DtypeF32 => { type $T = f32; $body }
+            D::DtypeF64 => { type $T = f64; $body }
+            other => Err($crate::cpu::kernels::dtype_error($what, "f32 or f64", other)),
+        }
+    }};
+}
+
+use {dispatch_float, dispatch_num};
+
+/// A dtype error about `what`.
+fn dtype_error(what: &str, expected: &str, found: DType) -> KernelError {
+    KernelError::Dtype { what: what.to_string(), expected: expected.to_string(), found: dtype_name(found).to_string() }
+}
+
+/// Every family's table of (op type, kernel).
+const FAMILIES: &[&[(&str, Kernel)]] = &[
+    unary::KERNELS,
+    binary::KERNELS,
+    conv::KERNELS,
+    conv_transpose::KERNELS,
+    pool::KERNELS,
+    linalg::KERNELS,
+    norm::KERNELS,
+    softmax::KERNELS,
+    reduce::KERNELS,
+    shape_ops::KERNELS,
+    movement::KERNELS,
+    slice::KERNELS,
+    pad::KERNELS,
+];
+
+/// The op types (default ONNX domain) that [`forward`] implements, sorted.
+pub fn supported_ops() -> Vec<&'static str> {
+    let mut ops: Vec<_> = FAMILIES.iter().flat_map(|f| f.iter().map(|(op, _)| *op)).collect();
+    ops.sort_unstable();
+    ops
+}
+
+/// Runs the forward kernel of `node_op` (an ONNX op type of the default domain).
+///
+/// `opset` is the node's ONNX opset: it picks attribute defaults and whether values
+/// come as attributes or inputs (both forms are accepted where ONNX moved them).
+/// `inputs` has one slot per node input, `None` for an absent optional one.
+/// `outputs` gives the dtype and shape the graph declares for each output; the kernel
+/// makes exactly these outputs, and any disagreement is an error naming the op.
+pub fn forward(
+    node_op: &str,
+    opset: i64,
+    attrs: &Attrs<'_>,
+    inputs: &[Option<&HostTensor>],
+    outputs: &[(DType, Vec<usize>)],
+) -> Result<Vec<HostTensor>> {
+    let kernel = FAMILIES
+        .iter()
+        .find_map(|f| f.iter().find(|(op, _)| *op == node_op))
+        .map(|(_, k)| *k)
+        .ok_or_else(|| KernelError::UnknownOp(node_op.to_string()))?;
+    let ctx = Ctx { opset, attrs: *attrs, inputs, outputs };
+    let in_op = |error| KernelError::Op { op: node_op.to_string(), error: Box::new(error) };
+    let results = kernel(&ctx).map_err(in_op)?;
+    check_outputs(&results, outputs).map_err(in_op)?;
+    Ok(results)
+}
+
+/// Checks a kernel's results against the graph's declared outputs.
+fn check_outputs(results: &[HostTensor], declared: &[(DType, Vec<usize>)]) -> Result<()> {
+    if results.len() != declared.len() {
+        return Err(KernelError::invalid(format!(
+            "kernel made {} outputs, the graph declares {}",
+            results.len(),
+            declared.len()
+        )));
+    }
+    for (i, (t, (dtype, shape))) in results.iter().zip(declared).enumerate() {
+        if t.dtype() != *dtype || t.shape != *shape {
+            return Err(KernelError::shape(
+                format!("output {i}"),
+                format!(
+                    "kernel made {} {:?}, the graph declares {} {:?}",
+                    dtype_name(t.dtype()),
+                    t.shape,
+                    dtype_name(*dtype),
+                    shape
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testutil::*;
+    use super::*;
+
+    #[test]
+    fn unknown_op_and_output_mismatch_are_errors() {
+        let x = tensor(&[2], vec![1.0f32, -1.0]);
+        let err = run("NoSuchOp", 17, &[], &[&x], &[(DType::DtypeF32, vec![2])]).unwrap_err();
+        assert_eq!(err.to_string(), "no CPU kernel for op `NoSuchOp`");
+        let err = run("Relu", 17, &[], &[&x], &[(DType::DtypeF32, vec![3])]).unwrap_err();
+        assert_eq!(err.to_string(), "Relu: output 0: kernel made f32 [2], the graph declares f32 [3]");
+        let err = run("Relu", 17, &[], &[], &[(DType::DtypeF32, vec![2])]).unwrap_err();
+        assert_eq!(err.to_string(), "Relu: input X is missing");
+    }
+
+    #[test]
+    fn supported_ops_are_unique() {
+        let ops = supported_ops();
+        let mut dedup = ops.clone();
+        dedup.dedup();
+        assert_eq!(ops, dedup);
+        assert!(ops.contains(&"Conv") && ops.contains(&"Softmax"));
+    }
+}

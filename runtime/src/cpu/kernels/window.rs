@@ -1,0 +1,140 @@
+//! Sliding-window geometry shared by Conv and the pools: strides, dilations, pads and
+//! auto_pad, with 1-D and 2-D windows padded to 3-D (leading size-1 axes).
+
+use super::Ctx;
+use crate::error::{KernelError, Result};
+
+/// Geometry of a window op over 1 to 3 spatial axes, stored as 3-D.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Window {
+    /// Number of spatial axes of the op (1, 2 or 3).
+    pub rank: usize,
+    /// Input spatial size.
+    pub input: [usize; 3],
+    /// Kernel size.
+    pub kernel: [usize; 3],
+    /// Output spatial size.
+    pub output: [usize; 3],
+    /// Stride per axis.
+    pub stride: [usize; 3],
+    /// Dilation per axis.
+    pub dilation: [usize; 3],
+    /// Padding before each axis.
+    pub pad_begin: [usize; 3],
+    /// Padding after each axis.
+    pub pad_end: [usize; 3],
+}
+
+/// `v` (length <= 3) right-aligned in an array filled with `fill`.
+pub(super) fn to3(v: &[usize], fill: usize) -> [usize; 3] {
+    let mut out = [fill; 3];
+    out[3 - v.len()..].copy_from_slice(v);
+    out
+}
+
+/// Positive ints from attribute `name`, `len` of them, defaulting to 1s.
+fn positive(ctx: &Ctx<'_>, name: &str, len: usize) -> Result<Vec<usize>> {
+    let Some(v) = ctx.attrs.ints_opt(name)? else {
+        return Ok(vec![1; len]);
+    };
+    if v.len() != len || v.iter().any(|&s| s < 1) {
+        return Err(KernelError::attr(name, format!("expected {len} positive values, found {v:?}")));
+    }
+    Ok(v.iter().map(|&s| s as usize).collect())
+}
+
+/// The explicit `pads` attribute (begin values, then end values), 0s by default.
+pub(super) fn explicit_pads(ctx: &Ctx<'_>, rank: usize) -> Result<(Vec<usize>, Vec<usize>)> {
+    let Some(p) = ctx.attrs.ints_opt("pads")? else {
+        return Ok((vec![0; rank], vec![0; rank]));
+    };
+    if p.len() != 2 * rank || p.iter().any(|&v| v < 0) {
+        return Err(KernelError::attr("pads", format!("expected {} non-negative values, found {p:?}", 2 * rank)));
+    }
+    let p: Vec<usize> = p.iter().map(|&v| v as usize).collect();
+    Ok((p[..rank].to_vec(), p[rank..].to_vec()))
+}
+
+/// The `strides` and `dilations` attributes of an op with `rank` spatial axes.
+pub(super) fn strides_dilations(ctx: &Ctx<'_>, rank: usize) -> Result<(Vec<usize>, Vec<usize>)> {
+    Ok((positive(ctx, "strides", rank)?, positive(ctx, "dilations", rank)?))
+}
+
+/// Checks that an op has 1 to 3 spatial axes.
+pub(super) fn check_spatial_rank(rank: usize, what: &str) -> Result<()> {
+    if (1..=3).contains(&rank) {
+        Ok(())
+    } else {
+        Err(KernelError::unsupported(format!("{what} with {rank} spatial axes (1 to 3 are)")))
+    }
+}
+
+impl Window {
+    /// Window geometry from the node's attributes (`strides`, `dilations`, `pads`,
+    /// `auto_pad`) for an input of spatial size `input` and a kernel of size `kernel`.
+    /// `ceil_mode` rounds the output size up, dropping a last window that would start
+    /// in the end padding.
+    pub fn from_attrs(ctx: &Ctx<'_>, input: &[usize], kernel: &[usize], ceil_mode: bool) -> Result<Window> {
+        let rank = input.len();
+        check_spatial_rank(rank, "window op")?;
+        if kernel.len() != rank || kernel.contains(&0) {
+            return Err(KernelError::attr("kernel_shape", format!("{kernel:?} does not fit {rank} spatial axes")));
+        }
+        let (stride, dilation) = strides_dilations(ctx, rank)?;
+        let (mut begin, mut end) = explicit_pads(ctx, rank)?;
+        let mut output = vec![0; rank];
+        let auto_pad = ctx.attrs.string("auto_pad", "NOTSET")?;
+        for d in 0..rank {
+            let span = (kernel[d] - 1) * dilation[d] + 1;
+            match auto_pad {
+                "NOTSET" => {}
+                "VALID" => (begin[d], end[d]) = (0, 0),
+                "SAME_UPPER" | "SAME_LOWER" => {
+                    let out = input[d].div_ceil(stride[d]);
+                    let total = ((out.max(1) - 1) * stride[d] + span).saturating_sub(input[d]);
+                    let small = total / 2;
+                    (begin[d], end[d]) = if auto_pad == "SAME_UPPER" { (small, total - small) } else { (total - small, small) };
+                }
+                other => return Err(KernelError::attr("auto_pad", format!("unknown value `{other}`"))),
+            }
+            let padded = input[d] + begin[d] + end[d];
+            if padded < span {
+                return Err(KernelError::shape(
+                    "input X",
+                    format!("spatial axis {d} of size {padded} (padded) is smaller than the window {span}"),
+                ));
+            }
+            let steps = padded - span;
+            output[d] = if ceil_mode {
+                let out = steps.div_ceil(stride[d]) + 1;
+                if (out - 1) * stride[d] >= input[d] + begin[d] { out - 1 } else { out }
+            } else {
+                steps / stride[d] + 1
+            };
+        }
+        Ok(Window {
+            rank,
+            input: to3(input, 1),
+            kernel: to3(kernel, 1),
+            output: to3(&output, 1),
+            stride: to3(&stride, 1),
+            dilation: to3(&dilation, 1),
+            pad_begin: to3(&begin, 0),
+            pad_end: to3(&end, 0),
+        })
+    }
+
+    /// Output spatial size, with the op's own number of axes.
+    pub fn output_dims(&self) -> &[usize] {
+        &self.output[3 - self.rank..]
+    }
+
+    /// Input coordinate on `axis` read by output position `o` at kernel offset `k`, or
+    /// `None` when it falls in the padding.
+    #[inline]
+    pub fn source(&self, axis: usize, o: usize, k: usize) -> Option<usize> {
+        (o * self.stride[axis] + k * self.dilation[axis])
+            .checked_sub(self.pad_begin[axis])
+            .filter(|&i| i < self.input[axis])
+    }
+}

@@ -8,6 +8,8 @@ pub mod frontend;
 pub mod inspect;
 pub mod ir;
 pub mod shape;
+pub mod simulate;
+pub mod train;
 pub mod units;
 
 pub use error::{Error, Result};

@@ -3,6 +3,8 @@
 use clap::{Args, Parser, Subcommand};
 use lms_compiler::frontend::{self, FrontendOptions};
 use lms_compiler::inspect::InspectReport;
+use lms_compiler::simulate::SimulateReport;
+use lms_compiler::train::{self, Loss, Optimizer, TrainOptions};
 use lms_compiler::{emit, Error};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -20,6 +22,63 @@ struct Cli {
 enum Command {
     /// What a model holds and how much memory it needs.
     Inspect(InspectArgs),
+    /// Build the training graph of a model and write it as a .lms file.
+    Compile(CompileArgs),
+    /// Memory over the schedule of a .lms file, without a GPU.
+    Simulate(SimulateArgs),
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum OptimizerKind {
+    Sgd,
+    Momentum,
+    Adam,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LossKind {
+    /// Softmax cross-entropy on integer labels over the last axis.
+    SoftmaxXent,
+    /// Mean squared error against a float target.
+    Mse,
+}
+
+#[derive(Args)]
+struct CompileArgs {
+    /// The ONNX model (forward graph).
+    model: PathBuf,
+    #[command(flatten)]
+    shapes: ShapeArgs,
+    /// Optimizer of the training graph.
+    #[arg(long, value_enum, default_value = "sgd")]
+    train: OptimizerKind,
+    /// Learning rate (default 0.01; 0.001 for Adam).
+    #[arg(long)]
+    lr: Option<f32>,
+    /// Momentum of the momentum optimizer.
+    #[arg(long, default_value_t = 0.9)]
+    momentum: f32,
+    /// Loss on the model's first output.
+    #[arg(long, value_enum, default_value = "softmax-xent")]
+    loss: LossKind,
+    /// Train only parameters whose names match a glob (repeatable; default all).
+    #[arg(long, value_name = "GLOB")]
+    trainable: Vec<String>,
+    /// The .lms file to write.
+    #[arg(short, long)]
+    output: PathBuf,
+    /// Also write the graph's stable text form to this file.
+    #[arg(long, value_name = "FILE")]
+    text: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct SimulateArgs {
+    /// The .lms file.
+    graph: PathBuf,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Options that make a model's shapes concrete.
@@ -75,10 +134,52 @@ fn inspect(args: &InspectArgs) -> Result<(), Error> {
     Ok(())
 }
 
+fn compile(args: &CompileArgs) -> Result<(), Error> {
+    let model = frontend::load(&args.model, &args.shapes.options())?;
+    let optimizer = match args.train {
+        OptimizerKind::Sgd => Optimizer::Sgd { lr: args.lr.unwrap_or(0.01) },
+        OptimizerKind::Momentum => Optimizer::Momentum { lr: args.lr.unwrap_or(0.01), momentum: args.momentum },
+        OptimizerKind::Adam => Optimizer::Adam { lr: args.lr.unwrap_or(0.001), beta1: 0.9, beta2: 0.999, epsilon: 1e-8 },
+    };
+    let loss = match args.loss {
+        LossKind::SoftmaxXent => Loss::SoftmaxCrossEntropy,
+        LossKind::Mse => Loss::MeanSquaredError,
+    };
+    let options = TrainOptions { loss, optimizer, trainable: args.trainable.clone() };
+    let graph = train::build(&model.graph, &options).map_err(|e| e.in_file(&args.model))?;
+    let metadata = vec![
+        ("source".to_string(), args.model.display().to_string()),
+        ("batch".to_string(), args.shapes.batch.map_or_else(|| "model".to_string(), |b| b.to_string())),
+        ("optimizer".to_string(), format!("{optimizer:?}")),
+        ("loss".to_string(), format!("{loss:?}")),
+    ];
+    emit::serialize::write(&args.output, &graph, None, &metadata)?;
+    if let Some(path) = &args.text {
+        let text = emit::text::to_text(&graph)?;
+        emit::serialize::write_atomically(path, text.as_bytes()).map_err(|e| Error::from(e).in_file(path))?;
+    }
+    let ops = graph.node_ids().filter(|&id| !graph.node(id).parameterized).count();
+    eprintln!("lms: wrote {} ({ops} ops, {} tensors)", args.output.display(), graph.tensor_count());
+    Ok(())
+}
+
+fn simulate(args: &SimulateArgs) -> Result<(), Error> {
+    let (graph, schedule) = emit::serialize::read(&args.graph)?;
+    let report = SimulateReport::new(&graph, &schedule);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report).map_err(|e| Error::Usage(e.to_string()))?);
+    } else {
+        print!("{}", report.to_text());
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Inspect(args) => inspect(args),
+        Command::Compile(args) => compile(args),
+        Command::Simulate(args) => simulate(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,4 +1,4 @@
-//! Human-readable byte sizes.
+//! Human-readable byte sizes: formatting and parsing.
 
 /// Formats a byte count with binary units: `512 B`, `1.50 KiB`, `3.06 MiB`.
 pub fn format_bytes(bytes: u64) -> String {
@@ -15,9 +15,45 @@ pub fn format_bytes(bytes: u64) -> String {
     format!("{value:.2} {}", UNITS[unit])
 }
 
+/// Parses a byte size: a number with an optional unit, binary (`KiB`, `MiB`,
+/// `GiB`, `TiB`) or decimal (`KB`, `MB`, `GB`, `TB`), or plain bytes (`B`).
+pub fn parse_bytes(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let value: f64 = number.parse().map_err(|_| format!("'{text}' is not a size (try 16GiB)"))?;
+    let scale: f64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1.0,
+        "kib" | "k" => 1024.0,
+        "mib" | "m" => 1024.0 * 1024.0,
+        "gib" | "g" => 1024.0 * 1024.0 * 1024.0,
+        "tib" | "t" => 1024f64.powi(4),
+        "kb" => 1e3,
+        "mb" => 1e6,
+        "gb" => 1e9,
+        "tb" => 1e12,
+        other => return Err(format!("unknown size unit '{other}' in '{text}'")),
+    };
+    let bytes = value * scale;
+    if !bytes.is_finite() || bytes > u64::MAX as f64 {
+        return Err(format!("'{text}' is too large"));
+    }
+    Ok(bytes.round() as u64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parses_sizes() {
+        assert_eq!(parse_bytes("16GiB"), Ok(16 << 30));
+        assert_eq!(parse_bytes("1.5 KiB"), Ok(1536));
+        assert_eq!(parse_bytes("1000"), Ok(1000));
+        assert_eq!(parse_bytes("2GB"), Ok(2_000_000_000));
+        assert!(parse_bytes("lots").is_err());
+        assert!(parse_bytes("3 parsecs").is_err());
+    }
 
     #[test]
     fn formats_binary_units() {

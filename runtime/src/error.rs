@@ -75,3 +75,55 @@ impl KernelError {
 
 /// Result of kernels and tensor helpers.
 pub type Result<T, E = KernelError> = std::result::Result<T, E>;
+
+/// Why loading or running an lms program failed; one-line messages that name the file,
+/// node or tensor at fault.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum RuntimeError {
+    /// The `.lms` file could not be read.
+    #[error("{file}: cannot read: {message}")]
+    Io {
+        /// The file.
+        file: String,
+        /// The operating system's reason.
+        message: String,
+    },
+    /// The file is not a valid lms program.
+    #[error("{file}: {message}")]
+    Invalid {
+        /// The file (or the name the caller gave the bytes).
+        file: String,
+        /// What is wrong, naming the node or tensor.
+        message: String,
+    },
+    /// An allocation would exceed a memory pool's budget.
+    #[error("{0}")]
+    OutOfMemory(Box<crate::memory::OutOfMemory>),
+    /// A kernel failed on a node.
+    #[error("node '{node}': {source}")]
+    Kernel {
+        /// The node's name.
+        node: String,
+        /// The kernel's error (it names the op).
+        source: KernelError,
+    },
+    /// A variable or an input could not be given its initial value.
+    #[error("initialising '{node}': {message}")]
+    Init {
+        /// The variable or input node.
+        node: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The backend failed (a device error, or work issued before the events it needs).
+    #[error("{backend} backend: {message}")]
+    Backend {
+        /// The backend's name.
+        backend: String,
+        /// What failed.
+        message: String,
+    },
+    /// An invariant of the executor does not hold: a bug in the runtime, not bad input.
+    #[error("internal error: {0}")]
+    Internal(String),
+}

@@ -38,9 +38,9 @@ pub trait Elem: Copy + Default + PartialOrd + Debug + Send + Sync + 'static {
     /// Wraps a vector into its buffer variant.
     fn wrap(v: Vec<Self>) -> Buffer;
     /// Decodes one element from exactly `size_of::<Self>()` little-endian bytes.
-    fn from_le(bytes: &[u8]) -> Self;
+    fn decode_le(bytes: &[u8]) -> Self;
     /// Appends the little-endian bytes of `self`.
-    fn push_le(self, out: &mut Vec<u8>);
+    fn encode_le(self, out: &mut Vec<u8>);
     /// Numeric value as f64 (true is 1).
     fn to_f64(self) -> f64;
     /// Converts from f64 like a C cast (saturating for integers, non-zero is true).
@@ -77,12 +77,12 @@ macro_rules! numeric_elem {
             fn wrap(v: Vec<Self>) -> Buffer {
                 Buffer::$variant(v)
             }
-            fn from_le(bytes: &[u8]) -> Self {
+            fn decode_le(bytes: &[u8]) -> Self {
                 let mut a = [0u8; std::mem::size_of::<$t>()];
                 a.copy_from_slice(bytes);
                 <$t>::from_le_bytes(a)
             }
-            fn push_le(self, out: &mut Vec<u8>) {
+            fn encode_le(self, out: &mut Vec<u8>) {
                 out.extend_from_slice(&self.to_le_bytes());
             }
             fn to_f64(self) -> f64 {
@@ -132,10 +132,10 @@ impl Elem for bool {
     fn wrap(v: Vec<Self>) -> Buffer {
         Buffer::Bool(v)
     }
-    fn from_le(bytes: &[u8]) -> Self {
+    fn decode_le(bytes: &[u8]) -> Self {
         bytes.first().is_some_and(|&b| b != 0)
     }
-    fn push_le(self, out: &mut Vec<u8>) {
+    fn encode_le(self, out: &mut Vec<u8>) {
         out.push(u8::from(self));
     }
     fn to_f64(self) -> f64 {
@@ -156,15 +156,14 @@ impl Elem for bool {
 macro_rules! dispatch {
     ($dtype:expr, $T:ident => $body:expr) => {{
         use $crate::tensor::dtype_name;
-        use lms_proto::lms::DType as D;
         match $dtype {
-            D::DtypeF32 => { type $T = f32; $body }
-            D::DtypeF64 => { type $T = f64; $body }
-            D::DtypeI64 => { type $T = i64; $body }
-            D::DtypeI32 => { type $T = i32; $body }
-            D::DtypeBool => { type $T = bool; $body }
-            D::DtypeU8 => { type $T = u8; $body }
-            D::DtypeI8 => { type $T = i8; $body }
+            lms_proto::lms::DType::DtypeF32 => { type $T = f32; $body }
+            lms_proto::lms::DType::DtypeF64 => { type $T = f64; $body }
+            lms_proto::lms::DType::DtypeI64 => { type $T = i64; $body }
+            lms_proto::lms::DType::DtypeI32 => { type $T = i32; $body }
+            lms_proto::lms::DType::DtypeBool => { type $T = bool; $body }
+            lms_proto::lms::DType::DtypeU8 => { type $T = u8; $body }
+            lms_proto::lms::DType::DtypeI8 => { type $T = i8; $body }
             other => Err($crate::error::KernelError::unsupported(format!(
                 "dtype {} on the CPU backend",
                 dtype_name(other)
@@ -291,7 +290,7 @@ impl HostTensor {
                     format!("{} bytes for {n} {} elements of shape {shape:?}", bytes.len(), dtype_name(dtype)),
                 ));
             }
-            Ok(T::wrap(bytes.chunks_exact(size).map(T::from_le).collect()))
+            Ok(T::wrap(bytes.chunks_exact(size).map(T::decode_le).collect()))
         })?;
         Ok(HostTensor { shape: shape.to_vec(), data })
     }
@@ -300,7 +299,7 @@ impl HostTensor {
     pub fn to_le_bytes(&self) -> Vec<u8> {
         fn encode<T: Elem>(v: &[T]) -> Vec<u8> {
             let mut out = Vec::with_capacity(v.len() * std::mem::size_of::<T>());
-            v.iter().for_each(|x| x.push_le(&mut out));
+            v.iter().for_each(|x| x.encode_le(&mut out));
             out
         }
         match &self.data {

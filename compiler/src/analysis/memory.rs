@@ -5,9 +5,12 @@
 //! for the whole run. Every other tensor is allocated when its producer runs
 //! and freed right after its last reader in the schedule; graph outputs stay
 //! until the end; a tensor nobody reads is freed right after its producer.
-//! While a node runs, its inputs and its outputs are live together.
+//! While a node runs, its inputs and its outputs are live together. A tensor
+//! carried by an update edge replaces its variable's storage, so in bytes it
+//! is freed right after its producer. (The contract: proto/OPS.md, "Memory
+//! accounting".)
 
-use crate::ir::{Graph, NodeId, TensorId};
+use crate::ir::{Action, Graph, NodeId, TensorId};
 
 /// Memory over a schedule.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -24,9 +27,10 @@ pub struct MemoryProfile {
     pub live_at_peak: Vec<TensorId>,
 }
 
-/// The step at which each tensor is last needed, indexed by `TensorId::index()`:
-/// the last reader's position, `usize::MAX` for graph outputs and tensors of
-/// parameterized vertices, the producer's position for unread tensors.
+/// The step after which each tensor's bytes are freed, indexed by
+/// `TensorId::index()`: the last reader's position, `usize::MAX` for graph
+/// outputs and tensors of parameterized vertices, the producer's position for
+/// unread tensors and for tensors that update a variable.
 pub fn last_use(g: &Graph, schedule: &[NodeId]) -> Vec<usize> {
     let mut position = vec![0usize; g.node_bound()];
     for (step, id) in schedule.iter().enumerate() {
@@ -40,6 +44,11 @@ pub fn last_use(g: &Graph, schedule: &[NodeId]) -> Vec<usize> {
         } else {
             g.readers(t).map(|(r, _)| position[r.index()]).fold(position[producer.index()], usize::max)
         };
+    }
+    for (_, _, e) in g.edges() {
+        if let (Action::Update, Some(t)) = (e.action, e.tensor) {
+            last[t.index()] = position[g.tensor(t).producer.0.index()];
+        }
     }
     for &t in &g.outputs {
         last[t.index()] = usize::MAX;

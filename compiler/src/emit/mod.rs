@@ -2,3 +2,4 @@
 //! `.lms` graph, and reports.
 
 pub mod text;
+pub mod serialize;

@@ -136,12 +136,13 @@ impl<'a> Builder<'a> {
                 }
             }
         }
-        // Kahn's algorithm, earliest file position first: the file's order when valid.
+        // Kahn's algorithm, earliest file position first: the file's order
+        // when valid. Ordering completes before inference so that a cycle is
+        // reported as such.
         let mut ready: BinaryHeap<Reverse<usize>> = (0..nodes.len()).filter(|&i| waiting[i] == 0).map(Reverse).collect();
-        let mut done = 0;
+        let mut order = Vec::with_capacity(nodes.len());
         while let Some(Reverse(i)) = ready.pop() {
-            self.add_node(&nodes[i], names[i].clone())?;
-            done += 1;
+            order.push(i);
             for &d in &dependents[i] {
                 waiting[d] -= 1;
                 if waiting[d] == 0 {
@@ -149,9 +150,11 @@ impl<'a> Builder<'a> {
                 }
             }
         }
-        if done < nodes.len() {
-            let stuck = (0..nodes.len()).find(|&i| waiting[i] > 0).map_or_else(String::new, |i| names[i].clone());
-            return Err(crate::analysis::order::CycleError { node: stuck }.into());
+        if let Some(stuck) = (0..nodes.len()).find(|&i| waiting[i] > 0) {
+            return Err(crate::analysis::order::CycleError { node: names[stuck].clone() }.into());
+        }
+        for i in order {
+            self.add_node(&nodes[i], names[i].clone())?;
         }
         Ok(())
     }

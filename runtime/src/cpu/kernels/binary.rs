@@ -2,7 +2,7 @@
 //! comparisons, logic, Where, and Sum/Max/Min/Mean.
 
 use super::layout::{broadcast_shapes, broadcast_strides, for_each_row};
-use super::num::{Float, Num};
+use super::num::Num;
 use super::{dispatch_float, dispatch_num, Ctx, Kernel};
 use crate::error::{KernelError, Result};
 use crate::tensor::{dispatch, numel, Elem, HostTensor};

@@ -79,14 +79,13 @@ impl<'a> Ctx<'a> {
 /// Evaluates `$body` with `$T` bound to the numeric (non-bool) element type of `$dtype`.
 macro_rules! dispatch_num {
     ($dtype:expr, $what:expr, $T:ident => $body:expr) => {{
-        use lms_proto::lms::DType as D;
         match $dtype {
-            D::DtypeF32 => { type $T = f32; $body }
-            D::DtypeF64 => { type $T = f64; $body }
-            D::DtypeI64 => { type $T = i64; $body }
-            D::DtypeI32 => { type $T = i32; $body }
-            D::DtypeU8 => { type $T = u8; $body }
-            D::DtypeI8 => { type $T = i8; $body }
+            lms_proto::lms::DType::DtypeF32 => { type $T = f32; $body }
+            lms_proto::lms::DType::DtypeF64 => { type $T = f64; $body }
+            lms_proto::lms::DType::DtypeI64 => { type $T = i64; $body }
+            lms_proto::lms::DType::DtypeI32 => { type $T = i32; $body }
+            lms_proto::lms::DType::DtypeU8 => { type $T = u8; $body }
+            lms_proto::lms::DType::DtypeI8 => { type $T = i8; $body }
             other => Err($crate::cpu::kernels::dtype_error($what, "a numeric type", other)),
         }
     }};
@@ -95,10 +94,9 @@ macro_rules! dispatch_num {
 /// Evaluates `$body` with `$T` bound to the float element type of `$dtype`.
 macro_rules! dispatch_float {
     ($dtype:expr, $what:expr, $T:ident => $body:expr) => {{
-        use lms_proto::lms::DType as D;
         match $dtype {
-            D::DtypeF32 => { type $T = f32; $body }
-            D::DtypeF64 => { type $T = f64; $body }
+            lms_proto::lms::DType::DtypeF32 => { type $T = f32; $body }
+            lms_proto::lms::DType::DtypeF64 => { type $T = f64; $body }
             other => Err($crate::cpu::kernels::dtype_error($what, "f32 or f64", other)),
         }
     }};

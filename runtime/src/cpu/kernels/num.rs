@@ -46,7 +46,7 @@ pub trait Num: Elem {
 }
 
 macro_rules! int_num {
-    ($($t:ty),*) => {$(
+    ($($t:ty => $abs:path),*) => {$(
         impl Num for $t {
             const ZERO: Self = 0;
             const ONE: Self = 1;
@@ -57,22 +57,13 @@ macro_rules! int_num {
             fn mul(self, o: Self) -> Self { self.wrapping_mul(o) }
             fn div(self, o: Self) -> Self { if o == 0 { 0 } else { self.wrapping_div(o) } }
             fn neg(self) -> Self { self.wrapping_neg() }
-            fn abs(self) -> Self { int_abs!(self, $t) }
+            fn abs(self) -> Self { $abs(self) }
             fn is_nan(self) -> bool { false }
         }
     )*};
 }
 
-macro_rules! int_abs {
-    ($x:expr, u8) => {
-        $x
-    };
-    ($x:expr, $t:ty) => {
-        $x.wrapping_abs()
-    };
-}
-
-int_num!(i64, i32, i8, u8);
+int_num!(i64 => i64::wrapping_abs, i32 => i32::wrapping_abs, i8 => i8::wrapping_abs, u8 => std::convert::identity);
 
 /// Floating-point element types, with the usual operators.
 pub trait Float:
@@ -99,8 +90,8 @@ pub trait Float:
     fn floor(self) -> Self;
     /// Smallest integer not below.
     fn ceil(self) -> Self;
-    /// Error function (libm, correctly rounded to about 1 ulp).
-    fn erf(self) -> Self;
+    /// Error function (libm, accurate to about 1 ulp).
+    fn erf_libm(self) -> Self;
     /// `self` to the power `e`.
     fn powf(self, e: Self) -> Self;
     /// C ← alpha·A·B + beta·C through matrixmultiply.
@@ -145,7 +136,7 @@ macro_rules! float_impl {
             fn tanh(self) -> Self { <$t>::tanh(self) }
             fn floor(self) -> Self { <$t>::floor(self) }
             fn ceil(self) -> Self { <$t>::ceil(self) }
-            fn erf(self) -> Self { $erf(self) }
+            fn erf_libm(self) -> Self { $erf(self) }
             fn powf(self, e: Self) -> Self { <$t>::powf(self, e) }
             unsafe fn gemm_raw(
                 m: usize,

@@ -1,6 +1,6 @@
 //! Helpers for the kernels' tests.
 
-pub use crate::attrs::tests::{float, int, ints, string};
+pub(crate) use crate::attrs::tests::{float, int, ints, string};
 use crate::attrs::Attrs;
 use crate::error::Result;
 use crate::tensor::{Elem, HostTensor};

@@ -115,7 +115,7 @@ fn hard_sigmoid(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
 fn gelu(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     match ctx.attrs.string("approximate", "none")? {
         "none" => map_input!(ctx, dispatch_float, T, |x| {
-            T::from_f64(0.5) * x * (T::ONE + (x * T::from_f64(std::f64::consts::FRAC_1_SQRT_2)).erf())
+            T::from_f64(0.5) * x * (T::ONE + (x * T::from_f64(std::f64::consts::FRAC_1_SQRT_2)).erf_libm())
         }),
         "tanh" => map_input!(ctx, dispatch_float, T, |x| {
             let inner = T::from_f64((2.0 / std::f64::consts::PI).sqrt()) * (x + T::from_f64(0.044715) * x * x * x);
@@ -138,7 +138,7 @@ fn reciprocal(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
 }
 
 fn erf(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
-    map_input!(ctx, dispatch_float, T, |x| x.erf())
+    map_input!(ctx, dispatch_float, T, |x| x.erf_libm())
 }
 
 fn sqrt(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {

@@ -1,0 +1,101 @@
+//! Gradients of MatMul and Gemm, written with MatMul, Gemm and Transpose.
+
+use super::{only_needed, sum_to, Ctx};
+use crate::error::Result;
+use crate::ir::{Attr, Attrs, TensorId};
+use crate::train::builder::Builder;
+
+/// The rule for `op` when it is MatMul or Gemm; `None` otherwise.
+pub fn rule(b: &mut Builder, ctx: &Ctx<'_>, op: &str) -> Result<Option<Vec<Option<TensorId>>>> {
+    Ok(Some(match op {
+        "MatMul" => matmul(b, ctx)?,
+        "Gemm" => gemm(b, ctx)?,
+        _ => return Ok(None),
+    }))
+}
+
+/// X with its last two axes swapped.
+fn swap_last(b: &mut Builder, ctx: &Ctx<'_>, x: TensorId) -> Result<TensorId> {
+    let rank = b.ty(x).rank() as i64;
+    let mut perm: Vec<i64> = (0..rank).collect();
+    perm.swap(rank as usize - 2, rank as usize - 1);
+    b.onnx1(&ctx.name("transpose"), "Transpose", Attrs::new().with("perm", Attr::Ints(perm)), &[x])
+}
+
+/// Y = A·B (ranks ≥ 2, batch axes broadcast): dA = dY·Bᵀ, dB = Aᵀ·dY, each
+/// summed over the batch axes it was broadcast along.
+fn matmul(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
+    let (dy, a, m) = (ctx.dy(0)?, ctx.input(0)?, ctx.input(1)?);
+    if b.ty(a).rank() < 2 || b.ty(m).rank() < 2 {
+        return Err(ctx.fail("lms differentiates MatMul of rank 2 or more only".into()));
+    }
+    let da = if ctx.needs(0) {
+        let mt = swap_last(b, ctx, m)?;
+        let p = b.onnx1(&ctx.name("matmul"), "MatMul", Attrs::new(), &[dy, mt])?;
+        Some(sum_to(b, ctx, p, a))
+    } else {
+        None
+    };
+    let dm = if ctx.needs(1) {
+        let at = swap_last(b, ctx, a)?;
+        let p = b.onnx1(&ctx.name("matmul"), "MatMul", Attrs::new(), &[at, dy])?;
+        Some(sum_to(b, ctx, p, m))
+    } else {
+        None
+    };
+    Ok(vec![da, dm])
+}
+
+fn gemm_attrs(trans_a: bool, trans_b: bool, alpha: f32) -> Attrs {
+    Attrs::new()
+        .with("transA", Attr::Int(trans_a as i64))
+        .with("transB", Attr::Int(trans_b as i64))
+        .with("alpha", Attr::Float(alpha))
+        .with("beta", Attr::Float(0.0))
+}
+
+/// Y = α·op(A)·op(B) + β·C.
+fn gemm(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
+    let attrs = &ctx.node.attrs;
+    let err = |e: crate::ir::AttrError| ctx.fail(e.to_string());
+    let ta = attrs.int("transA", 0).map_err(err)? != 0;
+    let tb = attrs.int("transB", 0).map_err(err)? != 0;
+    let alpha = attrs.float("alpha", 1.0).map_err(err)?;
+    let beta = attrs.float("beta", 1.0).map_err(err)?;
+    let (dy, a, m) = (ctx.dy(0)?, ctx.input(0)?, ctx.input(1)?);
+    // op(A) = A: dA = α·dY·op(B)ᵀ; op(A) = Aᵀ: dA = α·op(B)·dYᵀ.
+    let da = if ctx.needs(0) {
+        Some(if ta {
+            b.onnx1(&ctx.name("gemm"), "Gemm", gemm_attrs(tb, true, alpha), &[m, dy])?
+        } else {
+            b.onnx1(&ctx.name("gemm"), "Gemm", gemm_attrs(false, !tb, alpha), &[dy, m])?
+        })
+    } else {
+        None
+    };
+    // op(B) = B: dB = α·op(A)ᵀ·dY; op(B) = Bᵀ: dB = α·dYᵀ·op(A).
+    let dm = if ctx.needs(1) {
+        Some(if tb {
+            b.onnx1(&ctx.name("gemm"), "Gemm", gemm_attrs(true, ta, alpha), &[dy, a])?
+        } else {
+            b.onnx1(&ctx.name("gemm"), "Gemm", gemm_attrs(!ta, false, alpha), &[a, dy])?
+        })
+    } else {
+        None
+    };
+    let dc = if ctx.needs(2) {
+        let c = ctx.input(2)?;
+        let scaled = if beta == 1.0 {
+            dy
+        } else {
+            let ty = crate::ir::TensorData::from_f32(vec![], &[beta]);
+            let k = b.add_leaf(&ctx.name("beta"), crate::ir::VARIABLE_OP, Attrs::new().with("init", Attr::String("data".into())), ty.ty.clone());
+            b.graph.tensor_mut(k).data = Some(ty);
+            b.onnx1(&ctx.name("mul"), "Mul", Attrs::new(), &[dy, k])?
+        };
+        Some(sum_to(b, ctx, scaled, c))
+    } else {
+        None
+    };
+    Ok(only_needed(ctx, vec![da, dm, dc]))
+}

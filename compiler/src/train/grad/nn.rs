@@ -1,0 +1,185 @@
+//! Gradients of neural-network ops: convolution, pooling, LRN, softmax,
+//! normalisation, Gather, and lms's training-mode ops and losses.
+
+use super::{only_needed, Ctx};
+use crate::error::Result;
+use crate::ir::{Attr, AttrError, Attrs, TensorId, TensorType};
+use crate::train::builder::Builder;
+
+/// The rule for an ONNX `op` of this family; `None` otherwise.
+pub fn rule(b: &mut Builder, ctx: &Ctx<'_>, op: &str) -> Result<Option<Vec<Option<TensorId>>>> {
+    Ok(Some(match op {
+        "Conv" => conv(b, ctx)?,
+        "MaxPool" | "AveragePool" => pool(b, ctx, op)?,
+        "GlobalAveragePool" => {
+            let ty = b.ty(ctx.input(0)?);
+            vec![Some(b.lms1(&ctx.name("gap"), "GlobalAveragePoolGrad", Attrs::new(), &[ctx.dy(0)?], ty))]
+        }
+        "LRN" => {
+            let x = ctx.input(0)?;
+            let mut attrs = Attrs::new();
+            copy_attrs(ctx, &mut attrs, &["size", "alpha", "beta", "bias"]);
+            let ty = b.ty(x);
+            vec![Some(b.lms1(&ctx.name("lrn"), "LRNGrad", attrs, &[ctx.dy(0)?, x], ty))]
+        }
+        "Softmax" | "LogSoftmax" => {
+            let default_axis = if b.graph.opset < 13 { 1 } else { -1 };
+            let axis = ctx.node.attrs.int("axis", default_axis).map_err(|e| attr_fail(ctx, e))?;
+            let attrs = Attrs::new().with("axis", Attr::Int(axis)).with("coerce", Attr::Int((b.graph.opset < 13) as i64));
+            let y = ctx.node.outputs[0];
+            let ty = b.ty(y);
+            let grad_op = if op == "Softmax" { "SoftmaxGrad" } else { "LogSoftmaxGrad" };
+            vec![Some(b.lms1(&ctx.name("softmax"), grad_op, attrs, &[ctx.dy(0)?, y], ty))]
+        }
+        "LayerNormalization" => {
+            let (x, scale) = (ctx.input(0)?, ctx.input(1)?);
+            let [_, mean, invstd] = ctx.node.outputs[..] else {
+                return Err(ctx.fail("training needs LayerNormalization's mean and inverse deviation outputs".into()));
+            };
+            let axis = ctx.node.attrs.int("axis", -1).map_err(|e| attr_fail(ctx, e))?;
+            let (tx, ts) = (b.ty(x), b.ty(scale));
+            let outs = b.lms(&ctx.name("layernorm"), "LayerNormGrad", Attrs::new().with("axis", Attr::Int(axis)),
+                &[Some(ctx.dy(0)?), Some(x), Some(scale), Some(mean), Some(invstd)], vec![tx, ts.clone(), ts]);
+            let bias = ctx.node.inputs.get(2).copied().flatten().map(|_| outs[2]);
+            vec![Some(outs[0]), Some(outs[1]), bias]
+        }
+        "Gather" => {
+            if ctx.needs(1) {
+                return Err(ctx.fail("indices of Gather are not differentiable".into()));
+            }
+            let (data, indices) = (ctx.input(0)?, ctx.input(1)?);
+            let rank = b.ty(data).rank() as i64;
+            let axis = ctx.node.attrs.int("axis", 0).map_err(|e| attr_fail(ctx, e))?;
+            let axis = if axis < 0 { axis + rank } else { axis };
+            let ty = b.ty(data);
+            vec![Some(b.lms1(&ctx.name("gather"), "GatherGrad", Attrs::new().with("axis", Attr::Int(axis)), &[ctx.dy(0)?, indices], ty)), None]
+        }
+        _ => return Ok(None),
+    }))
+}
+
+/// Rules for lms's own forward ops (training mode and losses).
+pub fn lms_op(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
+    let dxs = match ctx.node.op.as_str() {
+        "SoftmaxCrossEntropy" | "MeanSquaredError" => {
+            let (pred, target) = (ctx.input(0)?, ctx.input(1)?);
+            let grad_op = format!("{}Grad", ctx.node.op);
+            let ty = b.ty(pred);
+            vec![Some(b.lms1(&ctx.name("loss"), &grad_op, Attrs::new(), &[pred, target], ty)), None]
+        }
+        "BatchNormTrain" => {
+            let (x, scale) = (ctx.input(0)?, ctx.input(1)?);
+            let outs = &ctx.node.outputs;
+            let (tx, ts) = (b.ty(x), b.ty(scale));
+            let grads = b.lms(&ctx.name("batchnorm"), "BatchNormGrad", Attrs::new(),
+                &[Some(ctx.dy(0)?), Some(x), Some(scale), Some(outs[3]), Some(outs[4])], vec![tx, ts.clone(), ts]);
+            vec![Some(grads[0]), Some(grads[1]), Some(grads[2]), None, None]
+        }
+        "DropoutTrain" => {
+            let x = ctx.input(0)?;
+            let mut attrs = Attrs::new();
+            copy_attrs(ctx, &mut attrs, &["ratio"]);
+            let ty = b.ty(x);
+            vec![Some(b.lms1(&ctx.name("dropout"), "DropoutGrad", attrs, &[ctx.dy(0)?, ctx.node.outputs[1]], ty))]
+        }
+        op => return Err(ctx.fail(format!("lms has no gradient for op 'lms::{op}'"))),
+    };
+    Ok(only_needed(ctx, dxs))
+}
+
+fn attr_fail(ctx: &Ctx<'_>, e: AttrError) -> crate::error::Error {
+    ctx.fail(e.to_string())
+}
+
+fn copy_attrs(ctx: &Ctx<'_>, attrs: &mut Attrs, names: &[&str]) {
+    for &name in names {
+        if let Some(v) = ctx.node.attrs.get(name) {
+            attrs.set(name, v.clone());
+        }
+    }
+}
+
+/// Explicit begin/end pads of a windowed op (resolving `auto_pad`), from the
+/// input and output spatial sizes.
+fn explicit_pads(ctx: &Ctx<'_>, x: &TensorType, y: &TensorType, kernel: &[usize], strides: &[i64], dilations: &[i64]) -> Result<Vec<i64>> {
+    let attrs = &ctx.node.attrs;
+    let auto = attrs.string("auto_pad", "NOTSET".into()).map_err(|e| attr_fail(ctx, e))?;
+    let n = kernel.len();
+    if auto == "NOTSET" {
+        let pads = attrs.ints("pads", vec![0; 2 * n]).map_err(|e| attr_fail(ctx, e))?;
+        return Ok(pads);
+    }
+    let mut pads = vec![0i64; 2 * n];
+    if auto == "VALID" {
+        return Ok(pads);
+    }
+    for i in 0..n {
+        let (input, output) = (x.shape[2 + i] as i64, y.shape[2 + i] as i64);
+        let total = ((output - 1) * strides[i] + (kernel[i] as i64 - 1) * dilations[i] + 1 - input).max(0);
+        let small = total / 2;
+        let (begin, end) = if auto == "SAME_LOWER" { (total - small, small) } else { (small, total - small) };
+        pads[i] = begin;
+        pads[n + i] = end;
+    }
+    Ok(pads)
+}
+
+/// Strides, dilations and explicit pads of a windowed op with `kernel`.
+fn window_attrs(ctx: &Ctx<'_>, x: &TensorType, y: &TensorType, kernel: &[usize]) -> Result<Attrs> {
+    let n = kernel.len();
+    let attrs = &ctx.node.attrs;
+    let strides = attrs.ints("strides", vec![1; n]).map_err(|e| attr_fail(ctx, e))?;
+    let dilations = attrs.ints("dilations", vec![1; n]).map_err(|e| attr_fail(ctx, e))?;
+    let pads = explicit_pads(ctx, x, y, kernel, &strides, &dilations)?;
+    Ok(Attrs::new()
+        .with("kernel_shape", Attr::Ints(kernel.iter().map(|&k| k as i64).collect()))
+        .with("strides", Attr::Ints(strides))
+        .with("dilations", Attr::Ints(dilations))
+        .with("pads", Attr::Ints(pads)))
+}
+
+fn conv(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
+    let (dy, x, w) = (ctx.dy(0)?, ctx.input(0)?, ctx.input(1)?);
+    let (tx, tw, ty) = (b.ty(x), b.ty(w), b.ty(ctx.node.outputs[0]));
+    let mut attrs = window_attrs(ctx, &tx, &ty, &tw.shape[2..])?;
+    attrs.set("group", Attr::Int(ctx.node.attrs.int("group", 1).map_err(|e| attr_fail(ctx, e))?));
+    let dx = if ctx.needs(0) { Some(b.lms1(&ctx.name("data"), "ConvGradData", attrs.clone(), &[dy, w], tx)) } else { None };
+    let dw = if ctx.needs(1) { Some(b.lms1(&ctx.name("weight"), "ConvGradWeight", attrs, &[dy, x], tw)) } else { None };
+    let db = match ctx.node.inputs.get(2).copied().flatten() {
+        Some(bias) if ctx.needs(2) => {
+            let tb = b.ty(bias);
+            Some(b.lms1(&ctx.name("bias"), "ConvGradBias", Attrs::new(), &[dy], tb))
+        }
+        _ => None,
+    };
+    Ok(vec![dx, dw, db])
+}
+
+fn pool(b: &mut Builder, ctx: &Ctx<'_>, op: &str) -> Result<Vec<Option<TensorId>>> {
+    if ctx.dys.iter().skip(1).any(Option::is_some) {
+        return Err(ctx.fail("lms has no gradient through MaxPool's indices".into()));
+    }
+    let (dy, x) = (ctx.dy(0)?, ctx.input(0)?);
+    let (tx, ty) = (b.ty(x), b.ty(ctx.node.outputs[0]));
+    let kernel: Vec<usize> = ctx
+        .node
+        .attrs
+        .ints_opt("kernel_shape")
+        .map_err(|e| attr_fail(ctx, e))?
+        .ok_or_else(|| ctx.fail("kernel_shape is required".into()))?
+        .iter()
+        .map(|&k| k.max(1) as usize)
+        .collect();
+    let mut attrs = window_attrs(ctx, &tx, &ty, &kernel)?;
+    for name in ["ceil_mode", "count_include_pad"] {
+        if let Some(v) = ctx.node.attrs.get(name) {
+            attrs.set(name, v.clone());
+        }
+    }
+    let dx = if op == "MaxPool" {
+        b.lms1(&ctx.name("maxpool"), "MaxPoolGrad", attrs, &[dy, x], tx)
+    } else {
+        b.lms1(&ctx.name("avgpool"), "AveragePoolGrad", attrs, &[dy], tx)
+    };
+    Ok(vec![Some(dx)])
+}

@@ -1,0 +1,91 @@
+//! The interface between the executor and a device: buffers, three queues and events.
+//!
+//! A backend owns device buffers (device memory) and host buffers (pinned host memory),
+//! and three in-order queues: [`Queue::Compute`] runs kernels, [`Queue::DeviceToHost`]
+//! copies device buffers to host buffers, [`Queue::HostToDevice`] copies host buffers to
+//! device buffers. Work on different queues may overlap; an [`Backend::record`]ed event
+//! marks the work issued so far on a queue, and [`Backend::wait`] makes a queue's later
+//! work start only after that event. The executor issues every wait a data or control
+//! edge between queues needs, on every backend.
+
+pub mod cpu;
+
+use crate::error::RuntimeError;
+use crate::program::Program;
+use crate::tensor::HostTensor;
+
+/// One of a backend's three in-order queues.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Queue {
+    /// Kernels.
+    Compute,
+    /// Copies from device to host memory (swap-outs, reading results).
+    DeviceToHost,
+    /// Copies from host to device memory (swap-ins, initial values).
+    HostToDevice,
+}
+
+impl Queue {
+    /// Every queue, in index order.
+    pub const ALL: [Queue; 3] = [Queue::Compute, Queue::DeviceToHost, Queue::HostToDevice];
+
+    /// The queue's index in [`Queue::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+impl std::fmt::Display for Queue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Queue::Compute => "compute",
+            Queue::DeviceToHost => "device-to-host",
+            Queue::HostToDevice => "host-to-device",
+        })
+    }
+}
+
+/// A device with buffers, queues and events, as the executor drives it.
+pub trait Backend {
+    /// A buffer in device memory.
+    type DeviceBuffer;
+    /// A buffer in (pinned) host memory.
+    type HostBuffer;
+    /// A point in a queue's work; later work on any queue can be made to wait for it.
+    type Event: Clone;
+
+    /// The backend's name, for messages.
+    fn name(&self) -> &'static str;
+
+    /// A host buffer holding `tensor`, written now by the calling thread.
+    fn host_buffer(&mut self, tensor: HostTensor) -> Result<Self::HostBuffer, RuntimeError>;
+
+    /// The contents of a host buffer; the work writing it must be complete
+    /// ([`Backend::synchronize`]).
+    fn read_host(&self, buffer: &Self::HostBuffer) -> Result<HostTensor, RuntimeError>;
+
+    /// Issues a copy of `src` into a new device buffer on [`Queue::HostToDevice`].
+    fn upload(&mut self, src: &Self::HostBuffer) -> Result<Self::DeviceBuffer, RuntimeError>;
+
+    /// Issues a copy of `src` into a new host buffer on [`Queue::DeviceToHost`].
+    fn download(&mut self, src: &Self::DeviceBuffer) -> Result<Self::HostBuffer, RuntimeError>;
+
+    /// Issues node `node` of `program` on [`Queue::Compute`], reading `inputs` (one per
+    /// input slot, `None` for an omitted optional input); returns one new device buffer per
+    /// output, of the types the program declares.
+    fn execute(
+        &mut self,
+        program: &Program,
+        node: usize,
+        inputs: &[Option<&Self::DeviceBuffer>],
+    ) -> Result<Vec<Self::DeviceBuffer>, RuntimeError>;
+
+    /// An event marking the work issued so far on `queue`.
+    fn record(&mut self, queue: Queue) -> Result<Self::Event, RuntimeError>;
+
+    /// Makes work issued later on `queue` wait until `event` has completed.
+    fn wait(&mut self, queue: Queue, event: &Self::Event) -> Result<(), RuntimeError>;
+
+    /// Blocks until the work issued on every queue has completed.
+    fn synchronize(&mut self) -> Result<(), RuntimeError>;
+}

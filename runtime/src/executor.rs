@@ -1,0 +1,314 @@
+//! Runs a program's steps on a backend, with the memory accounting of `proto/OPS.md`.
+//!
+//! Per node, in the program's order: its outputs are allocated in their pools first (the
+//! allocation that exceeds a budget fails, naming the node); the queue that runs it
+//! (compute for kernels, device-to-host for `SwapOut`, host-to-device for `SwapIn`) waits
+//! for the events of its inputs and of its control predecessors issued on other queues;
+//! the node is issued and an event recorded; an update edge then makes the new tensor the
+//! variable's storage; and the tensors whose last use this was are released
+//! ([`crate::liveness`]). Graph outputs are read back and released when the step ends.
+
+use crate::backend::{Backend, Queue};
+use crate::error::RuntimeError;
+use crate::liveness::Liveness;
+use crate::memory::{Arena, Pool};
+use crate::program::{NodeKind, Program};
+use crate::tensor::HostTensor;
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+/// Time spent in the nodes of one op type during a step.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct OpTime {
+    /// Nodes of this op type that ran.
+    pub calls: u64,
+    /// Seconds spent issuing them (on the CPU backend: running them).
+    pub seconds: f64,
+}
+
+/// What one training step measured.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StepReport {
+    /// Largest number of device bytes live during the step.
+    pub peak_device_bytes: u64,
+    /// Largest number of host-pool bytes live during the step.
+    pub peak_host_bytes: u64,
+    /// Bytes copied device → host by `SwapOut` nodes.
+    pub bytes_d2h: u64,
+    /// Bytes copied host → device by `SwapIn` nodes.
+    pub bytes_h2d: u64,
+    /// Time per op type.
+    pub op_seconds: BTreeMap<String, OpTime>,
+    /// Wall-clock seconds of the whole step, reading back the outputs included.
+    pub step_seconds: f64,
+}
+
+/// A tensor's storage.
+enum Stored<B: Backend> {
+    Device(B::DeviceBuffer),
+    Host(B::HostBuffer),
+}
+
+/// A stored tensor and the event after which its storage is written.
+struct Held<B: Backend> {
+    stored: Stored<B>,
+    ready: Ready<B>,
+}
+
+/// An event and the queue it was recorded on.
+struct Ready<B: Backend> {
+    queue: Queue,
+    event: B::Event,
+}
+
+impl<B: Backend> Clone for Ready<B> {
+    fn clone(&self) -> Self {
+        Ready { queue: self.queue, event: self.event.clone() }
+    }
+}
+
+/// The device arena and the host pool.
+struct Pools {
+    device: Arena,
+    host: Arena,
+}
+
+impl Pools {
+    fn get(&mut self, pool: Pool) -> &mut Arena {
+        match pool {
+            Pool::Device => &mut self.device,
+            Pool::Host => &mut self.host,
+        }
+    }
+}
+
+/// Executes the steps of one program on one backend and holds the tensors between them.
+pub struct Executor<B: Backend> {
+    program: Program,
+    backend: B,
+    pools: Pools,
+    liveness: Liveness,
+    /// Storage per tensor id.
+    held: Vec<Option<Held<B>>>,
+    /// Per node: the event recorded after it was issued in the current step.
+    done: Vec<Option<Ready<B>>>,
+    /// Per tensor: the variable tensor whose storage it became through an update edge.
+    alias: Vec<Option<usize>>,
+}
+
+impl<B: Backend> Executor<B> {
+    /// An executor with budgets of `device_memory` and `host_memory` bytes; nothing is
+    /// placed yet.
+    pub fn new(program: Program, backend: B, device_memory: u64, host_memory: u64) -> Executor<B> {
+        let liveness = Liveness::new(&program);
+        let (tensors, nodes) = (program.tensor_count(), program.node_count());
+        Executor {
+            backend,
+            pools: Pools { device: Arena::new(Pool::Device, device_memory), host: Arena::new(Pool::Host, host_memory) },
+            liveness,
+            held: (0..tensors).map(|_| None).collect(),
+            done: (0..nodes).map(|_| None).collect(),
+            alias: vec![None; tensors],
+            program,
+        }
+    }
+
+    /// The program being run.
+    pub fn program(&self) -> &Program {
+        &self.program
+    }
+
+    /// Makes the tensor of parameterized node `node` resident: accounts it in its pool
+    /// (which can exceed the budget), then fills it with `value()` and uploads it when it
+    /// lives in device memory.
+    pub fn place(
+        &mut self,
+        node: usize,
+        value: impl FnOnce(&Program) -> Result<HostTensor, RuntimeError>,
+    ) -> Result<(), RuntimeError> {
+        let program = &self.program;
+        let (n, t) = match (program.kind(node), program.node_outputs(node)) {
+            (NodeKind::Parameter, &[t]) => (program.node(node), t),
+            _ => return Err(RuntimeError::Internal(format!("node {node} is not a parameterized vertex"))),
+        };
+        let pool = program.pool(t);
+        self.pools.get(pool).alloc(t, program.tensor_name(t), program.tensor_type(t).bytes, n)?;
+        let host = self.backend.host_buffer(value(program)?)?;
+        let stored = match pool {
+            Pool::Device => Stored::Device(self.backend.upload(&host)?),
+            Pool::Host => Stored::Host(host),
+        };
+        let ready = Ready { queue: Queue::HostToDevice, event: self.backend.record(Queue::HostToDevice)? };
+        self.done[node] = Some(ready.clone());
+        self.held[t] = Some(Held { stored, ready });
+        Ok(())
+    }
+
+    /// Runs one step over the program's order; returns the graph outputs' values and
+    /// the step's measurements. Every parameterized vertex must have been placed.
+    pub fn step(&mut self) -> Result<(Vec<HostTensor>, StepReport), RuntimeError> {
+        let start = Instant::now();
+        self.release_transient()?;
+        self.pools.device.reset_peak();
+        self.pools.host.reset_peak();
+        let mut report = StepReport::default();
+        for position in 0..self.program.order().len() {
+            let node = self.program.order()[position];
+            if self.program.kind(node) == NodeKind::Parameter {
+                continue;
+            }
+            self.run(node, &mut report)?;
+            self.apply_updates(node)?;
+            let Executor { program, pools, held, liveness, .. } = self;
+            for &t in liveness.released_after(position) {
+                pools.get(program.pool(t)).free(t)?;
+                held[t] = None;
+            }
+        }
+        let outputs = self.program.outputs().to_vec();
+        let outputs = outputs.into_iter().map(|t| self.read(t)).collect::<Result<Vec<_>, _>>()?;
+        report.peak_device_bytes = self.pools.device.peak();
+        report.peak_host_bytes = self.pools.host.peak();
+        self.release_transient()?;
+        report.step_seconds = start.elapsed().as_secs_f64();
+        Ok((outputs, report))
+    }
+
+    /// The current value of tensor `tensor` (a resident tensor, or one still held in the
+    /// step), copied back to the host.
+    pub fn read(&mut self, tensor: usize) -> Result<HostTensor, RuntimeError> {
+        let Held { stored, ready } = Self::held(&self.program, &self.held, &self.alias, tensor)?;
+        let copy;
+        let host = match stored {
+            Stored::Host(h) => h,
+            Stored::Device(d) => {
+                if ready.queue != Queue::DeviceToHost {
+                    self.backend.wait(Queue::DeviceToHost, &ready.event)?;
+                }
+                copy = self.backend.download(d)?;
+                &copy
+            }
+        };
+        self.backend.synchronize()?;
+        self.backend.read_host(host)
+    }
+
+    /// The storage of `tensor`, following an update edge to its variable.
+    fn held<'a>(
+        program: &Program,
+        held: &'a [Option<Held<B>>],
+        alias: &[Option<usize>],
+        tensor: usize,
+    ) -> Result<&'a Held<B>, RuntimeError> {
+        let t = alias[tensor].unwrap_or(tensor);
+        held[t].as_ref().ok_or_else(|| {
+            RuntimeError::Internal(format!("tensor '{}' is read but holds no value", program.tensor_name(tensor)))
+        })
+    }
+
+    /// Allocates the outputs of `node`, makes its queue wait for what it depends on,
+    /// issues it and records its event.
+    fn run(&mut self, node: usize, report: &mut StepReport) -> Result<(), RuntimeError> {
+        let Executor { program, backend, pools, held, done, alias, .. } = self;
+        let n = program.node(node);
+        for &t in program.node_outputs(node) {
+            pools.get(program.pool(t)).alloc(t, program.tensor_name(t), program.tensor_type(t).bytes, n)?;
+        }
+        let kind = program.kind(node);
+        let queue = match kind {
+            NodeKind::SwapOut => Queue::DeviceToHost,
+            NodeKind::SwapIn => Queue::HostToDevice,
+            NodeKind::Kernel | NodeKind::Parameter => Queue::Compute,
+        };
+        let mut inputs: Vec<Option<(usize, &Held<B>)>> = Vec::with_capacity(program.node_inputs(node).len());
+        for &slot in program.node_inputs(node) {
+            inputs.push(slot.map(|t| Self::held(program, held, alias, t).map(|h| (t, h))).transpose()?);
+        }
+        let mut waits: Vec<&Ready<B>> = inputs.iter().flatten().map(|(_, h)| &h.ready).collect();
+        for &p in program.control_predecessors(node) {
+            let ready = done[p].as_ref().ok_or_else(|| {
+                RuntimeError::Internal(format!("node '{}' runs before its control predecessor", n.name))
+            })?;
+            waits.push(ready);
+        }
+        for ready in waits.into_iter().filter(|r| r.queue != queue) {
+            backend.wait(queue, &ready.event)?;
+        }
+        let misplaced = |t: usize| RuntimeError::Internal(format!("tensor '{}' is in the wrong pool", program.tensor_name(t)));
+        let started = Instant::now();
+        let outputs: Vec<Stored<B>> = match (kind, inputs.first().copied().flatten()) {
+            (NodeKind::SwapOut, Some((t, Held { stored: Stored::Device(x), .. }))) => {
+                report.bytes_d2h += program.tensor_type(t).bytes;
+                vec![Stored::Host(backend.download(x)?)]
+            }
+            (NodeKind::SwapIn, Some((t, Held { stored: Stored::Host(x), .. }))) => {
+                report.bytes_h2d += program.tensor_type(t).bytes;
+                vec![Stored::Device(backend.upload(x)?)]
+            }
+            (NodeKind::SwapOut | NodeKind::SwapIn, other) => return Err(misplaced(other.map_or(0, |(t, _)| t))),
+            (NodeKind::Kernel | NodeKind::Parameter, _) => {
+                let buffers = inputs
+                    .iter()
+                    .map(|input| match input {
+                        None => Ok(None),
+                        Some((_, Held { stored: Stored::Device(b), .. })) => Ok(Some(b)),
+                        Some((t, _)) => Err(misplaced(*t)),
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                backend.execute(program, node, &buffers)?.into_iter().map(Stored::Device).collect()
+            }
+        };
+        let ready = Ready { queue, event: backend.record(queue)? };
+        let time = report.op_seconds.entry(n.op.clone()).or_default();
+        time.calls += 1;
+        time.seconds += started.elapsed().as_secs_f64();
+        if outputs.len() != program.node_outputs(node).len() {
+            return Err(RuntimeError::Internal(format!(
+                "node '{}' made {} outputs, the graph declares {}",
+                n.name,
+                outputs.len(),
+                program.node_outputs(node).len()
+            )));
+        }
+        for (&t, stored) in program.node_outputs(node).iter().zip(outputs) {
+            held[t] = Some(Held { stored, ready: ready.clone() });
+        }
+        done[node] = Some(ready);
+        Ok(())
+    }
+
+    /// Makes each tensor that `node` writes through an update edge its variable's storage;
+    /// the variable's old storage is dropped.
+    fn apply_updates(&mut self, node: usize) -> Result<(), RuntimeError> {
+        for u in self.program.updates().iter().filter(|u| self.program.producer(u.tensor) == node) {
+            let variable = self.program.node_outputs(u.variable)[0];
+            let new = self.held[u.tensor].take().ok_or_else(|| {
+                RuntimeError::Internal(format!("update '{}' holds no value", self.program.tensor_name(u.tensor)))
+            })?;
+            self.held[variable] = Some(new);
+            self.alias[u.tensor] = Some(variable);
+        }
+        Ok(())
+    }
+
+    /// Releases every tensor that is not resident, and forgets the step's events and
+    /// update aliases.
+    fn release_transient(&mut self) -> Result<(), RuntimeError> {
+        for t in 0..self.program.tensor_count() {
+            if !self.program.is_resident(t) {
+                let arena = self.pools.get(self.program.pool(t));
+                if arena.is_live(t) {
+                    arena.free(t)?;
+                }
+                self.held[t] = None;
+            }
+            self.alias[t] = None;
+        }
+        for n in 0..self.program.node_count() {
+            if self.program.kind(n) != NodeKind::Parameter {
+                self.done[n] = None;
+            }
+        }
+        Ok(())
+    }
+}

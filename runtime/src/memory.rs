@@ -1,0 +1,267 @@
+//! Memory pools with a hard budget: the device arena and the pinned host pool.
+//!
+//! An [`Arena`] accounts for the bytes of the tensors living in one pool. Allocating past
+//! the budget is an error naming the node, the bytes wanted, the bytes live and the largest
+//! live tensors; there is never a silent fallback to another pool.
+
+use crate::error::RuntimeError;
+use lms_proto::lms::Node;
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// Host budget when the machine's physical memory is unknown: 8 GiB.
+pub const FALLBACK_HOST_MEMORY: u64 = 8 << 30;
+
+/// Where a tensor lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Pool {
+    /// Accelerator memory (the CPU backend simulates it in host RAM).
+    Device,
+    /// Pinned host memory, where swapped-out tensors live.
+    Host,
+}
+
+impl fmt::Display for Pool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Pool::Device => "device",
+            Pool::Host => "host",
+        })
+    }
+}
+
+/// An allocation that did not fit in its pool's budget.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutOfMemory {
+    /// The pool that is full.
+    pub pool: Pool,
+    /// The node whose allocation failed.
+    pub node: String,
+    /// That node's op type.
+    pub op: String,
+    /// Bytes the allocation wanted.
+    pub wanted: u64,
+    /// Bytes live in the pool before the allocation.
+    pub live: u64,
+    /// The pool's budget.
+    pub budget: u64,
+    /// The largest live tensors (at most three), largest first: (name, bytes).
+    pub largest: Vec<(String, u64)>,
+}
+
+impl fmt::Display for OutOfMemory {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "out of {} memory at node '{}' ({}): wants {}, {} of {} live",
+            self.pool,
+            self.node,
+            self.op,
+            format_bytes(self.wanted),
+            format_bytes(self.live),
+            format_bytes(self.budget)
+        )?;
+        if !self.largest.is_empty() {
+            f.write_str("; largest live: ")?;
+            for (i, (name, bytes)) in self.largest.iter().enumerate() {
+                let sep = if i == 0 { "" } else { ", " };
+                write!(f, "{sep}{name} ({})", format_bytes(*bytes))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A byte count for people: `512 B`, `3.06 MiB`, `14.90 GiB`.
+pub fn format_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.2} {}", UNITS[unit])
+}
+
+/// The default host budget: half of the physical memory that `/proc/meminfo` reports,
+/// or [`FALLBACK_HOST_MEMORY`] when it cannot be read.
+pub fn default_host_memory() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| parse_mem_total(&text))
+        .map_or(FALLBACK_HOST_MEMORY, |total| total / 2)
+}
+
+/// Bytes of the `MemTotal:` line of a `/proc/meminfo` text (given in kB).
+fn parse_mem_total(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let mut words = line.split_whitespace().skip(1);
+    let kib: u64 = words.next()?.parse().ok()?;
+    match words.next() {
+        Some("kB") => kib.checked_mul(1024),
+        _ => None,
+    }
+}
+
+/// One live tensor of an arena.
+#[derive(Clone, Debug)]
+struct Allocation {
+    name: String,
+    bytes: u64,
+}
+
+/// The bytes live in one memory pool, under a hard budget; tensors are keyed by id.
+#[derive(Clone, Debug)]
+pub struct Arena {
+    pool: Pool,
+    budget: u64,
+    live: u64,
+    peak: u64,
+    allocations: BTreeMap<usize, Allocation>,
+}
+
+impl Arena {
+    /// An empty arena for `pool` that holds at most `budget` bytes.
+    pub fn new(pool: Pool, budget: u64) -> Arena {
+        Arena { pool, budget, live: 0, peak: 0, allocations: BTreeMap::new() }
+    }
+
+    /// Accounts `bytes` for tensor `tensor` (named `name`), allocated for `node`.
+    ///
+    /// Fails, leaving the arena unchanged, when the budget would be exceeded; the error
+    /// names the node and its op, the bytes wanted and live, and the three largest live
+    /// tensors. Allocating a tensor that is already live is an internal error.
+    pub fn alloc(&mut self, tensor: usize, name: &str, bytes: u64, node: &Node) -> Result<(), RuntimeError> {
+        if self.allocations.contains_key(&tensor) {
+            return Err(RuntimeError::Internal(format!(
+                "tensor '{name}' allocated twice in {} memory",
+                self.pool
+            )));
+        }
+        let total = self.live.checked_add(bytes).filter(|&total| total <= self.budget);
+        let Some(total) = total else {
+            return Err(RuntimeError::OutOfMemory(Box::new(OutOfMemory {
+                pool: self.pool,
+                node: node.name.clone(),
+                op: node.op.clone(),
+                wanted: bytes,
+                live: self.live,
+                budget: self.budget,
+                largest: self.largest(3),
+            })));
+        };
+        self.allocations.insert(tensor, Allocation { name: name.to_string(), bytes });
+        self.live = total;
+        self.peak = self.peak.max(total);
+        Ok(())
+    }
+
+    /// Releases tensor `tensor` and returns its bytes; releasing a tensor that is not
+    /// live is an internal error.
+    pub fn free(&mut self, tensor: usize) -> Result<u64, RuntimeError> {
+        let allocation = self.allocations.remove(&tensor).ok_or_else(|| {
+            RuntimeError::Internal(format!("tensor {tensor} freed but not live in {} memory", self.pool))
+        })?;
+        self.live -= allocation.bytes;
+        Ok(allocation.bytes)
+    }
+
+    /// Whether tensor `tensor` is live.
+    pub fn is_live(&self, tensor: usize) -> bool {
+        self.allocations.contains_key(&tensor)
+    }
+
+    /// Bytes live now.
+    pub fn live(&self) -> u64 {
+        self.live
+    }
+
+    /// The largest number of bytes live since creation or the last [`Arena::reset_peak`].
+    pub fn peak(&self) -> u64 {
+        self.peak
+    }
+
+    /// Starts a new peak measurement from the bytes live now.
+    pub fn reset_peak(&mut self) {
+        self.peak = self.live;
+    }
+
+    /// The budget in bytes.
+    pub fn budget(&self) -> u64 {
+        self.budget
+    }
+
+    /// The pool this arena accounts for.
+    pub fn pool(&self) -> Pool {
+        self.pool
+    }
+
+    /// The `n` largest live tensors, largest first (ties: lowest id first).
+    fn largest(&self, n: usize) -> Vec<(String, u64)> {
+        let mut all: Vec<(&usize, &Allocation)> = self.allocations.iter().collect();
+        all.sort_by_key(|(id, a)| (std::cmp::Reverse(a.bytes), **id));
+        all.into_iter().take(n).map(|(_, a)| (a.name.clone(), a.bytes)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(name: &str, op: &str) -> Node {
+        Node { name: name.into(), op: op.into(), ..Node::default() }
+    }
+
+    #[test]
+    fn tracks_live_and_peak() {
+        let mut a = Arena::new(Pool::Device, 100);
+        let n = node("n", "Relu");
+        a.alloc(0, "a", 40, &n).unwrap();
+        a.alloc(1, "b", 60, &n).unwrap();
+        assert_eq!((a.live(), a.peak()), (100, 100));
+        assert_eq!(a.free(0).unwrap(), 40);
+        assert!(!a.is_live(0) && a.is_live(1));
+        a.alloc(2, "c", 10, &n).unwrap();
+        assert_eq!((a.live(), a.peak()), (70, 100));
+        a.reset_peak();
+        assert_eq!(a.peak(), 70);
+        assert!(matches!(a.free(0), Err(RuntimeError::Internal(_))));
+        assert!(matches!(a.alloc(2, "c", 1, &n), Err(RuntimeError::Internal(_))));
+    }
+
+    #[test]
+    fn over_budget_names_node_bytes_and_largest() {
+        let mut a = Arena::new(Pool::Device, 16 << 30);
+        let n = node("conv1", "Conv");
+        a.alloc(0, "a", 3 << 29, &n).unwrap();
+        a.alloc(1, "b", 5 << 30, &n).unwrap();
+        a.alloc(2, "c", 1 << 30, &n).unwrap();
+        a.alloc(3, "d", (8 << 30) - 1, &n).unwrap();
+        let before = a.live();
+        let err = a.alloc(4, "e", 3_208_642, &node("conv2", "Conv")).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "out of device memory at node 'conv2' (Conv): wants 3.06 MiB, 15.50 GiB of 16.00 GiB \
+             live; largest live: d (8.00 GiB), b (5.00 GiB), a (1.50 GiB)"
+        );
+        assert_eq!(a.live(), before);
+        let mut h = Arena::new(Pool::Host, 10);
+        let err = h.alloc(0, "x", 11, &node("s", "SwapOut")).unwrap_err();
+        assert_eq!(err.to_string(), "out of host memory at node 's' (SwapOut): wants 11 B, 0 B of 10 B live");
+    }
+
+    #[test]
+    fn byte_formatting_and_meminfo() {
+        assert_eq!(format_bytes(0), "0 B");
+        assert_eq!(format_bytes(1023), "1023 B");
+        assert_eq!(format_bytes(1536), "1.50 KiB");
+        assert_eq!(format_bytes(16 << 30), "16.00 GiB");
+        assert_eq!(parse_mem_total("MemTotal:       16384 kB\nMemFree: 1 kB\n"), Some(16 << 20));
+        assert_eq!(parse_mem_total("MemFree: 1 kB\n"), None);
+        assert!(default_host_memory() > 0);
+    }
+}

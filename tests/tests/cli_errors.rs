@@ -1,0 +1,123 @@
+//! Bad input on the command line: a one-line error naming the file and the
+//! node or tensor, exit code 2, no panic.
+
+use lms_compiler::frontend;
+use lms_proto::onnx::{ModelProto, NodeProto};
+use lms_proto::Message;
+use lms_tests::{fixture, lms};
+use std::path::PathBuf;
+
+/// Runs `lms inspect` on a file and returns its stderr, asserting exit code 2
+/// and a single line.
+fn inspect_error(path: &str) -> String {
+    let out = lms(&["inspect", path]);
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{path}: stderr {stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{path}: not one line: {stderr}");
+    assert!(stderr.starts_with("lms: error: "), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    stderr
+}
+
+/// A scratch folder for this test binary.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("lms-cli-errors-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+/// The tiny GPT fixture, edited and written to a scratch file.
+fn edited(name: &str, edit: impl FnOnce(&mut ModelProto)) -> String {
+    let mut model = frontend::read_model(&fixture("models/tiny_gpt.onnx")).unwrap();
+    edit(&mut model);
+    let path = scratch(name);
+    std::fs::write(&path, model.encode_to_vec()).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+fn node<'a>(model: &'a mut ModelProto, op: &str) -> &'a mut NodeProto {
+    model.graph.as_mut().unwrap().node.iter_mut().find(|n| n.op_type == op).unwrap()
+}
+
+#[test]
+fn missing_empty_directory_and_truncated_files() {
+    assert!(inspect_error("no/such/model.onnx").contains("no/such/model.onnx: cannot read"));
+    assert!(inspect_error("fixtures").contains("fixtures: is a directory"));
+    let empty = scratch("empty.onnx");
+    std::fs::write(&empty, b"").unwrap();
+    assert!(inspect_error(empty.to_str().unwrap()).ends_with("empty.onnx: file is empty\n"));
+    let bytes = std::fs::read(fixture("models/cnn_residual.onnx")).unwrap();
+    let truncated = scratch("truncated.onnx");
+    std::fs::write(&truncated, &bytes[..bytes.len() / 2]).unwrap();
+    assert!(inspect_error(truncated.to_str().unwrap()).contains("truncated.onnx: not a valid ONNX model"));
+}
+
+#[test]
+fn broken_graphs_name_the_node_or_tensor() {
+    let dangling = edited("dangling.onnx", |m| node(m, "Erf").input[0] = "nowhere".into());
+    let err = inspect_error(&dangling);
+    assert!(err.contains("dangling.onnx: node") && err.contains("(Erf) reads tensor 'nowhere'"), "{err}");
+
+    let cycle = edited("cycle.onnx", |m| {
+        let softmax_out = node(m, "Softmax").output[0].clone();
+        let first = &mut m.graph.as_mut().unwrap().node[0];
+        if first.input.is_empty() {
+            first.input.push(softmax_out);
+        } else {
+            first.input[0] = softmax_out;
+        }
+    });
+    assert!(inspect_error(&cycle).contains("has a cycle through node"));
+
+    let unsupported = edited("unsupported.onnx", |m| node(m, "Erf").op_type = "FancyOp".into());
+    let err = inspect_error(&unsupported);
+    assert!(err.contains("(FancyOp): unsupported op 'FancyOp'"), "{err}");
+
+    let mismatch = edited("mismatch.onnx", |m| {
+        let softmax_out = node(m, "Softmax").output[0].clone();
+        let sub = node(m, "Sub");
+        sub.input[1] = softmax_out; // [b,16,32] - [b,2,16,16]
+    });
+    let err = inspect_error(&mismatch);
+    assert!(err.contains("(Sub): ") && err.contains("broadcast"), "{err}");
+
+    let bad_attr = edited("bad_attr.onnx", |m| {
+        let a = node(m, "Softmax").attribute.iter_mut().find(|a| a.name == "axis").unwrap();
+        a.i = 7;
+    });
+    let err = inspect_error(&bad_attr);
+    assert!(err.contains("(Softmax): ") && err.contains("axis"), "{err}");
+
+    let dup = edited("duplicate.onnx", |m| {
+        let softmax_out = node(m, "Softmax").output[0].clone();
+        node(m, "Erf").output[0] = softmax_out;
+    });
+    assert!(inspect_error(&dup).contains("is produced twice"));
+}
+
+#[test]
+fn symbolic_dims_need_a_value() {
+    let seq = edited("symbolic.onnx", |m| {
+        let input = &mut m.graph.as_mut().unwrap().input[0];
+        let shape = match input.r#type.as_mut().unwrap().value.as_mut().unwrap() {
+            lms_proto::onnx::type_proto::Value::TensorType(t) => t.shape.as_mut().unwrap(),
+        };
+        shape.dim[1].value = Some(lms_proto::onnx::tensor_shape_proto::dimension::Value::DimParam("seq".into()));
+    });
+    let err = inspect_error(&seq);
+    assert!(err.contains("input 'tokens': dimension 1 ('seq') is symbolic; set it with --dim seq=N"), "{err}");
+    let out = lms(&["inspect", &seq, "--dim", "seq=16", "--batch", "3", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn inspect_json_has_the_documented_keys() {
+    let out = lms(&["inspect", "fixtures/models/cnn_residual.onnx", "--batch", "8", "--json"]);
+    assert!(out.status.success());
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for key in ["nodes", "ops", "parameter_bytes", "activation_bytes", "peak_bytes"] {
+        assert!(json.get(key).is_some(), "missing {key}");
+    }
+    assert_eq!(json["inputs"][0]["shape"], serde_json::json!([8, 3, 32, 32]));
+    assert_eq!(json["ops"]["Conv"], 4);
+}

@@ -1,0 +1,86 @@
+//! The frontend on real ONNX models: every light model-zoo graph and every
+//! pytorch-converted / pytorch-operator case whose ops lms supports imports
+//! and shape-infers; inferred output shapes equal the expected outputs'; and
+//! activation bytes match ONNX's own shape inference within 1%.
+
+use lms_compiler::frontend::{self, FrontendOptions};
+use lms_compiler::inspect::InspectReport;
+use lms_compiler::shape;
+use lms_proto::onnx::TensorProto;
+use lms_proto::Message;
+use lms_tests::{list, onnx_data};
+use std::path::Path;
+
+/// Ops of a model that lms does not support, sorted and deduplicated.
+fn unsupported_ops(model: &Path) -> Vec<String> {
+    let proto = frontend::read_model(model).expect("fixture decodes");
+    let mut ops: Vec<String> = proto.graph.iter().flat_map(|g| &g.node).map(|n| n.op_type.clone()).filter(|op| !shape::is_supported(op)).collect();
+    ops.sort();
+    ops.dedup();
+    ops
+}
+
+#[test]
+fn every_light_model_imports_and_matches_onnx_activation_bytes() {
+    let reference: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(lms_tests::fixture("data/reference/light_activation_bytes.json")).expect("reference JSON (run fetch-onnx-testdata.sh)"),
+    )
+    .expect("reference JSON parses");
+    let models = list(&onnx_data("light"), |p| p.extension().is_some_and(|e| e == "onnx"));
+    assert_eq!(models.len(), 9, "the onnx wheel ships 9 light models");
+    for path in models {
+        let stem = path.file_stem().unwrap().to_str().unwrap();
+        assert!(unsupported_ops(&path).is_empty(), "{stem} uses unsupported ops {:?}", unsupported_ops(&path));
+        let model = frontend::load(&path, &FrontendOptions { batch: Some(1), ..Default::default() })
+            .unwrap_or_else(|e| panic!("{e}"));
+        let report = InspectReport::new(&model).unwrap();
+        let expected = &reference["models"][stem];
+        let want = expected["activation_bytes"].as_u64().expect("activation_bytes");
+        let got = report.activation_bytes;
+        let error = (got as f64 - want as f64).abs() / want as f64;
+        println!("{stem}: activation bytes {got} vs onnx {want} ({:.3}%)", error * 100.0);
+        assert!(error <= 0.01, "{stem}: activation bytes {got} differ from onnx's {want} by {:.2}%", error * 100.0);
+        assert_eq!(report.nodes as u64, expected["nodes"].as_u64().unwrap(), "{stem}: node count");
+        let want_params = expected["parameter_bytes"].as_u64().unwrap();
+        assert_eq!(report.parameter_bytes, want_params, "{stem}: parameter bytes");
+        assert!(report.peak_bytes >= report.largest_tensors[0].bytes, "{stem}: peak below the largest tensor");
+    }
+}
+
+/// Shapes of a case's expected outputs (`test_data_set_0/output_*.pb`).
+fn expected_output_shapes(case: &Path) -> Vec<Vec<usize>> {
+    list(&case.join("test_data_set_0"), |p| p.file_name().unwrap().to_str().unwrap().starts_with("output_"))
+        .iter()
+        .map(|p| {
+            let t = TensorProto::decode(&*std::fs::read(p).unwrap()).unwrap();
+            t.dims.iter().map(|&d| d as usize).collect()
+        })
+        .collect()
+}
+
+#[test]
+fn every_supported_pytorch_case_imports_with_the_expected_output_shapes() {
+    let mut imported = 0;
+    let mut skipped = Vec::new();
+    for suite in ["pytorch-converted", "pytorch-operator"] {
+        for case in list(&onnx_data(suite), |p| p.is_dir()) {
+            let name = format!("{suite}/{}", case.file_name().unwrap().to_str().unwrap());
+            let model_path = case.join("model.onnx");
+            let unsupported = unsupported_ops(&model_path);
+            if !unsupported.is_empty() {
+                skipped.push(format!("{name}: unsupported ops {}", unsupported.join(", ")));
+                continue;
+            }
+            let model = frontend::load(&model_path, &FrontendOptions::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let shapes: Vec<Vec<usize>> = model.graph.outputs.iter().map(|&t| model.graph.tensor(t).ty.shape.clone()).collect();
+            assert_eq!(shapes, expected_output_shapes(&case), "{name}: output shapes");
+            InspectReport::new(&model).unwrap_or_else(|e| panic!("{name}: {e}"));
+            imported += 1;
+        }
+    }
+    println!("imported {imported} cases; skipped {}:", skipped.len());
+    for s in &skipped {
+        println!("  skipped {s}");
+    }
+    assert!(imported >= 100, "only {imported} pytorch cases imported");
+}

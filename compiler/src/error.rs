@@ -2,8 +2,9 @@
 //! tensor at fault.
 
 use crate::analysis::order::CycleError;
-use crate::ir::AttrError;
+use crate::ir::{AttrError, VerifyError};
 use crate::shape::ShapeError;
+use crate::units::format_bytes;
 use std::path::PathBuf;
 
 /// Everything that can go wrong reading, analysing or writing a graph.
@@ -44,6 +45,17 @@ pub enum Error {
     UnknownOutput(String),
     #[error(transparent)]
     Cycle(#[from] CycleError),
+    #[error(transparent)]
+    Malformed(#[from] VerifyError),
+    /// No plan keeps the simulated memory of `pool` ("device" or "host")
+    /// within its budget; `needed` is the best plan's peak, reached at `op`.
+    #[error(
+        "does not fit in {pool} memory: the best plan needs {}, {} over the budget of {}, at op '{op}'",
+        format_bytes(*.needed),
+        format_bytes(.needed.saturating_sub(*.budget)),
+        format_bytes(*.budget)
+    )]
+    OverBudget { pool: &'static str, needed: u64, budget: u64, op: String },
     #[error("{0}")]
     Usage(String),
 }

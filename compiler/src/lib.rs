@@ -7,6 +7,8 @@ mod error;
 pub mod frontend;
 pub mod inspect;
 pub mod ir;
+pub mod run;
+pub mod passes;
 pub mod shape;
 pub mod simulate;
 pub mod train;

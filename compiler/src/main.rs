@@ -3,6 +3,8 @@
 use clap::{Args, Parser, Subcommand};
 use lms_compiler::frontend::{self, FrontendOptions};
 use lms_compiler::inspect::InspectReport;
+use lms_compiler::run::DeviceKind;
+use lms_runtime::RunOptions;
 use lms_compiler::simulate::SimulateReport;
 use lms_compiler::train::{self, Loss, Optimizer, TrainOptions};
 use lms_compiler::{emit, Error};
@@ -26,6 +28,42 @@ enum Command {
     Compile(CompileArgs),
     /// Memory over the schedule of a .lms file, without a GPU.
     Simulate(SimulateArgs),
+    /// Train a .lms graph on synthetic data; report loss, peak memory and speed.
+    Run(RunArgs),
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// The .lms file.
+    graph: PathBuf,
+    /// Backend that executes the graph.
+    #[arg(long, value_enum, default_value = "cpu")]
+    device: DeviceArg,
+    /// Training steps.
+    #[arg(long, default_value_t = 10)]
+    steps: usize,
+    /// Device memory budget, a hard limit (e.g. 16GiB); default unlimited.
+    #[arg(long, value_parser = parse_size)]
+    device_memory: Option<u64>,
+    /// Pinned host memory budget; default half the machine's RAM.
+    #[arg(long, value_parser = parse_size)]
+    host_memory: Option<u64>,
+    /// Seed of initialisation and synthetic data.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum DeviceArg {
+    Cpu,
+    Cuda,
+}
+
+fn parse_size(s: &str) -> Result<u64, String> {
+    lms_compiler::units::parse_bytes(s)
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -174,12 +212,41 @@ fn simulate(args: &SimulateArgs) -> Result<(), Error> {
     Ok(())
 }
 
+fn run(args: &RunArgs) -> Result<(), Error> {
+    let defaults = RunOptions::default();
+    let options = RunOptions {
+        device_memory: args.device_memory.unwrap_or(defaults.device_memory),
+        host_memory: args.host_memory.unwrap_or(defaults.host_memory),
+        seed: args.seed,
+    };
+    let device = match args.device {
+        DeviceArg::Cpu => DeviceKind::Cpu,
+        DeviceArg::Cuda => DeviceKind::Cuda,
+    };
+    let bar = indicatif::ProgressBar::new(args.steps as u64);
+    bar.set_style(indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} steps, loss {msg}").expect("valid template"));
+    let report = lms_compiler::run::run(&args.graph, device, args.steps, options, |step| {
+        bar.set_message(step.loss.map_or_else(String::new, |l| format!("{l:.4}")));
+        bar.inc(1);
+    })
+    .map_err(|e| Error::Usage(e.to_string()));
+    bar.finish_and_clear();
+    let report = report?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report).map_err(|e| Error::Usage(e.to_string()))?);
+    } else {
+        print!("{}", report.to_text());
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Inspect(args) => inspect(args),
         Command::Compile(args) => compile(args),
         Command::Simulate(args) => simulate(args),
+        Command::Run(args) => run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

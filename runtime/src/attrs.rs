@@ -133,7 +133,10 @@ pub(crate) mod tests {
 
     /// Builds an attribute for tests.
     pub(crate) fn attr(name: &str, value: Value) -> Attribute {
-        Attribute { name: name.to_string(), value: Some(value) }
+        Attribute {
+            name: name.to_string(),
+            value: Some(value),
+        }
     }
 
     /// An int attribute.
@@ -188,10 +191,19 @@ pub(crate) mod tests {
 
     #[test]
     fn wrong_kind_names_the_attribute() {
-        let list = vec![float("axis", 1.0), Attribute { name: "x".into(), value: None }];
+        let list = vec![
+            float("axis", 1.0),
+            Attribute {
+                name: "x".into(),
+                value: None,
+            },
+        ];
         let a = Attrs::new(&list);
         let err = a.int("axis", 0).unwrap_err();
-        assert_eq!(err.to_string(), "attribute `axis`: expected int, found float");
+        assert_eq!(
+            err.to_string(),
+            "attribute `axis`: expected int, found float"
+        );
         assert!(a.ints_opt("x").is_err());
     }
 }

@@ -8,7 +8,7 @@ use crate::init::initial_value;
 use crate::memory::default_host_memory;
 use crate::program::{NodeKind, Program, VARIABLE_OP};
 use crate::tensor::HostTensor;
-use lms_proto::lms::DType;
+use std::collections::BTreeMap;
 
 /// The budgets and seed of a run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,15 +24,20 @@ pub struct RunOptions {
 impl Default for RunOptions {
     /// No device limit, half of physical memory for the host pool, seed 0.
     fn default() -> Self {
-        RunOptions { device_memory: u64::MAX, host_memory: default_host_memory(), seed: 0 }
+        RunOptions {
+            device_memory: u64::MAX,
+            host_memory: default_host_memory(),
+            seed: 0,
+        }
     }
 }
 
 /// The result of one training step.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Step {
-    /// The loss: graph output 0.
-    pub loss: f32,
+    /// The loss: graph output 0 when it is an f32 scalar (a training graph),
+    /// `None` for a graph without one (an inference graph).
+    pub loss: Option<f32>,
     /// Every graph output, in declaration order (output 0 is the loss).
     pub outputs: Vec<HostTensor>,
     /// What the step measured.
@@ -45,17 +50,40 @@ pub struct Session<B: Backend> {
 }
 
 impl<B: Backend> Session<B> {
-    /// Places `program` on `backend`: checks that output 0 is an f32 scalar loss, then
-    /// makes every variable and input resident (in the program's order; this allocation can
-    /// exceed a budget) with its initial value drawn from `options.seed`. The inputs are
-    /// drawn once: every step trains on the same synthetic batch.
-    pub fn new(program: Program, backend: B, options: RunOptions) -> Result<Session<B>, RuntimeError> {
-        check_loss(&program)?;
-        let parameters: Vec<usize> =
-            program.order().iter().copied().filter(|&n| program.kind(n) == NodeKind::Parameter).collect();
-        let mut executor = Executor::new(program, backend, options.device_memory, options.host_memory);
+    /// Places `program` on `backend`: makes every variable and input resident (in the
+    /// program's order; this allocation can exceed a budget) with its initial value drawn
+    /// from `options.seed`. The inputs are drawn once: every step trains on the same
+    /// synthetic batch.
+    pub fn new(
+        program: Program,
+        backend: B,
+        options: RunOptions,
+    ) -> Result<Session<B>, RuntimeError> {
+        Session::with_values(program, backend, options, &BTreeMap::new())
+    }
+
+    /// [`Session::new`], but the variables and inputs named in `values` start with those
+    /// values (type-checked) instead of drawn ones: given data, or perturbed weights for a
+    /// gradient check.
+    pub fn with_values(
+        program: Program,
+        backend: B,
+        options: RunOptions,
+        values: &BTreeMap<String, HostTensor>,
+    ) -> Result<Session<B>, RuntimeError> {
+        let parameters: Vec<usize> = program
+            .order()
+            .iter()
+            .copied()
+            .filter(|&n| program.kind(n) == NodeKind::Parameter)
+            .collect();
+        let mut executor =
+            Executor::new(program, backend, options.device_memory, options.host_memory);
         for node in parameters {
-            executor.place(node, |program| initial_value(program, node, options.seed))?;
+            executor.place(node, |program| match values.get(&program.node(node).name) {
+                Some(value) => given_value(program, node, value),
+                None => initial_value(program, node, options.seed),
+            })?;
         }
         Ok(Session { executor })
     }
@@ -70,16 +98,22 @@ impl<B: Backend> Session<B> {
         let (outputs, report) = self.executor.step()?;
         let loss = outputs
             .first()
-            .and_then(|t| t.as_f32("loss").ok()?.first().copied())
-            .ok_or_else(|| RuntimeError::Internal("the loss was not read back".into()))?;
-        Ok(Step { loss, outputs, report })
+            .filter(|t| t.shape.iter().product::<usize>() == 1)
+            .and_then(|t| t.as_f32("loss").ok()?.first().copied());
+        Ok(Step {
+            loss,
+            outputs,
+            report,
+        })
     }
 
     /// The current value of every `Variable`, in node order, named by its node.
     pub fn variables(&mut self) -> Result<Vec<(String, HostTensor)>, RuntimeError> {
         let program = self.executor.program();
         let nodes: Vec<usize> = (0..program.node_count())
-            .filter(|&n| program.kind(n) == NodeKind::Parameter && program.node(n).op == VARIABLE_OP)
+            .filter(|&n| {
+                program.kind(n) == NodeKind::Parameter && program.node(n).op == VARIABLE_OP
+            })
             .collect();
         nodes
             .into_iter()
@@ -92,21 +126,21 @@ impl<B: Backend> Session<B> {
     }
 }
 
-/// Checks that graph output 0 exists and is an f32 tensor of one element.
-fn check_loss(program: &Program) -> Result<(), RuntimeError> {
-    let invalid = |message: String| RuntimeError::Invalid { file: program.source().to_string(), message };
-    let &loss = program
-        .outputs()
-        .first()
-        .ok_or_else(|| invalid("the graph has no output; output 0 must be the loss".into()))?;
-    let ty = program.tensor_type(loss);
-    if ty.dtype != DType::DtypeF32 || ty.shape.iter().product::<usize>() != 1 {
-        return Err(invalid(format!(
-            "output 0 ('{}') must be the f32 scalar loss, found {} {:?}",
-            program.tensor_name(loss),
-            crate::tensor::dtype_name(ty.dtype),
-            ty.shape
-        )));
+/// A given starting value for parameterized node `node`, checked against its type.
+fn given_value(program: &Program, node: usize, value: &HostTensor) -> Result<HostTensor, RuntimeError> {
+    let t = program.node_outputs(node)[0];
+    let ty = program.tensor_type(t);
+    if value.dtype() != ty.dtype || value.shape != ty.shape {
+        return Err(RuntimeError::Init {
+            node: program.node(node).name.clone(),
+            message: format!(
+                "given value is {} {:?}, the graph wants {} {:?}",
+                crate::tensor::dtype_name(value.dtype()),
+                value.shape,
+                crate::tensor::dtype_name(ty.dtype),
+                ty.shape
+            ),
+        });
     }
-    Ok(())
+    Ok(value.clone())
 }

@@ -34,7 +34,7 @@ pub trait Elem: Copy + Default + PartialOrd + Debug + Send + Sync + 'static {
     /// The elements of `b`, mutably, when it holds this type.
     fn slice_mut(b: &mut Buffer) -> Option<&mut [Self]>;
     /// The vector of `b` when it holds this type, else `b` back.
-    fn unwrap_vec(b: Buffer) -> std::result::Result<Vec<Self>, Buffer>;
+    fn take_vec(b: Buffer) -> std::result::Result<Vec<Self>, Buffer>;
     /// Wraps a vector into its buffer variant.
     fn wrap(v: Vec<Self>) -> Buffer;
     /// Decodes one element from exactly `size_of::<Self>()` little-endian bytes.
@@ -68,7 +68,7 @@ macro_rules! numeric_elem {
                     _ => None,
                 }
             }
-            fn unwrap_vec(b: Buffer) -> std::result::Result<Vec<Self>, Buffer> {
+            fn take_vec(b: Buffer) -> std::result::Result<Vec<Self>, Buffer> {
                 match b {
                     Buffer::$variant(v) => Ok(v),
                     other => Err(other),
@@ -123,7 +123,7 @@ impl Elem for bool {
             _ => None,
         }
     }
-    fn unwrap_vec(b: Buffer) -> std::result::Result<Vec<Self>, Buffer> {
+    fn take_vec(b: Buffer) -> std::result::Result<Vec<Self>, Buffer> {
         match b {
             Buffer::Bool(v) => Ok(v),
             other => Err(other),
@@ -157,13 +157,34 @@ macro_rules! dispatch {
     ($dtype:expr, $T:ident => $body:expr) => {{
         use $crate::tensor::dtype_name;
         match $dtype {
-            lms_proto::lms::DType::DtypeF32 => { type $T = f32; $body }
-            lms_proto::lms::DType::DtypeF64 => { type $T = f64; $body }
-            lms_proto::lms::DType::DtypeI64 => { type $T = i64; $body }
-            lms_proto::lms::DType::DtypeI32 => { type $T = i32; $body }
-            lms_proto::lms::DType::DtypeBool => { type $T = bool; $body }
-            lms_proto::lms::DType::DtypeU8 => { type $T = u8; $body }
-            lms_proto::lms::DType::DtypeI8 => { type $T = i8; $body }
+            lms_proto::lms::DType::DtypeF32 => {
+                type $T = f32;
+                $body
+            }
+            lms_proto::lms::DType::DtypeF64 => {
+                type $T = f64;
+                $body
+            }
+            lms_proto::lms::DType::DtypeI64 => {
+                type $T = i64;
+                $body
+            }
+            lms_proto::lms::DType::DtypeI32 => {
+                type $T = i32;
+                $body
+            }
+            lms_proto::lms::DType::DtypeBool => {
+                type $T = bool;
+                $body
+            }
+            lms_proto::lms::DType::DtypeU8 => {
+                type $T = u8;
+                $body
+            }
+            lms_proto::lms::DType::DtypeI8 => {
+                type $T = i8;
+                $body
+            }
             other => Err($crate::error::KernelError::unsupported(format!(
                 "dtype {} on the CPU backend",
                 dtype_name(other)
@@ -269,14 +290,20 @@ impl HostTensor {
 
     /// A rank-0 tensor holding `value`.
     pub fn scalar<T: Elem>(value: T) -> Self {
-        HostTensor { shape: Vec::new(), data: T::wrap(vec![value]) }
+        HostTensor {
+            shape: Vec::new(),
+            data: T::wrap(vec![value]),
+        }
     }
 
     /// A tensor of zeros (false for bool).
     pub fn zeros(dtype: DType, shape: &[usize]) -> Result<Self> {
         let n = numel(shape);
         let data = dispatch!(dtype, T => Ok(T::wrap(vec![T::default(); n])))?;
-        Ok(HostTensor { shape: shape.to_vec(), data })
+        Ok(HostTensor {
+            shape: shape.to_vec(),
+            data,
+        })
     }
 
     /// Decodes little-endian bytes, as stored in a graph's constants (bool: one byte each).
@@ -292,13 +319,16 @@ impl HostTensor {
             }
             Ok(T::wrap(bytes.chunks_exact(size).map(T::decode_le).collect()))
         })?;
-        Ok(HostTensor { shape: shape.to_vec(), data })
+        Ok(HostTensor {
+            shape: shape.to_vec(),
+            data,
+        })
     }
 
     /// The elements as little-endian bytes (bool: one byte each).
     pub fn to_le_bytes(&self) -> Vec<u8> {
         fn encode<T: Elem>(v: &[T]) -> Vec<u8> {
-            let mut out = Vec::with_capacity(v.len() * std::mem::size_of::<T>());
+            let mut out = Vec::with_capacity(std::mem::size_of_val(v));
             v.iter().for_each(|x| x.encode_le(&mut out));
             out
         }
@@ -351,7 +381,7 @@ impl HostTensor {
     /// The element vector as `T`, or a dtype error naming `what`.
     pub fn into_vec<T: Elem>(self, what: &str) -> Result<Vec<T>> {
         let found = self.dtype();
-        T::unwrap_vec(self.data).map_err(|_| KernelError::Dtype {
+        T::take_vec(self.data).map_err(|_| KernelError::Dtype {
             what: what.to_string(),
             expected: dtype_name(T::DTYPE).to_string(),
             found: dtype_name(found).to_string(),

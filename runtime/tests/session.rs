@@ -8,7 +8,11 @@ use lms_proto::Message;
 use lms_runtime::{CpuBackend, HostTensor, Program, RunOptions, RuntimeError, Session};
 
 fn options(seed: u64) -> RunOptions {
-    RunOptions { device_memory: 1 << 20, host_memory: 1 << 20, seed }
+    RunOptions {
+        device_memory: 1 << 20,
+        host_memory: 1 << 20,
+        seed,
+    }
 }
 
 fn session(b: &Builder, options: RunOptions) -> Result<Session<CpuBackend>, RuntimeError> {
@@ -37,19 +41,29 @@ fn loss_and_update_are_computed() {
     let mut r = [0f64; 8];
     for i in 0..2 {
         for j in 0..4 {
-            let y: f64 = (0..4).map(|k| f64::from(x[i * 4 + k]) * f64::from(W0[k * 4 + j])).sum();
+            let y: f64 = (0..4)
+                .map(|k| f64::from(x[i * 4 + k]) * f64::from(W0[k * 4 + j]))
+                .sum();
             r[i * 4 + j] = y.max(0.0);
         }
     }
     let loss: f64 = r.iter().sum();
-    assert!((f64::from(step.loss) - loss).abs() < 1e-5, "loss {} expected {loss}", step.loss);
+    assert!(
+        (f64::from(step.loss.unwrap()) - loss).abs() < 1e-5,
+        "loss {:?} expected {loss}",
+        step.loss
+    );
     assert_eq!(step.outputs[0].shape, vec![1, 1]);
     let w = variable(&mut s, "W");
     for k in 0..4 {
         for j in 0..4 {
             let g: f64 = (0..2).map(|i| f64::from(x[i * 4 + k]) * r[i * 4 + j]).sum();
             let expected = f64::from(W0[k * 4 + j]) - f64::from(0.1f32) * g;
-            assert!((f64::from(w[k * 4 + j]) - expected).abs() < 1e-5, "W[{k},{j}] = {} expected {expected}", w[k * 4 + j]);
+            assert!(
+                (f64::from(w[k * 4 + j]) - expected).abs() < 1e-5,
+                "W[{k},{j}] = {} expected {expected}",
+                w[k * 4 + j]
+            );
         }
     }
     // The next step reads the updated W; the batch is the same.
@@ -72,7 +86,10 @@ fn peak_follows_the_accounting_rules() {
     assert_eq!((report.peak_device_bytes, report.peak_host_bytes), (256, 0));
     assert_eq!((report.bytes_d2h, report.bytes_h2d), (0, 0));
     assert_eq!(report.op_seconds["MatMul"].calls, 3);
-    assert_eq!(report.op_seconds.keys().collect::<Vec<_>>(), ["Gemm", "MatMul", "Mul", "Relu", "Sub"]);
+    assert_eq!(
+        report.op_seconds.keys().collect::<Vec<_>>(),
+        ["Gemm", "MatMul", "Mul", "Relu", "Sub"]
+    );
     assert!(report.step_seconds > 0.0);
     // The same next step: what a step leaves live is the resident set only.
     assert_eq!(s.step().unwrap().report.peak_device_bytes, 256);
@@ -81,9 +98,18 @@ fn peak_follows_the_accounting_rules() {
     // (host +32), r freed → 128; SwapIn 160, rh freed (host 0); g 224 → 192; s 256; Wn 256.
     let mut s = session(&training_graph(true), options(0)).unwrap();
     let report = s.step().unwrap().report;
-    assert_eq!((report.peak_device_bytes, report.peak_host_bytes), (256, 32));
+    assert_eq!(
+        (report.peak_device_bytes, report.peak_host_bytes),
+        (256, 32)
+    );
     assert_eq!((report.bytes_d2h, report.bytes_h2d), (32, 32));
-    assert_eq!((report.op_seconds["SwapOut"].calls, report.op_seconds["SwapIn"].calls), (1, 1));
+    assert_eq!(
+        (
+            report.op_seconds["SwapOut"].calls,
+            report.op_seconds["SwapIn"].calls
+        ),
+        (1, 1)
+    );
 }
 
 #[test]
@@ -96,42 +122,113 @@ fn explicit_schedule_is_followed() {
     assert_eq!(s.program().order(), &[0, 1, 2, 3, 4, 5, 6, 9, 7, 8, 10, 11]);
     assert_eq!(s.step().unwrap().report.peak_device_bytes, 256);
     // A budget of 235 passes g (220) and fails at rs (236).
-    let err = session(&b, RunOptions { device_memory: 235, ..options(0) }).unwrap().step().unwrap_err();
-    assert!(err.to_string().starts_with("out of device memory at node 'rs' (MatMul): wants 16 B, 220 B of 235 B live"), "{err}");
+    let err = session(
+        &b,
+        RunOptions {
+            device_memory: 235,
+            ..options(0)
+        },
+    )
+    .unwrap()
+    .step()
+    .unwrap_err();
+    assert!(
+        err.to_string().starts_with(
+            "out of device memory at node 'rs' (MatMul): wants 16 B, 220 B of 235 B live"
+        ),
+        "{err}"
+    );
 }
 
 #[test]
 fn one_byte_below_the_peak_fails_naming_the_op() {
-    assert!(session(&training_graph(false), RunOptions { device_memory: 256, ..options(0) }).unwrap().step().is_ok());
-    let mut s = session(&training_graph(false), RunOptions { device_memory: 255, ..options(0) }).unwrap();
+    assert!(session(
+        &training_graph(false),
+        RunOptions {
+            device_memory: 256,
+            ..options(0)
+        }
+    )
+    .unwrap()
+    .step()
+    .is_ok());
+    let mut s = session(
+        &training_graph(false),
+        RunOptions {
+            device_memory: 255,
+            ..options(0)
+        },
+    )
+    .unwrap();
     let err = s.step().unwrap_err();
     assert_eq!(
         err.to_string(),
         "out of device memory at node 's' (Mul): wants 64 B, 192 B of 255 B live; largest live: W (64 B), g (64 B), x (32 B)"
     );
-    let RuntimeError::OutOfMemory(oom) = err else { panic!("not an out-of-memory error") };
+    let RuntimeError::OutOfMemory(oom) = err else {
+        panic!("not an out-of-memory error")
+    };
     assert_eq!((oom.wanted, oom.live, oom.budget), (64, 192, 255));
 }
 
 #[test]
 fn initial_allocation_counts_against_the_budget() {
-    let err = session(&training_graph(false), RunOptions { device_memory: 123, ..options(0) }).err().unwrap();
+    let err = session(
+        &training_graph(false),
+        RunOptions {
+            device_memory: 123,
+            ..options(0)
+        },
+    )
+    .err()
+    .unwrap();
     assert_eq!(
         err.to_string(),
         "out of device memory at node 'ones_col' (Variable): wants 16 B, 108 B of 123 B live; largest live: W (64 B), x (32 B), ones_row (8 B)"
     );
-    assert!(session(&training_graph(false), RunOptions { device_memory: 124, ..options(0) }).is_ok());
+    assert!(session(
+        &training_graph(false),
+        RunOptions {
+            device_memory: 124,
+            ..options(0)
+        }
+    )
+    .is_ok());
 }
 
 #[test]
 fn host_budget_is_enforced() {
-    let mut s = session(&training_graph(true), RunOptions { host_memory: 31, ..options(0) }).unwrap();
+    let mut s = session(
+        &training_graph(true),
+        RunOptions {
+            host_memory: 31,
+            ..options(0)
+        },
+    )
+    .unwrap();
     let err = s.step().unwrap_err();
-    assert_eq!(err.to_string(), "out of host memory at node 'rh' (SwapOut): wants 32 B, 0 B of 31 B live");
-    let mut s = session(&training_graph(true), RunOptions { host_memory: 32, ..options(0) }).unwrap();
+    assert_eq!(
+        err.to_string(),
+        "out of host memory at node 'rh' (SwapOut): wants 32 B, 0 B of 31 B live"
+    );
+    let mut s = session(
+        &training_graph(true),
+        RunOptions {
+            host_memory: 32,
+            ..options(0)
+        },
+    )
+    .unwrap();
     assert!(s.step().is_ok());
     // A failed step leaves nothing behind: the next one starts from the resident set.
-    let mut s = session(&training_graph(false), RunOptions { device_memory: 255, ..options(0) }).unwrap();
+    let mut s = session(
+        &training_graph(false),
+        RunOptions {
+            device_memory: 255,
+            ..options(0)
+        },
+    )
+    .unwrap();
     assert!(s.step().is_err());
     assert!(s.step().is_err());
 }
@@ -140,7 +237,7 @@ fn host_budget_is_enforced() {
 fn swapping_preserves_numerics_bit_for_bit() {
     let run = |swap: bool| {
         let mut s = session(&training_graph(swap), options(11)).unwrap();
-        let losses: Vec<u32> = (0..4).map(|_| s.step().unwrap().loss.to_bits()).collect();
+        let losses: Vec<u32> = (0..4).map(|_| s.step().unwrap().loss.unwrap().to_bits()).collect();
         let w: Vec<u32> = variable(&mut s, "W").iter().map(|v| v.to_bits()).collect();
         (losses, w)
     };
@@ -151,7 +248,7 @@ fn swapping_preserves_numerics_bit_for_bit() {
 fn runs_are_deterministic_per_seed() {
     let run = |seed: u64| {
         let mut s = session(&training_graph(false), options(seed)).unwrap();
-        let losses: Vec<u32> = (0..3).map(|_| s.step().unwrap().loss.to_bits()).collect();
+        let losses: Vec<u32> = (0..3).map(|_| s.step().unwrap().loss.unwrap().to_bits()).collect();
         (losses, s.variables().unwrap())
     };
     assert_eq!(run(5), run(5));
@@ -178,7 +275,11 @@ fn random_initialisation_is_order_independent() {
     let build = |reverse: bool| {
         let mut b = training_graph(false);
         let he = vec![string("init", "he"), int("fan_in", 8)];
-        let xavier = vec![string("init", "xavier"), int("fan_in", 8), int("fan_out", 4)];
+        let xavier = vec![
+            string("init", "xavier"),
+            int("fan_in", 8),
+            int("fan_out", 4),
+        ];
         let specs = [("a", he), ("b", xavier)];
         let order: Vec<usize> = if reverse { vec![1, 0] } else { vec![0, 1] };
         for i in order {
@@ -224,12 +325,27 @@ fn initialisation_errors_name_the_variable() {
 }
 
 #[test]
-fn output_zero_must_be_a_scalar_f32_loss() {
+fn a_graph_without_a_scalar_output_has_no_loss() {
     let mut b = training_graph(false);
     let x = b.graph.inputs[0];
     b.graph.outputs.insert(0, x);
-    let err = session(&b, options(0)).err().unwrap();
-    assert_eq!(err.to_string(), "test.lms: output 0 ('x') must be the f32 scalar loss, found f32 [2, 4]");
+    let step = session(&b, options(0)).unwrap().step().unwrap();
+    assert_eq!(step.loss, None);
+    assert_eq!(step.outputs[0].shape, vec![2, 4]);
+}
+
+#[test]
+fn given_values_replace_drawn_ones_and_are_type_checked() {
+    let b = training_graph(false);
+    let program = || Program::new(b.graph.clone(), "test.lms").unwrap();
+    let w = HostTensor { shape: vec![4, 4], data: lms_runtime::Buffer::F32(vec![0.5; 16]) };
+    let values = std::collections::BTreeMap::from([("W".to_string(), w)]);
+    let mut s = Session::with_values(program(), CpuBackend::new(), options(0), &values).unwrap();
+    assert!(variable(&mut s, "W").iter().all(|&v| v == 0.5));
+    let wrong = HostTensor { shape: vec![2], data: lms_runtime::Buffer::F32(vec![0.5; 2]) };
+    let values = std::collections::BTreeMap::from([("W".to_string(), wrong)]);
+    let err = Session::with_values(program(), CpuBackend::new(), options(0), &values).err().unwrap();
+    assert_eq!(err.to_string(), "initialising 'W': given value is f32 [2], the graph wants f32 [4, 4]");
 }
 
 #[test]
@@ -244,13 +360,44 @@ fn serialized_programs_load() {
     assert_eq!(program.source(), path.display().to_string());
     let mut s = Session::new(program, CpuBackend::new(), options(2)).unwrap();
     let mut direct = session(&b, options(2)).unwrap();
-    assert_eq!(s.step().unwrap().loss.to_bits(), direct.step().unwrap().loss.to_bits());
+    assert_eq!(
+        s.step().unwrap().loss.unwrap().to_bits(),
+        direct.step().unwrap().loss.unwrap().to_bits()
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 
     let missing = dir.join("missing.lms");
     let err = Program::load(&missing).unwrap_err();
-    assert!(matches!(err, RuntimeError::Io { .. }) && err.to_string().contains("missing.lms"), "{err}");
+    assert!(
+        matches!(err, RuntimeError::Io { .. }) && err.to_string().contains("missing.lms"),
+        "{err}"
+    );
     let err = Program::decode(&[0xff, 0xff, 0xff], "junk.lms").unwrap_err();
-    assert!(err.to_string().starts_with("junk.lms: not an lms graph"), "{err}");
+    assert!(
+        err.to_string().starts_with("junk.lms: not an lms graph"),
+        "{err}"
+    );
     assert_eq!(f32_bytes(&[1.0]).len(), 4);
+}
+
+#[test]
+fn later_readers_of_an_update_read_the_new_storage() {
+    // c1 = c + 1 writes counter c; `later` reads c1 after the update (as AdamUpdate reads
+    // AdamStep's output), and c1 is also a graph output.
+    let mut b = training_graph(false);
+    let c = b.variable_init("c", DType::DtypeF32, &[], vec![string("init", "zeros")]);
+    let one = b.variable_init("one", DType::DtypeF32, &[], vec![string("init", "ones")]);
+    let c1 = b.op("c1", "Add", &[c, one], &[], vec![]);
+    b.update(c1, c);
+    let later = b.op("later", "Mul", &[c1, one], &[], vec![]);
+    b.graph.outputs.extend([later, c1]);
+    let mut s = session(&b, options(0)).unwrap();
+    for expected in [1.0f32, 2.0, 3.0] {
+        let step = s.step().unwrap();
+        assert_eq!(
+            (f32s(&step.outputs[1]), f32s(&step.outputs[2])),
+            (vec![expected], vec![expected])
+        );
+    }
+    assert_eq!(variable(&mut s, "c"), vec![3.0]);
 }

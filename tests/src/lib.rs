@@ -50,3 +50,155 @@ pub fn lms_bin() -> PathBuf {
 pub fn lms(args: &[&str]) -> Output {
     Command::new(lms_bin()).args(args).current_dir(repo_root()).output().expect("run lms")
 }
+
+/// Builds small ONNX models in tests: float initializers with seeded values,
+/// data inputs, nodes and outputs.
+pub mod onnx_builder {
+    use lms_proto::onnx::{self as onnx, attribute_proto::AttributeType, tensor_shape_proto, type_proto};
+
+    /// An ONNX attribute value for [`ModelBuilder::node`].
+    pub enum A {
+        I(i64),
+        F(f32),
+        Is(Vec<i64>),
+        S(&'static str),
+    }
+
+    /// A model under construction.
+    pub struct ModelBuilder {
+        graph: onnx::GraphProto,
+        opset: i64,
+        seed: u64,
+    }
+
+    impl ModelBuilder {
+        /// An empty model importing `opset` of the default domain.
+        pub fn new(name: &str, opset: i64) -> ModelBuilder {
+            ModelBuilder { graph: onnx::GraphProto { name: name.into(), ..Default::default() }, opset, seed: 0x5eed }
+        }
+
+        fn uniform(&mut self) -> f32 {
+            self.seed = self.seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((self.seed >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        }
+
+        /// A float initializer with values uniform in [lo, hi).
+        pub fn weight(&mut self, name: &str, dims: &[i64], lo: f32, hi: f32) -> &mut Self {
+            let n: i64 = dims.iter().product();
+            let data = (0..n).map(|_| lo + (self.uniform() + 1.0) / 2.0 * (hi - lo)).collect();
+            self.graph.initializer.push(onnx::TensorProto { name: name.into(), dims: dims.to_vec(), data_type: 1, float_data: data, ..Default::default() });
+            self
+        }
+
+        /// An int64 initializer (shapes, axes, indices).
+        pub fn ints(&mut self, name: &str, dims: &[i64], values: &[i64]) -> &mut Self {
+            self.graph.initializer.push(onnx::TensorProto { name: name.into(), dims: dims.to_vec(), data_type: 7, int64_data: values.to_vec(), ..Default::default() });
+            self
+        }
+
+        /// A data input of element type `elem_type` (1 = f32, 7 = i64).
+        pub fn input(&mut self, name: &str, elem_type: i32, dims: &[i64]) -> &mut Self {
+            self.graph.input.push(value_info(name, elem_type, dims));
+            self
+        }
+
+        /// A node with one or more outputs.
+        pub fn node(&mut self, op: &str, inputs: &[&str], outputs: &[&str], attrs: Vec<(&str, A)>) -> &mut Self {
+            let attribute = attrs
+                .into_iter()
+                .map(|(name, a)| {
+                    let mut p = onnx::AttributeProto { name: name.into(), ..Default::default() };
+                    match a {
+                        A::I(v) => (p.i, p.r#type) = (v, AttributeType::Int as i32),
+                        A::F(v) => (p.f, p.r#type) = (v, AttributeType::Float as i32),
+                        A::Is(v) => (p.ints, p.r#type) = (v, AttributeType::Ints as i32),
+                        A::S(v) => (p.s, p.r#type) = (v.as_bytes().to_vec(), AttributeType::String as i32),
+                    }
+                    p
+                })
+                .collect();
+            self.graph.node.push(onnx::NodeProto {
+                op_type: op.into(),
+                name: outputs[0].into(),
+                input: inputs.iter().map(|s| s.to_string()).collect(),
+                output: outputs.iter().map(|s| s.to_string()).collect(),
+                attribute,
+                ..Default::default()
+            });
+            self
+        }
+
+        /// Declares a graph output (its type is inferred by lms).
+        pub fn output(&mut self, name: &str) -> &mut Self {
+            self.graph.output.push(onnx::ValueInfoProto { name: name.into(), ..Default::default() });
+            self
+        }
+
+        /// The finished model.
+        pub fn build(&self) -> onnx::ModelProto {
+            onnx::ModelProto {
+                ir_version: 8,
+                opset_import: vec![onnx::OperatorSetIdProto { domain: String::new(), version: self.opset }],
+                graph: Some(self.graph.clone()),
+                ..Default::default()
+            }
+        }
+    }
+
+    fn value_info(name: &str, elem_type: i32, dims: &[i64]) -> onnx::ValueInfoProto {
+        let dim = dims
+            .iter()
+            .map(|&d| tensor_shape_proto::Dimension { value: Some(tensor_shape_proto::dimension::Value::DimValue(d)), ..Default::default() })
+            .collect();
+        onnx::ValueInfoProto {
+            name: name.into(),
+            r#type: Some(onnx::TypeProto {
+                value: Some(type_proto::Value::TensorType(type_proto::Tensor { elem_type, shape: Some(onnx::TensorShapeProto { dim }) })),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+}
+
+/// Compiling models and running them on the CPU runtime in tests.
+pub mod training {
+    use lms_compiler::emit::serialize;
+    use lms_compiler::frontend::{self, FrontendOptions};
+    use lms_compiler::ir::Graph;
+    use lms_compiler::train::{self, TrainOptions};
+    use lms_proto::onnx::ModelProto;
+    use lms_runtime::{CpuBackend, HostTensor, Program, RunOptions, Session};
+    use std::collections::BTreeMap;
+
+    /// The training graph of an ONNX model, serialized.
+    pub fn compile(model: &ModelProto, batch: Option<usize>, options: &TrainOptions) -> lms_proto::lms::Graph {
+        let forward = frontend::import(model, None, &FrontendOptions { batch, ..Default::default() }).unwrap_or_else(|e| panic!("{e}"));
+        serialized(&train::build(&forward.graph, options).unwrap_or_else(|e| panic!("{e}")))
+    }
+
+    /// A graph in its serialized form (default schedule).
+    pub fn serialized(g: &Graph) -> lms_proto::lms::Graph {
+        serialize::to_proto(g, None, &[]).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// A CPU session on a serialized graph, with some starting values given.
+    pub fn session(graph: &lms_proto::lms::Graph, seed: u64, values: &BTreeMap<String, HostTensor>) -> Session<CpuBackend> {
+        let program = Program::new(graph.clone(), "test.lms").unwrap_or_else(|e| panic!("{e}"));
+        let options = RunOptions { seed, ..RunOptions::default() };
+        Session::with_values(program, CpuBackend::new(), options, values).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Names of the variables an update op writes (the trained ones and optimizer state).
+    pub fn updated_variables(graph: &lms_proto::lms::Graph) -> Vec<String> {
+        let mut names: Vec<String> = graph
+            .edges
+            .iter()
+            .filter(|e| e.action == lms_proto::lms::Action::Update as i32)
+            .map(|e| graph.nodes[e.consumer as usize].name.clone())
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+}

@@ -1,30 +1,68 @@
 //! Memory simulation over a schedule: which tensors are live at each step and
-//! the peak, with the same rules the runtime's accounting follows.
+//! the peak, in device memory and in host memory separately, with the same
+//! rules the runtime's accounting follows (the contract: proto/OPS.md,
+//! "Memory accounting").
 //!
-//! Rules: tensors of parameterized vertices (variables, inputs) are resident
-//! for the whole run. Every other tensor is allocated when its producer runs
-//! and freed right after its last reader in the schedule; graph outputs stay
-//! until the end; a tensor nobody reads is freed right after its producer.
-//! While a node runs, its inputs and its outputs are live together. A tensor
-//! carried by an update edge replaces its variable's storage, so in bytes it
-//! is freed right after its producer. (The contract: proto/OPS.md, "Memory
-//! accounting".)
+//! Pools ([`pool`]): the output of a `SwapOut` lives in host memory, the
+//! output of a `SwapIn` in device memory (both ops run on the CPU device, but
+//! a swap-in writes the device); the output of any other node lives in the
+//! memory of its node's device (host for `Cpu`, device for `Gpu`).
+//!
+//! Rules, the same in both pools: tensors of parameterized vertices
+//! (variables, inputs) are resident for the whole run. Every other tensor is
+//! allocated when its producer runs and freed right after its last reader in
+//! the schedule; graph outputs stay until the end; a tensor nobody reads is
+//! freed right after its producer. While a node runs, its inputs and its
+//! outputs are live together: the value recorded for a step is the pool's
+//! bytes after the node's outputs are allocated and before anything is
+//! freed. A tensor carried by an update edge replaces its variable's storage,
+//! so in bytes it is freed right after its producer. The peak of a pool is
+//! the largest value of its timeline, at the first step reaching it.
 
-use crate::ir::{Action, Graph, NodeId, TensorId};
+use crate::ir::{Action, Device, Graph, Node, NodeId, TensorId, SWAP_IN_OP, SWAP_OUT_OP};
+use crate::train::LMS_DOMAIN;
+
+/// The memory a tensor lives in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Pool {
+    /// Accelerator memory, the budget TFLMS rewrites for.
+    Device,
+    /// (Pinned) host memory, where swapped-out tensors wait.
+    Host,
+}
+
+/// The pool the outputs of `node` live in: host for a `SwapOut`, device for a
+/// `SwapIn`, otherwise the memory of the node's device.
+pub fn pool(node: &Node) -> Pool {
+    let lms_op = |op: &str| node.domain == LMS_DOMAIN && node.op == op;
+    if lms_op(SWAP_OUT_OP) {
+        Pool::Host
+    } else if lms_op(SWAP_IN_OP) || node.device == Device::Gpu {
+        Pool::Device
+    } else {
+        Pool::Host
+    }
+}
 
 /// Memory over a schedule.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MemoryProfile {
-    /// Bytes live while each scheduled node runs (same length as the schedule).
+    /// Device bytes live while each scheduled node runs (same length as the schedule).
     pub timeline: Vec<u64>,
-    /// Bytes of tensors resident for the whole run (parameterized vertices).
+    /// Device bytes of tensors resident for the whole run (parameterized vertices).
     pub resident_bytes: u64,
     /// Largest value of `timeline` (0 for an empty graph).
     pub peak_bytes: u64,
-    /// Position in the schedule where the peak happens (first, on ties).
+    /// Position in the schedule where the device peak happens (first, on ties).
     pub peak_step: usize,
-    /// Tensors live at the peak, largest first (ties by id).
+    /// Device tensors live at the device peak, largest first (ties by id).
     pub live_at_peak: Vec<TensorId>,
+    /// Host bytes live while each scheduled node runs (same length as the schedule).
+    pub host_timeline: Vec<u64>,
+    /// Largest value of `host_timeline` (0 when nothing lives in host memory).
+    pub host_peak_bytes: u64,
+    /// Position in the schedule where the host peak happens (first, on ties).
+    pub host_peak_step: usize,
 }
 
 /// The step after which each tensor's bytes are freed, indexed by
@@ -32,10 +70,7 @@ pub struct MemoryProfile {
 /// outputs and tensors of parameterized vertices, the producer's position for
 /// unread tensors and for tensors that update a variable.
 pub fn last_use(g: &Graph, schedule: &[NodeId]) -> Vec<usize> {
-    let mut position = vec![0usize; g.node_bound()];
-    for (step, id) in schedule.iter().enumerate() {
-        position[id.index()] = step;
-    }
+    let position = positions(g, schedule);
     let mut last = vec![0usize; g.tensor_count()];
     for (t, tensor) in g.tensors() {
         let producer = tensor.producer.0;
@@ -56,16 +91,21 @@ pub fn last_use(g: &Graph, schedule: &[NodeId]) -> Vec<usize> {
     last
 }
 
-/// Simulates memory over `schedule`, a topological order of `g`.
+/// Simulates device and host memory over `schedule`, a topological order of `g`.
 pub fn simulate(g: &Graph, schedule: &[NodeId]) -> MemoryProfile {
     let last = last_use(g, schedule);
     let bytes = |t: TensorId| g.tensor(t).ty.bytes();
-    let mut resident_bytes = 0u64;
+    let pool_of = |t: TensorId| pool(g.node(g.tensor(t).producer.0));
+    // Live bytes per pool, indexed by `Pool as usize`.
+    let mut live = [0u64; 2];
     for &id in schedule {
         if g.node(id).parameterized {
-            resident_bytes += g.node(id).outputs.iter().map(|&t| bytes(t)).sum::<u64>();
+            for &t in &g.node(id).outputs {
+                live[pool_of(t) as usize] += bytes(t);
+            }
         }
     }
+    let resident_bytes = live[Pool::Device as usize];
     // Tensors to free after each step.
     let mut frees: Vec<Vec<TensorId>> = vec![Vec::new(); schedule.len()];
     for (t, _) in g.tensors() {
@@ -73,39 +113,102 @@ pub fn simulate(g: &Graph, schedule: &[NodeId]) -> MemoryProfile {
             list.push(t);
         }
     }
-    let mut live = resident_bytes;
     let mut timeline = Vec::with_capacity(schedule.len());
+    let mut host_timeline = Vec::with_capacity(schedule.len());
     for (step, &id) in schedule.iter().enumerate() {
         let node = g.node(id);
         if !node.parameterized {
-            live += node.outputs.iter().map(|&t| bytes(t)).sum::<u64>();
+            for &t in &node.outputs {
+                live[pool_of(t) as usize] += bytes(t);
+            }
         }
-        timeline.push(live);
-        live -= frees[step].iter().map(|&t| bytes(t)).sum::<u64>();
+        timeline.push(live[Pool::Device as usize]);
+        host_timeline.push(live[Pool::Host as usize]);
+        for &t in &frees[step] {
+            live[pool_of(t) as usize] -= bytes(t);
+        }
     }
-    let (peak_step, peak_bytes) = timeline
-        .iter()
-        .enumerate()
-        .fold((0, 0), |best, (i, &b)| if b > best.1 { (i, b) } else { best });
+    let (peak_step, peak_bytes) = peak(&timeline);
+    let (host_peak_step, host_peak_bytes) = peak(&host_timeline);
     let live_at_peak = live_at(g, schedule, &last, peak_step);
-    MemoryProfile { timeline, resident_bytes, peak_bytes, peak_step, live_at_peak }
+    MemoryProfile { timeline, resident_bytes, peak_bytes, peak_step, live_at_peak, host_timeline, host_peak_bytes, host_peak_step }
 }
 
-/// Tensors live while `schedule[step]` runs, largest first.
-fn live_at(g: &Graph, schedule: &[NodeId], last: &[usize], step: usize) -> Vec<TensorId> {
+/// Position of every scheduled node, indexed by `NodeId::index()`;
+/// `usize::MAX` for nodes not in the schedule.
+fn positions(g: &Graph, schedule: &[NodeId]) -> Vec<usize> {
     let mut position = vec![usize::MAX; g.node_bound()];
     for (i, id) in schedule.iter().enumerate() {
         position[id.index()] = i;
     }
+    position
+}
+
+/// (step, bytes) of the first largest value of a timeline; (0, 0) when empty.
+fn peak(timeline: &[u64]) -> (usize, u64) {
+    timeline.iter().enumerate().fold((0, 0), |best, (i, &b)| if b > best.1 { (i, b) } else { best })
+}
+
+/// Device tensors live while `schedule[step]` runs, largest first.
+fn live_at(g: &Graph, schedule: &[NodeId], last: &[usize], step: usize) -> Vec<TensorId> {
+    let position = positions(g, schedule);
     let mut live: Vec<TensorId> = g
         .tensors()
         .filter(|(t, tensor)| {
+            let producer = g.node(tensor.producer.0);
             let born = position[tensor.producer.0.index()];
-            let resident = g.node(tensor.producer.0).parameterized;
-            (resident || born <= step) && last[t.index()] >= step && born != usize::MAX
+            pool(producer) == Pool::Device
+                && born != usize::MAX
+                && (producer.parameterized || born <= step)
+                && last[t.index()] >= step
         })
         .map(|(t, _)| t)
         .collect();
     live.sort_by_key(|&t| (std::cmp::Reverse(g.tensor(t).ty.bytes()), t));
     live
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::{Attrs, DType, Phase, TensorType};
+
+    /// Adds a node with one f32[4] (16-byte) output named like it.
+    fn add(g: &mut Graph, name: &str, op: &str, device: Device, parameterized: bool, inputs: &[TensorId]) -> TensorId {
+        let domain = if op.starts_with("Swap") { LMS_DOMAIN } else { "" };
+        let node = Node {
+            name: name.into(),
+            op: op.into(),
+            domain: domain.into(),
+            attrs: Attrs::new(),
+            parameterized,
+            phase: Phase::Forward,
+            device,
+            inputs: inputs.iter().map(|&t| Some(t)).collect(),
+            outputs: vec![],
+        };
+        let id = g.add_node(node, vec![(name.into(), TensorType::new(DType::F32, vec![4]))]);
+        g.node(id).outputs[0]
+    }
+
+    #[test]
+    fn swap_out_counts_in_host_memory_and_swap_in_in_device_memory() {
+        let mut g = Graph::new("swap", 13);
+        let x = add(&mut g, "x", "Input", Device::Gpu, true, &[]);
+        let a = add(&mut g, "a", "Relu", Device::Gpu, false, &[x]);
+        let out = add(&mut g, "out", SWAP_OUT_OP, Device::Cpu, false, &[a]);
+        let c = add(&mut g, "c", "Relu", Device::Gpu, false, &[x]);
+        let back = add(&mut g, "in", SWAP_IN_OP, Device::Cpu, false, &[out]);
+        let d = add(&mut g, "d", "Add", Device::Gpu, false, &[back, c]);
+        g.outputs = vec![d];
+        let schedule = crate::analysis::order::schedule(&g).unwrap();
+        let p = simulate(&g, &schedule);
+        // x is resident; a is freed after the swap-out, the host copy after
+        // the swap-in; d is an output.
+        assert_eq!(p.timeline, [16, 32, 32, 32, 48, 64]);
+        assert_eq!(p.host_timeline, [0, 0, 16, 16, 16, 0]);
+        assert_eq!((p.peak_bytes, p.peak_step, p.resident_bytes), (64, 5, 16));
+        assert_eq!((p.host_peak_bytes, p.host_peak_step), (16, 2));
+        assert_eq!(p.live_at_peak.len(), 4, "x, in, c, d: the host copy is not device memory");
+    }
 }

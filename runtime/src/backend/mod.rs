@@ -26,10 +26,7 @@ pub enum Queue {
 }
 
 impl Queue {
-    /// Every queue, in index order.
-    pub const ALL: [Queue; 3] = [Queue::Compute, Queue::DeviceToHost, Queue::HostToDevice];
-
-    /// The queue's index in [`Queue::ALL`].
+    /// The queue's index: 0, 1, 2 in declaration order.
     pub fn index(self) -> usize {
         self as usize
     }

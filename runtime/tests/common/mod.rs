@@ -3,7 +3,7 @@
 #![allow(dead_code)] // each test file uses a different part of the builder
 
 use lms_proto::lms::attribute::Value;
-use lms_proto::lms::{slot, Action, Attribute, DType, Device, Edge, Graph, Metadata, Node, Slot, Tensor};
+use lms_proto::lms::{slot, Action, Attribute, DType, Device, Edge, Graph, Node, Slot, Tensor};
 use lms_proto::LMS_FORMAT_VERSION;
 
 /// A graph under construction; tensor and node ids are returned as `u32`.
@@ -21,11 +21,17 @@ fn size(dtype: DType) -> u64 {
 }
 
 pub fn int(name: &str, v: i64) -> Attribute {
-    Attribute { name: name.into(), value: Some(Value::Int(v)) }
+    Attribute {
+        name: name.into(),
+        value: Some(Value::Int(v)),
+    }
 }
 
 pub fn string(name: &str, v: &str) -> Attribute {
-    Attribute { name: name.into(), value: Some(Value::String(v.into())) }
+    Attribute {
+        name: name.into(),
+        value: Some(Value::String(v.into())),
+    }
 }
 
 pub fn f32_bytes(values: &[f32]) -> Vec<u8> {
@@ -38,7 +44,7 @@ impl Builder {
         let graph = Graph {
             format_version: LMS_FORMAT_VERSION,
             name: name.into(),
-            metadata: vec![Metadata { key: "opset".into(), value: "17".into() }],
+            opset: 17,
             ..Graph::default()
         };
         Builder { graph }
@@ -84,10 +90,20 @@ impl Builder {
         }
         let slots = inputs
             .iter()
-            .map(|i| Slot { value: Some(i.map_or(slot::Value::Missing(true), slot::Value::Tensor)) })
+            .map(|i| Slot {
+                value: Some(i.map_or(slot::Value::Missing(true), slot::Value::Tensor)),
+            })
             .collect();
-        let domain = if matches!(op, "SwapOut" | "SwapIn") { "lms" } else { "" };
-        let device = if op == "SwapOut" || op == "SwapIn" { Device::Cpu } else { Device::Gpu };
+        let domain = if matches!(op, "SwapOut" | "SwapIn") {
+            "lms"
+        } else {
+            ""
+        };
+        let device = if op == "SwapOut" || op == "SwapIn" {
+            Device::Cpu
+        } else {
+            Device::Gpu
+        };
         self.graph.nodes.push(Node {
             name: name.into(),
             op: op.into(),
@@ -106,26 +122,63 @@ impl Builder {
     }
 
     /// A one-input, one-output f32 op.
-    pub fn op(&mut self, name: &str, op: &str, inputs: &[u32], shape: &[u64], attributes: Vec<Attribute>) -> u32 {
+    pub fn op(
+        &mut self,
+        name: &str,
+        op: &str,
+        inputs: &[u32],
+        shape: &[u64],
+        attributes: Vec<Attribute>,
+    ) -> u32 {
         let ins: Vec<Option<u32>> = inputs.iter().map(|&t| Some(t)).collect();
-        self.node(name, op, &ins, &[(name, DType::DtypeF32, shape)], attributes).1[0]
+        self.node(
+            name,
+            op,
+            &ins,
+            &[(name, DType::DtypeF32, shape)],
+            attributes,
+        )
+        .1[0]
     }
 
     /// An f32 variable initialised from `data`.
     pub fn variable(&mut self, name: &str, shape: &[u64], data: &[f32]) -> u32 {
-        let t = self.node(name, "Variable", &[], &[(name, DType::DtypeF32, shape)], vec![string("init", "data")]).1[0];
+        let t = self
+            .node(
+                name,
+                "Variable",
+                &[],
+                &[(name, DType::DtypeF32, shape)],
+                vec![string("init", "data")],
+            )
+            .1[0];
         self.graph.tensors[t as usize].data = f32_bytes(data);
         t
     }
 
     /// A variable initialised by its attributes only.
-    pub fn variable_init(&mut self, name: &str, dtype: DType, shape: &[u64], attributes: Vec<Attribute>) -> u32 {
-        self.node(name, "Variable", &[], &[(name, dtype, shape)], attributes).1[0]
+    pub fn variable_init(
+        &mut self,
+        name: &str,
+        dtype: DType,
+        shape: &[u64],
+        attributes: Vec<Attribute>,
+    ) -> u32 {
+        self.node(name, "Variable", &[], &[(name, dtype, shape)], attributes)
+            .1[0]
     }
 
     /// An input listed in `Graph.inputs`.
-    pub fn input(&mut self, name: &str, dtype: DType, shape: &[u64], attributes: Vec<Attribute>) -> u32 {
-        let t = self.node(name, "Input", &[], &[(name, dtype, shape)], attributes).1[0];
+    pub fn input(
+        &mut self,
+        name: &str,
+        dtype: DType,
+        shape: &[u64],
+        attributes: Vec<Attribute>,
+    ) -> u32 {
+        let t = self
+            .node(name, "Input", &[], &[(name, dtype, shape)], attributes)
+            .1[0];
         self.graph.inputs.push(t);
         t
     }
@@ -146,8 +199,16 @@ impl Builder {
 
     /// A control edge between the producers of two tensors.
     pub fn control(&mut self, before: u32, after: u32) {
-        let (b, a) = (self.graph.tensors[before as usize].producer, self.graph.tensors[after as usize].producer);
-        self.graph.edges.push(Edge { producer: b, consumer: a, action: Action::Control as i32, ..Edge::default() });
+        let (b, a) = (
+            self.graph.tensors[before as usize].producer,
+            self.graph.tensors[after as usize].producer,
+        );
+        self.graph.edges.push(Edge {
+            producer: b,
+            consumer: a,
+            action: Action::Control as i32,
+            ..Edge::default()
+        });
     }
 
     /// The node producing tensor `t`.
@@ -179,8 +240,18 @@ pub fn training_graph(swap: bool) -> Builder {
     let w = b.variable("W", &[4, 4], &W0);
     let x = b.input("x", DType::DtypeF32, &[2, 4], vec![]);
     let lr = b.variable("lr", &[], &[0.1]);
-    let ones_row = b.variable_init("ones_row", DType::DtypeF32, &[1, 2], vec![string("init", "ones")]);
-    let ones_col = b.variable_init("ones_col", DType::DtypeF32, &[4, 1], vec![string("init", "ones")]);
+    let ones_row = b.variable_init(
+        "ones_row",
+        DType::DtypeF32,
+        &[1, 2],
+        vec![string("init", "ones")],
+    );
+    let ones_col = b.variable_init(
+        "ones_col",
+        DType::DtypeF32,
+        &[4, 1],
+        vec![string("init", "ones")],
+    );
     let y = b.op("y", "MatMul", &[x, w], &[2, 4], vec![]);
     let r = b.op("r", "Relu", &[y], &[2, 4], vec![]);
     let rs = b.op("rs", "MatMul", &[ones_row, r], &[1, 4], vec![]);

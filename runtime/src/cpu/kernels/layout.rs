@@ -17,7 +17,9 @@ pub fn strides(shape: &[usize]) -> Vec<isize> {
 pub fn norm_axis(axis: i64, rank: usize, what: &str) -> Result<usize> {
     let r = rank as i64;
     if axis < -r || axis >= r {
-        return Err(KernelError::invalid(format!("{what} {axis} is out of range for rank {rank}")));
+        return Err(KernelError::invalid(format!(
+            "{what} {axis} is out of range for rank {rank}"
+        )));
     }
     Ok(if axis < 0 { axis + r } else { axis } as usize)
 }
@@ -40,15 +42,29 @@ pub fn to_dim(v: i64, what: &str) -> Result<usize> {
     usize::try_from(v).map_err(|_| KernelError::invalid(format!("{what} {v} is negative")))
 }
 
+/// Number of elements of a shape read from data, `None` if it overflows.
+pub fn checked_numel(shape: &[usize]) -> Option<usize> {
+    shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d))
+}
+
 /// The numpy broadcast of two shapes, or an error naming `what`.
 pub fn broadcast_shapes(a: &[usize], b: &[usize], what: &str) -> Result<Vec<usize>> {
     let rank = a.len().max(b.len());
-    let dim = |s: &[usize], i: usize| if i + s.len() < rank { 1 } else { s[i + s.len() - rank] };
+    let dim = |s: &[usize], i: usize| {
+        if i + s.len() < rank {
+            1
+        } else {
+            s[i + s.len() - rank]
+        }
+    };
     (0..rank)
         .map(|i| match (dim(a, i), dim(b, i)) {
             (x, y) if x == y || y == 1 => Ok(x),
             (1, y) => Ok(y),
-            _ => Err(KernelError::shape(what, format!("shapes {a:?} and {b:?} do not broadcast"))),
+            _ => Err(KernelError::shape(
+                what,
+                format!("shapes {a:?} and {b:?} do not broadcast"),
+            )),
         })
         .collect()
 }
@@ -56,7 +72,10 @@ pub fn broadcast_shapes(a: &[usize], b: &[usize], what: &str) -> Result<Vec<usiz
 /// Strides that read `shape` as if broadcast to `out` (0 on broadcast axes).
 pub fn broadcast_strides(shape: &[usize], out: &[usize], what: &str) -> Result<Vec<isize>> {
     if shape.len() > out.len() {
-        return Err(KernelError::shape(what, format!("shape {shape:?} does not broadcast to {out:?}")));
+        return Err(KernelError::shape(
+            what,
+            format!("shape {shape:?} does not broadcast to {out:?}"),
+        ));
     }
     let lead = out.len() - shape.len();
     let own = strides(shape);
@@ -65,7 +84,10 @@ pub fn broadcast_strides(shape: &[usize], out: &[usize], what: &str) -> Result<V
         if d == out[lead + i] {
             s[lead + i] = if d == 1 { 0 } else { st };
         } else if d != 1 {
-            return Err(KernelError::shape(what, format!("shape {shape:?} does not broadcast to {out:?}")));
+            return Err(KernelError::shape(
+                what,
+                format!("shape {shape:?} does not broadcast to {out:?}"),
+            ));
         }
     }
     Ok(s)
@@ -116,7 +138,12 @@ pub fn for_each_row<const N: usize>(
 
 /// Copies the elements of a strided view (`base`, `shape`, `strides`) of `data` into a new
 /// row-major vector. The caller guarantees that the view lies inside `data`.
-pub fn strided_copy<T: Copy>(data: &[T], base: isize, shape: &[usize], strides: &[isize]) -> Vec<T> {
+pub fn strided_copy<T: Copy>(
+    data: &[T],
+    base: isize,
+    shape: &[usize],
+    strides: &[isize],
+) -> Vec<T> {
     let mut out = Vec::with_capacity(shape.iter().product());
     for_each_row(shape, [strides], |[o], len, [s]| {
         let start = base + o;
@@ -138,10 +165,16 @@ mod tests {
 
     #[test]
     fn broadcasting_rules() {
-        assert_eq!(broadcast_shapes(&[2, 1, 4], &[3, 1], "x").unwrap(), vec![2, 3, 4]);
+        assert_eq!(
+            broadcast_shapes(&[2, 1, 4], &[3, 1], "x").unwrap(),
+            vec![2, 3, 4]
+        );
         assert_eq!(broadcast_shapes(&[], &[5], "x").unwrap(), vec![5]);
         assert!(broadcast_shapes(&[2, 3], &[4], "x").is_err());
-        assert_eq!(broadcast_strides(&[3, 1], &[2, 3, 4], "b").unwrap(), vec![0, 1, 0]);
+        assert_eq!(
+            broadcast_strides(&[3, 1], &[2, 3, 4], "b").unwrap(),
+            vec![0, 1, 0]
+        );
         assert!(broadcast_strides(&[3], &[2, 4], "b").is_err());
     }
 
@@ -149,9 +182,15 @@ mod tests {
     fn strided_copy_transposes_and_reverses() {
         let data: Vec<i32> = (0..6).collect();
         // transpose of [2, 3]
-        assert_eq!(strided_copy(&data, 0, &[3, 2], &[1, 3]), vec![0, 3, 1, 4, 2, 5]);
+        assert_eq!(
+            strided_copy(&data, 0, &[3, 2], &[1, 3]),
+            vec![0, 3, 1, 4, 2, 5]
+        );
         // reverse the last axis
-        assert_eq!(strided_copy(&data, 2, &[2, 3], &[3, -1]), vec![2, 1, 0, 5, 4, 3]);
+        assert_eq!(
+            strided_copy(&data, 2, &[2, 3], &[3, -1]),
+            vec![2, 1, 0, 5, 4, 3]
+        );
         assert_eq!(strided_copy(&data, 4, &[], &[]), vec![4]);
         assert!(strided_copy(&data, 0, &[0, 3], &[3, 1]).is_empty());
     }

@@ -17,9 +17,16 @@ fn gemm_op(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
 /// A 2-D operand's (rows, cols) after an optional transpose, and its (row, col) strides.
 fn matrix(t: &HostTensor, transpose: bool, what: &str) -> Result<((usize, usize), (usize, usize))> {
     let [r, c] = t.shape[..] else {
-        return Err(KernelError::shape(what, format!("expected a matrix, found shape {:?}", t.shape)));
+        return Err(KernelError::shape(
+            what,
+            format!("expected a matrix, found shape {:?}", t.shape),
+        ));
     };
-    Ok(if transpose { ((c, r), (1, c)) } else { ((r, c), (c, 1)) })
+    Ok(if transpose {
+        ((c, r), (1, c))
+    } else {
+        ((r, c), (c, 1))
+    })
 }
 
 /// Y = alpha · A' · B' + beta · C, with A' and B' optionally transposed and C broadcast.
@@ -28,7 +35,10 @@ fn gemm_typed<T: Float>(ctx: &Ctx<'_>, a: &HostTensor) -> Result<Vec<HostTensor>
     let ((m, k), sa) = matrix(a, ctx.attrs.int("transA", 0)? != 0, "input A")?;
     let ((kb, n), sb) = matrix(b, ctx.attrs.int("transB", 0)? != 0, "input B")?;
     if k != kb {
-        return Err(KernelError::shape("input B", format!("inner dimension {kb} differs from A's {k}")));
+        return Err(KernelError::shape(
+            "input B",
+            format!("inner dimension {kb} differs from A's {k}"),
+        ));
     }
     let alpha = T::from_f32(ctx.attrs.float("alpha", 1.0)?);
     let mut beta = T::from_f32(ctx.attrs.float("beta", 1.0)?);
@@ -41,7 +51,15 @@ fn gemm_typed<T: Float>(ctx: &Ctx<'_>, a: &HostTensor) -> Result<Vec<HostTensor>
         _ => beta = T::ZERO,
     }
     let (av, bv) = (a.view::<T>("input A")?, b.view::<T>("input B")?);
-    gemm((m, k, n), alpha, (av, sa.0, sa.1), (bv, sb.0, sb.1), beta, &mut y, n)?;
+    gemm(
+        (m, k, n),
+        alpha,
+        (av, sa.0, sa.1),
+        (bv, sb.0, sb.1),
+        beta,
+        &mut y,
+        n,
+    )?;
     Ok(vec![HostTensor::from_vec(vec![m, n], y)?])
 }
 
@@ -55,14 +73,28 @@ fn matmul(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
 fn matmul_typed<T: Float>(ctx: &Ctx<'_>, a: &HostTensor) -> Result<Vec<HostTensor>> {
     let b = ctx.input(1, "B")?;
     if a.rank() == 0 || b.rank() == 0 {
-        return Err(KernelError::shape("inputs A, B", "MatMul needs operands of rank 1 or more"));
+        return Err(KernelError::shape(
+            "inputs A, B",
+            "MatMul needs operands of rank 1 or more",
+        ));
     }
-    let a_shape = if a.rank() == 1 { vec![1, a.shape[0]] } else { a.shape.clone() };
-    let b_shape = if b.rank() == 1 { vec![b.shape[0], 1] } else { b.shape.clone() };
+    let a_shape = if a.rank() == 1 {
+        vec![1, a.shape[0]]
+    } else {
+        a.shape.clone()
+    };
+    let b_shape = if b.rank() == 1 {
+        vec![b.shape[0], 1]
+    } else {
+        b.shape.clone()
+    };
     let (a_batch, [m, k]) = split_matrix(&a_shape);
     let (b_batch, [kb, n]) = split_matrix(&b_shape);
     if k != kb {
-        return Err(KernelError::shape("input B", format!("inner dimension {kb} differs from A's {k}")));
+        return Err(KernelError::shape(
+            "input B",
+            format!("inner dimension {kb} differs from A's {k}"),
+        ));
     }
     let batch = broadcast_shapes(a_batch, b_batch, "inputs A, B")?;
     let (av, bv) = (a.view::<T>("input A")?, b.view::<T>("input B")?);
@@ -70,17 +102,35 @@ fn matmul_typed<T: Float>(ctx: &Ctx<'_>, a: &HostTensor) -> Result<Vec<HostTenso
     let mut y = vec![T::ZERO; count * m * n];
     if b_batch.is_empty() {
         // B is shared by every batch: one GEMM over all rows of A (contiguous).
-        gemm((count * m, k, n), T::ONE, (av, k, 1), (bv, n, 1), T::ZERO, &mut y, n)?;
+        gemm(
+            (count * m, k, n),
+            T::ONE,
+            (av, k, 1),
+            (bv, n, 1),
+            T::ZERO,
+            &mut y,
+            n,
+        )?;
     } else {
         let sa = broadcast_strides(a_batch, &batch, "input A")?;
         let sb = broadcast_strides(b_batch, &batch, "input B")?;
         let mut pairs = Vec::with_capacity(count);
         for_each_row(&batch, [&sa, &sb], |[oa, ob], len, [ia, ib]| {
-            pairs.extend((0..len as isize).map(|j| ((oa + j * ia) as usize, (ob + j * ib) as usize)));
+            pairs.extend(
+                (0..len as isize).map(|j| ((oa + j * ia) as usize, (ob + j * ib) as usize)),
+            );
         });
         for (i, (pa, pb)) in pairs.into_iter().enumerate() {
             let (am, bm) = (&av[pa * m * k..][..m * k], &bv[pb * k * n..][..k * n]);
-            gemm((m, k, n), T::ONE, (am, k, 1), (bm, n, 1), T::ZERO, &mut y[i * m * n..][..m * n], n)?;
+            gemm(
+                (m, k, n),
+                T::ONE,
+                (am, k, 1),
+                (bm, n, 1),
+                T::ZERO,
+                &mut y[i * m * n..][..m * n],
+                n,
+            )?;
         }
     }
     let mut shape = batch;
@@ -106,13 +156,27 @@ mod tests {
     use lms_proto::lms::DType::*;
 
     /// Naive batched matmul on already broadcast, 2-D-promoted operands.
-    fn naive(a: &[f32], b: &[f32], batch_a: &dyn Fn(usize) -> usize, batch_b: &dyn Fn(usize) -> usize, count: usize, m: usize, k: usize, n: usize) -> Vec<f32> {
+    #[allow(clippy::too_many_arguments)]
+    fn naive(
+        a: &[f32],
+        b: &[f32],
+        batch_a: &dyn Fn(usize) -> usize,
+        batch_b: &dyn Fn(usize) -> usize,
+        count: usize,
+        m: usize,
+        k: usize,
+        n: usize,
+    ) -> Vec<f32> {
         let mut y = Vec::new();
         for bi in 0..count {
             let (oa, ob) = (batch_a(bi) * m * k, batch_b(bi) * k * n);
             for i in 0..m {
                 for j in 0..n {
-                    y.push((0..k).map(|p| a[oa + i * k + p] as f64 * b[ob + p * n + j] as f64).sum::<f64>() as f32);
+                    y.push(
+                        (0..k)
+                            .map(|p| a[oa + i * k + p] as f64 * b[ob + p * n + j] as f64)
+                            .sum::<f64>() as f32,
+                    );
                 }
             }
         }
@@ -139,7 +203,11 @@ mod tests {
     fn matmul_promotes_vectors() {
         let mut rng = Rng::new(2);
         let (v, w) = (rng.tensor(&[5]), rng.tensor(&[5]));
-        let dot: f64 = f32s(&v).iter().zip(f32s(&w)).map(|(x, y)| *x as f64 * y as f64).sum();
+        let dot: f64 = f32s(&v)
+            .iter()
+            .zip(f32s(&w))
+            .map(|(x, y)| *x as f64 * y as f64)
+            .sum();
         assert_close(&matmul(&v, &w, &[]), &[dot as f32]);
         let b = rng.tensor(&[2, 5, 3]);
         let want = naive(&f32s(&v), &f32s(&b), &|_| 0, &|i| i, 2, 1, 5, 3);
@@ -149,7 +217,24 @@ mod tests {
         assert_close(&matmul(&a, &v, &[2, 4]), &want);
         let bad = rng.tensor(&[2, 4, 3]);
         let err = run("MatMul", 17, &[], &[&a, &bad], &[(DtypeF32, vec![2, 4, 3])]).unwrap_err();
-        assert_eq!(err.to_string(), "MatMul: input B: inner dimension 4 differs from A's 5");
+        assert_eq!(
+            err.to_string(),
+            "MatMul: input B: inner dimension 4 differs from A's 5"
+        );
+    }
+
+    #[test]
+    fn f64_matmul_and_determinism() {
+        let a = tensor(&[2, 2], vec![1.0f64, 2.0, 3.0, 4.0]);
+        let b = tensor(&[2, 1], vec![0.5f64, -1.0]);
+        let y = run1("MatMul", &[], &[&a, &b], DtypeF64, &[2, 1]);
+        assert_eq!(y.view::<f64>("y").unwrap(), &[-1.5, -2.5]);
+        let mut rng = Rng::new(12);
+        let (a, b) = (rng.tensor(&[3, 37, 61]), rng.tensor(&[3, 61, 29]));
+        let bits = |t: &HostTensor| f32s(t).iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        let first = run1("MatMul", &[], &[&a, &b], DtypeF32, &[3, 37, 29]);
+        let second = run1("MatMul", &[], &[&a, &b], DtypeF32, &[3, 37, 29]);
+        assert_eq!(bits(&first), bits(&second));
     }
 
     #[test]
@@ -158,24 +243,40 @@ mod tests {
         let (a, b) = (rng.tensor(&[5, 3]), rng.tensor(&[4, 5]));
         // Y = 0.5 · Aᵀ · Bᵀ + 2 · C with C of shape [4] broadcast over rows.
         let c = rng.tensor(&[4]);
-        let attrs = [int("transA", 1), int("transB", 1), float("alpha", 0.5), float("beta", 2.0)];
+        let attrs = [
+            int("transA", 1),
+            int("transB", 1),
+            float("alpha", 0.5),
+            float("beta", 2.0),
+        ];
         let got = f32s(&run1("Gemm", &attrs, &[&a, &b, &c], DtypeF32, &[3, 4]));
         let (av, bv, cv) = (f32s(&a), f32s(&b), f32s(&c));
         let mut want = Vec::new();
         for i in 0..3 {
             for j in 0..4 {
-                let dot: f64 = (0..5).map(|p| av[p * 3 + i] as f64 * bv[j * 5 + p] as f64).sum();
+                let dot: f64 = (0..5)
+                    .map(|p| av[p * 3 + i] as f64 * bv[j * 5 + p] as f64)
+                    .sum();
                 want.push((0.5 * dot + 2.0 * cv[j] as f64) as f32);
             }
         }
         assert_close(&got, &want);
         // Without C, and with C of shape [3, 1].
         let at = rng.tensor(&[3, 5]);
-        let got = f32s(&run1("Gemm", &[], &[&at, &rng.tensor(&[5, 4])], DtypeF32, &[3, 4]));
+        let got = f32s(&run1(
+            "Gemm",
+            &[],
+            &[&at, &rng.tensor(&[5, 4])],
+            DtypeF32,
+            &[3, 4],
+        ));
         assert_eq!(got.len(), 12);
         let c = tensor(&[3, 1], vec![1.0f32, 2.0, 3.0]);
         let z = tensor(&[5, 4], vec![0.0f32; 20]);
         let got = f32s(&run1("Gemm", &[], &[&at, &z, &c], DtypeF32, &[3, 4]));
-        assert_eq!(got, vec![1.0, 1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 2.0, 3.0, 3.0, 3.0, 3.0]);
+        assert_eq!(
+            got,
+            vec![1.0, 1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 2.0, 3.0, 3.0, 3.0, 3.0]
+        );
     }
 }

@@ -28,7 +28,7 @@ mod testutil;
 
 use crate::attrs::Attrs;
 use crate::error::{KernelError, Result};
-use crate::tensor::{dtype_name, HostTensor};
+use crate::tensor::{dtype_name, numel, HostTensor};
 use lms_proto::lms::DType;
 
 /// A kernel: computes a node's outputs from its context.
@@ -49,7 +49,8 @@ struct Ctx<'a> {
 impl<'a> Ctx<'a> {
     /// Input `i`, named `name` in errors, which must be present.
     fn input(&self, i: usize, name: &str) -> Result<&'a HostTensor> {
-        self.opt_input(i).ok_or_else(|| KernelError::MissingInput(name.to_string()))
+        self.opt_input(i)
+            .ok_or_else(|| KernelError::MissingInput(name.to_string()))
     }
 
     /// Input `i` when present.
@@ -65,13 +66,29 @@ impl<'a> Ctx<'a> {
             .ok_or_else(|| KernelError::invalid(format!("output {i} is not declared")))
     }
 
+    /// Checks a shape computed from input values against the declared output `i`
+    /// before anything of that shape is allocated.
+    fn check_declared(&self, i: usize, shape: &[usize]) -> Result<()> {
+        match self.outputs.get(i) {
+            Some((_, declared)) if declared == shape => Ok(()),
+            Some((_, declared)) => Err(KernelError::shape(
+                format!("output {i}"),
+                format!("inputs give shape {shape:?}, the graph declares {declared:?}"),
+            )),
+            None => Err(KernelError::invalid(format!("output {i} is not declared"))),
+        }
+    }
+
     /// Ints given either as attribute `attr` (older opsets) or as input `i` (newer ones).
     fn ints_attr_or_input(&self, attr: &str, i: usize, name: &str) -> Result<Option<Vec<i64>>> {
         match (self.attrs.ints_opt(attr)?, self.opt_input(i)) {
             (Some(v), None) => Ok(Some(v.to_vec())),
             (None, Some(t)) => t.to_i64s(&format!("input {name}")).map(Some),
             (None, None) => Ok(None),
-            (Some(_), Some(_)) => Err(KernelError::attr(attr, format!("given both as attribute and as input {name}"))),
+            (Some(_), Some(_)) => Err(KernelError::attr(
+                attr,
+                format!("given both as attribute and as input {name}"),
+            )),
         }
     }
 }
@@ -80,13 +97,35 @@ impl<'a> Ctx<'a> {
 macro_rules! dispatch_num {
     ($dtype:expr, $what:expr, $T:ident => $body:expr) => {{
         match $dtype {
-            lms_proto::lms::DType::DtypeF32 => { type $T = f32; $body }
-            lms_proto::lms::DType::DtypeF64 => { type $T = f64; $body }
-            lms_proto::lms::DType::DtypeI64 => { type $T = i64; $body }
-            lms_proto::lms::DType::DtypeI32 => { type $T = i32; $body }
-            lms_proto::lms::DType::DtypeU8 => { type $T = u8; $body }
-            lms_proto::lms::DType::DtypeI8 => { type $T = i8; $body }
-            other => Err($crate::cpu::kernels::dtype_error($what, "a numeric type", other)),
+            lms_proto::lms::DType::DtypeF32 => {
+                type $T = f32;
+                $body
+            }
+            lms_proto::lms::DType::DtypeF64 => {
+                type $T = f64;
+                $body
+            }
+            lms_proto::lms::DType::DtypeI64 => {
+                type $T = i64;
+                $body
+            }
+            lms_proto::lms::DType::DtypeI32 => {
+                type $T = i32;
+                $body
+            }
+            lms_proto::lms::DType::DtypeU8 => {
+                type $T = u8;
+                $body
+            }
+            lms_proto::lms::DType::DtypeI8 => {
+                type $T = i8;
+                $body
+            }
+            other => Err($crate::cpu::kernels::dtype_error(
+                $what,
+                "a numeric type",
+                other,
+            )),
         }
     }};
 }
@@ -95,9 +134,19 @@ macro_rules! dispatch_num {
 macro_rules! dispatch_float {
     ($dtype:expr, $what:expr, $T:ident => $body:expr) => {{
         match $dtype {
-            lms_proto::lms::DType::DtypeF32 => { type $T = f32; $body }
-            lms_proto::lms::DType::DtypeF64 => { type $T = f64; $body }
-            other => Err($crate::cpu::kernels::dtype_error($what, "f32 or f64", other)),
+            lms_proto::lms::DType::DtypeF32 => {
+                type $T = f32;
+                $body
+            }
+            lms_proto::lms::DType::DtypeF64 => {
+                type $T = f64;
+                $body
+            }
+            other => Err($crate::cpu::kernels::dtype_error(
+                $what,
+                "f32 or f64",
+                other,
+            )),
         }
     }};
 }
@@ -106,7 +155,11 @@ use {dispatch_float, dispatch_num};
 
 /// A dtype error about `what`.
 fn dtype_error(what: &str, expected: &str, found: DType) -> KernelError {
-    KernelError::Dtype { what: what.to_string(), expected: expected.to_string(), found: dtype_name(found).to_string() }
+    KernelError::Dtype {
+        what: what.to_string(),
+        expected: expected.to_string(),
+        found: dtype_name(found).to_string(),
+    }
 }
 
 /// Every family's table of (op type, kernel).
@@ -128,7 +181,10 @@ const FAMILIES: &[&[(&str, Kernel)]] = &[
 
 /// The op types (default ONNX domain) that [`forward`] implements, sorted.
 pub fn supported_ops() -> Vec<&'static str> {
-    let mut ops: Vec<_> = FAMILIES.iter().flat_map(|f| f.iter().map(|(op, _)| *op)).collect();
+    let mut ops: Vec<_> = FAMILIES
+        .iter()
+        .flat_map(|f| f.iter().map(|(op, _)| *op))
+        .collect();
     ops.sort_unstable();
     ops
 }
@@ -152,8 +208,25 @@ pub fn forward(
         .find_map(|f| f.iter().find(|(op, _)| *op == node_op))
         .map(|(_, k)| *k)
         .ok_or_else(|| KernelError::UnknownOp(node_op.to_string()))?;
-    let ctx = Ctx { opset, attrs: *attrs, inputs, outputs };
-    let in_op = |error| KernelError::Op { op: node_op.to_string(), error: Box::new(error) };
+    for (i, t) in inputs.iter().enumerate() {
+        if let Some(t) = t.filter(|t| t.numel() != numel(&t.shape)) {
+            let msg = format!("{} elements do not fill shape {:?}", t.numel(), t.shape);
+            return Err(KernelError::Op {
+                op: node_op.to_string(),
+                error: Box::new(KernelError::shape(format!("input {i}"), msg)),
+            });
+        }
+    }
+    let ctx = Ctx {
+        opset,
+        attrs: *attrs,
+        inputs,
+        outputs,
+    };
+    let in_op = |error| KernelError::Op {
+        op: node_op.to_string(),
+        error: Box::new(error),
+    };
     let results = kernel(&ctx).map_err(in_op)?;
     check_outputs(&results, outputs).map_err(in_op)?;
     Ok(results)
@@ -196,9 +269,44 @@ mod tests {
         let err = run("NoSuchOp", 17, &[], &[&x], &[(DType::DtypeF32, vec![2])]).unwrap_err();
         assert_eq!(err.to_string(), "no CPU kernel for op `NoSuchOp`");
         let err = run("Relu", 17, &[], &[&x], &[(DType::DtypeF32, vec![3])]).unwrap_err();
-        assert_eq!(err.to_string(), "Relu: output 0: kernel made f32 [2], the graph declares f32 [3]");
+        assert_eq!(
+            err.to_string(),
+            "Relu: output 0: kernel made f32 [2], the graph declares f32 [3]"
+        );
         let err = run("Relu", 17, &[], &[], &[(DType::DtypeF32, vec![2])]).unwrap_err();
         assert_eq!(err.to_string(), "Relu: input X is missing");
+    }
+
+    #[test]
+    fn inconsistent_inputs_and_data_shaped_outputs_are_checked() {
+        let broken = HostTensor {
+            shape: vec![3],
+            data: crate::tensor::Buffer::F32(vec![1.0]),
+        };
+        let err = run("Relu", 17, &[], &[&broken], &[(DType::DtypeF32, vec![3])]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "Relu: input 0: 1 elements do not fill shape [3]"
+        );
+        // A Range whose values disagree with the graph fails before allocating.
+        let (s, l, d) = (
+            tensor::<i64>(&[], vec![0]),
+            tensor::<i64>(&[], vec![i64::MAX]),
+            tensor::<i64>(&[], vec![1]),
+        );
+        let err = run(
+            "Range",
+            17,
+            &[],
+            &[&s, &l, &d],
+            &[(DType::DtypeI64, vec![4])],
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("Range: output 0: inputs give shape"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -78,22 +78,8 @@ pub trait Float:
     fn from_f32(v: f32) -> Self;
     /// e^x.
     fn exp(self) -> Self;
-    /// Natural logarithm.
-    fn ln(self) -> Self;
-    /// ln(1 + x), accurate near 0.
-    fn ln_1p(self) -> Self;
-    /// Square root.
-    fn sqrt(self) -> Self;
-    /// Hyperbolic tangent.
-    fn tanh(self) -> Self;
-    /// Largest integer not above.
-    fn floor(self) -> Self;
-    /// Smallest integer not below.
-    fn ceil(self) -> Self;
     /// Error function (libm, accurate to about 1 ulp).
     fn erf_libm(self) -> Self;
-    /// `self` to the power `e`.
-    fn powf(self, e: Self) -> Self;
     /// C ← alpha·A·B + beta·C through matrixmultiply.
     ///
     /// # Safety
@@ -119,25 +105,38 @@ macro_rules! float_impl {
             const ONE: Self = 1.0;
             const LOWEST: Self = <$t>::NEG_INFINITY;
             const HIGHEST: Self = <$t>::INFINITY;
-            fn add(self, o: Self) -> Self { self + o }
-            fn sub(self, o: Self) -> Self { self - o }
-            fn mul(self, o: Self) -> Self { self * o }
-            fn div(self, o: Self) -> Self { self / o }
-            fn neg(self) -> Self { -self }
-            fn abs(self) -> Self { <$t>::abs(self) }
-            fn is_nan(self) -> bool { <$t>::is_nan(self) }
+            fn add(self, o: Self) -> Self {
+                self + o
+            }
+            fn sub(self, o: Self) -> Self {
+                self - o
+            }
+            fn mul(self, o: Self) -> Self {
+                self * o
+            }
+            fn div(self, o: Self) -> Self {
+                self / o
+            }
+            fn neg(self) -> Self {
+                -self
+            }
+            fn abs(self) -> Self {
+                <$t>::abs(self)
+            }
+            fn is_nan(self) -> bool {
+                <$t>::is_nan(self)
+            }
         }
         impl Float for $t {
-            fn from_f32(v: f32) -> Self { v as $t }
-            fn exp(self) -> Self { <$t>::exp(self) }
-            fn ln(self) -> Self { <$t>::ln(self) }
-            fn ln_1p(self) -> Self { <$t>::ln_1p(self) }
-            fn sqrt(self) -> Self { <$t>::sqrt(self) }
-            fn tanh(self) -> Self { <$t>::tanh(self) }
-            fn floor(self) -> Self { <$t>::floor(self) }
-            fn ceil(self) -> Self { <$t>::ceil(self) }
-            fn erf_libm(self) -> Self { $erf(self) }
-            fn powf(self, e: Self) -> Self { <$t>::powf(self, e) }
+            fn from_f32(v: f32) -> Self {
+                v as $t
+            }
+            fn exp(self) -> Self {
+                <$t>::exp(self)
+            }
+            fn erf_libm(self) -> Self {
+                $erf(self)
+            }
             unsafe fn gemm_raw(
                 m: usize,
                 k: usize,
@@ -149,7 +148,11 @@ macro_rules! float_impl {
                 c: (*mut Self, isize, isize),
             ) {
                 // SAFETY: forwarded from the caller's contract.
-                unsafe { $gemm(m, k, n, alpha, a.0, a.1, a.2, b.0, b.1, b.2, beta, c.0, c.1, c.2) }
+                unsafe {
+                    $gemm(
+                        m, k, n, alpha, a.0, a.1, a.2, b.0, b.1, b.2, beta, c.0, c.1, c.2,
+                    )
+                }
             }
         }
     };
@@ -178,9 +181,13 @@ pub fn gemm<T: Float>(
     c: &mut [T],
     ldc: usize,
 ) -> Result<()> {
-    let ok = fits(a.0.len(), m, k, a.1, a.2) && fits(b.0.len(), k, n, b.1, b.2) && fits(c.len(), m, n, ldc, 1);
+    let ok = fits(a.0.len(), m, k, a.1, a.2)
+        && fits(b.0.len(), k, n, b.1, b.2)
+        && fits(c.len(), m, n, ldc, 1);
     if !ok || ldc < n {
-        return Err(KernelError::invalid(format!("gemm {m}x{k}x{n} exceeds its operands")));
+        return Err(KernelError::invalid(format!(
+            "gemm {m}x{k}x{n} exceeds its operands"
+        )));
     }
     // SAFETY: every element reached by the strides was checked to lie inside its slice,
     // and C has unit column stride with ldc >= n, so its elements do not alias.

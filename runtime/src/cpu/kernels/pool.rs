@@ -2,7 +2,7 @@
 //! GlobalMaxPool, and LRN (a pool across channels).
 
 use super::num::{Float, Num};
-use super::window::Window;
+use super::window::{window_attr, Window};
 use super::{dispatch_float, Ctx, Kernel};
 use crate::error::{KernelError, Result};
 use crate::tensor::{numel, Elem, HostTensor};
@@ -30,14 +30,19 @@ fn pool(ctx: &Ctx<'_>, kind: Pool) -> Result<Vec<HostTensor>> {
 /// The window geometry of a pool from `kernel_shape`, `ceil_mode` and the pad attributes.
 fn pool_window(ctx: &Ctx<'_>, x: &HostTensor) -> Result<Window> {
     if x.rank() < 3 {
-        return Err(KernelError::shape("input X", format!("expected [N, C, spatial...], found {:?}", x.shape)));
+        return Err(KernelError::shape(
+            "input X",
+            format!("expected [N, C, spatial...], found {:?}", x.shape),
+        ));
     }
-    let kernel = ctx.attrs.ints_opt("kernel_shape")?.ok_or_else(|| KernelError::attr("kernel_shape", "is required"))?;
-    if kernel.iter().any(|&k| k < 1) {
-        return Err(KernelError::attr("kernel_shape", format!("{kernel:?} has a non-positive size")));
-    }
-    let kernel: Vec<usize> = kernel.iter().map(|&k| k as usize).collect();
-    Window::from_attrs(ctx, &x.shape[2..], &kernel, ctx.attrs.int("ceil_mode", 0)? != 0)
+    let kernel = window_attr(ctx, "kernel_shape", x.rank() - 2, 1)?
+        .ok_or_else(|| KernelError::attr("kernel_shape", "is required"))?;
+    Window::from_attrs(
+        ctx,
+        &x.shape[2..],
+        &kernel,
+        ctx.attrs.int("ceil_mode", 0)? != 0,
+    )
 }
 
 fn pool_typed<T: Float>(ctx: &Ctx<'_>, x: &HostTensor, kind: Pool) -> Result<Vec<HostTensor>> {
@@ -48,40 +53,52 @@ fn pool_typed<T: Float>(ctx: &Ctx<'_>, x: &HostTensor, kind: Pool) -> Result<Vec
     let include_pad = ctx.attrs.int("count_include_pad", 0)? != 0;
     let column_major = ctx.attrs.int("storage_order", 0)? != 0;
     let want_indices = kind == Pool::Max && ctx.outputs.len() > 1;
-    let [_, ih, iw] = win.input;
+    let [id, ih, iw] = win.input;
+    // Row-major or column-major flat index of a plane offset, as MaxPool's Indices want.
+    let index = |p: usize, at: usize| {
+        let (z, yy, xx) = (at / (ih * iw), at / iw % ih, at % iw);
+        let at = if column_major {
+            (xx * ih + yy) * id + z
+        } else {
+            at
+        };
+        (p * in_sp + at) as i64
+    };
+    let [tz, ty, tx] = [0, 1, 2].map(|a| axis_taps(&win, a));
     let mut y = Vec::with_capacity(planes * out_sp);
     let mut indices = Vec::with_capacity(if want_indices { planes * out_sp } else { 0 });
     for p in 0..planes {
         let plane = &xs[p * in_sp..][..in_sp];
-        for o in positions(&win.output) {
-            let taps = taps(&win, o);
-            match kind {
-                Pool::Max => {
-                    let mut best = (T::LOWEST, [0; 3]);
-                    for [z, yy, xx] in taps {
-                        let v = plane[(z * ih + yy) * iw + xx];
-                        if v > best.0 {
-                            best = (v, [z, yy, xx]);
+        for (zs, pz) in &tz {
+            for (ys, py) in &ty {
+                for (xs, px) in &tx {
+                    let reads = zs
+                        .iter()
+                        .flat_map(|&z| ys.iter().map(move |&yy| (z * ih + yy) * iw));
+                    let reads = reads.flat_map(|row| xs.iter().map(move |&xx| row + xx));
+                    match kind {
+                        Pool::Max => {
+                            let mut best = (T::LOWEST, 0);
+                            for at in reads {
+                                if plane[at] > best.0 {
+                                    best = (plane[at], at);
+                                }
+                            }
+                            y.push(best.0);
+                            if want_indices {
+                                indices.push(index(p, best.1));
+                            }
+                        }
+                        Pool::Average => {
+                            let sum: f64 = reads.map(|at| plane[at].to_f64()).sum();
+                            let count = if include_pad {
+                                pz * py * px
+                            } else {
+                                zs.len() * ys.len() * xs.len()
+                            };
+                            y.push(T::from_f64(sum / count.max(1) as f64));
                         }
                     }
-                    y.push(best.0);
-                    if want_indices {
-                        let [z, yy, xx] = best.1;
-                        let [id, _, _] = win.input;
-                        let at = if column_major { (xx * ih + yy) * id + z } else { (z * ih + yy) * iw + xx };
-                        indices.push((p * in_sp + at) as i64);
-                    }
-                }
-                Pool::Average => {
-                    let (mut sum, mut count) = (0.0f64, 0usize);
-                    for [z, yy, xx] in taps {
-                        sum += plane[(z * ih + yy) * iw + xx].to_f64();
-                        count += 1;
-                    }
-                    if include_pad {
-                        count = (0..3).map(|a| padded_taps(&win, a, o[a])).product();
-                    }
-                    y.push(T::from_f64(sum / count.max(1) as f64));
                 }
             }
         }
@@ -95,27 +112,29 @@ fn pool_typed<T: Float>(ctx: &Ctx<'_>, x: &HostTensor, kind: Pool) -> Result<Vec
     Ok(outs)
 }
 
-/// All positions of a 3-D box, row-major.
-fn positions(dims: &[usize; 3]) -> impl Iterator<Item = [usize; 3]> + '_ {
-    (0..dims[0]).flat_map(move |z| (0..dims[1]).flat_map(move |y| (0..dims[2]).map(move |x| [z, y, x])))
-}
-
-/// The input positions that output position `o` reads, skipping padding.
-fn taps(win: &Window, o: [usize; 3]) -> impl Iterator<Item = [usize; 3]> + '_ {
-    positions(&win.kernel)
-        .filter_map(move |k| Some([win.source(0, o[0], k[0])?, win.source(1, o[1], k[1])?, win.source(2, o[2], k[2])?]))
-}
-
-/// Number of taps of output position `o` on `axis` that fall inside the padded input.
-fn padded_taps(win: &Window, axis: usize, o: usize) -> usize {
+/// For each output coordinate on `axis`: the input coordinates its window reads
+/// (padding skipped) and how many of its taps lie inside the padded extent.
+fn axis_taps(win: &Window, axis: usize) -> Vec<(Vec<usize>, usize)> {
     let end = win.pad_begin[axis] + win.input[axis] + win.pad_end[axis];
-    (0..win.kernel[axis]).filter(|&k| o * win.stride[axis] + k * win.dilation[axis] < end).count()
+    let ks = 0..win.kernel[axis];
+    (0..win.output[axis])
+        .map(|o| {
+            let reads = ks.clone().filter_map(|k| win.source(axis, o, k)).collect();
+            let padded = ks
+                .clone()
+                .filter(|&k| o * win.stride[axis] + k * win.dilation[axis] < end);
+            (reads, padded.count())
+        })
+        .collect()
 }
 
 fn global_pool(ctx: &Ctx<'_>, kind: Pool) -> Result<Vec<HostTensor>> {
     let x = ctx.input(0, "X")?;
     if x.rank() < 2 {
-        return Err(KernelError::shape("input X", format!("expected [N, C, spatial...], found {:?}", x.shape)));
+        return Err(KernelError::shape(
+            "input X",
+            format!("expected [N, C, spatial...], found {:?}", x.shape),
+        ));
     }
     let planes = x.shape[0] * x.shape[1];
     let sp = numel(&x.shape[2..]);
@@ -140,7 +159,10 @@ fn global_pool(ctx: &Ctx<'_>, kind: Pool) -> Result<Vec<HostTensor>> {
 /// LRN: x / (bias + alpha / size · Σ x²)^beta, the sum over `size` neighbouring channels.
 fn lrn(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     let x = ctx.input(0, "X")?;
-    let size = ctx.attrs.int_opt("size")?.ok_or_else(|| KernelError::attr("size", "is required"))?;
+    let size = ctx
+        .attrs
+        .int_opt("size")?
+        .ok_or_else(|| KernelError::attr("size", "is required"))?;
     if size < 1 {
         return Err(KernelError::attr("size", format!("{size} is not positive")));
     }
@@ -149,7 +171,10 @@ fn lrn(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     let beta = f64::from(ctx.attrs.float("beta", 0.75)?);
     let bias = f64::from(ctx.attrs.float("bias", 1.0)?);
     if x.rank() < 2 {
-        return Err(KernelError::shape("input X", format!("expected [N, C, ...], found {:?}", x.shape)));
+        return Err(KernelError::shape(
+            "input X",
+            format!("expected [N, C, ...], found {:?}", x.shape),
+        ));
     }
     let (n, c, sp) = (x.shape[0], x.shape[1], numel(&x.shape[2..]));
     let (before, after) = ((size - 1) / 2, size / 2);
@@ -181,7 +206,15 @@ mod tests {
     /// Direct 2-D pooling reference: returns (max, average) with the given pads;
     /// `include_pad` counts taps inside the padded extent.
     #[allow(clippy::too_many_arguments)]
-    fn naive_pool(x: &HostTensor, k: [usize; 2], s: [usize; 2], d: [usize; 2], pads: [usize; 4], out: [usize; 2], include_pad: bool) -> (Vec<f32>, Vec<f32>) {
+    fn naive_pool(
+        x: &HostTensor,
+        k: [usize; 2],
+        s: [usize; 2],
+        d: [usize; 2],
+        pads: [usize; 4],
+        out: [usize; 2],
+        include_pad: bool,
+    ) -> (Vec<f32>, Vec<f32>) {
         let xs = f32s(x);
         let [n, c, h, w] = x.shape[..] else { panic!() };
         let (mut mx, mut avg) = (Vec::new(), Vec::new());
@@ -195,7 +228,11 @@ mod tests {
                             if py < pads[0] + h + pads[2] && px < pads[1] + w + pads[3] {
                                 padded += 1;
                             }
-                            if py < pads[0] || px < pads[1] || py - pads[0] >= h || px - pads[1] >= w {
+                            if py < pads[0]
+                                || px < pads[1]
+                                || py - pads[0] >= h
+                                || px - pads[1] >= w
+                            {
                                 continue;
                             }
                             let v = xs[(p * h + py - pads[0]) * w + px - pads[1]];
@@ -218,14 +255,21 @@ mod tests {
 
     #[test]
     fn max_pool_with_indices_in_both_storage_orders() {
-        let x = tensor(&[1, 1, 4, 4], (0..16).map(|v| ((v * 7) % 16) as f32).collect());
+        let x = tensor(
+            &[1, 1, 4, 4],
+            (0..16).map(|v| ((v * 7) % 16) as f32).collect(),
+        );
         // x = [0 7 14 5 / 12 3 10 1 / 8 15 6 13 / 4 11 2 9]
         let attrs = [ints("kernel_shape", &[2, 2]), ints("strides", &[2, 2])];
         let spec = [(DtypeF32, vec![1, 1, 2, 2]), (DtypeI64, vec![1, 1, 2, 2])];
         let out = run("MaxPool", 12, &attrs, &[&x], &spec).unwrap();
         assert_eq!(f32s(&out[0]), vec![12.0, 14.0, 15.0, 13.0]);
         assert_eq!(out[1].as_i64("i").unwrap(), &[4, 2, 9, 11]);
-        let attrs = [ints("kernel_shape", &[2, 2]), ints("strides", &[2, 2]), int("storage_order", 1)];
+        let attrs = [
+            ints("kernel_shape", &[2, 2]),
+            ints("strides", &[2, 2]),
+            int("storage_order", 1),
+        ];
         let out = run("MaxPool", 12, &attrs, &[&x], &spec).unwrap();
         // (row, col) -> col * 4 + row
         assert_eq!(out[1].as_i64("i").unwrap(), &[1, 8, 6, 14]);
@@ -234,14 +278,26 @@ mod tests {
     #[test]
     fn ceil_mode_rounds_up_and_drops_windows_starting_in_padding() {
         let x = tensor(&[1, 1, 5, 5], (0..25).map(|v| v as f32).collect());
-        let attrs = [ints("kernel_shape", &[2, 2]), ints("strides", &[2, 2]), int("ceil_mode", 1)];
-        assert_eq!(pool("MaxPool", &attrs, &x, &[1, 1, 3, 3]), vec![6.0, 8.0, 9.0, 16.0, 18.0, 19.0, 21.0, 23.0, 24.0]);
+        let attrs = [
+            ints("kernel_shape", &[2, 2]),
+            ints("strides", &[2, 2]),
+            int("ceil_mode", 1),
+        ];
+        assert_eq!(
+            pool("MaxPool", &attrs, &x, &[1, 1, 3, 3]),
+            vec![6.0, 8.0, 9.0, 16.0, 18.0, 19.0, 21.0, 23.0, 24.0]
+        );
         let avg = pool("AveragePool", &attrs, &x, &[1, 1, 3, 3]);
         assert_close(&avg, &[3.0, 5.0, 6.5, 13.0, 15.0, 16.5, 20.5, 22.5, 24.0]);
         // 4 wide with one end pad: ceil((4 + 1 - 2) / 2) + 1 = 3, but the third window
         // would start at 4, inside the padding, so 2 remain.
         let x = tensor(&[1, 1, 1, 4], vec![1.0f32, 2.0, 3.0, 4.0]);
-        let attrs = [ints("kernel_shape", &[1, 2]), ints("strides", &[1, 2]), ints("pads", &[0, 0, 0, 1]), int("ceil_mode", 1)];
+        let attrs = [
+            ints("kernel_shape", &[1, 2]),
+            ints("strides", &[1, 2]),
+            ints("pads", &[0, 0, 0, 1]),
+            int("ceil_mode", 1),
+        ];
         assert_eq!(pool("MaxPool", &attrs, &x, &[1, 1, 1, 2]), vec![2.0, 4.0]);
     }
 
@@ -264,7 +320,12 @@ mod tests {
             assert_close(&pool("AveragePool", &attrs, &x, &[2, 3, 5, 3]), &avg);
         }
         // ceil mode adds a partial window: w 8 with k 2, s 3 -> floor 3, ceil 4 (start 9 < 8 + 1? no: 9 >= 9 -> dropped).
-        let attrs = [ints("kernel_shape", &[2, 2]), ints("strides", &[2, 2]), ints("pads", &[0, 0, 1, 1]), int("ceil_mode", 1)];
+        let attrs = [
+            ints("kernel_shape", &[2, 2]),
+            ints("strides", &[2, 2]),
+            ints("pads", &[0, 0, 1, 1]),
+            int("ceil_mode", 1),
+        ];
         // h: 10 - 2 = 8 -> ceil 4 + 1 = 5, start 8 < 9 kept; w: 9 - 2 = 7 -> ceil 4 + 1 = 5, start 8 < 8? no -> 4.
         let (mx, avg) = naive_pool(&x, [2, 2], [2, 2], [1, 1], [0, 0, 1, 1], [5, 4], false);
         assert_close(&pool("MaxPool", &attrs, &x, &[2, 3, 5, 4]), &mx);
@@ -273,11 +334,25 @@ mod tests {
 
     #[test]
     fn global_pools_and_lrn() {
-        let x = tensor(&[1, 2, 2, 2], vec![1.0f32, 2.0, 3.0, 4.0, -1.0, -2.0, -3.0, -4.0]);
-        assert_eq!(pool("GlobalAveragePool", &[], &x, &[1, 2, 1, 1]), vec![2.5, -2.5]);
-        assert_eq!(pool("GlobalMaxPool", &[], &x, &[1, 2, 1, 1]), vec![4.0, -1.0]);
+        let x = tensor(
+            &[1, 2, 2, 2],
+            vec![1.0f32, 2.0, 3.0, 4.0, -1.0, -2.0, -3.0, -4.0],
+        );
+        assert_eq!(
+            pool("GlobalAveragePool", &[], &x, &[1, 2, 1, 1]),
+            vec![2.5, -2.5]
+        );
+        assert_eq!(
+            pool("GlobalMaxPool", &[], &x, &[1, 2, 1, 1]),
+            vec![4.0, -1.0]
+        );
         let x = tensor(&[1, 3, 1, 1], vec![1.0f32, 2.0, 3.0]);
-        let attrs = [int("size", 3), float("alpha", 0.3), float("beta", 0.5), float("bias", 2.0)];
+        let attrs = [
+            int("size", 3),
+            float("alpha", 0.3),
+            float("beta", 0.5),
+            float("bias", 2.0),
+        ];
         let y = pool("LRN", &attrs, &x, &[1, 3, 1, 1]);
         let f = |v: f64, sq: f64| (v / (2.0 + 0.1 * sq).sqrt()) as f32;
         assert_close(&y, &[f(1.0, 5.0), f(2.0, 14.0), f(3.0, 13.0)]);

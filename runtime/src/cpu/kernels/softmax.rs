@@ -10,7 +10,10 @@ use crate::error::Result;
 use crate::tensor::{numel, HostTensor};
 
 /// The softmax kernels.
-pub(super) const KERNELS: &[(&str, Kernel)] = &[("LogSoftmax", |c| softmax(c, true)), ("Softmax", |c| softmax(c, false))];
+pub(super) const KERNELS: &[(&str, Kernel)] = &[
+    ("LogSoftmax", |c| softmax(c, true)),
+    ("Softmax", |c| softmax(c, false)),
+];
 
 fn softmax(ctx: &Ctx<'_>, log: bool) -> Result<Vec<HostTensor>> {
     let x = ctx.input(0, "input")?;
@@ -18,7 +21,10 @@ fn softmax(ctx: &Ctx<'_>, log: bool) -> Result<Vec<HostTensor>> {
         let axis = norm_axis(ctx.attrs.int("axis", 1)?, x.rank(), "axis")?;
         (numel(&x.shape[..axis]), numel(&x.shape[axis..]), 1)
     } else {
-        split_at_axis(&x.shape, norm_axis(ctx.attrs.int("axis", -1)?, x.rank(), "axis")?)
+        split_at_axis(
+            &x.shape,
+            norm_axis(ctx.attrs.int("axis", -1)?, x.rank(), "axis")?,
+        )
     };
     let out = dispatch_float!(x.dtype(), "input input", T => {
         HostTensor::from_vec(x.shape.clone(), softmax_typed(x.view::<T>("input input")?, (outer, n, inner), log))
@@ -27,7 +33,11 @@ fn softmax(ctx: &Ctx<'_>, log: bool) -> Result<Vec<HostTensor>> {
 }
 
 /// Softmax over the middle axis of `xs` viewed as [outer, n, inner].
-fn softmax_typed<T: Float>(xs: &[T], (outer, n, inner): (usize, usize, usize), log: bool) -> Vec<T> {
+fn softmax_typed<T: Float>(
+    xs: &[T],
+    (outer, n, inner): (usize, usize, usize),
+    log: bool,
+) -> Vec<T> {
     let mut y = vec![T::ZERO; xs.len()];
     let mut shifted = vec![0.0f64; n];
     for o in 0..outer {
@@ -56,7 +66,13 @@ mod tests {
     fn softmax_sums_to_one_along_the_axis() {
         let mut rng = Rng::new(6);
         let x = rng.tensor(&[2, 3, 4]);
-        let y = f32s(&run1("Softmax", &[int("axis", 1)], &[&x], DtypeF32, &[2, 3, 4]));
+        let y = f32s(&run1(
+            "Softmax",
+            &[int("axis", 1)],
+            &[&x],
+            DtypeF32,
+            &[2, 3, 4],
+        ));
         for o in 0..2 {
             for i in 0..4 {
                 let s: f32 = (0..3).map(|j| y[(o * 3 + j) * 4 + i]).sum();
@@ -69,13 +85,19 @@ mod tests {
         let want: Vec<f32> = e.iter().map(|v| (v / total) as f32).collect();
         assert_close(&f32s(&run1("Softmax", &[], &[&x], DtypeF32, &[3])), &want);
         let want_log: Vec<f32> = e.iter().map(|v| (v / total).ln() as f32).collect();
-        assert_close(&f32s(&run1("LogSoftmax", &[], &[&x], DtypeF32, &[3])), &want_log);
+        assert_close(
+            &f32s(&run1("LogSoftmax", &[], &[&x], DtypeF32, &[3])),
+            &want_log,
+        );
     }
 
     #[test]
     fn large_inputs_are_stable() {
         let x = tensor(&[2], vec![1000.0f32, 1000.0]);
-        assert_eq!(f32s(&run1("Softmax", &[], &[&x], DtypeF32, &[2])), vec![0.5, 0.5]);
+        assert_eq!(
+            f32s(&run1("Softmax", &[], &[&x], DtypeF32, &[2])),
+            vec![0.5, 0.5]
+        );
         let y = f32s(&run1("LogSoftmax", &[], &[&x], DtypeF32, &[2]));
         assert_close(&y, &[-std::f32::consts::LN_2, -std::f32::consts::LN_2]);
     }

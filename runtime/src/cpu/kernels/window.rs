@@ -32,32 +32,41 @@ pub(super) fn to3(v: &[usize], fill: usize) -> [usize; 3] {
     out
 }
 
-/// Positive ints from attribute `name`, `len` of them, defaulting to 1s.
-fn positive(ctx: &Ctx<'_>, name: &str, len: usize) -> Result<Vec<usize>> {
+/// Largest value accepted in a window attribute, so window arithmetic cannot overflow.
+const MAX_WINDOW: i64 = i32::MAX as i64;
+
+/// Attribute `name` as `len` sizes in `[min, MAX_WINDOW]`, `None` when absent.
+pub(super) fn window_attr(
+    ctx: &Ctx<'_>,
+    name: &str,
+    len: usize,
+    min: i64,
+) -> Result<Option<Vec<usize>>> {
     let Some(v) = ctx.attrs.ints_opt(name)? else {
-        return Ok(vec![1; len]);
+        return Ok(None);
     };
-    if v.len() != len || v.iter().any(|&s| s < 1) {
-        return Err(KernelError::attr(name, format!("expected {len} positive values, found {v:?}")));
+    if v.len() != len || v.iter().any(|s| !(min..=MAX_WINDOW).contains(s)) {
+        return Err(KernelError::attr(
+            name,
+            format!("expected {len} values in [{min}, {MAX_WINDOW}], found {v:?}"),
+        ));
     }
-    Ok(v.iter().map(|&s| s as usize).collect())
+    Ok(Some(v.iter().map(|&s| s as usize).collect()))
 }
 
 /// The explicit `pads` attribute (begin values, then end values), 0s by default.
 pub(super) fn explicit_pads(ctx: &Ctx<'_>, rank: usize) -> Result<(Vec<usize>, Vec<usize>)> {
-    let Some(p) = ctx.attrs.ints_opt("pads")? else {
-        return Ok((vec![0; rank], vec![0; rank]));
-    };
-    if p.len() != 2 * rank || p.iter().any(|&v| v < 0) {
-        return Err(KernelError::attr("pads", format!("expected {} non-negative values, found {p:?}", 2 * rank)));
-    }
-    let p: Vec<usize> = p.iter().map(|&v| v as usize).collect();
+    let p = window_attr(ctx, "pads", 2 * rank, 0)?.unwrap_or_else(|| vec![0; 2 * rank]);
     Ok((p[..rank].to_vec(), p[rank..].to_vec()))
 }
 
 /// The `strides` and `dilations` attributes of an op with `rank` spatial axes.
 pub(super) fn strides_dilations(ctx: &Ctx<'_>, rank: usize) -> Result<(Vec<usize>, Vec<usize>)> {
-    Ok((positive(ctx, "strides", rank)?, positive(ctx, "dilations", rank)?))
+    let ones = || vec![1; rank];
+    Ok((
+        window_attr(ctx, "strides", rank, 1)?.unwrap_or_else(ones),
+        window_attr(ctx, "dilations", rank, 1)?.unwrap_or_else(ones),
+    ))
 }
 
 /// Checks that an op has 1 to 3 spatial axes.
@@ -65,7 +74,9 @@ pub(super) fn check_spatial_rank(rank: usize, what: &str) -> Result<()> {
     if (1..=3).contains(&rank) {
         Ok(())
     } else {
-        Err(KernelError::unsupported(format!("{what} with {rank} spatial axes (1 to 3 are)")))
+        Err(KernelError::unsupported(format!(
+            "{what} with {rank} spatial axes (1 to 3 are)"
+        )))
     }
 }
 
@@ -74,11 +85,19 @@ impl Window {
     /// `auto_pad`) for an input of spatial size `input` and a kernel of size `kernel`.
     /// `ceil_mode` rounds the output size up, dropping a last window that would start
     /// in the end padding.
-    pub fn from_attrs(ctx: &Ctx<'_>, input: &[usize], kernel: &[usize], ceil_mode: bool) -> Result<Window> {
+    pub fn from_attrs(
+        ctx: &Ctx<'_>,
+        input: &[usize],
+        kernel: &[usize],
+        ceil_mode: bool,
+    ) -> Result<Window> {
         let rank = input.len();
         check_spatial_rank(rank, "window op")?;
         if kernel.len() != rank || kernel.contains(&0) {
-            return Err(KernelError::attr("kernel_shape", format!("{kernel:?} does not fit {rank} spatial axes")));
+            return Err(KernelError::attr(
+                "kernel_shape",
+                format!("{kernel:?} does not fit {rank} spatial axes"),
+            ));
         }
         let (stride, dilation) = strides_dilations(ctx, rank)?;
         let (mut begin, mut end) = explicit_pads(ctx, rank)?;
@@ -93,9 +112,18 @@ impl Window {
                     let out = input[d].div_ceil(stride[d]);
                     let total = ((out.max(1) - 1) * stride[d] + span).saturating_sub(input[d]);
                     let small = total / 2;
-                    (begin[d], end[d]) = if auto_pad == "SAME_UPPER" { (small, total - small) } else { (total - small, small) };
+                    (begin[d], end[d]) = if auto_pad == "SAME_UPPER" {
+                        (small, total - small)
+                    } else {
+                        (total - small, small)
+                    };
                 }
-                other => return Err(KernelError::attr("auto_pad", format!("unknown value `{other}`"))),
+                other => {
+                    return Err(KernelError::attr(
+                        "auto_pad",
+                        format!("unknown value `{other}`"),
+                    ))
+                }
             }
             let padded = input[d] + begin[d] + end[d];
             if padded < span {
@@ -107,7 +135,11 @@ impl Window {
             let steps = padded - span;
             output[d] = if ceil_mode {
                 let out = steps.div_ceil(stride[d]) + 1;
-                if (out - 1) * stride[d] >= input[d] + begin[d] { out - 1 } else { out }
+                if (out - 1) * stride[d] >= input[d] + begin[d] {
+                    out - 1
+                } else {
+                    out
+                }
             } else {
                 steps / stride[d] + 1
             };

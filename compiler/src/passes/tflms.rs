@@ -1,0 +1,296 @@
+//! TFLMS: graph rewriting with swap-out and swap-in ops (tflms.txt §4-5).
+//!
+//! A tensor t made by a forward op f1 and read by a backward op f2 lives in
+//! device memory from f1 to f2. The rewrite `f2ᴳ ∘ f1ᴳ  →  f2ᴳ ∘ swap_inᶜ ∘
+//! swap_outᶜ ∘ f1ᴳ` (eq. 2-5) moves it to host memory in between:
+//!
+//! 1. **Which edges**: an edge (f1, f2) carrying a float
+//!    tensor qualifies when f1 is in the forward phase and f2 in the backward
+//!    phase (the phases come from the training-graph construction), or, with
+//!    `swap_branches`, when both are forward ops and γ(f2) − γ(f1) >
+//!    `branch_threshold` (α of §4.1). Edges of parameterized vertices
+//!    (variables, inputs) are never rewritten, and neither are graph
+//!    outputs (they stay in device memory to the end, so swapping them saves
+//!    nothing). The op-type and scope filters apply to the producer f1.
+//!    Tensors are taken in breadth-first order from the start ops, the first
+//!    `n_tensors` of them.
+//! 2. **Rewrite**: one `SwapOut` per tensor (all swap-outs of a tensor are
+//!    fused, §4.2.2), placed right after its producer, with the producer's
+//!    phase; one `SwapIn` per qualifying consumer, or, with `fuse_swapins`,
+//!    per group of consumers whose γ lie within the fusing distance of the
+//!    group's first one (§4.2.3): the group then shares one device copy.
+//!    Both ops run on the CPU device (domain `lms`, proto/OPS.md); the
+//!    swap-out's output lives in host memory and the swap-in's in device
+//!    memory. Qualifying consumers read the swap-in's output; every other
+//!    reader keeps reading the original tensor.
+//! 3. **When to swap in**: a control edge g → swap-in
+//!    from an op g chosen by the direct-order (Algorithm 1) or the
+//!    chain-rule (Algorithm 2) strategy, between `lb` and `ub`. When no op
+//!    qualifies the swap-in gets no control edge: it is triggered by its
+//!    consumer and scheduled right before it.
+//!
+//! γ, the schedule and the reachability the strategies test are those of
+//! the input graph. The rewritten graph lists its nodes in an order that is
+//! its own default schedule: the input's schedule with each swap-out right
+//! after its producer and each swap-in right after its control op (and its
+//! swap-out), so the memory simulator sees the timing the paper intends.
+//! The result is checked to be acyclic and well formed.
+
+mod control;
+mod fit;
+mod select;
+mod splice;
+#[cfg(test)]
+mod tests;
+
+pub use fit::{fit, Fit, Plan};
+
+use crate::analysis::order;
+use crate::error::Result;
+use crate::ir::{Graph, NodeId};
+use control::ControlSearch;
+use select::Candidate;
+use serde::Serialize;
+use std::fmt;
+
+/// How the control op of a swap-in is chosen (tflms.txt §4.3).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub enum CtrldStrategy {
+    /// Algorithm 2: breadth-first along the forward ops from the swapped
+    /// tensor's producer f1; at a depth between `lb` and `ub`, a backward
+    /// consumer of the forward op reached, from which the swap-in's consumer
+    /// is reachable. Bounds are relative to f1.
+    #[default]
+    ChainRule,
+    /// Algorithm 1: walking back from the swap-in's consumer f2, the op
+    /// closest to f2 whose distance γ(f2) − γ(v) is between `lb` and `ub`,
+    /// with γ(v) > γ(f1), from which f2 is reachable. Bounds are relative to f2.
+    DirectOrder,
+}
+
+/// The knobs of TFLMS (tflms.txt Table 2). Optimizer scopes are replaced by
+/// the phase each node records; scopes still select ops by name.
+///
+/// A *scope* is a prefix of node names split on `/`: scope `block/conv`
+/// holds `block/conv` and `block/conv/grad`, not `block/conv1`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct TflmsConfig {
+    /// How many tensors to swap, counted in breadth-first order from the
+    /// start ops; `None`: all that qualify.
+    pub n_tensors: Option<usize>,
+    /// Lower bound of the control-op distance (default 1).
+    pub lb: u32,
+    /// Upper bound of the control-op distance (default 10000).
+    pub ub: u32,
+    /// Strategy for the swap-ins' control ops (default chain rule).
+    pub ctrld_strategy: CtrldStrategy,
+    /// Fuse the swap-ins of a tensor whose consumers are close (default off).
+    pub fuse_swapins: bool,
+    /// Consumers whose γ differ from the first consumer of their group by at
+    /// most this much share one swap-in. `None` (the default) means `lb`: a
+    /// separate swap-in for a consumer within `lb` of the previous one would
+    /// be triggered before that one ran, so both copies would be in device
+    /// memory at once and fusing is never worse.
+    pub fuse_threshold: Option<u32>,
+    /// Also swap forward-to-forward edges longer than `branch_threshold`.
+    pub swap_branches: bool,
+    /// α: a forward edge (u, v) is swapped when γ(v) − γ(u) > α (default 0).
+    pub branch_threshold: u32,
+    /// Only tensors made by ops of these types (empty: any type).
+    pub incl_types: Vec<String>,
+    /// Never tensors made by ops of these types.
+    pub excl_types: Vec<String>,
+    /// Only tensors made by ops in these scopes (empty: any scope).
+    pub incl_scopes: Vec<String>,
+    /// Never tensors made by ops in these scopes.
+    pub excl_scopes: Vec<String>,
+    /// Start the breadth-first search from the ops in this scope.
+    pub starting_scope: Option<String>,
+    /// Start the breadth-first search from the ops with these names.
+    pub starting_op_names: Vec<String>,
+}
+
+impl Default for TflmsConfig {
+    /// Table 2's defaults; the search starts from every parameterized vertex
+    /// (variables and inputs), as TFLMS does.
+    fn default() -> TflmsConfig {
+        TflmsConfig {
+            n_tensors: None,
+            lb: 1,
+            ub: 10000,
+            ctrld_strategy: CtrldStrategy::ChainRule,
+            fuse_swapins: false,
+            fuse_threshold: None,
+            swap_branches: false,
+            branch_threshold: 0,
+            incl_types: Vec::new(),
+            excl_types: Vec::new(),
+            incl_scopes: Vec::new(),
+            excl_scopes: Vec::new(),
+            starting_scope: None,
+            starting_op_names: Vec::new(),
+        }
+    }
+}
+
+impl TflmsConfig {
+    /// The γ distance within which consumers share a swap-in.
+    pub fn fuse_distance(&self) -> u32 {
+        self.fuse_threshold.unwrap_or(self.lb)
+    }
+}
+
+/// What [`rewrite`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct TflmsReport {
+    /// The swapped tensors, in the breadth-first order they were picked.
+    pub tensors: Vec<SwappedTensor>,
+    /// Nodes added: swap-outs plus swap-ins.
+    pub ops_added: usize,
+    /// Swap-ins for which no control op was found.
+    pub swap_ins_without_control: usize,
+}
+
+impl TflmsReport {
+    /// Bytes of all swapped tensors.
+    pub fn swapped_bytes(&self) -> u64 {
+        self.tensors.iter().map(|t| t.bytes).sum()
+    }
+}
+
+/// A tensor moved to host memory between its producer and its consumers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SwappedTensor {
+    /// The tensor's name.
+    pub tensor: String,
+    /// Its size.
+    pub bytes: u64,
+    /// γ(v) − γ(u) for its producer u and its last swapped consumer v, in
+    /// the input graph.
+    pub distance: u32,
+    /// The swap-out node.
+    pub swap_out: String,
+    /// Its swap-ins, in schedule order of their first consumers.
+    pub swap_ins: Vec<SwapInReport>,
+}
+
+/// One swap-in of a swapped tensor.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SwapInReport {
+    /// The swap-in node.
+    pub node: String,
+    /// The consumers that read it, in schedule order.
+    pub consumers: Vec<String>,
+    /// What starts it.
+    pub trigger: Trigger,
+}
+
+/// What starts a swap-in.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub enum Trigger {
+    /// A control edge from this op.
+    After(String),
+    /// No control op was found: its first consumer needs it.
+    Consumer,
+}
+
+impl fmt::Display for Trigger {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Trigger::After(op) => write!(f, "after '{op}'"),
+            Trigger::Consumer => f.write_str("triggered by consumer"),
+        }
+    }
+}
+
+/// Rewrites `g` by TFLMS with the knobs of `cfg`; `g` is not changed.
+/// Returns the rewritten graph and what was swapped. Fails when a starting
+/// op or scope names nothing in `g`, or when `g` has a cycle.
+pub fn rewrite(g: &Graph, cfg: &TflmsConfig) -> Result<(Graph, TflmsReport)> {
+    Analysis::new(g, cfg)?.rewrite(cfg)
+}
+
+/// The input graph's schedule, each node's position in it, and γ.
+struct Order {
+    schedule: Vec<NodeId>,
+    /// Position in `schedule`, indexed by `NodeId::index()`.
+    position: Vec<usize>,
+    /// γ (tflms.txt Definition 2), indexed by `NodeId::index()`.
+    gamma: Vec<u32>,
+}
+
+impl Order {
+    fn new(g: &Graph) -> Result<Order> {
+        let schedule = order::schedule(g)?;
+        let gamma = order::gamma(g, &schedule);
+        let mut position = vec![usize::MAX; g.node_bound()];
+        for (i, id) in schedule.iter().enumerate() {
+            position[id.index()] = i;
+        }
+        Ok(Order { schedule, position, gamma })
+    }
+
+    fn gamma(&self, id: NodeId) -> u32 {
+        self.gamma[id.index()]
+    }
+
+    fn position(&self, id: NodeId) -> usize {
+        self.position[id.index()]
+    }
+}
+
+/// A swap planned on the input graph: the tensor and its swap-ins.
+struct SwapPlan<'a> {
+    candidate: &'a Candidate,
+    swap_ins: Vec<SwapInPlan>,
+}
+
+/// A swap-in planned: the consumers it serves (schedule order) and its
+/// control op.
+struct SwapInPlan {
+    consumers: Vec<NodeId>,
+    control: Option<NodeId>,
+}
+
+/// What every rewrite of one graph shares: its ordering and the tensors
+/// that qualify, in breadth-first order. Budget mode rewrites many times
+/// with different `n_tensors` and `lb` from one analysis.
+struct Analysis<'g> {
+    g: &'g Graph,
+    order: Order,
+    candidates: Vec<Candidate>,
+}
+
+impl<'g> Analysis<'g> {
+    /// Orders `g` and finds the tensors that qualify under `cfg`'s edge
+    /// rules, filters and start ops (`n_tensors`, `lb`, `ub`, the strategy
+    /// and fusing are used by [`Analysis::rewrite`]).
+    fn new(g: &'g Graph, cfg: &TflmsConfig) -> Result<Analysis<'g>> {
+        let order = Order::new(g)?;
+        let candidates = select::candidates(g, &order, cfg)?;
+        Ok(Analysis { g, order, candidates })
+    }
+
+    /// Plans the first `cfg.n_tensors` candidates and builds the new graph.
+    fn rewrite(&self, cfg: &TflmsConfig) -> Result<(Graph, TflmsReport)> {
+        let mut search = ControlSearch::new(self.g, &self.order);
+        let count = cfg.n_tensors.unwrap_or(self.candidates.len());
+        let plans: Vec<SwapPlan<'_>> = self
+            .candidates
+            .iter()
+            .take(count)
+            .map(|candidate| {
+                let groups = select::group_consumers(&candidate.consumers, &self.order, cfg);
+                let swap_ins = groups
+                    .into_iter()
+                    .map(|consumers| {
+                        let control = search.find(cfg, candidate.producer, consumers[0]);
+                        SwapInPlan { consumers, control }
+                    })
+                    .collect();
+                SwapPlan { candidate, swap_ins }
+            })
+            .collect();
+        splice::splice(self.g, &self.order, &plans)
+    }
+}

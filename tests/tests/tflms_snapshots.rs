@@ -1,0 +1,91 @@
+//! TFLMS rewrites of the small fixture models (training graphs with SGD and
+//! softmax cross-entropy at batch 2), as snapshots of their text form: one
+//! per fixture and knob that changes the output. Also: the default rewrite
+//! lowers the simulated device peak, and serializes deterministically.
+
+use lms_compiler::analysis::{memory, order};
+use lms_compiler::emit::{serialize, text};
+use lms_compiler::frontend::{self, FrontendOptions};
+use lms_compiler::ir::Graph;
+use lms_compiler::passes::tflms::{self, CtrldStrategy, TflmsConfig};
+use lms_compiler::train::{self, Loss, Optimizer, TrainOptions};
+use lms_proto::Message;
+
+/// The training graph of `fixtures/models/<name>.onnx` at batch 2.
+fn training_graph(name: &str) -> Graph {
+    let path = lms_tests::fixture(&format!("models/{name}.onnx"));
+    let model = frontend::load(&path, &FrontendOptions { batch: Some(2), ..Default::default() }).expect("fixture loads");
+    let options = TrainOptions { loss: Loss::SoftmaxCrossEntropy, optimizer: Optimizer::Sgd { lr: 0.01 }, trainable: vec![] };
+    train::build(&model.graph, &options).expect("training graph builds")
+}
+
+/// The knob settings snapshotted, by name.
+fn knobs() -> Vec<(&'static str, TflmsConfig)> {
+    let direct = TflmsConfig { ctrld_strategy: CtrldStrategy::DirectOrder, ..TflmsConfig::default() };
+    vec![
+        ("defaults", TflmsConfig::default()),
+        ("direct_order", direct.clone()),
+        // The default fusing distance (lb = 1) fuses nothing in these fixtures.
+        ("fuse_swapins", TflmsConfig { fuse_swapins: true, fuse_threshold: Some(30), ..TflmsConfig::default() }),
+        ("swap_branches", TflmsConfig { swap_branches: true, branch_threshold: 3, ..TflmsConfig::default() }),
+        ("n_tensors_2", TflmsConfig { n_tensors: Some(2), ..TflmsConfig::default() }),
+        ("lb_3", TflmsConfig { lb: 3, ..TflmsConfig::default() }),
+        ("direct_order_lb_3", TflmsConfig { lb: 3, ..direct }),
+        ("excl_types", TflmsConfig { excl_types: vec!["Relu".into(), "Add".into()], ..TflmsConfig::default() }),
+    ]
+}
+
+fn snapshot_fixture(fixture: &str) {
+    let g = training_graph(fixture);
+    for (knob, cfg) in knobs() {
+        let (rewritten, _) = tflms::rewrite(&g, &cfg).unwrap_or_else(|e| panic!("{fixture}, {knob}: {e}"));
+        let text = text::to_text(&rewritten).expect("rewritten graph is acyclic");
+        insta::assert_snapshot!(format!("tflms_{knob}@{fixture}"), text);
+    }
+}
+
+#[test]
+fn snapshots_mlp() {
+    snapshot_fixture("mlp");
+}
+
+#[test]
+fn snapshots_cnn_residual() {
+    snapshot_fixture("cnn_residual");
+}
+
+#[test]
+fn snapshots_tiny_gpt() {
+    snapshot_fixture("tiny_gpt");
+}
+
+/// Simulated device peak of a graph over its default schedule.
+fn device_peak(g: &Graph) -> u64 {
+    memory::simulate(g, &order::schedule(g).expect("acyclic")).peak_bytes
+}
+
+#[test]
+fn default_rewrite_lowers_the_device_peak() {
+    for fixture in ["cnn_residual", "tiny_gpt"] {
+        let g = training_graph(fixture);
+        let (rewritten, report) = tflms::rewrite(&g, &TflmsConfig::default()).expect("rewrites");
+        let (before, after) = (device_peak(&g), device_peak(&rewritten));
+        println!(
+            "{fixture}: {} tensors swapped ({} bytes), {} swap-ins without a control op; device peak {before} -> {after} bytes",
+            report.tensors.len(),
+            report.swapped_bytes(),
+            report.swap_ins_without_control
+        );
+        assert!(after < before, "{fixture}: device peak {after} is not below {before}");
+    }
+}
+
+#[test]
+fn rewrite_serializes_deterministically() {
+    let g = training_graph("cnn_residual");
+    let bytes = || {
+        let (rewritten, _) = tflms::rewrite(&g, &TflmsConfig::default()).expect("rewrites");
+        serialize::to_proto(&rewritten, None, &[]).expect("serializes").encode_to_vec()
+    };
+    assert_eq!(bytes(), bytes());
+}

@@ -45,6 +45,7 @@ pub enum Error {
     UnknownOutput(String),
     #[error(transparent)]
     Cycle(#[from] CycleError),
+    /// A graph whose edges and slots disagree (a pass's output is checked).
     #[error(transparent)]
     Malformed(#[from] VerifyError),
     /// No plan keeps the simulated memory of `pool` ("device" or "host")

@@ -7,8 +7,9 @@
 //! the node is issued and an event recorded; an update edge then makes the new tensor the
 //! variable's storage; and the tensors whose last use this was are released
 //! ([`crate::liveness`]). Graph outputs are read back and released when the step ends.
+//! Kernels get a [`KernelContext`]: the run's seed and the number of steps run before.
 
-use crate::backend::{Backend, Queue};
+use crate::backend::{Backend, KernelContext, Queue};
 use crate::error::RuntimeError;
 use crate::liveness::Liveness;
 use crate::memory::{Arena, Pool};
@@ -102,12 +103,22 @@ pub struct Executor<B: Backend> {
     done: Vec<Option<Ready<B>>>,
     /// Per tensor: the variable tensor whose storage it became through an update edge.
     alias: Vec<Option<usize>>,
+    /// The run's seed, passed to kernels.
+    run_seed: u64,
+    /// Steps started so far.
+    steps: u64,
 }
 
 impl<B: Backend> Executor<B> {
-    /// An executor with budgets of `device_memory` and `host_memory` bytes; nothing is
-    /// placed yet.
-    pub fn new(program: Program, backend: B, device_memory: u64, host_memory: u64) -> Executor<B> {
+    /// An executor with budgets of `device_memory` and `host_memory` bytes whose kernels
+    /// draw randomness from `run_seed`; nothing is placed yet.
+    pub fn new(
+        program: Program,
+        backend: B,
+        device_memory: u64,
+        host_memory: u64,
+        run_seed: u64,
+    ) -> Executor<B> {
         let liveness = Liveness::new(&program);
         let (tensors, nodes) = (program.tensor_count(), program.node_count());
         Executor {
@@ -120,6 +131,8 @@ impl<B: Backend> Executor<B> {
             held: (0..tensors).map(|_| None).collect(),
             done: (0..nodes).map(|_| None).collect(),
             alias: vec![None; tensors],
+            run_seed,
+            steps: 0,
             program,
         }
     }
@@ -172,12 +185,17 @@ impl<B: Backend> Executor<B> {
         self.pools.device.reset_peak();
         self.pools.host.reset_peak();
         let mut report = StepReport::default();
+        let context = KernelContext {
+            run_seed: self.run_seed,
+            step: self.steps,
+        };
+        self.steps += 1;
         for position in 0..self.program.order().len() {
             let node = self.program.order()[position];
             if self.program.kind(node) == NodeKind::Parameter {
                 continue;
             }
-            self.run(node, &mut report)?;
+            self.run(node, &context, &mut report)?;
             self.apply_updates(node)?;
             let Executor {
                 program,
@@ -240,7 +258,12 @@ impl<B: Backend> Executor<B> {
 
     /// Allocates the outputs of `node`, makes its queue wait for what it depends on,
     /// issues it and records its event.
-    fn run(&mut self, node: usize, report: &mut StepReport) -> Result<(), RuntimeError> {
+    fn run(
+        &mut self,
+        node: usize,
+        context: &KernelContext,
+        report: &mut StepReport,
+    ) -> Result<(), RuntimeError> {
         let Executor {
             program,
             backend,
@@ -319,7 +342,7 @@ impl<B: Backend> Executor<B> {
                     })
                     .collect::<Result<Vec<_>, _>>()?;
                 backend
-                    .execute(program, node, &buffers)?
+                    .execute(program, node, &buffers, context)?
                     .into_iter()
                     .map(Stored::Device)
                     .collect()

@@ -2,8 +2,9 @@
 //!
 //! - [`tensor`]: host tensors (shape + typed buffer).
 //! - [`attrs`]: typed access to a node's attributes.
-//! - [`cpu::kernels`]: the forward kernels of the CPU reference backend and their
-//!   dispatcher, [`cpu::kernels::forward`].
+//! - [`cpu::kernels`]: the kernels of the CPU reference backend and their dispatchers,
+//!   [`cpu::kernels::forward`] (ONNX ops) and [`cpu::kernels::lms`] (the `lms` domain:
+//!   training-mode forward ops, losses, gradients, optimizers).
 //! - [`program`]: a `.lms` file loaded and validated, with its execution order.
 //! - [`memory`]: memory pools with a hard budget (device arena, host pool).
 //! - [`liveness`]: when each tensor is released (the memory-accounting rules of `OPS.md`).
@@ -25,7 +26,7 @@ pub mod session;
 pub mod tensor;
 
 pub use backend::cpu::CpuBackend;
-pub use backend::{Backend, Queue};
+pub use backend::{Backend, KernelContext, Queue};
 pub use error::{KernelError, RuntimeError};
 pub use executor::{OpTime, StepReport};
 pub use memory::{Arena, Pool};

@@ -17,7 +17,7 @@ pub struct RunOptions {
     pub device_memory: u64,
     /// Host (pinned) pool budget in bytes.
     pub host_memory: u64,
-    /// Seed of variable initialisation and synthetic inputs.
+    /// Seed of variable initialisation, synthetic inputs and random kernels (dropout masks).
     pub seed: u64,
 }
 
@@ -77,8 +77,13 @@ impl<B: Backend> Session<B> {
             .copied()
             .filter(|&n| program.kind(n) == NodeKind::Parameter)
             .collect();
-        let mut executor =
-            Executor::new(program, backend, options.device_memory, options.host_memory);
+        let mut executor = Executor::new(
+            program,
+            backend,
+            options.device_memory,
+            options.host_memory,
+            options.seed,
+        );
         for node in parameters {
             executor.place(node, |program| match values.get(&program.node(node).name) {
                 Some(value) => given_value(program, node, value),

@@ -77,7 +77,9 @@ pub fn last_use(g: &Graph, schedule: &[NodeId]) -> Vec<usize> {
         last[t.index()] = if g.node(producer).parameterized {
             usize::MAX
         } else {
-            g.readers(t).map(|(r, _)| position[r.index()]).fold(position[producer.index()], usize::max)
+            g.readers(t)
+                .map(|(r, _)| position[r.index()])
+                .fold(position[producer.index()], usize::max)
         };
     }
     for (_, _, e) in g.edges() {
@@ -131,7 +133,16 @@ pub fn simulate(g: &Graph, schedule: &[NodeId]) -> MemoryProfile {
     let (peak_step, peak_bytes) = peak(&timeline);
     let (host_peak_step, host_peak_bytes) = peak(&host_timeline);
     let live_at_peak = live_at(g, schedule, &last, peak_step);
-    MemoryProfile { timeline, resident_bytes, peak_bytes, peak_step, live_at_peak, host_timeline, host_peak_bytes, host_peak_step }
+    MemoryProfile {
+        timeline,
+        resident_bytes,
+        peak_bytes,
+        peak_step,
+        live_at_peak,
+        host_timeline,
+        host_peak_bytes,
+        host_peak_step,
+    }
 }
 
 /// Position of every scheduled node, indexed by `NodeId::index()`;
@@ -146,7 +157,10 @@ fn positions(g: &Graph, schedule: &[NodeId]) -> Vec<usize> {
 
 /// (step, bytes) of the first largest value of a timeline; (0, 0) when empty.
 fn peak(timeline: &[u64]) -> (usize, u64) {
-    timeline.iter().enumerate().fold((0, 0), |best, (i, &b)| if b > best.1 { (i, b) } else { best })
+    timeline.iter().enumerate().fold(
+        (0, 0),
+        |best, (i, &b)| if b > best.1 { (i, b) } else { best },
+    )
 }
 
 /// Device tensors live while `schedule[step]` runs, largest first.
@@ -174,8 +188,19 @@ mod tests {
     use crate::ir::{Attrs, DType, Phase, TensorType};
 
     /// Adds a node with one f32[4] (16-byte) output named like it.
-    fn add(g: &mut Graph, name: &str, op: &str, device: Device, parameterized: bool, inputs: &[TensorId]) -> TensorId {
-        let domain = if op.starts_with("Swap") { LMS_DOMAIN } else { "" };
+    fn add(
+        g: &mut Graph,
+        name: &str,
+        op: &str,
+        device: Device,
+        parameterized: bool,
+        inputs: &[TensorId],
+    ) -> TensorId {
+        let domain = if op.starts_with("Swap") {
+            LMS_DOMAIN
+        } else {
+            ""
+        };
         let node = Node {
             name: name.into(),
             op: op.into(),
@@ -187,7 +212,10 @@ mod tests {
             inputs: inputs.iter().map(|&t| Some(t)).collect(),
             outputs: vec![],
         };
-        let id = g.add_node(node, vec![(name.into(), TensorType::new(DType::F32, vec![4]))]);
+        let id = g.add_node(
+            node,
+            vec![(name.into(), TensorType::new(DType::F32, vec![4]))],
+        );
         g.node(id).outputs[0]
     }
 
@@ -209,6 +237,10 @@ mod tests {
         assert_eq!(p.host_timeline, [0, 0, 16, 16, 16, 0]);
         assert_eq!((p.peak_bytes, p.peak_step, p.resident_bytes), (64, 5, 16));
         assert_eq!((p.host_peak_bytes, p.host_peak_step), (16, 2));
-        assert_eq!(p.live_at_peak.len(), 4, "x, in, c, d: the host copy is not device memory");
+        assert_eq!(
+            p.live_at_peak.len(),
+            4,
+            "x, in, c, d: the host copy is not device memory"
+        );
     }
 }

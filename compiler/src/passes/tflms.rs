@@ -4,9 +4,9 @@
 //! device memory from f1 to f2. The rewrite `f2ᴳ ∘ f1ᴳ  →  f2ᴳ ∘ swap_inᶜ ∘
 //! swap_outᶜ ∘ f1ᴳ` (eq. 2-5) moves it to host memory in between:
 //!
-//! 1. **Which edges**: an edge (f1, f2) carrying a float
-//!    tensor qualifies when f1 is in the forward phase and f2 in the backward
-//!    phase (the phases come from the training-graph construction), or, with
+//! 1. **Which edges**: an edge (f1, f2) carrying a float tensor qualifies
+//!    when f1 is in the forward phase and f2 in the backward phase (the
+//!    phases come from the training-graph construction), or, with
 //!    `swap_branches`, when both are forward ops and γ(f2) − γ(f1) >
 //!    `branch_threshold` (α of §4.1). Edges of parameterized vertices
 //!    (variables, inputs) are never rewritten, and neither are graph
@@ -15,19 +15,20 @@
 //!    Tensors are taken in breadth-first order from the start ops, the first
 //!    `n_tensors` of them.
 //! 2. **Rewrite**: one `SwapOut` per tensor (all swap-outs of a tensor are
-//!    fused, §4.2.2), placed right after its producer, with the producer's
+//!    fused, §4.2.2), placed right after its producer, in the producer's
 //!    phase; one `SwapIn` per qualifying consumer, or, with `fuse_swapins`,
 //!    per group of consumers whose γ lie within the fusing distance of the
-//!    group's first one (§4.2.3): the group then shares one device copy.
-//!    Both ops run on the CPU device (domain `lms`, proto/OPS.md); the
-//!    swap-out's output lives in host memory and the swap-in's in device
-//!    memory. Qualifying consumers read the swap-in's output; every other
-//!    reader keeps reading the original tensor.
-//! 3. **When to swap in**: a control edge g → swap-in
-//!    from an op g chosen by the direct-order (Algorithm 1) or the
-//!    chain-rule (Algorithm 2) strategy, between `lb` and `ub`. When no op
-//!    qualifies the swap-in gets no control edge: it is triggered by its
-//!    consumer and scheduled right before it.
+//!    group's first one (§4.2.3): the group then shares one device copy. A
+//!    swap-in has the phase of its first consumer. Both ops run on the CPU
+//!    device (domain `lms`, proto/OPS.md); the swap-out's output lives in
+//!    host memory and the swap-in's in device memory. Qualifying consumers
+//!    read the swap-in's output; every other reader keeps reading the
+//!    original tensor.
+//! 3. **When to swap in**: a control edge g → swap-in from an op g chosen by
+//!    the direct-order (Algorithm 1) or the chain-rule (Algorithm 2)
+//!    strategy, between `lb` and `ub`. When no op qualifies the swap-in gets
+//!    no control edge: it is triggered by its consumer and scheduled right
+//!    before it.
 //!
 //! γ, the schedule and the reachability the strategies test are those of
 //! the input graph. The rewritten graph lists its nodes in an order that is
@@ -35,6 +36,9 @@
 //! after its producer and each swap-in right after its control op (and its
 //! swap-out), so the memory simulator sees the timing the paper intends.
 //! The result is checked to be acyclic and well formed.
+//!
+//! [`fit`] is the budget mode: it picks `n_tensors` and `lb` with the memory
+//! simulator so that the rewritten graph fits given device and host budgets.
 
 mod control;
 mod fit;
@@ -227,7 +231,11 @@ impl Order {
         for (i, id) in schedule.iter().enumerate() {
             position[id.index()] = i;
         }
-        Ok(Order { schedule, position, gamma })
+        Ok(Order {
+            schedule,
+            position,
+            gamma,
+        })
     }
 
     fn gamma(&self, id: NodeId) -> u32 {
@@ -268,7 +276,11 @@ impl<'g> Analysis<'g> {
     fn new(g: &'g Graph, cfg: &TflmsConfig) -> Result<Analysis<'g>> {
         let order = Order::new(g)?;
         let candidates = select::candidates(g, &order, cfg)?;
-        Ok(Analysis { g, order, candidates })
+        Ok(Analysis {
+            g,
+            order,
+            candidates,
+        })
     }
 
     /// Plans the first `cfg.n_tensors` candidates and builds the new graph.
@@ -288,7 +300,10 @@ impl<'g> Analysis<'g> {
                         SwapInPlan { consumers, control }
                     })
                     .collect();
-                SwapPlan { candidate, swap_ins }
+                SwapPlan {
+                    candidate,
+                    swap_ins,
+                }
             })
             .collect();
         splice::splice(self.g, &self.order, &plans)

@@ -1,5 +1,6 @@
 //! The CPU reference backend: buffers are host tensors and kernels are
-//! [`crate::cpu::kernels::forward`].
+//! [`crate::cpu::kernels::forward`] (ONNX ops) and [`crate::cpu::kernels::lms`] (the ops
+//! of the `lms` domain).
 //!
 //! Each queue runs its work immediately, in issue order, so every event is complete when it
 //! is recorded. The backend still keeps the books a GPU would need: every buffer remembers
@@ -7,11 +8,11 @@
 //! it has waited for, and work that reads a buffer from another queue without having waited
 //! for it fails. A missing wait in the executor is thus an error here, not only on a GPU.
 
-use super::{Backend, Queue};
+use super::{Backend, KernelContext, Queue};
 use crate::attrs::Attrs;
 use crate::cpu::kernels;
 use crate::error::RuntimeError;
-use crate::program::Program;
+use crate::program::{Program, LMS_DOMAIN};
 use crate::tensor::HostTensor;
 
 /// The work that wrote a buffer: its queue and its position there (0: written by the host).
@@ -129,19 +130,18 @@ impl Backend for CpuBackend {
         program: &Program,
         node: usize,
         inputs: &[Option<&CpuBuffer>],
+        context: &KernelContext,
     ) -> Result<Vec<CpuBuffer>, RuntimeError> {
         let reads: Vec<Stamp> = inputs.iter().flatten().map(|b| b.written).collect();
         let written = self.issue(Queue::Compute, &reads)?;
         let n = program.node(node);
         let tensors: Vec<Option<&HostTensor>> =
             inputs.iter().map(|b| b.map(|b| &b.tensor)).collect();
-        let outputs = kernels::forward(
-            &n.op,
-            program.opset(node),
-            &Attrs::new(&n.attributes),
-            &tensors,
-            &program.output_types(node),
-        )
+        let (attrs, types) = (Attrs::new(&n.attributes), program.output_types(node));
+        let outputs = match n.domain.as_str() {
+            LMS_DOMAIN => kernels::lms(&n.op, &attrs, &tensors, &types, context),
+            _ => kernels::forward(&n.op, program.opset(node), &attrs, &tensors, &types),
+        }
         .map_err(|source| RuntimeError::Kernel {
             node: n.name.clone(),
             source,

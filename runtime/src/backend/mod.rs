@@ -42,6 +42,17 @@ impl std::fmt::Display for Queue {
     }
 }
 
+/// What a kernel may know of the run beyond its node: the run's seed and the step being
+/// executed. Random kernels (`DropoutTrain`) draw from these, so a node's randomness
+/// depends on (run seed, its own `seed` attribute, step) and on nothing else.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KernelContext {
+    /// The run's seed ([`crate::RunOptions::seed`]).
+    pub run_seed: u64,
+    /// The training step, counted from 0 for the first step of a session.
+    pub step: u64,
+}
+
 /// A device with buffers, queues and events, as the executor drives it.
 pub trait Backend {
     /// A buffer in device memory.
@@ -69,12 +80,13 @@ pub trait Backend {
 
     /// Issues node `node` of `program` on [`Queue::Compute`], reading `inputs` (one per
     /// input slot, `None` for an omitted optional input); returns one new device buffer per
-    /// output, of the types the program declares.
+    /// output, of the types the program declares. `context` is the run's seed and step.
     fn execute(
         &mut self,
         program: &Program,
         node: usize,
         inputs: &[Option<&Self::DeviceBuffer>],
+        context: &KernelContext,
     ) -> Result<Vec<Self::DeviceBuffer>, RuntimeError>;
 
     /// An event marking the work issued so far on `queue`.

@@ -30,7 +30,13 @@ pub(super) struct ControlSearch<'a> {
 impl<'a> ControlSearch<'a> {
     /// A search over `g`, ordered by `order`.
     pub(super) fn new(g: &'a Graph, order: &'a Order) -> ControlSearch<'a> {
-        ControlSearch { g, order, walked: vec![0; g.node_bound()], reached: vec![0; g.node_bound()], epoch: 0 }
+        ControlSearch {
+            g,
+            order,
+            walked: vec![0; g.node_bound()],
+            reached: vec![0; g.node_bound()],
+            epoch: 0,
+        }
     }
 
     /// The control op for a swap-in of the tensor made by `f1` that `f2`
@@ -70,7 +76,13 @@ impl<'a> ControlSearch<'a> {
 
     /// Pushes the direct predecessors of `of` with γ above `floor` that this
     /// search has not seen, keyed by (γ, earliest in the schedule first).
-    fn push_ancestors(&mut self, heap: &mut BinaryHeap<(u32, Reverse<usize>, NodeId)>, of: NodeId, floor: u32, epoch: u32) {
+    fn push_ancestors(
+        &mut self,
+        heap: &mut BinaryHeap<(u32, Reverse<usize>, NodeId)>,
+        of: NodeId,
+        floor: u32,
+        epoch: u32,
+    ) {
         for (src, e) in self.g.in_edges(of) {
             let gamma = self.order.gamma(src);
             if orders(e.action) && gamma > floor && self.walked[src.index()] != epoch {
@@ -99,7 +111,11 @@ impl<'a> ControlSearch<'a> {
                 if depth >= lb {
                     for &f in &successors {
                         let gamma = self.order.gamma(f);
-                        if self.g.node(f).phase == Phase::Backward && low < gamma && gamma < high && self.reaches(f, f2) {
+                        if self.g.node(f).phase == Phase::Backward
+                            && low < gamma
+                            && gamma < high
+                            && self.reaches(f, f2)
+                        {
                             return Some(f);
                         }
                     }
@@ -109,7 +125,11 @@ impl<'a> ControlSearch<'a> {
                     // An op's successors have a larger γ, so below an op with
                     // γ ≥ γ(f2) − 1 no candidate is left: the walk stops there.
                     let useful = self.order.gamma(f) + 1 < high;
-                    if useful && node.phase == Phase::Forward && !node.parameterized && self.walked[f.index()] != epoch {
+                    if useful
+                        && node.phase == Phase::Forward
+                        && !node.parameterized
+                        && self.walked[f.index()] != epoch
+                    {
                         self.walked[f.index()] = epoch;
                         next.push(f);
                     }
@@ -122,7 +142,12 @@ impl<'a> ControlSearch<'a> {
 
     /// The ops `of` orders directly (read and control edges), in schedule order.
     fn successors(&self, of: NodeId) -> Vec<NodeId> {
-        let mut out: Vec<NodeId> = self.g.out_edges(of).filter(|(_, e)| orders(e.action)).map(|(dst, _)| dst).collect();
+        let mut out: Vec<NodeId> = self
+            .g
+            .out_edges(of)
+            .filter(|(_, e)| orders(e.action))
+            .map(|(dst, _)| dst)
+            .collect();
         out.sort_by_key(|&id| self.order.position(id));
         out.dedup();
         out

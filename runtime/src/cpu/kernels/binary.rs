@@ -102,7 +102,10 @@ fn pow(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
 fn prelu(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     let (x, slope) = (ctx.input(0, "X")?, ctx.input(1, "slope")?);
     let mut slope_shape = slope.shape.clone();
-    if ctx.opset < 7 && slope.rank() < x.rank() && x.shape.get(1..1 + slope.rank()) == Some(&slope.shape[..]) {
+    if ctx.opset < 7
+        && slope.rank() < x.rank()
+        && x.shape.get(1..1 + slope.rank()) == Some(&slope.shape[..])
+    {
         slope_shape.resize(x.rank() - 1, 1);
     }
     let out = dispatch_float!(x.dtype(), "input X", T => {

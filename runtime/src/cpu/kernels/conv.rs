@@ -125,7 +125,7 @@ pub(super) fn add_channel_bias<T: Float>(y: &mut [T], b: &[T], plane: usize) {
 
 /// Unfolds the windows of `channels` input planes into `col`, a
 /// `[channels · kernel elements, output positions]` row-major matrix (zeros for padding).
-fn im2col<T: Float>(x: &[T], channels: usize, win: &Window, col: &mut [T]) {
+pub(super) fn im2col<T: Float>(x: &[T], channels: usize, win: &Window, col: &mut [T]) {
     let [id, ih, iw] = win.input;
     let [kd, kh, kw] = win.kernel;
     let [od, oh, ow] = win.output;

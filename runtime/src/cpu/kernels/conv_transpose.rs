@@ -131,9 +131,10 @@ fn conv_transpose_typed<T: Float>(ctx: &Ctx<'_>, x: &HostTensor) -> Result<Vec<H
     Ok(vec![HostTensor::from_vec(shape, y)?])
 }
 
-/// Scatter-adds `col` (`[channels · kernel elements, input positions]`) into the output
-/// planes `y`, in a fixed order.
-fn col2im<T: Float>(col: &[T], channels: usize, win: &Window, y: &mut [T]) {
+/// Scatter-adds `col` (`[channels · kernel elements, win.output positions]`) into the
+/// `channels` planes `y` of size `win.input`, in a fixed order: the adjoint of
+/// [`super::conv::im2col`] for a forward-conv window `win`.
+pub(super) fn col2im<T: Float>(col: &[T], channels: usize, win: &Window, y: &mut [T]) {
     let [od, oh, ow] = win.input;
     let [kd, kh, kw] = win.kernel;
     let [id, ih, iw] = win.output;

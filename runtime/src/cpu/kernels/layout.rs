@@ -152,6 +152,24 @@ pub fn strided_copy<T: Copy>(
     out
 }
 
+/// Writes the row-major elements of `src` into the strided view (`base`, `shape`,
+/// `strides`) of `dst`: the inverse of [`strided_copy`]. The caller guarantees that the
+/// view lies inside `dst` and that `src` has its element count.
+pub fn strided_scatter<T: Copy>(
+    src: &[T],
+    dst: &mut [T],
+    base: isize,
+    shape: &[usize],
+    strides: &[isize],
+) {
+    let mut next = src.iter();
+    for_each_row(shape, [strides], |[o], len, [s]| {
+        for (j, v) in (0..len as isize).zip(next.by_ref()) {
+            dst[(base + o + j * s) as usize] = *v;
+        }
+    });
+}
+
 /// Product of the dimensions before `axis`, the dimension at `axis`, and after it.
 pub fn split_at_axis(shape: &[usize], axis: usize) -> (usize, usize, usize) {
     let outer = shape[..axis].iter().product();

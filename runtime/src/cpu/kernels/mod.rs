@@ -1,6 +1,7 @@
-//! Forward kernels of the CPU reference backend, one module per op family.
+//! Kernels of the CPU reference backend, one module per op family.
 //!
-//! [`forward`] finds an op in the families' tables, runs it on host tensors and checks
+//! [`forward`] finds an ONNX op in the families' tables, [`lms`] an op of the `lms`
+//! domain (`proto/OPS.md`) in those of [`training`]; both run it on host tensors and check
 //! that what it made has the dtypes and shapes the graph declares. Kernels are
 //! single-threaded with a fixed accumulation order, so equal inputs give bit-identical
 //! outputs. Float sums (reductions, norms, softmax, average pooling) accumulate in f64;
@@ -20,6 +21,7 @@ mod reduce;
 mod shape_ops;
 mod slice;
 mod softmax;
+mod training;
 mod unary;
 mod window;
 
@@ -27,6 +29,7 @@ mod window;
 mod testutil;
 
 use crate::attrs::Attrs;
+use crate::backend::KernelContext;
 use crate::error::{KernelError, Result};
 use crate::tensor::{dtype_name, numel, HostTensor};
 use lms_proto::lms::DType;
@@ -44,6 +47,8 @@ struct Ctx<'a> {
     inputs: &'a [Option<&'a HostTensor>],
     /// The dtype and shape the graph declares for each output.
     outputs: &'a [(DType, Vec<usize>)],
+    /// The run's seed and step.
+    exec: &'a KernelContext,
 }
 
 impl<'a> Ctx<'a> {
@@ -63,6 +68,14 @@ impl<'a> Ctx<'a> {
         self.outputs
             .get(i)
             .map(|o| o.0)
+            .ok_or_else(|| KernelError::invalid(format!("output {i} is not declared")))
+    }
+
+    /// The declared shape of output `i`.
+    fn out_shape(&self, i: usize) -> Result<&'a [usize]> {
+        self.outputs
+            .get(i)
+            .map(|o| &o.1[..])
             .ok_or_else(|| KernelError::invalid(format!("output {i} is not declared")))
     }
 
@@ -162,8 +175,11 @@ fn dtype_error(what: &str, expected: &str, found: DType) -> KernelError {
     }
 }
 
+/// A family's table of (op type, kernel).
+type Table = &'static [(&'static str, Kernel)];
+
 /// Every family's table of (op type, kernel).
-const FAMILIES: &[&[(&str, Kernel)]] = &[
+const FAMILIES: &[Table] = &[
     unary::KERNELS,
     binary::KERNELS,
     conv::KERNELS,
@@ -181,7 +197,17 @@ const FAMILIES: &[&[(&str, Kernel)]] = &[
 
 /// The op types (default ONNX domain) that [`forward`] implements, sorted.
 pub fn supported_ops() -> Vec<&'static str> {
-    let mut ops: Vec<_> = FAMILIES
+    op_names(FAMILIES)
+}
+
+/// The op types of the `lms` domain that [`lms`] implements, sorted.
+pub fn supported_lms_ops() -> Vec<&'static str> {
+    op_names(training::FAMILIES)
+}
+
+/// The op types of some families' tables, sorted.
+fn op_names(families: &[Table]) -> Vec<&'static str> {
+    let mut ops: Vec<_> = families
         .iter()
         .flat_map(|f| f.iter().map(|(op, _)| *op))
         .collect();
@@ -203,12 +229,46 @@ pub fn forward(
     inputs: &[Option<&HostTensor>],
     outputs: &[(DType, Vec<usize>)],
 ) -> Result<Vec<HostTensor>> {
-    let kernel = FAMILIES
+    let ctx = Ctx {
+        opset,
+        attrs: *attrs,
+        inputs,
+        outputs,
+        exec: &KernelContext::default(),
+    };
+    run_kernel(FAMILIES, node_op, &ctx)
+}
+
+/// Runs the kernel of `node_op`, an op of the `lms` domain (`proto/OPS.md`): training-mode
+/// forward ops, losses, gradients and optimizer updates.
+///
+/// `inputs` and `outputs` are as for [`forward`]; `exec` gives the run's seed and step,
+/// from which random ops draw.
+pub fn lms(
+    node_op: &str,
+    attrs: &Attrs<'_>,
+    inputs: &[Option<&HostTensor>],
+    outputs: &[(DType, Vec<usize>)],
+    exec: &KernelContext,
+) -> Result<Vec<HostTensor>> {
+    let ctx = Ctx {
+        opset: crate::program::LMS_DOMAIN_VERSION,
+        attrs: *attrs,
+        inputs,
+        outputs,
+        exec,
+    };
+    run_kernel(training::FAMILIES, node_op, &ctx)
+}
+
+/// Finds `node_op` in `families`, checks the inputs, runs it and checks its outputs.
+fn run_kernel(families: &[Table], node_op: &str, ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
+    let kernel = families
         .iter()
         .find_map(|f| f.iter().find(|(op, _)| *op == node_op))
         .map(|(_, k)| *k)
         .ok_or_else(|| KernelError::UnknownOp(node_op.to_string()))?;
-    for (i, t) in inputs.iter().enumerate() {
+    for (i, t) in ctx.inputs.iter().enumerate() {
         if let Some(t) = t.filter(|t| t.numel() != numel(&t.shape)) {
             let msg = format!("{} elements do not fill shape {:?}", t.numel(), t.shape);
             return Err(KernelError::Op {
@@ -217,18 +277,12 @@ pub fn forward(
             });
         }
     }
-    let ctx = Ctx {
-        opset,
-        attrs: *attrs,
-        inputs,
-        outputs,
-    };
     let in_op = |error| KernelError::Op {
         op: node_op.to_string(),
         error: Box::new(error),
     };
-    let results = kernel(&ctx).map_err(in_op)?;
-    check_outputs(&results, outputs).map_err(in_op)?;
+    let results = kernel(ctx).map_err(in_op)?;
+    check_outputs(&results, ctx.outputs).map_err(in_op)?;
     Ok(results)
 }
 

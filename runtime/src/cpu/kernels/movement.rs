@@ -18,7 +18,7 @@ pub(super) const KERNELS: &[(&str, Kernel)] = &[
 ];
 
 /// A new tensor reading `x` through a strided view (any dtype).
-fn view_copy(
+pub(super) fn view_copy(
     x: &HostTensor,
     base: isize,
     shape: Vec<usize>,

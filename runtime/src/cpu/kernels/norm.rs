@@ -17,7 +17,7 @@ pub(super) const KERNELS: &[(&str, Kernel)] = &[
 ];
 
 /// Mean and population variance of `xs`, two-pass in f64.
-fn moments<T: Elem>(xs: &[T]) -> (f64, f64) {
+pub(super) fn moments<T: Elem>(xs: &[T]) -> (f64, f64) {
     let n = xs.len().max(1) as f64;
     let mean = xs.iter().map(|v| v.to_f64()).sum::<f64>() / n;
     let var = xs.iter().map(|v| (v.to_f64() - mean).powi(2)).sum::<f64>() / n;
@@ -25,7 +25,7 @@ fn moments<T: Elem>(xs: &[T]) -> (f64, f64) {
 }
 
 /// A per-channel parameter: shape `[c]`, elements widened to f64.
-fn per_channel<T: Float>(ctx: &Ctx<'_>, i: usize, name: &str, c: usize) -> Result<Vec<f64>> {
+pub(super) fn per_channel<T: Float>(ctx: &Ctx<'_>, i: usize, name: &str, c: usize) -> Result<Vec<f64>> {
     let t = ctx.input(i, name)?;
     if t.shape != [c] {
         return Err(KernelError::shape(
@@ -40,7 +40,7 @@ fn per_channel<T: Float>(ctx: &Ctx<'_>, i: usize, name: &str, c: usize) -> Resul
 }
 
 /// Checks that X is `[N, C, ...]` and returns (N, C, elements per channel plane).
-fn channels(x: &HostTensor) -> Result<(usize, usize, usize)> {
+pub(super) fn channels(x: &HostTensor) -> Result<(usize, usize, usize)> {
     if x.rank() < 2 {
         return Err(KernelError::shape(
             "input X",
@@ -119,7 +119,7 @@ fn layer_norm(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
 }
 
 /// A parameter broadcast (unidirectionally) to the normalized shape, widened to f64.
-fn expand_param<T: Float>(t: &HostTensor, shape: &[usize], name: &str) -> Result<Vec<f64>> {
+pub(super) fn expand_param<T: Float>(t: &HostTensor, shape: &[usize], name: &str) -> Result<Vec<f64>> {
     let what = format!("input {name}");
     let strides = broadcast_strides(&t.shape, shape, &what)?;
     Ok(strided_copy(t.view::<T>(&what)?, 0, shape, &strides)
@@ -129,7 +129,7 @@ fn expand_param<T: Float>(t: &HostTensor, shape: &[usize], name: &str) -> Result
 }
 
 /// A float tensor of `dtype` from f64 values.
-fn float_tensor(dtype: DType, shape: Vec<usize>, values: &[f64], what: &str) -> Result<HostTensor> {
+pub(super) fn float_tensor(dtype: DType, shape: Vec<usize>, values: &[f64], what: &str) -> Result<HostTensor> {
     dispatch_float!(dtype, what, U => HostTensor::from_vec(shape, values.iter().map(|&v| U::from_f64(v)).collect::<Vec<U>>()))
 }
 

@@ -27,26 +27,88 @@ fn pool(ctx: &Ctx<'_>, kind: Pool) -> Result<Vec<HostTensor>> {
     dispatch_float!(x.dtype(), "input X", T => pool_typed::<T>(ctx, x, kind))
 }
 
-/// The window geometry of a pool from `kernel_shape`, `ceil_mode` and the pad attributes.
-fn pool_window(ctx: &Ctx<'_>, x: &HostTensor) -> Result<Window> {
-    if x.rank() < 3 {
+/// The window geometry of a pool over an input of shape `x` (`[N, C, spatial...]`) from
+/// `kernel_shape`, `ceil_mode` and the pad attributes.
+pub(super) fn pool_window(ctx: &Ctx<'_>, x: &[usize]) -> Result<Window> {
+    if x.len() < 3 {
         return Err(KernelError::shape(
             "input X",
-            format!("expected [N, C, spatial...], found {:?}", x.shape),
+            format!("expected [N, C, spatial...], found {x:?}"),
         ));
     }
-    let kernel = window_attr(ctx, "kernel_shape", x.rank() - 2, 1)?
+    let kernel = window_attr(ctx, "kernel_shape", x.len() - 2, 1)?
         .ok_or_else(|| KernelError::attr("kernel_shape", "is required"))?;
-    Window::from_attrs(
-        ctx,
-        &x.shape[2..],
-        &kernel,
-        ctx.attrs.int("ceil_mode", 0)? != 0,
-    )
+    Window::from_attrs(ctx, &x[2..], &kernel, ctx.attrs.int("ceil_mode", 0)? != 0)
+}
+
+/// The first maximum of `plane` over the plane offsets `reads` and its offset, in window
+/// order: a later equal value does not replace it and NaN never wins, so a window of -inf
+/// and NaN picks its first read (-inf). `None` when the window reads nothing.
+pub(super) fn first_max<T: Num>(
+    plane: &[T],
+    reads: impl Iterator<Item = usize>,
+) -> Option<(T, usize)> {
+    let mut reads = reads.peekable();
+    let mut best = (T::LOWEST, *reads.peek()?);
+    for at in reads {
+        if plane[at] > best.0 {
+            best = (plane[at], at);
+        }
+    }
+    Some(best)
+}
+
+/// The input coordinates a window reads on each axis (padding skipped).
+pub(super) type Axes<'a> = (&'a [usize], &'a [usize], &'a [usize]);
+
+/// The windows of a pool, in output order.
+pub(super) struct Windows {
+    /// Per axis, per output coordinate: the input coordinates read and the number of taps
+    /// inside the padded extent.
+    taps: [Vec<(Vec<usize>, usize)>; 3],
+    /// The input plane's two inner sizes.
+    inner: [usize; 2],
+}
+
+impl Windows {
+    /// The windows of `win`.
+    pub(super) fn new(win: &Window) -> Windows {
+        Windows {
+            taps: [0, 1, 2].map(|a| axis_taps(win, a)),
+            inner: [win.input[1], win.input[2]],
+        }
+    }
+
+    /// Calls `f(axes, count)` for every window in output order: `axes` are the coordinates
+    /// it reads, `count` the divisor of its average (its taps inside the padded extent
+    /// with `include_pad`, else its reads).
+    pub(super) fn for_each(&self, include_pad: bool, mut f: impl FnMut(Axes<'_>, usize)) {
+        let [tz, ty, tx] = &self.taps;
+        for (zs, pz) in tz {
+            for (ys, py) in ty {
+                for (xs, px) in tx {
+                    let count = if include_pad {
+                        pz * py * px
+                    } else {
+                        zs.len() * ys.len() * xs.len()
+                    };
+                    f((zs, ys, xs), count);
+                }
+            }
+        }
+    }
+
+    /// The plane offsets a window reads, in window order.
+    pub(super) fn reads<'a>(&self, (zs, ys, xs): Axes<'a>) -> impl Iterator<Item = usize> + 'a {
+        let [ih, iw] = self.inner;
+        zs.iter()
+            .flat_map(move |&z| ys.iter().map(move |&yy| (z * ih + yy) * iw))
+            .flat_map(move |row| xs.iter().map(move |&xx| row + xx))
+    }
 }
 
 fn pool_typed<T: Float>(ctx: &Ctx<'_>, x: &HostTensor, kind: Pool) -> Result<Vec<HostTensor>> {
-    let win = pool_window(ctx, x)?;
+    let win = pool_window(ctx, &x.shape)?;
     let xs = x.view::<T>("input X")?;
     let planes = x.shape[0] * x.shape[1];
     let (in_sp, out_sp) = (numel(&win.input), numel(&win.output));
@@ -64,44 +126,27 @@ fn pool_typed<T: Float>(ctx: &Ctx<'_>, x: &HostTensor, kind: Pool) -> Result<Vec
         };
         (p * in_sp + at) as i64
     };
-    let [tz, ty, tx] = [0, 1, 2].map(|a| axis_taps(&win, a));
+    let windows = Windows::new(&win);
     let mut y = Vec::with_capacity(planes * out_sp);
     let mut indices = Vec::with_capacity(if want_indices { planes * out_sp } else { 0 });
     for p in 0..planes {
         let plane = &xs[p * in_sp..][..in_sp];
-        for (zs, pz) in &tz {
-            for (ys, py) in &ty {
-                for (xs, px) in &tx {
-                    let reads = zs
-                        .iter()
-                        .flat_map(|&z| ys.iter().map(move |&yy| (z * ih + yy) * iw));
-                    let reads = reads.flat_map(|row| xs.iter().map(move |&xx| row + xx));
-                    match kind {
-                        Pool::Max => {
-                            let mut best = (T::LOWEST, 0);
-                            for at in reads {
-                                if plane[at] > best.0 {
-                                    best = (plane[at], at);
-                                }
-                            }
-                            y.push(best.0);
-                            if want_indices {
-                                indices.push(index(p, best.1));
-                            }
-                        }
-                        Pool::Average => {
-                            let sum: f64 = reads.map(|at| plane[at].to_f64()).sum();
-                            let count = if include_pad {
-                                pz * py * px
-                            } else {
-                                zs.len() * ys.len() * xs.len()
-                            };
-                            y.push(T::from_f64(sum / count.max(1) as f64));
-                        }
+        windows.for_each(include_pad, |axes, count| {
+            let reads = windows.reads(axes);
+            match kind {
+                Pool::Max => {
+                    let best = first_max(plane, reads).unwrap_or((T::LOWEST, 0));
+                    y.push(best.0);
+                    if want_indices {
+                        indices.push(index(p, best.1));
                     }
                 }
+                Pool::Average => {
+                    let sum: f64 = reads.map(|at| plane[at].to_f64()).sum();
+                    y.push(T::from_f64(sum / count.max(1) as f64));
+                }
             }
-        }
+        });
     }
     let mut shape = x.shape[..2].to_vec();
     shape.extend_from_slice(win.output_dims());
@@ -157,19 +202,55 @@ fn global_pool(ctx: &Ctx<'_>, kind: Pool) -> Result<Vec<HostTensor>> {
 }
 
 /// LRN: x / (bias + alpha / size · Σ x²)^beta, the sum over `size` neighbouring channels.
+/// LRN's attributes: x / (bias + alpha / size · Σ x²)^beta over channels
+/// [c − before, c + after].
+pub(super) struct Lrn {
+    /// Channels in the sum.
+    pub size: usize,
+    /// Scale of the sum of squares.
+    pub alpha: f64,
+    /// Exponent.
+    pub beta: f64,
+    /// Offset.
+    pub bias: f64,
+    /// Channels summed before and after the centre.
+    pub before: usize,
+    /// See `before`.
+    pub after: usize,
+}
+
+impl Lrn {
+    /// The attributes `size`, `alpha`, `beta`, `bias` with ONNX's defaults.
+    pub(super) fn from_attrs(ctx: &Ctx<'_>) -> Result<Lrn> {
+        let size = ctx
+            .attrs
+            .int_opt("size")?
+            .ok_or_else(|| KernelError::attr("size", "is required"))?;
+        if size < 1 {
+            return Err(KernelError::attr("size", format!("{size} is not positive")));
+        }
+        let size = size as usize;
+        Ok(Lrn {
+            size,
+            alpha: f64::from(ctx.attrs.float("alpha", 1e-4)?),
+            beta: f64::from(ctx.attrs.float("beta", 0.75)?),
+            bias: f64::from(ctx.attrs.float("bias", 1.0)?),
+            before: (size - 1) / 2,
+            after: size / 2,
+        })
+    }
+}
+
 fn lrn(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     let x = ctx.input(0, "X")?;
-    let size = ctx
-        .attrs
-        .int_opt("size")?
-        .ok_or_else(|| KernelError::attr("size", "is required"))?;
-    if size < 1 {
-        return Err(KernelError::attr("size", format!("{size} is not positive")));
-    }
-    let size = size as usize;
-    let alpha = f64::from(ctx.attrs.float("alpha", 1e-4)?);
-    let beta = f64::from(ctx.attrs.float("beta", 0.75)?);
-    let bias = f64::from(ctx.attrs.float("bias", 1.0)?);
+    let Lrn {
+        size,
+        alpha,
+        beta,
+        bias,
+        before,
+        after,
+    } = Lrn::from_attrs(ctx)?;
     if x.rank() < 2 {
         return Err(KernelError::shape(
             "input X",
@@ -177,7 +258,6 @@ fn lrn(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
         ));
     }
     let (n, c, sp) = (x.shape[0], x.shape[1], numel(&x.shape[2..]));
-    let (before, after) = ((size - 1) / 2, size / 2);
     let out = dispatch_float!(x.dtype(), "input X", T => {
         let xs = x.view::<T>("input X")?;
         let mut y = Vec::with_capacity(xs.len());

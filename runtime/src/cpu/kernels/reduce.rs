@@ -72,7 +72,7 @@ fn reduce(ctx: &Ctx<'_>, op: Reduce) -> Result<Vec<HostTensor>> {
 
 /// Folds the elements of `xs` (of `shape`) into `len` accumulators, element i going to
 /// the accumulator at its offset under `out_strides`; row-major order, so deterministic.
-fn fold<T: Elem, A: Copy>(
+pub(super) fn fold<T: Elem, A: Copy>(
     xs: &[T],
     shape: &[usize],
     out_strides: &[isize],

@@ -47,18 +47,32 @@ fn slice(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
         .map(|t| t.to_i64s("input steps"))
         .transpose()?
         .unwrap_or_else(|| vec![1; starts.len()]);
+    let (base, shape, view) = slice_view(&x.shape, &starts, &ends, &axes, &steps)?;
+    let data = dispatch!(x.dtype(), T => Ok(T::wrap(strided_copy(x.view::<T>("input data")?, base, &shape, &view))))?;
+    Ok(vec![HostTensor::new(shape, data)?])
+}
+
+/// The strided view (base offset, shape, strides) of data of shape `dims` that a Slice
+/// with these per-axis `starts`, `ends`, `steps` on (non-negative, distinct) `axes` reads.
+pub(super) fn slice_view(
+    dims: &[usize],
+    starts: &[i64],
+    ends: &[i64],
+    axes: &[usize],
+    steps: &[i64],
+) -> Result<(isize, Vec<usize>, Vec<isize>)> {
     if ends.len() != starts.len() || axes.len() != starts.len() || steps.len() != starts.len() {
         return Err(KernelError::invalid(
             "starts, ends, axes and steps differ in length",
         ));
     }
-    let own = strides(&x.shape);
-    let (mut shape, mut view, mut base) = (x.shape.clone(), own.clone(), 0isize);
+    let own = strides(dims);
+    let (mut shape, mut view, mut base) = (dims.to_vec(), own.clone(), 0isize);
     for (k, &axis) in axes.iter().enumerate() {
         if steps[k] == 0 {
             return Err(KernelError::invalid(format!("step 0 on axis {axis}")));
         }
-        let (start, len) = bounds(starts[k], ends[k], steps[k], x.shape[axis]);
+        let (start, len) = bounds(starts[k], ends[k], steps[k], dims[axis]);
         shape[axis] = len;
         if len > 0 {
             base += start as isize * own[axis];
@@ -68,8 +82,7 @@ fn slice(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
             view[axis] = own[axis] * steps[k] as isize;
         }
     }
-    let data = dispatch!(x.dtype(), T => Ok(T::wrap(strided_copy(x.view::<T>("input data")?, base, &shape, &view))))?;
-    Ok(vec![HostTensor::new(shape, data)?])
+    Ok((base, shape, view))
 }
 
 #[cfg(test)]

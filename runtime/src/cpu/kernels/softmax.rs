@@ -15,17 +15,26 @@ pub(super) const KERNELS: &[(&str, Kernel)] = &[
     ("Softmax", |c| softmax(c, false)),
 ];
 
+/// `shape` viewed as [outer, n, inner] for a softmax at `axis`: along that axis, or with
+/// `coerce` (opset < 13) over the input coerced to 2-D at `axis` (inner is 1).
+pub(super) fn softmax_layout(
+    shape: &[usize],
+    axis: i64,
+    coerce: bool,
+) -> Result<(usize, usize, usize)> {
+    let axis = norm_axis(axis, shape.len(), "axis")?;
+    Ok(if coerce {
+        (numel(&shape[..axis]), numel(&shape[axis..]), 1)
+    } else {
+        split_at_axis(shape, axis)
+    })
+}
+
 fn softmax(ctx: &Ctx<'_>, log: bool) -> Result<Vec<HostTensor>> {
     let x = ctx.input(0, "input")?;
-    let (outer, n, inner) = if ctx.opset < 13 {
-        let axis = norm_axis(ctx.attrs.int("axis", 1)?, x.rank(), "axis")?;
-        (numel(&x.shape[..axis]), numel(&x.shape[axis..]), 1)
-    } else {
-        split_at_axis(
-            &x.shape,
-            norm_axis(ctx.attrs.int("axis", -1)?, x.rank(), "axis")?,
-        )
-    };
+    let coerce = ctx.opset < 13;
+    let axis = ctx.attrs.int("axis", if coerce { 1 } else { -1 })?;
+    let (outer, n, inner) = softmax_layout(&x.shape, axis, coerce)?;
     let out = dispatch_float!(x.dtype(), "input input", T => {
         HostTensor::from_vec(x.shape.clone(), softmax_typed(x.view::<T>("input input")?, (outer, n, inner), log))
     })?;

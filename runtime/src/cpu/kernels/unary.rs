@@ -69,7 +69,7 @@ fn sigmoid(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
 }
 
 /// 1 / (1 + e^-x), computed without overflow for either sign.
-fn sigmoid_of<T: Float>(x: T) -> T {
+pub(super) fn sigmoid_of<T: Float>(x: T) -> T {
     if x >= T::ZERO {
         T::ONE / (T::ONE + (-x).exp())
     } else {

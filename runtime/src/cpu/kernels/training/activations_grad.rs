@@ -1,0 +1,242 @@
+//! Gradients of elementwise ops: UnaryGrad (dY · f′(X) for the activations and float
+//! math ops) and PowGrad (w.r.t. the base).
+
+use super::super::binary::zip_broadcast;
+use super::super::num::Float;
+use super::super::unary::sigmoid_of;
+use super::super::{dispatch_float, dispatch_num, Ctx, Kernel};
+use super::{from_f64s, same_shape, sum_to};
+use crate::error::{KernelError, Result};
+use crate::tensor::{Elem, HostTensor};
+
+/// The elementwise gradient kernels.
+pub(super) const KERNELS: &[(&str, Kernel)] = &[("PowGrad", pow_grad), ("UnaryGrad", unary_grad)];
+
+/// A differentiable unary op with its attributes (defaults as in the forward kernels).
+#[derive(Clone, Copy, Debug)]
+enum Unary {
+    Relu,
+    LeakyRelu { alpha: f64 },
+    Sigmoid,
+    Tanh,
+    Elu { alpha: f64 },
+    Selu { alpha: f64, gamma: f64 },
+    Softplus,
+    Softsign,
+    Exp,
+    Log,
+    Sqrt,
+    Erf,
+    Abs,
+    Neg,
+    Reciprocal,
+}
+
+impl Unary {
+    /// The op named by attribute `op`, with `alpha` and `gamma` where it has them.
+    fn from_attrs(ctx: &Ctx<'_>) -> Result<Unary> {
+        let alpha = |default: f32| ctx.attrs.float("alpha", default).map(f64::from);
+        Ok(match ctx.attrs.string("op", "")? {
+            "Relu" => Unary::Relu,
+            "LeakyRelu" => Unary::LeakyRelu {
+                alpha: alpha(0.01)?,
+            },
+            "Sigmoid" => Unary::Sigmoid,
+            "Tanh" => Unary::Tanh,
+            "Elu" => Unary::Elu { alpha: alpha(1.0)? },
+            "Selu" => Unary::Selu {
+                alpha: alpha(1.673_263_2)?,
+                gamma: f64::from(ctx.attrs.float("gamma", 1.050_701)?),
+            },
+            "Softplus" => Unary::Softplus,
+            "Softsign" => Unary::Softsign,
+            "Exp" => Unary::Exp,
+            "Log" => Unary::Log,
+            "Sqrt" => Unary::Sqrt,
+            "Erf" => Unary::Erf,
+            "Abs" => Unary::Abs,
+            "Neg" => Unary::Neg,
+            "Reciprocal" => Unary::Reciprocal,
+            other => {
+                return Err(KernelError::attr(
+                    "op",
+                    format!("`{other}` has no UnaryGrad"),
+                ))
+            }
+        })
+    }
+
+    /// f′(x).
+    fn derivative(self, x: f64) -> f64 {
+        match self {
+            Unary::Relu => f64::from(u8::from(x > 0.0)),
+            Unary::LeakyRelu { alpha } => {
+                if x < 0.0 {
+                    alpha
+                } else {
+                    1.0
+                }
+            }
+            Unary::Sigmoid => {
+                let s = sigmoid_of(x);
+                s * (1.0 - s)
+            }
+            Unary::Tanh => 1.0 - x.tanh().powi(2),
+            Unary::Elu { alpha } => {
+                if x > 0.0 {
+                    1.0
+                } else {
+                    alpha * x.exp()
+                }
+            }
+            Unary::Selu { alpha, gamma } => {
+                if x > 0.0 {
+                    gamma
+                } else {
+                    gamma * alpha * x.exp()
+                }
+            }
+            Unary::Softplus => sigmoid_of(x),
+            Unary::Softsign => 1.0 / (1.0 + x.abs()).powi(2),
+            Unary::Exp => x.exp(),
+            Unary::Log => 1.0 / x,
+            Unary::Sqrt => 0.5 / x.sqrt(),
+            Unary::Erf => std::f64::consts::FRAC_2_SQRT_PI * (-x * x).exp(),
+            Unary::Abs => {
+                if x > 0.0 {
+                    1.0
+                } else if x < 0.0 {
+                    -1.0
+                } else {
+                    0.0
+                }
+            }
+            Unary::Neg => -1.0,
+            Unary::Reciprocal => -1.0 / (x * x),
+        }
+    }
+}
+
+/// UnaryGrad: dX = dY · f′(X).
+fn unary_grad(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
+    let (dy, x) = (ctx.input(0, "dY")?, ctx.input(1, "X")?);
+    same_shape(dy, &x.shape, "dY")?;
+    let op = Unary::from_attrs(ctx)?;
+    let out = dispatch_float!(x.dtype(), "input X", T => {
+        let (dys, xs) = (dy.view::<T>("input dY")?, x.view::<T>("input X")?);
+        from_f64s::<T>(
+            x.shape.clone(),
+            dys.iter().zip(xs).map(|(d, v)| d.to_f64() * op.derivative(v.to_f64())),
+        )
+    })?;
+    Ok(vec![out])
+}
+
+/// PowGrad: dX = dY · P · X^(P−1), P broadcast with X, summed back to X's shape.
+fn pow_grad(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
+    let (dy, x, p) = (ctx.input(0, "dY")?, ctx.input(1, "X")?, ctx.input(2, "P")?);
+    let out = dispatch_float!(x.dtype(), "input X", T => pow_grad_typed::<T>(dy, x, p))?;
+    Ok(vec![out])
+}
+
+fn pow_grad_typed<T: Float>(dy: &HostTensor, x: &HostTensor, p: &HostTensor) -> Result<HostTensor> {
+    let exps: Vec<f64> = dispatch_num!(p.dtype(), "input P", U => {
+        Ok(p.view::<U>("input P")?.iter().map(|v| v.to_f64()).collect())
+    })?;
+    let xs = x.view::<T>("input X")?;
+    let (shape, slope) = zip_broadcast((xs, &x.shape), (&exps, &p.shape), "inputs X, P", |x, e| {
+        e * x.to_f64().powf(e - 1.0)
+    })?;
+    same_shape(dy, &shape, "dY")?;
+    let dx: Vec<f64> = dy
+        .view::<T>("input dY")?
+        .iter()
+        .zip(slope)
+        .map(|(d, s)| d.to_f64() * s)
+        .collect();
+    let dx = if shape == x.shape {
+        dx
+    } else {
+        sum_to(&dx, &shape, &x.shape, "input X")?
+    };
+    from_f64s::<T>(x.shape.clone(), dx.into_iter())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testutil::*;
+    use lms_proto::lms::{Attribute, DType::*};
+
+    /// Checks UnaryGrad of `op` against finite differences of the forward kernel (in f64).
+    fn check(op: &str, attrs: Vec<Attribute>, lo: f32, hi: f32) {
+        let mut rng = Rng::new(17);
+        let x = rng.tensor(&[3, 4]);
+        let x = tensor(
+            &[3, 4],
+            f32s(&x).iter().map(|v| lo + (v + 1.0) / 2.0 * (hi - lo)).collect(),
+        );
+        let dy = rng.tensor(&[3, 4]);
+        let mut grad_attrs = attrs.clone();
+        grad_attrs.push(string("op", op));
+        let got = lms1("UnaryGrad", &grad_attrs, &[&dy, &x], &[3, 4]);
+        let fd = fd_grad(&x, |x| {
+            dot(&run1(op, &attrs, &[x], DtypeF64, &[3, 4]), &dy)
+        });
+        // Tolerance 1e-4 relative: f64 central differences with step 1e-4.
+        assert_near(&got, &fd, 1e-4);
+    }
+
+    #[test]
+    fn unary_grads_match_finite_differences() {
+        check("Relu", vec![], -1.0, 1.0);
+        check("LeakyRelu", vec![float("alpha", 0.2)], -1.0, 1.0);
+        check("LeakyRelu", vec![], -1.0, 1.0);
+        check("Sigmoid", vec![], -3.0, 3.0);
+        check("Tanh", vec![], -2.0, 2.0);
+        check("Elu", vec![float("alpha", 0.7)], -1.0, 1.0);
+        check("Selu", vec![], -1.0, 1.0);
+        check("Selu", vec![float("alpha", 1.5), float("gamma", 2.0)], -1.0, 1.0);
+        check("Softplus", vec![], -2.0, 2.0);
+        check("Softsign", vec![], -2.0, 2.0);
+        check("Exp", vec![], -1.0, 1.0);
+        check("Log", vec![], 0.5, 2.0);
+        check("Sqrt", vec![], 0.5, 2.0);
+        check("Erf", vec![], -1.5, 1.5);
+        check("Abs", vec![], -1.0, 1.0);
+        check("Neg", vec![], -1.0, 1.0);
+        check("Reciprocal", vec![], 0.5, 2.0);
+        let x = tensor(&[1], vec![1.0f32]);
+        let err = run_lms(
+            "UnaryGrad",
+            &[string("op", "Floor")],
+            &[&x, &x],
+            &[(DtypeF32, vec![1])],
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "UnaryGrad: attribute `op`: `Floor` has no UnaryGrad"
+        );
+    }
+
+    #[test]
+    fn pow_grad_matches_finite_differences_and_sums_broadcast_axes() {
+        let mut rng = Rng::new(5);
+        let x = tensor(
+            &[2, 3],
+            f32s(&rng.tensor(&[2, 3])).iter().map(|v| 1.0 + 0.5 * v).collect(),
+        );
+        let p = tensor(&[], vec![3.0f32]);
+        let dy = rng.tensor(&[2, 3]);
+        let got = lms1("PowGrad", &[], &[&dy, &x, &p], &[2, 3]);
+        let fd = fd_grad(&x, |x| dot(&run1("Pow", &[], &[x, &to_f64(&p)], DtypeF64, &[2, 3]), &dy));
+        assert_near(&got, &fd, 1e-4);
+        // X [3] broadcast against P [2, 3]: the gradient sums over the added axis.
+        let x = tensor(&[3], vec![1.5f32, 0.5, 2.0]);
+        let p = tensor(&[2, 3], vec![2i64, 3, 1, 0, 2, 3]);
+        let got = lms1("PowGrad", &[], &[&dy, &x, &p], &[3]);
+        let pf = tensor(&[2, 3], vec![2.0f64, 3.0, 1.0, 0.0, 2.0, 3.0]);
+        let fd = fd_grad(&x, |x| dot(&run1("Pow", &[], &[x, &pf], DtypeF64, &[2, 3]), &dy));
+        assert_near(&got, &fd, 1e-4);
+    }
+}

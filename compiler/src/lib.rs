@@ -2,6 +2,7 @@
 //! memory, and (in later stages) rewrites training graphs to fit a budget.
 
 pub mod analysis;
+pub mod compile;
 pub mod emit;
 mod error;
 pub mod frontend;

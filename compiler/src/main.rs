@@ -6,7 +6,9 @@ use lms_compiler::inspect::InspectReport;
 use lms_compiler::run::DeviceKind;
 use lms_runtime::RunOptions;
 use lms_compiler::simulate::SimulateReport;
-use lms_compiler::train::{self, Loss, Optimizer, TrainOptions};
+use lms_compiler::compile::{Budget, CompileOptions, Strategy};
+use lms_compiler::passes::tflms::{CtrldStrategy, TflmsConfig};
+use lms_compiler::train::{Loss, Optimizer, TrainOptions};
 use lms_compiler::{emit, Error};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -102,12 +104,117 @@ struct CompileArgs {
     /// Train only parameters whose names match a glob (repeatable; default all).
     #[arg(long, value_name = "GLOB")]
     trainable: Vec<String>,
+    /// Memory rewrite of the training graph.
+    #[arg(long, value_enum, default_value = "none")]
+    strategy: StrategyKind,
+    #[command(flatten)]
+    tflms: TflmsArgs,
+    /// Device memory to fit (e.g. 16GiB): searches the strategy's knobs.
+    #[arg(long, value_parser = parse_size)]
+    budget: Option<u64>,
+    /// Host memory the swapped tensors may use with --budget (default half the RAM).
+    #[arg(long, value_parser = parse_size)]
+    host_budget: Option<u64>,
+    /// With --budget: rewrite even when the graph already fits.
+    #[arg(long)]
+    force: bool,
     /// The .lms file to write.
     #[arg(short, long)]
     output: PathBuf,
     /// Also write the graph's stable text form to this file.
     #[arg(long, value_name = "FILE")]
     text: Option<PathBuf>,
+    /// Also write an ONNX export (lms ops in the custom domain `lms`) to this file.
+    #[arg(long, value_name = "FILE")]
+    onnx: Option<PathBuf>,
+    /// Also write the report as JSON to this file.
+    #[arg(long, value_name = "FILE.json")]
+    report: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum StrategyKind {
+    /// No memory rewrite.
+    None,
+    /// TFLMS: swap forward→backward tensors to host memory.
+    Tflms,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum CtrldArg {
+    ChainRule,
+    DirectOrder,
+}
+
+/// The knobs of TFLMS (tflms.txt Table 2), named as in the paper.
+#[derive(Args)]
+struct TflmsArgs {
+    /// Swap at most this many tensors, in breadth-first order (default all).
+    #[arg(long)]
+    n_tensors: Option<usize>,
+    /// Lower bound of the control-op distance.
+    #[arg(long, default_value_t = 1)]
+    lb: u32,
+    /// Upper bound of the control-op distance.
+    #[arg(long, default_value_t = 10000)]
+    ub: u32,
+    /// How swap-ins' control ops are chosen.
+    #[arg(long, value_enum, default_value = "chain-rule")]
+    ctrld_strategy: CtrldArg,
+    /// Fuse swap-ins of a tensor whose consumers are close.
+    #[arg(long)]
+    fuse_swapins: bool,
+    /// γ distance within which consumers share a swap-in (default: lb).
+    #[arg(long)]
+    fuse_threshold: Option<u32>,
+    /// Also swap long forward edges (branches).
+    #[arg(long)]
+    swap_branches: bool,
+    /// α: forward edges longer than this are swapped with --swap-branches.
+    #[arg(long, default_value_t = 0)]
+    branch_threshold: u32,
+    /// Only swap outputs of these op types (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    incl_types: Vec<String>,
+    /// Never swap outputs of these op types (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    excl_types: Vec<String>,
+    /// Only swap outputs of ops in these name scopes (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    incl_scopes: Vec<String>,
+    /// Never swap outputs of ops in these name scopes (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    excl_scopes: Vec<String>,
+    /// Start the breadth-first search from the ops in this scope.
+    #[arg(long)]
+    starting_scope: Option<String>,
+    /// Start the breadth-first search from these ops (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    starting_op_names: Vec<String>,
+}
+
+impl TflmsArgs {
+    fn config(&self) -> TflmsConfig {
+        TflmsConfig {
+            n_tensors: self.n_tensors,
+            lb: self.lb,
+            ub: self.ub,
+            ctrld_strategy: match self.ctrld_strategy {
+                CtrldArg::ChainRule => CtrldStrategy::ChainRule,
+                CtrldArg::DirectOrder => CtrldStrategy::DirectOrder,
+            },
+            fuse_swapins: self.fuse_swapins,
+            fuse_threshold: self.fuse_threshold,
+            swap_branches: self.swap_branches,
+            branch_threshold: self.branch_threshold,
+            incl_types: self.incl_types.clone(),
+            excl_types: self.excl_types.clone(),
+            incl_scopes: self.incl_scopes.clone(),
+            excl_scopes: self.excl_scopes.clone(),
+            starting_scope: self.starting_scope.clone(),
+            starting_op_names: self.starting_op_names.clone(),
+        }
+    }
 }
 
 #[derive(Args)]
@@ -173,7 +280,6 @@ fn inspect(args: &InspectArgs) -> Result<(), Error> {
 }
 
 fn compile(args: &CompileArgs) -> Result<(), Error> {
-    let model = frontend::load(&args.model, &args.shapes.options())?;
     let optimizer = match args.train {
         OptimizerKind::Sgd => Optimizer::Sgd { lr: args.lr.unwrap_or(0.01) },
         OptimizerKind::Momentum => Optimizer::Momentum { lr: args.lr.unwrap_or(0.01), momentum: args.momentum },
@@ -183,21 +289,27 @@ fn compile(args: &CompileArgs) -> Result<(), Error> {
         LossKind::SoftmaxXent => Loss::SoftmaxCrossEntropy,
         LossKind::Mse => Loss::MeanSquaredError,
     };
-    let options = TrainOptions { loss, optimizer, trainable: args.trainable.clone() };
-    let graph = train::build(&model.graph, &options).map_err(|e| e.in_file(&args.model))?;
-    let metadata = vec![
-        ("source".to_string(), args.model.display().to_string()),
-        ("batch".to_string(), args.shapes.batch.map_or_else(|| "model".to_string(), |b| b.to_string())),
-        ("optimizer".to_string(), format!("{optimizer:?}")),
-        ("loss".to_string(), format!("{loss:?}")),
-    ];
-    emit::serialize::write(&args.output, &graph, None, &metadata)?;
-    if let Some(path) = &args.text {
-        let text = emit::text::to_text(&graph)?;
-        emit::serialize::write_atomically(path, text.as_bytes()).map_err(|e| Error::from(e).in_file(path))?;
-    }
-    let ops = graph.node_ids().filter(|&id| !graph.node(id).parameterized).count();
-    eprintln!("lms: wrote {} ({ops} ops, {} tensors)", args.output.display(), graph.tensor_count());
+    let options = CompileOptions {
+        model: args.model.clone(),
+        frontend: args.shapes.options(),
+        train: TrainOptions { loss, optimizer, trainable: args.trainable.clone() },
+        strategy: match args.strategy {
+            StrategyKind::None => Strategy::None,
+            StrategyKind::Tflms => Strategy::Tflms(args.tflms.config()),
+        },
+        budget: args.budget.map(|device_bytes| Budget {
+            device_bytes,
+            host_bytes: args.host_budget.unwrap_or_else(|| RunOptions::default().host_memory),
+            force: args.force,
+        }),
+        output: args.output.clone(),
+        text: args.text.clone(),
+        onnx: args.onnx.clone(),
+        report: args.report.clone(),
+    };
+    let report = lms_compiler::compile::compile(&options)?;
+    print!("{}", report.to_text());
+    eprintln!("lms: wrote {}", args.output.display());
     Ok(())
 }
 

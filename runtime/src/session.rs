@@ -132,7 +132,11 @@ impl<B: Backend> Session<B> {
 }
 
 /// A given starting value for parameterized node `node`, checked against its type.
-fn given_value(program: &Program, node: usize, value: &HostTensor) -> Result<HostTensor, RuntimeError> {
+fn given_value(
+    program: &Program,
+    node: usize,
+    value: &HostTensor,
+) -> Result<HostTensor, RuntimeError> {
     let t = program.node_outputs(node)[0];
     let ty = program.tensor_type(t);
     if value.dtype() != ty.dtype || value.shape != ty.shape {

@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{f32_bytes, int, string, training_graph, Builder, W0};
+use common::{f32_bytes, float, int, string, training_graph, Builder, W0};
 use lms_proto::lms::DType;
 use lms_proto::Message;
 use lms_runtime::{CpuBackend, HostTensor, Program, RunOptions, RuntimeError, Session};
@@ -237,7 +237,9 @@ fn host_budget_is_enforced() {
 fn swapping_preserves_numerics_bit_for_bit() {
     let run = |swap: bool| {
         let mut s = session(&training_graph(swap), options(11)).unwrap();
-        let losses: Vec<u32> = (0..4).map(|_| s.step().unwrap().loss.unwrap().to_bits()).collect();
+        let losses: Vec<u32> = (0..4)
+            .map(|_| s.step().unwrap().loss.unwrap().to_bits())
+            .collect();
         let w: Vec<u32> = variable(&mut s, "W").iter().map(|v| v.to_bits()).collect();
         (losses, w)
     };
@@ -248,7 +250,9 @@ fn swapping_preserves_numerics_bit_for_bit() {
 fn runs_are_deterministic_per_seed() {
     let run = |seed: u64| {
         let mut s = session(&training_graph(false), options(seed)).unwrap();
-        let losses: Vec<u32> = (0..3).map(|_| s.step().unwrap().loss.unwrap().to_bits()).collect();
+        let losses: Vec<u32> = (0..3)
+            .map(|_| s.step().unwrap().loss.unwrap().to_bits())
+            .collect();
         (losses, s.variables().unwrap())
     };
     assert_eq!(run(5), run(5));
@@ -338,14 +342,25 @@ fn a_graph_without_a_scalar_output_has_no_loss() {
 fn given_values_replace_drawn_ones_and_are_type_checked() {
     let b = training_graph(false);
     let program = || Program::new(b.graph.clone(), "test.lms").unwrap();
-    let w = HostTensor { shape: vec![4, 4], data: lms_runtime::Buffer::F32(vec![0.5; 16]) };
+    let w = HostTensor {
+        shape: vec![4, 4],
+        data: lms_runtime::Buffer::F32(vec![0.5; 16]),
+    };
     let values = std::collections::BTreeMap::from([("W".to_string(), w)]);
     let mut s = Session::with_values(program(), CpuBackend::new(), options(0), &values).unwrap();
     assert!(variable(&mut s, "W").iter().all(|&v| v == 0.5));
-    let wrong = HostTensor { shape: vec![2], data: lms_runtime::Buffer::F32(vec![0.5; 2]) };
+    let wrong = HostTensor {
+        shape: vec![2],
+        data: lms_runtime::Buffer::F32(vec![0.5; 2]),
+    };
     let values = std::collections::BTreeMap::from([("W".to_string(), wrong)]);
-    let err = Session::with_values(program(), CpuBackend::new(), options(0), &values).err().unwrap();
-    assert_eq!(err.to_string(), "initialising 'W': given value is f32 [2], the graph wants f32 [4, 4]");
+    let err = Session::with_values(program(), CpuBackend::new(), options(0), &values)
+        .err()
+        .unwrap();
+    assert_eq!(
+        err.to_string(),
+        "initialising 'W': given value is f32 [2], the graph wants f32 [4, 4]"
+    );
 }
 
 #[test]
@@ -400,4 +415,33 @@ fn later_readers_of_an_update_read_the_new_storage() {
         );
     }
     assert_eq!(variable(&mut s, "c"), vec![3.0]);
+}
+
+#[test]
+fn dropout_masks_depend_on_the_run_seed_and_the_step() {
+    let masks = |seed: u64| {
+        let mut b = Builder::new("dropout");
+        let x = b.input("x", DType::DtypeF32, &[256], vec![]);
+        let (id, outs) = b.node(
+            "drop",
+            "DropoutTrain",
+            &[Some(x)],
+            &[
+                ("y", DType::DtypeF32, &[256]),
+                ("mask", DType::DtypeBool, &[256]),
+            ],
+            vec![float("ratio", 0.5), int("seed", 3)],
+        );
+        b.graph.nodes[id as usize].domain = "lms".into();
+        b.graph.outputs.push(outs[1]);
+        let mut s = session(&b, options(seed)).unwrap();
+        (0..3)
+            .map(|_| s.step().unwrap().outputs[0].as_bool("mask").unwrap().to_vec())
+            .collect::<Vec<_>>()
+    };
+    let first = masks(1);
+    assert_ne!(first[0], first[1], "every step draws a new mask");
+    assert_ne!(first[1], first[2], "every step draws a new mask");
+    assert_eq!(first, masks(1), "a run is reproducible from its seed");
+    assert_ne!(first[0], masks(2)[0], "another run seed, another mask");
 }

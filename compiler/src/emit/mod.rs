@@ -1,5 +1,6 @@
 //! Outputs of the compiler: the stable text form of a graph, the serialized
-//! `.lms` graph, and reports.
+//! `.lms` graph, and the ONNX export for graph viewers.
 
-pub mod text;
+pub mod onnx;
 pub mod serialize;
+pub mod text;

@@ -34,6 +34,13 @@ pub fn string(name: &str, v: &str) -> Attribute {
     }
 }
 
+pub fn float(name: &str, v: f32) -> Attribute {
+    Attribute {
+        name: name.into(),
+        value: Some(Value::Float(v)),
+    }
+}
+
 pub fn f32_bytes(values: &[f32]) -> Vec<u8> {
     values.iter().flat_map(|v| v.to_le_bytes()).collect()
 }

@@ -371,4 +371,36 @@ mod tests {
         assert_eq!(ops, dedup);
         assert!(ops.contains(&"Conv") && ops.contains(&"Softmax"));
     }
+
+    #[test]
+    fn every_lms_kernel_op_of_the_contract_is_implemented() {
+        // The ops OPS.md defines, but Variable and Input (default domain, placed by the
+        // session) and SwapOut and SwapIn (copies that the executor issues itself).
+        let contract: Vec<&str> = include_str!("../../../../proto/OPS.md")
+            .lines()
+            .filter(|l| !l.contains("(domain `\"\"`)"))
+            .filter_map(|l| l.strip_prefix("| `")?.split('`').next())
+            .filter(|op| !matches!(*op, "SwapOut" | "SwapIn"))
+            .collect();
+        let mut sorted = contract.clone();
+        sorted.sort_unstable();
+        assert_eq!(supported_lms_ops(), sorted);
+        assert!(contract.len() > 30, "{contract:?}");
+        let onnx = supported_ops();
+        assert!(sorted.iter().all(|op| !onnx.contains(op)));
+    }
+
+    #[test]
+    fn lms_ops_run_only_through_their_dispatcher() {
+        let x = tensor(&[2], vec![1.0f32, -1.0]);
+        let spec = [(DType::DtypeF32, vec![])];
+        let err = run("MeanSquaredError", 17, &[], &[&x, &x], &spec).unwrap_err();
+        assert_eq!(err.to_string(), "no CPU kernel for op `MeanSquaredError`");
+        let slots = [Some(&x), Some(&x)];
+        let exec = KernelContext::default();
+        let loss = lms("MeanSquaredError", &Attrs::new(&[]), &slots, &spec, &exec).unwrap();
+        assert_eq!(loss[0], HostTensor::scalar(0.0f32));
+        let err = lms("Relu", &Attrs::new(&[]), &slots[..1], &[(DType::DtypeF32, vec![2])], &exec);
+        assert_eq!(err.unwrap_err().to_string(), "no CPU kernel for op `Relu`");
+    }
 }

@@ -25,7 +25,12 @@ pub(super) fn moments<T: Elem>(xs: &[T]) -> (f64, f64) {
 }
 
 /// A per-channel parameter: shape `[c]`, elements widened to f64.
-pub(super) fn per_channel<T: Float>(ctx: &Ctx<'_>, i: usize, name: &str, c: usize) -> Result<Vec<f64>> {
+pub(super) fn per_channel<T: Float>(
+    ctx: &Ctx<'_>,
+    i: usize,
+    name: &str,
+    c: usize,
+) -> Result<Vec<f64>> {
     let t = ctx.input(i, name)?;
     if t.shape != [c] {
         return Err(KernelError::shape(
@@ -119,7 +124,11 @@ fn layer_norm(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
 }
 
 /// A parameter broadcast (unidirectionally) to the normalized shape, widened to f64.
-pub(super) fn expand_param<T: Float>(t: &HostTensor, shape: &[usize], name: &str) -> Result<Vec<f64>> {
+pub(super) fn expand_param<T: Float>(
+    t: &HostTensor,
+    shape: &[usize],
+    name: &str,
+) -> Result<Vec<f64>> {
     let what = format!("input {name}");
     let strides = broadcast_strides(&t.shape, shape, &what)?;
     Ok(strided_copy(t.view::<T>(&what)?, 0, shape, &strides)
@@ -129,7 +138,12 @@ pub(super) fn expand_param<T: Float>(t: &HostTensor, shape: &[usize], name: &str
 }
 
 /// A float tensor of `dtype` from f64 values.
-pub(super) fn float_tensor(dtype: DType, shape: Vec<usize>, values: &[f64], what: &str) -> Result<HostTensor> {
+pub(super) fn float_tensor(
+    dtype: DType,
+    shape: Vec<usize>,
+    values: &[f64],
+    what: &str,
+) -> Result<HostTensor> {
     dispatch_float!(dtype, what, U => HostTensor::from_vec(shape, values.iter().map(|&v| U::from_f64(v)).collect::<Vec<U>>()))
 }
 

@@ -144,9 +144,10 @@ fn pow_grad_typed<T: Float>(dy: &HostTensor, x: &HostTensor, p: &HostTensor) -> 
         Ok(p.view::<U>("input P")?.iter().map(|v| v.to_f64()).collect())
     })?;
     let xs = x.view::<T>("input X")?;
-    let (shape, slope) = zip_broadcast((xs, &x.shape), (&exps, &p.shape), "inputs X, P", |x, e| {
-        e * x.to_f64().powf(e - 1.0)
-    })?;
+    let (shape, slope) =
+        zip_broadcast((xs, &x.shape), (&exps, &p.shape), "inputs X, P", |x, e| {
+            e * x.to_f64().powf(e - 1.0)
+        })?;
     same_shape(dy, &shape, "dY")?;
     let dx: Vec<f64> = dy
         .view::<T>("input dY")?
@@ -173,15 +174,16 @@ mod tests {
         let x = rng.tensor(&[3, 4]);
         let x = tensor(
             &[3, 4],
-            f32s(&x).iter().map(|v| lo + (v + 1.0) / 2.0 * (hi - lo)).collect(),
+            f32s(&x)
+                .iter()
+                .map(|v| lo + (v + 1.0) / 2.0 * (hi - lo))
+                .collect(),
         );
         let dy = rng.tensor(&[3, 4]);
         let mut grad_attrs = attrs.clone();
         grad_attrs.push(string("op", op));
         let got = lms1("UnaryGrad", &grad_attrs, &[&dy, &x], &[3, 4]);
-        let fd = fd_grad(&x, |x| {
-            dot(&run1(op, &attrs, &[x], DtypeF64, &[3, 4]), &dy)
-        });
+        let fd = fd_grad(&x, |x| dot(&run1(op, &attrs, &[x], DtypeF64, &[3, 4]), &dy));
         // Tolerance 1e-4 relative: f64 central differences with step 1e-4.
         assert_near(&got, &fd, 1e-4);
     }
@@ -195,7 +197,12 @@ mod tests {
         check("Tanh", vec![], -2.0, 2.0);
         check("Elu", vec![float("alpha", 0.7)], -1.0, 1.0);
         check("Selu", vec![], -1.0, 1.0);
-        check("Selu", vec![float("alpha", 1.5), float("gamma", 2.0)], -1.0, 1.0);
+        check(
+            "Selu",
+            vec![float("alpha", 1.5), float("gamma", 2.0)],
+            -1.0,
+            1.0,
+        );
         check("Softplus", vec![], -2.0, 2.0);
         check("Softsign", vec![], -2.0, 2.0);
         check("Exp", vec![], -1.0, 1.0);
@@ -224,19 +231,26 @@ mod tests {
         let mut rng = Rng::new(5);
         let x = tensor(
             &[2, 3],
-            f32s(&rng.tensor(&[2, 3])).iter().map(|v| 1.0 + 0.5 * v).collect(),
+            f32s(&rng.tensor(&[2, 3]))
+                .iter()
+                .map(|v| 1.0 + 0.5 * v)
+                .collect(),
         );
         let p = tensor(&[], vec![3.0f32]);
         let dy = rng.tensor(&[2, 3]);
         let got = lms1("PowGrad", &[], &[&dy, &x, &p], &[2, 3]);
-        let fd = fd_grad(&x, |x| dot(&run1("Pow", &[], &[x, &to_f64(&p)], DtypeF64, &[2, 3]), &dy));
+        let fd = fd_grad(&x, |x| {
+            dot(&run1("Pow", &[], &[x, &to_f64(&p)], DtypeF64, &[2, 3]), &dy)
+        });
         assert_near(&got, &fd, 1e-4);
         // X [3] broadcast against P [2, 3]: the gradient sums over the added axis.
         let x = tensor(&[3], vec![1.5f32, 0.5, 2.0]);
         let p = tensor(&[2, 3], vec![2i64, 3, 1, 0, 2, 3]);
         let got = lms1("PowGrad", &[], &[&dy, &x, &p], &[3]);
         let pf = tensor(&[2, 3], vec![2.0f64, 3.0, 1.0, 0.0, 2.0, 3.0]);
-        let fd = fd_grad(&x, |x| dot(&run1("Pow", &[], &[x, &pf], DtypeF64, &[2, 3]), &dy));
+        let fd = fd_grad(&x, |x| {
+            dot(&run1("Pow", &[], &[x, &pf], DtypeF64, &[2, 3]), &dy)
+        });
         assert_near(&got, &fd, 1e-4);
     }
 }

@@ -117,7 +117,15 @@ fn conv_grad_data_typed<T: Float>(ctx: &Ctx<'_>, dy: &HostTensor) -> Result<Vec<
             if geo.pointwise {
                 gemm((cg, mg, out_sp), T::ONE, w_g, dy_g, T::ZERO, dx_g, out_sp)?;
             } else {
-                gemm((cg * kk, mg, out_sp), T::ONE, w_g, dy_g, T::ZERO, &mut col, out_sp)?;
+                gemm(
+                    (cg * kk, mg, out_sp),
+                    T::ONE,
+                    w_g,
+                    dy_g,
+                    T::ZERO,
+                    &mut col,
+                    out_sp,
+                )?;
                 col2im(&col, cg, &geo.win, dx_g);
             }
         }
@@ -243,7 +251,12 @@ mod tests {
             &[2, 6, 4, 4],
         );
         // Pointwise, grouped.
-        check(&[int("group", 2)], &[2, 4, 3, 3], &[6, 2, 1, 1], &[2, 6, 3, 3]);
+        check(
+            &[int("group", 2)],
+            &[2, 4, 3, 3],
+            &[6, 2, 1, 1],
+            &[2, 6, 3, 3],
+        );
     }
 
     #[test]

@@ -23,7 +23,10 @@ fn ratio(ctx: &Ctx<'_>) -> Result<f64> {
     if (0.0..1.0).contains(&ratio) {
         Ok(ratio)
     } else {
-        Err(KernelError::attr("ratio", format!("{ratio} is outside [0, 1)")))
+        Err(KernelError::attr(
+            "ratio",
+            format!("{ratio} is outside [0, 1)"),
+        ))
     }
 }
 
@@ -46,7 +49,13 @@ fn apply<T: Float>(xs: &[T], mask: &[bool], ratio: f64) -> Vec<T> {
     let keep = 1.0 - ratio;
     xs.iter()
         .zip(mask)
-        .map(|(x, &m)| if m { T::from_f64(x.to_f64() / keep) } else { T::ZERO })
+        .map(|(x, &m)| {
+            if m {
+                T::from_f64(x.to_f64() / keep)
+            } else {
+                T::ZERO
+            }
+        })
         .collect()
 }
 

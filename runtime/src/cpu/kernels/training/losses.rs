@@ -44,9 +44,7 @@ fn cross_entropy_typed<T: Float>(
             .ok()
             .filter(|&c| c < k)
             .ok_or_else(|| {
-                KernelError::invalid(format!(
-                    "label {label} at position {p} is outside [0, {k})"
-                ))
+                KernelError::invalid(format!("label {label} at position {p} is outside [0, {k})"))
             })?;
         let max = row.iter().fold(T::LOWEST, |m, &v| m.max_nan(v)).to_f64();
         let sum: f64 = row.iter().map(|v| (v.to_f64() - max).exp()).sum();
@@ -154,6 +152,12 @@ mod tests {
             vec![0.5, 0.0, -1.0, 0.5]
         );
         let short = tensor(&[3], vec![0.0f32; 3]);
-        assert!(run_lms("MeanSquaredError", &[], &[&p, &short], &[(DtypeF32, vec![])]).is_err());
+        assert!(run_lms(
+            "MeanSquaredError",
+            &[],
+            &[&p, &short],
+            &[(DtypeF32, vec![])]
+        )
+        .is_err());
     }
 }

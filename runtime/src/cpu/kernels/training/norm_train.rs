@@ -19,7 +19,12 @@ pub(super) const KERNELS: &[(&str, Kernel)] = &[
 ];
 
 /// Per channel of X `[N, C, ...]` (planes of `plane` elements): Σ f(channel, value).
-fn channel_sums<T: Float>(xs: &[T], c: usize, plane: usize, f: impl Fn(usize, f64) -> f64) -> Vec<f64> {
+fn channel_sums<T: Float>(
+    xs: &[T],
+    c: usize,
+    plane: usize,
+    f: impl Fn(usize, f64) -> f64,
+) -> Vec<f64> {
     let mut sums = vec![0.0f64; c];
     for (i, chunk) in xs.chunks(plane.max(1)).enumerate() {
         let ch = i % c;
@@ -145,7 +150,10 @@ fn layer_norm_grad_typed<T: Float>(ctx: &Ctx<'_>, x: &HostTensor) -> Result<Vec<
     let (mean_t, invstd_t) = (ctx.input(3, "mean")?, ctx.input(4, "invstd")?);
     same_shape(mean_t, &stat_shape, "mean")?;
     same_shape(invstd_t, &stat_shape, "invstd")?;
-    let (mean, invstd) = (floats(mean_t, "input mean")?, floats(invstd_t, "input invstd")?);
+    let (mean, invstd) = (
+        floats(mean_t, "input mean")?,
+        floats(invstd_t, "input invstd")?,
+    );
     let (xs, dys) = (x.view::<T>("input X")?, dy.view::<T>("input dY")?);
     let mut dscale = vec![0.0f64; n];
     let mut dbias = vec![0.0f64; n];
@@ -230,18 +238,34 @@ mod tests {
     use lms_proto::lms::DType::*;
 
     /// Runs BatchNormTrain on f64 inputs (for finite differences); returns its outputs.
-    fn bn_train(x: &HostTensor, scale: &HostTensor, bias: &HostTensor, c: usize) -> Vec<HostTensor> {
+    fn bn_train(
+        x: &HostTensor,
+        scale: &HostTensor,
+        bias: &HostTensor,
+        c: usize,
+    ) -> Vec<HostTensor> {
         let (rm, rv) = (tensor(&[c], vec![0.5f64; c]), tensor(&[c], vec![2.0f64; c]));
         let mut outs = vec![(DtypeF64, x.shape.clone())];
         outs.extend(std::iter::repeat_n((DtypeF64, vec![c]), 4));
-        run_lms("BatchNormTrain", &[float("momentum", 0.8)], &[x, scale, bias, &rm, &rv], &outs)
-            .unwrap()
+        run_lms(
+            "BatchNormTrain",
+            &[float("momentum", 0.8)],
+            &[x, scale, bias, &rm, &rv],
+            &outs,
+        )
+        .unwrap()
     }
 
     #[test]
     fn batch_norm_train_matches_direct_statistics() {
-        let x = tensor(&[2, 2, 2], vec![1.0f64, 3.0, 10.0, 20.0, 5.0, 7.0, 30.0, 40.0]);
-        let (scale, bias) = (tensor(&[2], vec![2.0f64, 1.0]), tensor(&[2], vec![0.5f64, -1.0]));
+        let x = tensor(
+            &[2, 2, 2],
+            vec![1.0f64, 3.0, 10.0, 20.0, 5.0, 7.0, 30.0, 40.0],
+        );
+        let (scale, bias) = (
+            tensor(&[2], vec![2.0f64, 1.0]),
+            tensor(&[2], vec![0.5f64, -1.0]),
+        );
         let outs = bn_train(&x, &scale, &bias, 2);
         // Channel 0: 1, 3, 5, 7 (mean 4, var 5); channel 1: 10, 20, 30, 40 (mean 25, var 125).
         let eps = 1e-5f32 as f64;
@@ -250,8 +274,14 @@ mod tests {
         assert_eq!(outs[4].as_f64_test(), vec![i0, i1]);
         let m = 0.8f32 as f64;
         let blend = |r: f64, b: f64| r * m + b * (1.0 - m);
-        assert_eq!(outs[1].as_f64_test(), vec![blend(0.5, 4.0), blend(0.5, 25.0)]);
-        assert_eq!(outs[2].as_f64_test(), vec![blend(2.0, 5.0), blend(2.0, 125.0)]);
+        assert_eq!(
+            outs[1].as_f64_test(),
+            vec![blend(0.5, 4.0), blend(0.5, 25.0)]
+        );
+        assert_eq!(
+            outs[2].as_f64_test(),
+            vec![blend(2.0, 5.0), blend(2.0, 125.0)]
+        );
         let y = outs[0].as_f64_test();
         let want = [
             (1.0 - 4.0) * i0 * 2.0 + 0.5,
@@ -276,22 +306,38 @@ mod tests {
         );
         let saved = bn_train(&to_f64(&x), &to_f64(&scale), &to_f64(&bias), 2);
         let f32_of = |t: &HostTensor| {
-            tensor(&t.shape, t.as_f64_test().iter().map(|&v| v as f32).collect())
+            tensor(
+                &t.shape,
+                t.as_f64_test().iter().map(|&v| v as f32).collect(),
+            )
         };
         let (mean, invstd) = (f32_of(&saved[3]), f32_of(&saved[4]));
         let outs = run_lms(
             "BatchNormGrad",
             &[],
             &[&dy, &x, &scale, &mean, &invstd],
-            &[(DtypeF32, vec![3, 2, 2, 2]), (DtypeF32, vec![2]), (DtypeF32, vec![2])],
+            &[
+                (DtypeF32, vec![3, 2, 2, 2]),
+                (DtypeF32, vec![2]),
+                (DtypeF32, vec![2]),
+            ],
         )
         .unwrap();
-        let loss = |x: &HostTensor, s: &HostTensor, b: &HostTensor| dot(&bn_train(x, s, b, 2)[0], &dy);
+        let loss =
+            |x: &HostTensor, s: &HostTensor, b: &HostTensor| dot(&bn_train(x, s, b, 2)[0], &dy);
         // Tolerance 1e-3: the saved statistics are rounded to f32.
         let (xf, sf, bf) = (to_f64(&x), to_f64(&scale), to_f64(&bias));
         assert_near(&f32s(&outs[0]), &fd_grad(&x, |x| loss(x, &sf, &bf)), 1e-3);
-        assert_near(&f32s(&outs[1]), &fd_grad(&scale, |s| loss(&xf, s, &bf)), 1e-3);
-        assert_near(&f32s(&outs[2]), &fd_grad(&bias, |b| loss(&xf, &sf, b)), 1e-3);
+        assert_near(
+            &f32s(&outs[1]),
+            &fd_grad(&scale, |s| loss(&xf, s, &bf)),
+            1e-3,
+        );
+        assert_near(
+            &f32s(&outs[2]),
+            &fd_grad(&bias, |b| loss(&xf, &sf, b)),
+            1e-3,
+        );
     }
 
     #[test]
@@ -306,7 +352,11 @@ mod tests {
         );
         let attrs = [int("axis", -2)];
         let ln = |x: &HostTensor, s: &HostTensor, b: &HostTensor, dtype| {
-            let outs = [(dtype, vec![2, 3, 4]), (dtype, vec![2, 1, 1]), (dtype, vec![2, 1, 1])];
+            let outs = [
+                (dtype, vec![2, 3, 4]),
+                (dtype, vec![2, 1, 1]),
+                (dtype, vec![2, 1, 1]),
+            ];
             run("LayerNormalization", 17, &attrs, &[x, s, b], &outs).unwrap()
         };
         let stats = ln(&x, &scale, &bias, DtypeF32);
@@ -314,15 +364,28 @@ mod tests {
             "LayerNormGrad",
             &attrs,
             &[&dy, &x, &scale, &stats[1], &stats[2]],
-            &[(DtypeF32, vec![2, 3, 4]), (DtypeF32, vec![1, 4]), (DtypeF32, vec![1, 4])],
+            &[
+                (DtypeF32, vec![2, 3, 4]),
+                (DtypeF32, vec![1, 4]),
+                (DtypeF32, vec![1, 4]),
+            ],
         )
         .unwrap();
-        let loss = |x: &HostTensor, s: &HostTensor, b: &HostTensor| dot(&ln(x, s, b, DtypeF64)[0], &dy);
+        let loss =
+            |x: &HostTensor, s: &HostTensor, b: &HostTensor| dot(&ln(x, s, b, DtypeF64)[0], &dy);
         let (xf, sf, bf) = (to_f64(&x), to_f64(&scale), to_f64(&bias));
         // Tolerance 1e-3: the saved statistics are rounded to f32.
         assert_near(&f32s(&outs[0]), &fd_grad(&x, |x| loss(x, &sf, &bf)), 1e-3);
-        assert_near(&f32s(&outs[1]), &fd_grad(&scale, |s| loss(&xf, s, &bf)), 1e-3);
-        assert_near(&f32s(&outs[2]), &fd_grad(&bias, |b| loss(&xf, &sf, b)), 1e-3);
+        assert_near(
+            &f32s(&outs[1]),
+            &fd_grad(&scale, |s| loss(&xf, s, &bf)),
+            1e-3,
+        );
+        assert_near(
+            &f32s(&outs[2]),
+            &fd_grad(&bias, |b| loss(&xf, &sf, b)),
+            1e-3,
+        );
     }
 
     #[test]
@@ -337,7 +400,9 @@ mod tests {
                 float("bias", 1.5),
             ];
             let got = lms1("LRNGrad", &attrs, &[&dy, &x], &[2, 5, 2, 3]);
-            let fd = fd_grad(&x, |x| dot(&run1("LRN", &attrs, &[x], DtypeF64, &[2, 5, 2, 3]), &dy));
+            let fd = fd_grad(&x, |x| {
+                dot(&run1("LRN", &attrs, &[x], DtypeF64, &[2, 5, 2, 3]), &dy)
+            });
             assert_near(&got, &fd, 1e-4);
         }
     }

@@ -116,13 +116,25 @@ mod tests {
             ints("pads", &[1, 1, 1, 0]),
         ];
         // h: 9 + 2 - 3 = 8 -> 5; w: 6 + 1 - 3 = 4 -> 5.
-        check("MaxPool", "MaxPoolGrad", &attrs, &[2, 2, 9, 6], &[2, 2, 5, 5]);
+        check(
+            "MaxPool",
+            "MaxPoolGrad",
+            &attrs,
+            &[2, 2, 9, 6],
+            &[2, 2, 5, 5],
+        );
         let attrs = [
             ints("kernel_shape", &[2, 2, 2]),
             ints("strides", &[2, 2, 2]),
             int("ceil_mode", 1),
         ];
-        check("MaxPool", "MaxPoolGrad", &attrs, &[1, 2, 3, 5, 4], &[1, 2, 2, 3, 2]);
+        check(
+            "MaxPool",
+            "MaxPoolGrad",
+            &attrs,
+            &[1, 2, 3, 5, 4],
+            &[1, 2, 2, 3, 2],
+        );
     }
 
     #[test]
@@ -147,12 +159,22 @@ mod tests {
             // h: 8 + 2 - 3 = 7 -> 4 (ceil 5, last start 8 >= 8 + 1? no -> 5);
             // w: 5 + 1 - 2 = 4 -> 3 either way.
             let h = if ceil == 1 { 5 } else { 4 };
-            check("AveragePool", "AveragePoolGrad", &attrs, &[2, 2, 8, 5], &[2, 2, h, 3]);
+            check(
+                "AveragePool",
+                "AveragePoolGrad",
+                &attrs,
+                &[2, 2, 8, 5],
+                &[2, 2, h, 3],
+            );
         }
         check(
             "AveragePool",
             "AveragePoolGrad",
-            &[ints("kernel_shape", &[2]), ints("pads", &[1, 1]), int("count_include_pad", 1)],
+            &[
+                ints("kernel_shape", &[2]),
+                ints("pads", &[1, 1]),
+                int("count_include_pad", 1),
+            ],
             &[1, 3, 5],
             &[1, 3, 6],
         );
@@ -163,6 +185,12 @@ mod tests {
         let dy = tensor(&[1, 2, 1, 1], vec![4.0f32, -8.0]);
         let got = lms1("GlobalAveragePoolGrad", &[], &[&dy], &[1, 2, 2, 2]);
         assert_eq!(got, vec![1.0, 1.0, 1.0, 1.0, -2.0, -2.0, -2.0, -2.0]);
-        check("GlobalAveragePool", "GlobalAveragePoolGrad", &[], &[2, 3, 4, 5], &[2, 3, 1, 1]);
+        check(
+            "GlobalAveragePool",
+            "GlobalAveragePoolGrad",
+            &[],
+            &[2, 3, 4, 5],
+            &[2, 3, 1, 1],
+        );
     }
 }

@@ -2,8 +2,7 @@
 //! SliceGrad, ConcatGrad, ReduceGrad and GatherGrad. Output shapes come from the graph.
 
 use super::super::layout::{
-    broadcast_strides, norm_axes, norm_axis, split_at_axis, strided_copy, strided_scatter,
-    strides,
+    broadcast_strides, norm_axes, norm_axis, split_at_axis, strided_copy, strided_scatter, strides,
 };
 use super::super::movement::view_copy;
 use super::super::slice::slice_view;
@@ -49,7 +48,10 @@ fn reshape_to(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
 
 /// Zeros() → zeros of the declared type.
 fn zeros(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
-    Ok(vec![HostTensor::zeros(ctx.out_dtype(0)?, ctx.out_shape(0)?)?])
+    Ok(vec![HostTensor::zeros(
+        ctx.out_dtype(0)?,
+        ctx.out_shape(0)?,
+    )?])
 }
 
 /// Ints attribute `name`, `default` when absent.
@@ -97,7 +99,10 @@ fn concat_grad(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
         if !fits {
             return Err(KernelError::shape(
                 format!("output {i}"),
-                format!("shape {shape:?} is not a part of {:?} on axis {axis}", dy.shape),
+                format!(
+                    "shape {shape:?} is not a part of {:?} on axis {axis}",
+                    dy.shape
+                ),
             ));
         }
         total += shape[axis];
@@ -105,7 +110,10 @@ fn concat_grad(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     if total != dy.shape[axis] {
         return Err(KernelError::shape(
             "input dY",
-            format!("axis {axis} has {} elements, the outputs {total}", dy.shape[axis]),
+            format!(
+                "axis {axis} has {} elements, the outputs {total}",
+                dy.shape[axis]
+            ),
         ));
     }
     let own = strides(&dy.shape);
@@ -141,7 +149,11 @@ fn reduce_grad(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     };
     same_shape(dy, &y_shape, "dY")?;
     let count = axes.iter().map(|&a| x_shape[a]).product::<usize>().max(1) as f64;
-    let div = if ctx.attrs.int("mean", 0)? != 0 { count } else { 1.0 };
+    let div = if ctx.attrs.int("mean", 0)? != 0 {
+        count
+    } else {
+        1.0
+    };
     let view = broadcast_strides(&kept, x_shape, "input dY")?;
     let out = dispatch_float!(dy.dtype(), "input dY", T => {
         let spread = strided_copy(dy.view::<T>("input dY")?, 0, x_shape, &view);
@@ -170,7 +182,9 @@ fn gather_grad(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
                 .ok()
                 .filter(|&r| r < dim)
                 .ok_or_else(|| {
-                    KernelError::invalid(format!("index {i} is out of bounds for axis {axis} of size {dim}"))
+                    KernelError::invalid(format!(
+                        "index {i} is out of bounds for axis {axis} of size {dim}"
+                    ))
                 })
         })
         .collect::<Result<Vec<usize>>>()?;
@@ -216,7 +230,11 @@ mod tests {
     }
 
     /// The gradient of a linear forward op `f` (f64 in, f64 out) by finite differences.
-    fn linear_fd(x: &HostTensor, dy: &HostTensor, f: impl Fn(&HostTensor) -> HostTensor) -> Vec<f32> {
+    fn linear_fd(
+        x: &HostTensor,
+        dy: &HostTensor,
+        f: impl Fn(&HostTensor) -> HostTensor,
+    ) -> Vec<f32> {
         fd_grad(x, |x| dot(&f(x), dy))
     }
 
@@ -235,7 +253,13 @@ mod tests {
         let got = lms1("SliceGrad", &attrs, &[&dy], &[4, 6]);
         let v = |a: &[i64]| tensor(&[2], a.to_vec());
         let fd = linear_fd(&x, &dy, |x| {
-            run1("Slice", &[], &[x, &v(&starts), &v(&ends), &v(&axes), &v(&steps)], DtypeF64, &[2, 3])
+            run1(
+                "Slice",
+                &[],
+                &[x, &v(&starts), &v(&ends), &v(&axes), &v(&steps)],
+                DtypeF64,
+                &[2, 3],
+            )
         });
         assert_near(&got, &fd, 1e-6);
     }
@@ -267,12 +291,24 @@ mod tests {
         let x = rng.tensor(&[2, 3, 4]);
         for (op, mean) in [("ReduceSum", 0), ("ReduceMean", 1)] {
             for keepdims in [0, 1] {
-                let y_shape: Vec<usize> = if keepdims == 1 { vec![1, 3, 1] } else { vec![3] };
+                let y_shape: Vec<usize> = if keepdims == 1 {
+                    vec![1, 3, 1]
+                } else {
+                    vec![3]
+                };
                 let dy = rng.tensor(&y_shape);
-                let attrs = [ints("axes", &[0, 2]), int("keepdims", keepdims), int("mean", mean)];
+                let attrs = [
+                    ints("axes", &[0, 2]),
+                    int("keepdims", keepdims),
+                    int("mean", mean),
+                ];
                 let got = lms1("ReduceGrad", &attrs, &[&dy], &[2, 3, 4]);
                 let fwd = [ints("axes", &[0, 2]), int("keepdims", keepdims)];
-                let fd = linear_fd(&x, &dy, |x| run(op, 13, &fwd, &[x], &[(DtypeF64, y_shape.clone())]).unwrap().remove(0));
+                let fd = linear_fd(&x, &dy, |x| {
+                    run(op, 13, &fwd, &[x], &[(DtypeF64, y_shape.clone())])
+                        .unwrap()
+                        .remove(0)
+                });
                 assert_near(&got, &fd, 1e-6);
             }
         }
@@ -286,11 +322,22 @@ mod tests {
         let dy = rng.tensor(&[2, 2, 2, 3]);
         let attrs = [int("axis", 1)];
         let got = lms1("GatherGrad", &attrs, &[&dy, &indices], &[2, 5, 3]);
-        let fd = linear_fd(&data, &dy, |d| run1("Gather", &attrs, &[d, &indices], DtypeF64, &[2, 2, 2, 3]));
+        let fd = linear_fd(&data, &dy, |d| {
+            run1("Gather", &attrs, &[d, &indices], DtypeF64, &[2, 2, 2, 3])
+        });
         assert_near(&got, &fd, 1e-6);
         let bad = tensor(&[1], vec![5i64]);
         let dy = rng.tensor(&[2, 1, 3]);
-        let err = run_lms("GatherGrad", &attrs, &[&dy, &bad], &[(DtypeF32, vec![2, 5, 3])]).unwrap_err();
-        assert_eq!(err.to_string(), "GatherGrad: index 5 is out of bounds for axis 1 of size 5");
+        let err = run_lms(
+            "GatherGrad",
+            &attrs,
+            &[&dy, &bad],
+            &[(DtypeF32, vec![2, 5, 3])],
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "GatherGrad: index 5 is out of bounds for axis 1 of size 5"
+        );
     }
 }

@@ -52,7 +52,11 @@ fn softmax_grad_typed<T: Float>(
                 .sum();
             for j in 0..n {
                 let (d, v) = (dy[at(j)].to_f64(), y[at(j)].to_f64());
-                dx[at(j)] = T::from_f64(if log { d - v.exp() * sum } else { v * (d - sum) });
+                dx[at(j)] = T::from_f64(if log {
+                    d - v.exp() * sum
+                } else {
+                    v * (d - sum)
+                });
             }
         }
     }
@@ -71,7 +75,14 @@ mod tests {
         let shape = [2, 3, 4];
         let (x, dy) = (rng.tensor(&shape), rng.tensor(&shape));
         let forward = |x: &crate::tensor::HostTensor, dtype| {
-            run(op, opset, &[int("axis", axis)], &[x], &[(dtype, shape.to_vec())]).unwrap()
+            run(
+                op,
+                opset,
+                &[int("axis", axis)],
+                &[x],
+                &[(dtype, shape.to_vec())],
+            )
+            .unwrap()
         };
         let y = forward(&x, DtypeF32).remove(0);
         let attrs = [int("axis", axis), int("coerce", i64::from(opset < 13))];

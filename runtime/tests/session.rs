@@ -436,7 +436,12 @@ fn dropout_masks_depend_on_the_run_seed_and_the_step() {
         b.graph.outputs.push(outs[1]);
         let mut s = session(&b, options(seed)).unwrap();
         (0..3)
-            .map(|_| s.step().unwrap().outputs[0].as_bool("mask").unwrap().to_vec())
+            .map(|_| {
+                s.step().unwrap().outputs[0]
+                    .as_bool("mask")
+                    .unwrap()
+                    .to_vec()
+            })
             .collect::<Vec<_>>()
     };
     let first = masks(1);

@@ -90,6 +90,18 @@ pub mod onnx_builder {
             self
         }
 
+        /// A float tensor `name` that training treats as a trained weight even
+        /// in a model with no other data input: `name = name.w + d·0` for a
+        /// data input `d`, where `name.w` is an initializer with values uniform
+        /// in [lo, hi). (Weights count as parameters only when read by an op
+        /// that depends on data.)
+        pub fn trained(&mut self, name: &str, dims: &[i64], lo: f32, hi: f32) -> &mut Self {
+            let (w, d, zero, dz) = (format!("{name}.w"), format!("{name}.d"), format!("{name}.zero"), format!("{name}.dz"));
+            self.weight(&w, dims, lo, hi).input(&d, 1, dims);
+            self.graph.initializer.push(onnx::TensorProto { name: zero.clone(), dims: vec![], data_type: 1, float_data: vec![0.0], ..Default::default() });
+            self.node("Mul", &[&d, &zero], &[&dz], vec![]).node("Add", &[&w, &dz], &[name], vec![])
+        }
+
         /// An int64 initializer (shapes, axes, indices).
         pub fn ints(&mut self, name: &str, dims: &[i64], values: &[i64]) -> &mut Self {
             self.graph.initializer.push(onnx::TensorProto { name: name.into(), dims: dims.to_vec(), data_type: 7, int64_data: values.to_vec(), ..Default::default() });
@@ -189,12 +201,12 @@ pub mod training {
         Session::with_values(program, CpuBackend::new(), options, values).unwrap_or_else(|e| panic!("{e}"))
     }
 
-    /// Names of the variables an update op writes (the trained ones and optimizer state).
-    pub fn updated_variables(graph: &lms_proto::lms::Graph) -> Vec<String> {
+    /// Names of the variables that optimizer op `op` (e.g. `SgdUpdate`) writes.
+    pub fn updated_variables(graph: &lms_proto::lms::Graph, op: &str) -> Vec<String> {
         let mut names: Vec<String> = graph
             .edges
             .iter()
-            .filter(|e| e.action == lms_proto::lms::Action::Update as i32)
+            .filter(|e| e.action == lms_proto::lms::Action::Update as i32 && graph.nodes[e.producer as usize].op == op)
             .map(|e| graph.nodes[e.consumer as usize].name.clone())
             .collect();
         names.sort();

@@ -2,7 +2,7 @@
 
 use super::{attr, tensor, FrontendOptions, Model, OPSETS};
 use crate::error::{Error, Result};
-use crate::ir::{Attrs, DType, Device, Graph, Node, Phase, TensorId, TensorType, INPUT_OP, VARIABLE_OP};
+use crate::ir::{Attrs, DType, Device, Graph, Node, Phase, TensorData, TensorId, TensorType, INPUT_OP, VARIABLE_OP};
 use crate::shape::{self, Value};
 use lms_proto::onnx::{type_proto, GraphProto, ModelProto, NodeProto, ValueInfoProto};
 use std::cmp::Reverse;
@@ -43,6 +43,8 @@ struct Builder<'a> {
     /// Inference values of produced tensors, indexed by `TensorId::index()`.
     values: Vec<Value>,
     names: HashSet<String>,
+    /// `(declared, requested)` leading dimension when `--batch` changed it.
+    batch_change: Option<(usize, usize)>,
 }
 
 impl<'a> Builder<'a> {
@@ -53,6 +55,7 @@ impl<'a> Builder<'a> {
             tensors: HashMap::new(),
             values: Vec::new(),
             names: HashSet::new(),
+            batch_change: None,
         }
     }
 
@@ -98,6 +101,12 @@ impl<'a> Builder<'a> {
             }
             let ty = input_type(input, options)
                 .map_err(|reason| Error::Input { input: input.name.clone(), reason })?;
+            let declared = input_type(input, &FrontendOptions { batch: None, ..options.clone() }).ok();
+            if let (Some(declared), Some(batch)) = (declared.and_then(|d| d.shape.first().copied()), options.batch) {
+                if declared != batch && self.batch_change.is_none() {
+                    self.batch_change = Some((declared, batch));
+                }
+            }
             self.add_leaf(&input.name, INPUT_OP, Value::of_type(ty))?;
             let t = self.tensors[input.name.as_str()];
             self.graph.inputs.push(t);
@@ -166,8 +175,11 @@ impl<'a> Builder<'a> {
             return Err(fail(format!("op domain '{}' is not supported", n.domain)));
         }
         let attrs = attr::convert(&n.attribute).map_err(fail)?;
-        let inputs: Vec<Option<TensorId>> =
+        let mut inputs: Vec<Option<TensorId>> =
             n.input.iter().map(|s| (!s.is_empty()).then(|| self.tensors[s.as_str()])).collect();
+        if op == "Reshape" {
+            self.rebatch_reshape(&mut inputs);
+        }
         let input_values: Vec<Option<&Value>> = inputs.iter().map(|t| t.map(|t| &self.values[t.index()])).collect();
         // Trailing unnamed outputs are not produced.
         let num_outputs = n.output.iter().rposition(|o| !o.is_empty()).map_or(0, |p| p + 1);
@@ -193,6 +205,42 @@ impl<'a> Builder<'a> {
             }
         }
         Ok(())
+    }
+
+    /// Model-zoo exports fix the batch in Reshape targets (`[1, 2048]`). When
+    /// `--batch` changed the batch and a Reshape's constant target starts with
+    /// the declared batch while its data starts with the requested one, the
+    /// Reshape reads a copy of the target with the requested batch instead.
+    fn rebatch_reshape(&mut self, inputs: &mut [Option<TensorId>]) {
+        let (Some((declared, batch)), [Some(data), Some(target), ..]) = (self.batch_change, &*inputs) else { return };
+        let Some(target_values) = self.values[target.index()].data.as_ref().and_then(|d| d.to_i64()) else { return };
+        let data_shape = &self.values[data.index()].ty.shape;
+        let elements: usize = data_shape.iter().product();
+        let rest: i64 = target_values.iter().skip(1).product();
+        let fixed = target_values.first() == Some(&(declared as i64))
+            && data_shape.first() == Some(&batch)
+            && rest > 0
+            && elements as i64 == batch as i64 * rest;
+        if !fixed {
+            return;
+        }
+        let mut values = target_values;
+        values[0] = batch as i64;
+        let name = format!("{}.batch{batch}", self.graph.tensor(*target).name);
+        let existing = self.graph.tensors().find(|(_, t)| t.name == name).map(|(t, _)| t);
+        let t = match existing {
+            Some(t) => t,
+            None => {
+                let data = TensorData::from_i64(vec![values.len()], &values);
+                let node = vertex(self.unique_name(name.clone()), VARIABLE_OP, Attrs::new(), true, vec![]);
+                let id = self.graph.add_node(node, vec![(name, data.ty.clone())]);
+                let t = self.graph.node(id).outputs[0];
+                self.graph.tensor_mut(t).data = Some(data.clone());
+                self.values.push(Value::constant(data));
+                t
+            }
+        };
+        inputs[1] = Some(t);
     }
 
     fn set_outputs(&mut self) -> Result<()> {

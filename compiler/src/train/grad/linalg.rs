@@ -2,7 +2,7 @@
 
 use super::{only_needed, sum_to, Ctx};
 use crate::error::Result;
-use crate::ir::{Attr, Attrs, TensorId};
+use crate::ir::{Attr, Attrs, TensorData, TensorId, VARIABLE_OP};
 use crate::train::builder::Builder;
 
 /// The rule for `op` when it is MatMul or Gemm; `None` otherwise.
@@ -46,12 +46,27 @@ fn matmul(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
     Ok(vec![da, dm])
 }
 
-fn gemm_attrs(trans_a: bool, trans_b: bool, alpha: f32) -> Attrs {
-    Attrs::new()
+fn gemm_attrs(b: &Builder, trans_a: bool, trans_b: bool, alpha: f32) -> Attrs {
+    let attrs = Attrs::new()
         .with("transA", Attr::Int(trans_a as i64))
         .with("transB", Attr::Int(trans_b as i64))
         .with("alpha", Attr::Float(alpha))
-        .with("beta", Attr::Float(0.0))
+        .with("beta", Attr::Float(0.0));
+    // Before opset 7, C broadcasts only when asked to.
+    if b.graph.opset < 7 {
+        attrs.with("broadcast", Attr::Int(1))
+    } else {
+        attrs
+    }
+}
+
+/// A constant: a float scalar as a one-element tensor (C of the gradient
+/// Gemms, which opsets before 11 require).
+fn scalar(b: &mut Builder, ctx: &Ctx<'_>, what: &str, value: f32) -> TensorId {
+    let data = TensorData::from_f32(vec![1], &[value]);
+    let k = b.add_leaf(&ctx.name(what), VARIABLE_OP, Attrs::new().with("init", Attr::String("data".into())), data.ty.clone());
+    b.graph.tensor_mut(k).data = Some(data);
+    k
 }
 
 /// Y = α·op(A)·op(B) + β·C.
@@ -63,12 +78,13 @@ fn gemm(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
     let alpha = attrs.float("alpha", 1.0).map_err(err)?;
     let beta = attrs.float("beta", 1.0).map_err(err)?;
     let (dy, a, m) = (ctx.dy(0)?, ctx.input(0)?, ctx.input(1)?);
+    let zero = if ctx.needs(0) || ctx.needs(1) { scalar(b, ctx, "zero", 0.0) } else { dy };
     // op(A) = A: dA = α·dY·op(B)ᵀ; op(A) = Aᵀ: dA = α·op(B)·dYᵀ.
     let da = if ctx.needs(0) {
         Some(if ta {
-            b.onnx1(&ctx.name("gemm"), "Gemm", gemm_attrs(tb, true, alpha), &[m, dy])?
+            b.onnx1(&ctx.name("gemm"), "Gemm", gemm_attrs(b, tb, true, alpha), &[m, dy, zero])?
         } else {
-            b.onnx1(&ctx.name("gemm"), "Gemm", gemm_attrs(false, !tb, alpha), &[dy, m])?
+            b.onnx1(&ctx.name("gemm"), "Gemm", gemm_attrs(b, false, !tb, alpha), &[dy, m, zero])?
         })
     } else {
         None
@@ -76,9 +92,9 @@ fn gemm(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
     // op(B) = B: dB = α·op(A)ᵀ·dY; op(B) = Bᵀ: dB = α·dYᵀ·op(A).
     let dm = if ctx.needs(1) {
         Some(if tb {
-            b.onnx1(&ctx.name("gemm"), "Gemm", gemm_attrs(true, ta, alpha), &[dy, a])?
+            b.onnx1(&ctx.name("gemm"), "Gemm", gemm_attrs(b, true, ta, alpha), &[dy, a, zero])?
         } else {
-            b.onnx1(&ctx.name("gemm"), "Gemm", gemm_attrs(!ta, false, alpha), &[a, dy])?
+            b.onnx1(&ctx.name("gemm"), "Gemm", gemm_attrs(b, !ta, false, alpha), &[a, dy, zero])?
         })
     } else {
         None
@@ -88,9 +104,7 @@ fn gemm(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
         let scaled = if beta == 1.0 {
             dy
         } else {
-            let ty = crate::ir::TensorData::from_f32(vec![], &[beta]);
-            let k = b.add_leaf(&ctx.name("beta"), crate::ir::VARIABLE_OP, Attrs::new().with("init", Attr::String("data".into())), ty.ty.clone());
-            b.graph.tensor_mut(k).data = Some(ty);
+            let k = scalar(b, ctx, "beta", beta);
             b.onnx1(&ctx.name("mul"), "Mul", Attrs::new(), &[dy, k])?
         };
         Some(sum_to(b, ctx, scaled, c))

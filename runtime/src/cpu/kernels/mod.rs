@@ -400,7 +400,13 @@ mod tests {
         let exec = KernelContext::default();
         let loss = lms("MeanSquaredError", &Attrs::new(&[]), &slots, &spec, &exec).unwrap();
         assert_eq!(loss[0], HostTensor::scalar(0.0f32));
-        let err = lms("Relu", &Attrs::new(&[]), &slots[..1], &[(DType::DtypeF32, vec![2])], &exec);
+        let err = lms(
+            "Relu",
+            &Attrs::new(&[]),
+            &slots[..1],
+            &[(DType::DtypeF32, vec![2])],
+            &exec,
+        );
         assert_eq!(err.unwrap_err().to_string(), "no CPU kernel for op `Relu`");
     }
 }

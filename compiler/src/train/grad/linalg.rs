@@ -60,8 +60,7 @@ fn gemm_attrs(b: &Builder, trans_a: bool, trans_b: bool, alpha: f32) -> Attrs {
     }
 }
 
-/// A constant: a float scalar as a one-element tensor (C of the gradient
-/// Gemms, which opsets before 11 require).
+/// A constant float as a one-element tensor.
 fn scalar(b: &mut Builder, ctx: &Ctx<'_>, what: &str, value: f32) -> TensorId {
     let data = TensorData::from_f32(vec![1], &[value]);
     let k = b.add_leaf(&ctx.name(what), VARIABLE_OP, Attrs::new().with("init", Attr::String("data".into())), data.ty.clone());
@@ -78,13 +77,18 @@ fn gemm(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
     let alpha = attrs.float("alpha", 1.0).map_err(err)?;
     let beta = attrs.float("beta", 1.0).map_err(err)?;
     let (dy, a, m) = (ctx.dy(0)?, ctx.input(0)?, ctx.input(1)?);
-    let zero = if ctx.needs(0) || ctx.needs(1) { scalar(b, ctx, "zero", 0.0) } else { dy };
+    // Before opset 11 Gemm requires C: a zero scalar.
+    let c = if b.graph.opset < 11 && (ctx.needs(0) || ctx.needs(1)) { Some(scalar(b, ctx, "zero", 0.0)) } else { None };
+    let gemm = |b: &mut Builder, attrs: Attrs, x: TensorId, y: TensorId| -> Result<TensorId> {
+        let inputs: Vec<TensorId> = [x, y].into_iter().chain(c).collect();
+        b.onnx1(&ctx.name("gemm"), "Gemm", attrs, &inputs)
+    };
     // op(A) = A: dA = α·dY·op(B)ᵀ; op(A) = Aᵀ: dA = α·op(B)·dYᵀ.
     let da = if ctx.needs(0) {
         Some(if ta {
-            b.onnx1(&ctx.name("gemm"), "Gemm", gemm_attrs(b, tb, true, alpha), &[m, dy, zero])?
+            gemm(b, gemm_attrs(b, tb, true, alpha), m, dy)?
         } else {
-            b.onnx1(&ctx.name("gemm"), "Gemm", gemm_attrs(b, false, !tb, alpha), &[dy, m, zero])?
+            gemm(b, gemm_attrs(b, false, !tb, alpha), dy, m)?
         })
     } else {
         None
@@ -92,9 +96,9 @@ fn gemm(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
     // op(B) = B: dB = α·op(A)ᵀ·dY; op(B) = Bᵀ: dB = α·dYᵀ·op(A).
     let dm = if ctx.needs(1) {
         Some(if tb {
-            b.onnx1(&ctx.name("gemm"), "Gemm", gemm_attrs(b, true, ta, alpha), &[dy, a, zero])?
+            gemm(b, gemm_attrs(b, true, ta, alpha), dy, a)?
         } else {
-            b.onnx1(&ctx.name("gemm"), "Gemm", gemm_attrs(b, !ta, false, alpha), &[a, dy, zero])?
+            gemm(b, gemm_attrs(b, !ta, false, alpha), a, dy)?
         })
     } else {
         None

@@ -8,6 +8,7 @@ mod error;
 pub mod frontend;
 pub mod inspect;
 pub mod ir;
+pub mod max_batch;
 pub mod run;
 pub mod passes;
 pub mod shape;

@@ -32,6 +32,35 @@ enum Command {
     Simulate(SimulateArgs),
     /// Train a .lms graph on synthetic data; report loss, peak memory and speed.
     Run(RunArgs),
+    /// The largest batch whose training graph fits a device budget (simulated).
+    MaxBatch(MaxBatchArgs),
+}
+
+#[derive(Args)]
+struct MaxBatchArgs {
+    /// The ONNX model (forward graph).
+    model: PathBuf,
+    /// Device memory to fit (e.g. 16GiB).
+    #[arg(long, value_parser = parse_size)]
+    budget: u64,
+    /// Host memory for swapped tensors (default half the RAM).
+    #[arg(long, value_parser = parse_size)]
+    host_budget: Option<u64>,
+    /// Value of a named symbolic dimension, as NAME=N (repeatable).
+    #[arg(long = "dim", value_name = "NAME=N", value_parser = parse_dim)]
+    dims: Vec<(String, usize)>,
+    /// Optimizer of the training graph.
+    #[arg(long, value_enum, default_value = "sgd")]
+    train: OptimizerKind,
+    /// Loss on the model's first output.
+    #[arg(long, value_enum, default_value = "softmax-xent")]
+    loss: LossKind,
+    /// Largest batch to try.
+    #[arg(long, default_value_t = 1 << 16)]
+    limit: usize,
+    /// Print the result as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -221,6 +250,12 @@ impl TflmsArgs {
 struct SimulateArgs {
     /// The .lms file.
     graph: PathBuf,
+    /// Also simulate this .lms file (e.g. the graph before rewriting) and compare.
+    #[arg(long, value_name = "ORIGINAL.lms")]
+    before: Option<PathBuf>,
+    /// Write a picture of memory over the schedule (both graphs) as SVG.
+    #[arg(long, value_name = "FILE.svg")]
+    svg: Option<PathBuf>,
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
@@ -280,15 +315,8 @@ fn inspect(args: &InspectArgs) -> Result<(), Error> {
 }
 
 fn compile(args: &CompileArgs) -> Result<(), Error> {
-    let optimizer = match args.train {
-        OptimizerKind::Sgd => Optimizer::Sgd { lr: args.lr.unwrap_or(0.01) },
-        OptimizerKind::Momentum => Optimizer::Momentum { lr: args.lr.unwrap_or(0.01), momentum: args.momentum },
-        OptimizerKind::Adam => Optimizer::Adam { lr: args.lr.unwrap_or(0.001), beta1: 0.9, beta2: 0.999, epsilon: 1e-8 },
-    };
-    let loss = match args.loss {
-        LossKind::SoftmaxXent => Loss::SoftmaxCrossEntropy,
-        LossKind::Mse => Loss::MeanSquaredError,
-    };
+    let optimizer = optimizer(args.train, args.lr, args.momentum);
+    let loss = loss(args.loss);
     let options = CompileOptions {
         model: args.model.clone(),
         frontend: args.shapes.options(),
@@ -314,12 +342,34 @@ fn compile(args: &CompileArgs) -> Result<(), Error> {
 }
 
 fn simulate(args: &SimulateArgs) -> Result<(), Error> {
-    let (graph, schedule) = emit::serialize::read(&args.graph)?;
-    let report = SimulateReport::new(&graph, &schedule);
+    let load = |path: &PathBuf| -> Result<SimulateReport, Error> {
+        let (graph, schedule) = emit::serialize::read(path)?;
+        Ok(SimulateReport::new(&graph, &schedule))
+    };
+    let after = load(&args.graph)?;
+    let before = args.before.as_ref().map(load).transpose()?;
+    if let Some(path) = &args.svg {
+        let mut series = Vec::new();
+        if let Some(b) = &before {
+            series.push(("before", b));
+        }
+        series.push((if before.is_some() { "after" } else { "graph" }, &after));
+        let picture = lms_compiler::simulate::svg(&series);
+        emit::serialize::write_atomically(path, picture.as_bytes()).map_err(|e| Error::from(e).in_file(path))?;
+    }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report).map_err(|e| Error::Usage(e.to_string()))?);
+        let json = match &before {
+            Some(b) => serde_json::json!({ "before": b, "after": after }),
+            None => serde_json::to_value(&after).map_err(|e| Error::Usage(e.to_string()))?,
+        };
+        println!("{}", serde_json::to_string_pretty(&json).map_err(|e| Error::Usage(e.to_string()))?);
     } else {
-        print!("{}", report.to_text());
+        if let Some(b) = &before {
+            println!("before");
+            print!("{}", b.to_text());
+            println!("after");
+        }
+        print!("{}", after.to_text());
     }
     Ok(())
 }
@@ -352,6 +402,46 @@ fn run(args: &RunArgs) -> Result<(), Error> {
     Ok(())
 }
 
+fn optimizer(kind: OptimizerKind, lr: Option<f32>, momentum: f32) -> Optimizer {
+    match kind {
+        OptimizerKind::Sgd => Optimizer::Sgd { lr: lr.unwrap_or(0.01) },
+        OptimizerKind::Momentum => Optimizer::Momentum { lr: lr.unwrap_or(0.01), momentum },
+        OptimizerKind::Adam => Optimizer::Adam { lr: lr.unwrap_or(0.001), beta1: 0.9, beta2: 0.999, epsilon: 1e-8 },
+    }
+}
+
+fn loss(kind: LossKind) -> Loss {
+    match kind {
+        LossKind::SoftmaxXent => Loss::SoftmaxCrossEntropy,
+        LossKind::Mse => Loss::MeanSquaredError,
+    }
+}
+
+fn max_batch(args: &MaxBatchArgs) -> Result<(), Error> {
+    let frontend = FrontendOptions { batch: None, dims: args.dims.iter().cloned().collect() };
+    let train = TrainOptions { loss: loss(args.loss), optimizer: optimizer(args.train, None, 0.9), trainable: vec![] };
+    let host = args.host_budget.unwrap_or_else(|| RunOptions::default().host_memory);
+    let search = |strategy| lms_compiler::max_batch::max_batch(&args.model, &frontend, &train, strategy, args.budget, host, args.limit);
+    let plain = search(None)?;
+    let tflms = search(Some(&TflmsConfig::default()))?;
+    if args.json {
+        let json = serde_json::json!({ "budget_bytes": args.budget, "host_budget_bytes": host, "none": plain, "tflms": tflms });
+        println!("{}", serde_json::to_string_pretty(&json).map_err(|e| Error::Usage(e.to_string()))?);
+    } else {
+        for (name, r) in [("no rewrite", &plain), ("tflms", &tflms)] {
+            match r.batch {
+                Some(b) => println!(
+                    "{name:<12} max batch {b:>6}  (peak device {}, host {})",
+                    lms_compiler::units::format_bytes(r.peak_device_bytes),
+                    lms_compiler::units::format_bytes(r.peak_host_bytes)
+                ),
+                None => println!("{name:<12} batch 1 does not fit"),
+            }
+        }
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
@@ -359,6 +449,7 @@ fn main() -> ExitCode {
         Command::Compile(args) => compile(args),
         Command::Simulate(args) => simulate(args),
         Command::Run(args) => run(args),
+        Command::MaxBatch(args) => max_batch(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

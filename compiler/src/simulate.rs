@@ -21,6 +21,9 @@ pub struct SimulateReport {
     pub live_at_peak: Vec<LiveTensor>,
     /// Device bytes live at each step of the schedule.
     pub timeline: Vec<u64>,
+    pub peak_host_bytes: u64,
+    /// Host bytes live at each step of the schedule.
+    pub host_timeline: Vec<u64>,
 }
 
 /// A tensor live at the peak.
@@ -50,6 +53,8 @@ impl SimulateReport {
                 })
                 .collect(),
             timeline: profile.timeline,
+            peak_host_bytes: profile.host_peak_bytes,
+            host_timeline: profile.host_timeline,
         }
     }
 
@@ -58,10 +63,66 @@ impl SimulateReport {
         let mut s = String::new();
         let _ = writeln!(s, "graph        {:?}, {} ops in the schedule", self.graph, self.nodes);
         let _ = writeln!(s, "peak device  {} at '{}' ({} resident)", format_bytes(self.peak_device_bytes), self.peak_op, format_bytes(self.resident_bytes));
+        let _ = writeln!(s, "peak host    {}", format_bytes(self.peak_host_bytes));
+        let _ = writeln!(s, "device       {}", sparkline(&self.timeline, self.peak_device_bytes));
         let _ = writeln!(s, "live at peak ({} tensors), largest:", self.live_at_peak.len());
         for t in self.live_at_peak.iter().take(10) {
             let _ = writeln!(s, "  {:>12}  {}  (made by '{}')", format_bytes(t.bytes), t.name, t.producer);
         }
         s
     }
+}
+
+/// The timeline as one line of block characters, 64 columns, each the
+/// largest value in its stretch of the schedule relative to `scale`.
+pub fn sparkline(timeline: &[u64], scale: u64) -> String {
+    const BLOCKS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    const COLUMNS: usize = 64;
+    if timeline.is_empty() || scale == 0 {
+        return String::new();
+    }
+    let per = timeline.len().div_ceil(COLUMNS);
+    timeline
+        .chunks(per)
+        .map(|chunk| {
+            let max = chunk.iter().copied().max().unwrap_or(0);
+            BLOCKS[((max as f64 / scale as f64) * 7.0).round().clamp(0.0, 7.0) as usize]
+        })
+        .collect()
+}
+
+/// An SVG picture of memory over the schedule: device (and host) bytes of
+/// each graph, the x axis the schedule position scaled to the same width.
+pub fn svg(series: &[(&str, &SimulateReport)]) -> String {
+    const W: f64 = 800.0;
+    const H: f64 = 300.0;
+    const PAD: f64 = 40.0;
+    let top = series.iter().flat_map(|(_, r)| [r.peak_device_bytes, r.peak_host_bytes]).max().unwrap_or(1).max(1) as f64;
+    let colors = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"];
+    let mut out = String::new();
+    let _ = writeln!(out, r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{}" font-family="sans-serif" font-size="12">"#, H + 2.0 * PAD);
+    let _ = writeln!(out, r#"<text x="{PAD}" y="20">memory over the schedule (peak {} = top)</text>"#, format_bytes(top as u64));
+    let _ = writeln!(out, r##"<rect x="{PAD}" y="{PAD}" width="{}" height="{H}" fill="none" stroke="#999"/>"##, W - 2.0 * PAD);
+    let mut legend = PAD + H + 20.0;
+    let mut color = colors.iter().cycle();
+    for (name, report) in series {
+        for (what, timeline, dash) in [("device", &report.timeline, ""), ("host", &report.host_timeline, r#" stroke-dasharray="4 3""#)] {
+            if timeline.iter().all(|&b| b == 0) {
+                continue;
+            }
+            let c = color.next().expect("cycle never ends");
+            let n = (timeline.len().max(2) - 1) as f64;
+            let points: Vec<String> = timeline
+                .iter()
+                .enumerate()
+                .map(|(i, &b)| format!("{:.1},{:.1}", PAD + i as f64 / n * (W - 2.0 * PAD), PAD + H - b as f64 / top * H))
+                .collect();
+            let _ = writeln!(out, r#"<polyline fill="none" stroke="{c}"{dash} points="{}"/>"#, points.join(" "));
+            let peak = if what == "device" { report.peak_device_bytes } else { report.peak_host_bytes };
+            let _ = writeln!(out, r#"<text x="{PAD}" y="{legend}" fill="{c}">{name} {what}: peak {}</text>"#, format_bytes(peak));
+            legend += 16.0;
+        }
+    }
+    out.push_str("</svg>\n");
+    out
 }

@@ -42,8 +42,13 @@ fn train_bits(g: &Graph) -> (Vec<u32>, BTreeMap<String, Vec<u8>>, u64, u64) {
 
 #[test]
 fn rewritten_graphs_train_bit_for_bit_and_fit_where_the_original_does_not() {
-    for name in ["cnn_residual", "tiny_gpt"] {
-        let original = training_graph(&fixture(&format!("models/{name}.onnx")), 4);
+    let models = [
+        ("cnn_residual", fixture("models/cnn_residual.onnx"), 4),
+        ("tiny_gpt", fixture("models/tiny_gpt.onnx"), 4),
+        ("light_resnet50", onnx_data("light/light_resnet50.onnx"), 2),
+    ];
+    for (name, path, batch) in models {
+        let original = training_graph(&path, batch);
         let (rewritten, report) = tflms::rewrite(&original, &TflmsConfig::default()).unwrap();
         assert!(!report.tensors.is_empty(), "{name}: nothing swapped");
         let (losses_a, vars_a, peak_a, _) = train_bits(&original);

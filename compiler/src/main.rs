@@ -27,7 +27,7 @@ enum Command {
     /// What a model holds and how much memory it needs.
     Inspect(InspectArgs),
     /// Build the training graph of a model and write it as a .lms file.
-    Compile(CompileArgs),
+    Compile(Box<CompileArgs>),
     /// Memory over the schedule of a .lms file, without a GPU.
     Simulate(SimulateArgs),
     /// Train a .lms graph on synthetic data; report loss, peak memory and speed.

@@ -1,19 +1,8 @@
 //! Human-readable byte sizes: formatting and parsing.
 
-/// Formats a byte count with binary units: `512 B`, `1.50 KiB`, `3.06 MiB`.
-pub fn format_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
-    if bytes < 1024 {
-        return format!("{bytes} B");
-    }
-    let mut value = bytes as f64 / 1024.0;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    format!("{value:.2} {}", UNITS[unit])
-}
+/// Formats a byte count with binary units (shared with the runtime's reports):
+/// `512 B`, `1.50 KiB`, `3.06 MiB`.
+pub use lms_runtime::memory::format_bytes;
 
 /// Parses a byte size: a number with an optional unit, binary (`KiB`, `MiB`,
 /// `GiB`, `TiB`) or decimal (`KB`, `MB`, `GB`, `TB`), or plain bytes (`B`).

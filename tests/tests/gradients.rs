@@ -19,6 +19,9 @@ use std::collections::BTreeMap;
 
 /// ε for single ops.
 const EPS: f32 = 1e-2;
+
+/// Attributes of a node in a test model.
+type Attrs = Vec<(&'static str, A)>;
 /// ε for whole graphs.
 const GRAPH_EPS: f32 = 1e-3;
 
@@ -84,7 +87,7 @@ fn unary(op: &str, lo: f32, hi: f32, attrs: Vec<(&str, A)>) -> ModelProto {
 
 #[test]
 fn unary_ops() {
-    let cases: Vec<(&str, f32, f32, Vec<(&str, A)>)> = vec![
+    let cases: Vec<(&str, f32, f32, Attrs)> = vec![
         ("Relu", -1.0, 1.0, vec![]),
         ("LeakyRelu", -1.0, 1.0, vec![("alpha", A::F(0.2))]),
         ("Sigmoid", -2.0, 2.0, vec![]),
@@ -155,7 +158,7 @@ fn linear_algebra() {
 
 #[test]
 fn convolution() {
-    let cases: Vec<(&str, [i64; 4], Vec<(&str, A)>)> = vec![
+    let cases: Vec<(&str, [i64; 4], Attrs)> = vec![
         ("plain", [4, 3, 3, 3], vec![]),
         ("strided padded", [4, 3, 3, 2], vec![("strides", A::Is(vec![2, 1])), ("pads", A::Is(vec![1, 0, 1, 1]))]),
         ("grouped dilated", [6, 1, 2, 2], vec![("group", A::I(3)), ("dilations", A::Is(vec![2, 1]))]),

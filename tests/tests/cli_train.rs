@@ -62,3 +62,36 @@ fn run_errors_are_one_line() {
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("--device cpu"), "{err}");
 }
+
+#[test]
+fn compile_with_tflms_writes_report_and_onnx_export() {
+    let (graph, report, export) = (scratch("t.lms"), scratch("t.json"), scratch("t.onnx"));
+    let stdout = ok(&[
+        "compile", "fixtures/models/cnn_residual.onnx", "--batch", "4", "--strategy", "tflms", "--ctrld-strategy", "direct-order", "--lb", "2",
+        "-o", graph.to_str().unwrap(), "--report", report.to_str().unwrap(), "--onnx", export.to_str().unwrap(),
+    ]);
+    assert!(stdout.contains("tensors swapped"), "{stdout}");
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
+    for key in ["swapped_tensors", "added_ops", "peak_device_bytes_before", "peak_device_bytes_after", "swaps"] {
+        assert!(json.get(key).is_some(), "report lacks {key}");
+    }
+    assert!(json["swapped_tensors"].as_u64().unwrap() > 0);
+    assert!(json["peak_device_bytes_after"].as_u64() < json["peak_device_bytes_before"].as_u64());
+    let model = lms_compiler::frontend::read_model(&export).unwrap();
+    assert!(model.opset_import.iter().any(|o| o.domain == "lms"));
+    let nodes = &model.graph.as_ref().unwrap().node;
+    let swap_ins: Vec<_> = nodes.iter().filter(|n| n.op_type == "SwapIn" && n.domain == "lms").collect();
+    assert!(!swap_ins.is_empty());
+    assert!(swap_ins.iter().any(|n| n.attribute.iter().any(|a| a.name == "lms_after")), "control edges are recorded");
+}
+
+#[test]
+fn budget_mode_leaves_a_fitting_graph_alone_and_names_the_shortfall() {
+    let graph = scratch("fits.lms");
+    let stdout = ok(&["compile", "fixtures/models/mlp.onnx", "--batch", "4", "--strategy", "tflms", "--budget", "1GiB", "-o", graph.to_str().unwrap()]);
+    assert!(stdout.contains("fits without rewriting") && stdout.contains("0 tensors swapped"), "{stdout}");
+    let out = lms(&["compile", "fixtures/models/cnn_residual.onnx", "--batch", "4", "--strategy", "tflms", "--budget", "100KiB", "-o", graph.to_str().unwrap()]);
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("does not fit in device memory") && err.contains("over the budget") && err.contains("at op '"), "{err}");
+}

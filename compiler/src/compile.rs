@@ -51,6 +51,9 @@ pub struct CompileOptions {
     pub onnx: Option<PathBuf>,
     /// Also write the report as JSON here.
     pub report: Option<PathBuf>,
+    /// Also write a Makefile-style depfile here: the `.lms` file depends on
+    /// the model and its external data files.
+    pub depfile: Option<PathBuf>,
 }
 
 /// What `lms compile` did.
@@ -79,8 +82,10 @@ pub struct CompileReport {
 
 /// Compiles a model and writes every requested output.
 pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
-    let model = frontend::load(&options.model, &options.frontend)?;
     let in_model = |e: Error| e.in_file(&options.model);
+    let proto = frontend::read_model(&options.model).map_err(in_model)?;
+    let base_dir = options.model.parent().unwrap_or(Path::new("."));
+    let model = frontend::import(&proto, Some(base_dir), &options.frontend).map_err(in_model)?;
     let training = train::build(&model.graph, &options.train).map_err(in_model)?;
     let peak_before = device_peak(&training)?;
     let mut report = CompileReport {
@@ -140,7 +145,19 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
     report.ops = graph.node_ids().filter(|&id| !graph.node(id).parameterized).count();
     report.tensors = graph.tensor_count();
     write_outputs(options, &graph, &schedule, &report)?;
+    if let Some(path) = &options.depfile {
+        let mut inputs = vec![options.model.clone()];
+        inputs.extend(frontend::external_files(&proto, base_dir));
+        write(path, depfile(&options.output, &inputs).as_bytes())?;
+    }
     Ok(report)
+}
+
+/// A Makefile rule: `target: input input ...` with spaces escaped.
+fn depfile(target: &Path, inputs: &[PathBuf]) -> String {
+    let escape = |p: &Path| p.display().to_string().replace(' ', "\\ ");
+    let deps: Vec<String> = inputs.iter().map(|p| escape(p)).collect();
+    format!("{}: {}\n", escape(target), deps.join(" "))
 }
 
 fn device_peak(g: &Graph) -> Result<u64> {

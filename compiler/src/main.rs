@@ -159,6 +159,9 @@ struct CompileArgs {
     /// Also write the report as JSON to this file.
     #[arg(long, value_name = "FILE.json")]
     report: Option<PathBuf>,
+    /// Also write a Makefile-style depfile (the model and its external data).
+    #[arg(long, value_name = "FILE.d")]
+    depfile: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -334,6 +337,7 @@ fn compile(args: &CompileArgs) -> Result<(), Error> {
         text: args.text.clone(),
         onnx: args.onnx.clone(),
         report: args.report.clone(),
+        depfile: args.depfile.clone(),
     };
     let report = lms_compiler::compile::compile(&options)?;
     print!("{}", report.to_text());

@@ -6,6 +6,9 @@ pub enum KernelError {
     /// The op has no CPU kernel.
     #[error("no CPU kernel for op `{0}`")]
     UnknownOp(String),
+    /// The op (or this form of it) has no kernel on the CUDA backend.
+    #[error("op `{0}` has no CUDA kernel yet")]
+    NoCudaKernel(String),
     /// A required input slot is absent.
     #[error("input {0} is missing")]
     MissingInput(String),

@@ -121,3 +121,45 @@ fn inspect_json_has_the_documented_keys() {
     assert_eq!(json["inputs"][0]["shape"], serde_json::json!([8, 3, 32, 32]));
     assert_eq!(json["ops"]["Conv"], 4);
 }
+
+/// The MLP fixture with `fc1.weight` moved to an external data file.
+fn with_external_weight(dir: &std::path::Path, location: &str) -> PathBuf {
+    let mut model = frontend::read_model(&fixture("models/mlp.onnx")).unwrap();
+    let init = model.graph.as_mut().unwrap().initializer.iter_mut().find(|t| t.name == "fc1.weight").unwrap();
+    let data = lms_compiler::frontend::tensor::decode(init, None).unwrap();
+    std::fs::write(dir.join("weights.bin"), [vec![0u8; 16], data.bytes.to_vec()].concat()).unwrap();
+    init.raw_data.clear();
+    init.float_data.clear();
+    init.data_location = 1;
+    init.external_data = [("location", location.to_string()), ("offset", "16".into()), ("length", data.bytes.len().to_string())]
+        .into_iter()
+        .map(|(k, v)| lms_proto::onnx::StringStringEntryProto { key: k.into(), value: v })
+        .collect();
+    let path = dir.join("external.onnx");
+    std::fs::write(&path, model.encode_to_vec()).unwrap();
+    path
+}
+
+#[test]
+fn external_data_is_read_and_listed_in_the_depfile() {
+    let dir = scratch("external");
+    std::fs::create_dir_all(&dir).unwrap();
+    let model = with_external_weight(&dir, "weights.bin");
+    let (out, dep) = (dir.join("m.lms"), dir.join("m.d"));
+    let run = lms(&["compile", model.to_str().unwrap(), "-o", out.to_str().unwrap(), "--depfile", dep.to_str().unwrap()]);
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let depfile = std::fs::read_to_string(&dep).unwrap();
+    assert!(depfile.starts_with(&format!("{}: ", out.display())) && depfile.contains("weights.bin"), "{depfile}");
+    // Same parameters as the fixture with inline weights.
+    let inline = frontend::load(&fixture("models/mlp.onnx"), &Default::default()).unwrap();
+    let external = frontend::load(&model, &Default::default()).unwrap();
+    let weight = |g: &lms_compiler::ir::Graph| g.tensors().find(|(_, t)| t.name == "fc1.weight").unwrap().1.data.clone();
+    assert_eq!(weight(&inline.graph), weight(&external.graph));
+
+    std::fs::remove_file(dir.join("weights.bin")).unwrap();
+    let err = inspect_error(model.to_str().unwrap());
+    assert!(err.contains("tensor 'fc1.weight'") && err.contains("cannot read external data"), "{err}");
+    let escaping = with_external_weight(&dir, "../weights.bin");
+    let err = inspect_error(escaping.to_str().unwrap());
+    assert!(err.contains("must stay inside the model's folder"), "{err}");
+}

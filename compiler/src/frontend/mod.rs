@@ -46,6 +46,22 @@ pub fn load(path: &Path, options: &FrontendOptions) -> Result<Model> {
     read_model(path).and_then(|proto| import(&proto, path.parent(), options)).map_err(|e| e.in_file(path))
 }
 
+/// The external data files a model's initializers name, resolved against
+/// `base_dir` (the model's folder), sorted and without repeats: with the
+/// model itself, what a build system must watch (depfiles).
+pub fn external_files(model: &ModelProto, base_dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files: Vec<std::path::PathBuf> = model
+        .graph
+        .iter()
+        .flat_map(|g| &g.initializer)
+        .filter(|t| t.data_location == 1)
+        .flat_map(|t| t.external_data.iter().filter(|e| e.key == "location").map(|e| base_dir.join(&e.value)))
+        .collect();
+    files.sort();
+    files.dedup();
+    files
+}
+
 /// Reads and decodes a `ModelProto` without importing it.
 pub fn read_model(path: &Path) -> Result<ModelProto> {
     if path.is_dir() {

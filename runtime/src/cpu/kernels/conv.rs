@@ -76,7 +76,7 @@ fn conv_typed<T: Float>(ctx: &Ctx<'_>, x: &HostTensor) -> Result<Vec<HostTensor>
         ));
     }
     check_kernel_shape(ctx, &w.shape[2..])?;
-    let win = Window::from_attrs(ctx, &x.shape[2..], &w.shape[2..], false)?;
+    let win = Window::from_attrs(&ctx.attrs, &x.shape[2..], &w.shape[2..], false)?;
     let b = bias::<T>(ctx.opt_input(2), m)?;
     let (xs, ws) = (x.view::<T>("input X")?, w.view::<T>("input W")?);
     let (mg, kk) = (m / group, numel(&win.kernel));

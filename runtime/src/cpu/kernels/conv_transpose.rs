@@ -21,17 +21,17 @@ fn conv_transpose(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
 /// and its "output" is this op's input, so `Window::source` maps input to output.
 fn geometry(ctx: &Ctx<'_>, input: &[usize], kernel: &[usize]) -> Result<Window> {
     let rank = input.len();
-    let (stride, dilation) = strides_dilations(ctx, rank)?;
+    let (stride, dilation) = strides_dilations(&ctx.attrs, rank)?;
     if kernel.contains(&0) {
         return Err(KernelError::shape(
             "input W",
             format!("empty kernel {kernel:?}"),
         ));
     }
-    let out_pad = window_attr(ctx, "output_padding", rank, 0)?.unwrap_or_else(|| vec![0; rank]);
-    let output_shape = window_attr(ctx, "output_shape", rank, 0)?;
+    let out_pad = window_attr(&ctx.attrs, "output_padding", rank, 0)?.unwrap_or_else(|| vec![0; rank]);
+    let output_shape = window_attr(&ctx.attrs, "output_shape", rank, 0)?;
     let auto_pad = ctx.attrs.string("auto_pad", "NOTSET")?;
-    let (mut begin, mut end) = explicit_pads(ctx, rank)?;
+    let (mut begin, mut end) = explicit_pads(&ctx.attrs, rank)?;
     let mut output = vec![0; rank];
     for d in 0..rank {
         let full =

@@ -10,20 +10,20 @@
 mod binary;
 mod conv;
 mod conv_transpose;
-mod layout;
+pub(crate) mod layout;
 mod linalg;
 mod movement;
 mod norm;
 mod num;
 mod pad;
-mod pool;
+pub(crate) mod pool;
 mod reduce;
 mod shape_ops;
-mod slice;
-mod softmax;
+pub(crate) mod slice;
+pub(crate) mod softmax;
 mod training;
 mod unary;
-mod window;
+pub(crate) mod window;
 
 #[cfg(test)]
 mod testutil;

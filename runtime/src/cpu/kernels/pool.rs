@@ -4,6 +4,7 @@
 use super::num::{Float, Num};
 use super::window::{window_attr, Window};
 use super::{dispatch_float, Ctx, Kernel};
+use crate::attrs::Attrs;
 use crate::error::{KernelError, Result};
 use crate::tensor::{numel, Elem, HostTensor};
 
@@ -29,16 +30,16 @@ fn pool(ctx: &Ctx<'_>, kind: Pool) -> Result<Vec<HostTensor>> {
 
 /// The window geometry of a pool over an input of shape `x` (`[N, C, spatial...]`) from
 /// `kernel_shape`, `ceil_mode` and the pad attributes.
-pub(super) fn pool_window(ctx: &Ctx<'_>, x: &[usize]) -> Result<Window> {
+pub(crate) fn pool_window(attrs: &Attrs<'_>, x: &[usize]) -> Result<Window> {
     if x.len() < 3 {
         return Err(KernelError::shape(
             "input X",
             format!("expected [N, C, spatial...], found {x:?}"),
         ));
     }
-    let kernel = window_attr(ctx, "kernel_shape", x.len() - 2, 1)?
+    let kernel = window_attr(attrs, "kernel_shape", x.len() - 2, 1)?
         .ok_or_else(|| KernelError::attr("kernel_shape", "is required"))?;
-    Window::from_attrs(ctx, &x[2..], &kernel, ctx.attrs.int("ceil_mode", 0)? != 0)
+    Window::from_attrs(attrs, &x[2..], &kernel, attrs.int("ceil_mode", 0)? != 0)
 }
 
 /// The first maximum of `plane` over the plane offsets `reads` and its offset, in window
@@ -108,7 +109,7 @@ impl Windows {
 }
 
 fn pool_typed<T: Float>(ctx: &Ctx<'_>, x: &HostTensor, kind: Pool) -> Result<Vec<HostTensor>> {
-    let win = pool_window(ctx, &x.shape)?;
+    let win = pool_window(&ctx.attrs, &x.shape)?;
     let xs = x.view::<T>("input X")?;
     let planes = x.shape[0] * x.shape[1];
     let (in_sp, out_sp) = (numel(&win.input), numel(&win.output));

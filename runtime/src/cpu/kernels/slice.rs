@@ -54,7 +54,7 @@ fn slice(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
 
 /// The strided view (base offset, shape, strides) of data of shape `dims` that a Slice
 /// with these per-axis `starts`, `ends`, `steps` on (non-negative, distinct) `axes` reads.
-pub(super) fn slice_view(
+pub(crate) fn slice_view(
     dims: &[usize],
     starts: &[i64],
     ends: &[i64],

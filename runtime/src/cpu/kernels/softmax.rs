@@ -17,7 +17,7 @@ pub(super) const KERNELS: &[(&str, Kernel)] = &[
 
 /// `shape` viewed as [outer, n, inner] for a softmax at `axis`: along that axis, or with
 /// `coerce` (opset < 13) over the input coerced to 2-D at `axis` (inner is 1).
-pub(super) fn softmax_layout(
+pub(crate) fn softmax_layout(
     shape: &[usize],
     axis: i64,
     coerce: bool,

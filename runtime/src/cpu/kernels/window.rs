@@ -1,12 +1,12 @@
 //! Sliding-window geometry shared by Conv and the pools: strides, dilations, pads and
 //! auto_pad, with 1-D and 2-D windows padded to 3-D (leading size-1 axes).
 
-use super::Ctx;
+use crate::attrs::Attrs;
 use crate::error::{KernelError, Result};
 
 /// Geometry of a window op over 1 to 3 spatial axes, stored as 3-D.
 #[derive(Clone, Debug, PartialEq)]
-pub(super) struct Window {
+pub(crate) struct Window {
     /// Number of spatial axes of the op (1, 2 or 3).
     pub rank: usize,
     /// Input spatial size.
@@ -26,7 +26,7 @@ pub(super) struct Window {
 }
 
 /// `v` (length <= 3) right-aligned in an array filled with `fill`.
-pub(super) fn to3(v: &[usize], fill: usize) -> [usize; 3] {
+pub(crate) fn to3(v: &[usize], fill: usize) -> [usize; 3] {
     let mut out = [fill; 3];
     out[3 - v.len()..].copy_from_slice(v);
     out
@@ -36,13 +36,13 @@ pub(super) fn to3(v: &[usize], fill: usize) -> [usize; 3] {
 const MAX_WINDOW: i64 = i32::MAX as i64;
 
 /// Attribute `name` as `len` sizes in `[min, MAX_WINDOW]`, `None` when absent.
-pub(super) fn window_attr(
-    ctx: &Ctx<'_>,
+pub(crate) fn window_attr(
+    attrs: &Attrs<'_>,
     name: &str,
     len: usize,
     min: i64,
 ) -> Result<Option<Vec<usize>>> {
-    let Some(v) = ctx.attrs.ints_opt(name)? else {
+    let Some(v) = attrs.ints_opt(name)? else {
         return Ok(None);
     };
     if v.len() != len || v.iter().any(|s| !(min..=MAX_WINDOW).contains(s)) {
@@ -55,22 +55,22 @@ pub(super) fn window_attr(
 }
 
 /// The explicit `pads` attribute (begin values, then end values), 0s by default.
-pub(super) fn explicit_pads(ctx: &Ctx<'_>, rank: usize) -> Result<(Vec<usize>, Vec<usize>)> {
-    let p = window_attr(ctx, "pads", 2 * rank, 0)?.unwrap_or_else(|| vec![0; 2 * rank]);
+pub(crate) fn explicit_pads(attrs: &Attrs<'_>, rank: usize) -> Result<(Vec<usize>, Vec<usize>)> {
+    let p = window_attr(attrs, "pads", 2 * rank, 0)?.unwrap_or_else(|| vec![0; 2 * rank]);
     Ok((p[..rank].to_vec(), p[rank..].to_vec()))
 }
 
 /// The `strides` and `dilations` attributes of an op with `rank` spatial axes.
-pub(super) fn strides_dilations(ctx: &Ctx<'_>, rank: usize) -> Result<(Vec<usize>, Vec<usize>)> {
+pub(crate) fn strides_dilations(attrs: &Attrs<'_>, rank: usize) -> Result<(Vec<usize>, Vec<usize>)> {
     let ones = || vec![1; rank];
     Ok((
-        window_attr(ctx, "strides", rank, 1)?.unwrap_or_else(ones),
-        window_attr(ctx, "dilations", rank, 1)?.unwrap_or_else(ones),
+        window_attr(attrs, "strides", rank, 1)?.unwrap_or_else(ones),
+        window_attr(attrs, "dilations", rank, 1)?.unwrap_or_else(ones),
     ))
 }
 
 /// Checks that an op has 1 to 3 spatial axes.
-pub(super) fn check_spatial_rank(rank: usize, what: &str) -> Result<()> {
+pub(crate) fn check_spatial_rank(rank: usize, what: &str) -> Result<()> {
     if (1..=3).contains(&rank) {
         Ok(())
     } else {
@@ -86,7 +86,7 @@ impl Window {
     /// `ceil_mode` rounds the output size up, dropping a last window that would start
     /// in the end padding.
     pub fn from_attrs(
-        ctx: &Ctx<'_>,
+        attrs: &Attrs<'_>,
         input: &[usize],
         kernel: &[usize],
         ceil_mode: bool,
@@ -99,10 +99,10 @@ impl Window {
                 format!("{kernel:?} does not fit {rank} spatial axes"),
             ));
         }
-        let (stride, dilation) = strides_dilations(ctx, rank)?;
-        let (mut begin, mut end) = explicit_pads(ctx, rank)?;
+        let (stride, dilation) = strides_dilations(attrs, rank)?;
+        let (mut begin, mut end) = explicit_pads(attrs, rank)?;
         let mut output = vec![0; rank];
-        let auto_pad = ctx.attrs.string("auto_pad", "NOTSET")?;
+        let auto_pad = attrs.string("auto_pad", "NOTSET")?;
         for d in 0..rank {
             let span = (kernel[d] - 1) * dilation[d] + 1;
             match auto_pad {

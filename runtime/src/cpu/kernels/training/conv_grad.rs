@@ -55,7 +55,7 @@ fn geometry(ctx: &Ctx<'_>, x: &[usize], w: &[usize], dy: &[usize]) -> Result<Con
         ));
     }
     check_kernel_shape(ctx, &w[2..])?;
-    let win = Window::from_attrs(ctx, &x[2..], &w[2..], false)?;
+    let win = Window::from_attrs(&ctx.attrs, &x[2..], &w[2..], false)?;
     if dy[..2] != [n, m] || dy[2..] != *win.output_dims() {
         let mut want = vec![n, m];
         want.extend_from_slice(win.output_dims());

@@ -24,7 +24,7 @@ fn pool_grad(ctx: &Ctx<'_>, max: bool) -> Result<Vec<HostTensor>> {
 
 fn pool_grad_typed<T: Float>(ctx: &Ctx<'_>, dy: &HostTensor, max: bool) -> Result<Vec<HostTensor>> {
     let x_shape = ctx.out_shape(0)?;
-    let win = pool_window(ctx, x_shape)?;
+    let win = pool_window(&ctx.attrs, x_shape)?;
     let mut y_shape = x_shape[..2].to_vec();
     y_shape.extend_from_slice(win.output_dims());
     same_shape(dy, &y_shape, "dY")?;

@@ -42,7 +42,7 @@ pub fn lms_bin() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
     let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps/<test>");
     let bin = profile_dir.join(format!("lms{}", std::env::consts::EXE_SUFFIX));
-    assert!(bin.exists(), "{} is missing: run the tests with `cargo test --workspace`", bin.display());
+    assert!(bin.exists(), "{} is missing: build it first: `cargo build --release --workspace` (the README's test command does)", bin.display());
     bin
 }
 

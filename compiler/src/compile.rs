@@ -54,6 +54,9 @@ pub struct CompileOptions {
     /// Also write a Makefile-style depfile here: the `.lms` file depends on
     /// the model and its external data files.
     pub depfile: Option<PathBuf>,
+    /// Prove a rewritten graph equivalent to the training graph (egg) before
+    /// writing it.
+    pub verify: bool,
 }
 
 /// What `lms compile` did.
@@ -76,6 +79,9 @@ pub struct CompileReport {
     pub peak_device_bytes_before: u64,
     pub peak_device_bytes_after: u64,
     pub peak_host_bytes_after: u64,
+    /// With a rewrite that was verified: the outputs and variable updates
+    /// proven equal to the training graph's.
+    pub verified: Option<usize>,
     /// Each swapped tensor: bytes, distance, swap ops and their control ops.
     pub swaps: Vec<SwappedTensor>,
 }
@@ -104,6 +110,7 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
         peak_device_bytes_before: peak_before,
         peak_device_bytes_after: peak_before,
         peak_host_bytes_after: 0,
+        verified: None,
         swaps: vec![],
     };
     let graph = match (&options.strategy, options.budget) {
@@ -128,6 +135,10 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
                     (graph, Some(swap))
                 }
             };
+            if options.verify {
+                let proof = crate::egraph::verify(&training, &graph, &crate::egraph::Limits::default()).map_err(in_model)?;
+                report.verified = Some(proof.proven());
+            }
             if let Some(swap) = swap {
                 report.swapped_tensors = swap.tensors.len();
                 report.swapped_bytes = swap.swapped_bytes();
@@ -221,6 +232,9 @@ impl CompileReport {
             format_bytes(self.peak_device_bytes_after),
             format_bytes(self.peak_host_bytes_after)
         );
+        if let Some(n) = self.verified {
+            let _ = writeln!(s, "verified        {n} outputs and variable updates proven equal to the training graph's");
+        }
         for t in &self.swaps {
             let triggers: Vec<String> = t.swap_ins.iter().map(|i| format!("{} {}", i.node, i.trigger)).collect();
             let _ = writeln!(s, "  swap {:>12}  {} (distance {}): {}", format_bytes(t.bytes), t.tensor, t.distance, triggers.join("; "));

@@ -57,6 +57,10 @@ pub enum Error {
         format_bytes(*.budget)
     )]
     OverBudget { pool: &'static str, needed: u64, budget: u64, op: String },
+    /// A rewritten graph not proven to compute what its original does;
+    /// `what` names the first output or variable update at fault.
+    #[error("rewrite not proven equivalent: {what} {reason}")]
+    Unproven { what: String, reason: String },
     #[error("{0}")]
     Usage(String),
 }

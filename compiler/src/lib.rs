@@ -3,6 +3,7 @@
 
 pub mod analysis;
 pub mod compile;
+pub mod egraph;
 pub mod emit;
 mod error;
 pub mod frontend;

@@ -9,7 +9,7 @@ use lms_compiler::simulate::SimulateReport;
 use lms_compiler::compile::{Budget, CompileOptions, Strategy};
 use lms_compiler::passes::tflms::{CtrldStrategy, TflmsConfig};
 use lms_compiler::train::{Loss, Optimizer, TrainOptions};
-use lms_compiler::{emit, Error};
+use lms_compiler::{egraph, emit, Error};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -34,6 +34,19 @@ enum Command {
     Run(RunArgs),
     /// The largest batch whose training graph fits a device budget (simulated).
     MaxBatch(MaxBatchArgs),
+    /// Prove that a rewritten .lms graph computes the outputs and variable updates of its original.
+    Verify(VerifyArgs),
+}
+
+#[derive(Args)]
+struct VerifyArgs {
+    /// The original .lms graph (e.g. compiled with --strategy none).
+    original: PathBuf,
+    /// The rewritten .lms graph.
+    rewritten: PathBuf,
+    /// List every output and update with its verdict, e-graph sizes, times and rules applied.
+    #[arg(long)]
+    verbose: bool,
 }
 
 #[derive(Args)]
@@ -162,6 +175,9 @@ struct CompileArgs {
     /// Also write a Makefile-style depfile (the model and its external data).
     #[arg(long, value_name = "FILE.d")]
     depfile: Option<PathBuf>,
+    /// Skip proving the rewritten graph equivalent to the training graph.
+    #[arg(long)]
+    no_verify: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -338,6 +354,7 @@ fn compile(args: &CompileArgs) -> Result<(), Error> {
         onnx: args.onnx.clone(),
         report: args.report.clone(),
         depfile: args.depfile.clone(),
+        verify: !args.no_verify,
     };
     let report = lms_compiler::compile::compile(&options)?;
     print!("{}", report.to_text());
@@ -446,6 +463,16 @@ fn max_batch(args: &MaxBatchArgs) -> Result<(), Error> {
     Ok(())
 }
 
+fn verify(args: &VerifyArgs) -> Result<(), Error> {
+    let (original, _) = emit::serialize::read(&args.original)?;
+    let (rewritten, _) = emit::serialize::read(&args.rewritten)?;
+    let in_rewritten = |e: Error| e.in_file(&args.rewritten);
+    let report = egraph::check(&original, &rewritten, &egraph::Limits::default()).map_err(in_rewritten)?;
+    print!("{}", report.to_text(args.verbose));
+    report.require_proven().map_err(in_rewritten)?;
+    Ok(())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match &cli.command {
@@ -454,6 +481,7 @@ fn main() -> ExitCode {
         Command::Simulate(args) => simulate(args),
         Command::Run(args) => run(args),
         Command::MaxBatch(args) => max_batch(args),
+        Command::Verify(args) => verify(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

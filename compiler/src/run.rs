@@ -2,7 +2,7 @@
 //! reports the loss per step, peak memory and time per step.
 
 use crate::units::format_bytes;
-use lms_runtime::{CpuBackend, Program, RunOptions, RuntimeError, Session, Step};
+use lms_runtime::{Backend, CpuBackend, CudaBackend, Program, RunOptions, RuntimeError, Session, Step};
 use serde::Serialize;
 use std::fmt::Write;
 use std::path::Path;
@@ -30,17 +30,23 @@ pub struct RunReport {
     pub step_seconds: Vec<f64>,
 }
 
-/// Trains `path` for `steps` steps, calling `progress` after each.
-pub fn run(path: &Path, device: DeviceKind, steps: usize, options: RunOptions, mut progress: impl FnMut(&Step)) -> Result<RunReport, RuntimeError> {
-    if device == DeviceKind::Cuda {
-        return Err(RuntimeError::Backend {
-            backend: "cuda".into(),
-            message: "this build of lms has no CUDA backend yet; use --device cpu".into(),
-        });
-    }
+/// Trains `path` for `steps` steps on `device`, calling `progress` after
+/// each. Without a CUDA driver or GPU, `DeviceKind::Cuda` fails with a
+/// message that says so (and suggests `--device cpu`), never a panic.
+pub fn run(path: &Path, device: DeviceKind, steps: usize, options: RunOptions, progress: impl FnMut(&Step)) -> Result<RunReport, RuntimeError> {
     let program = Program::load(path)?;
-    let mut session = Session::new(program, CpuBackend::new(), options)?;
-    let mut report = RunReport { device: "cpu".into(), ..RunReport::default() };
+    match device {
+        DeviceKind::Cpu => train(Session::new(program, CpuBackend::new(), options)?, "cpu".into(), steps, progress),
+        DeviceKind::Cuda => {
+            let backend = CudaBackend::new(0, options.device_memory)?;
+            let name = format!("cuda ({})", backend.device_name());
+            train(Session::new(program, backend, options)?, name, steps, progress)
+        }
+    }
+}
+
+fn train<B: Backend>(mut session: Session<B>, device: String, steps: usize, mut progress: impl FnMut(&Step)) -> Result<RunReport, RuntimeError> {
+    let mut report = RunReport { device, ..RunReport::default() };
     for _ in 0..steps {
         let step = session.step()?;
         progress(&step);

@@ -1,4 +1,4 @@
-//! lms runtime: executes serialized lms graphs on a CPU reference backend and, later, CUDA.
+//! lms runtime: executes serialized lms graphs on a CPU reference backend or on CUDA.
 //!
 //! - [`tensor`]: host tensors (shape + typed buffer).
 //! - [`attrs`]: typed access to a node's attributes.
@@ -8,7 +8,8 @@
 //! - [`program`]: a `.lms` file loaded and validated, with its execution order.
 //! - [`memory`]: memory pools with a hard budget (device arena, host pool).
 //! - [`liveness`]: when each tensor is released (the memory-accounting rules of `OPS.md`).
-//! - [`backend`]: the backend trait (buffers, three queues, events) and the CPU backend.
+//! - [`backend`]: the backend trait (buffers, three queues, events), the CPU backend and
+//!   the CUDA backend ([`backend::cuda`]: cuBLAS, cuDNN, NVRTC kernels; dynamic loading).
 //! - [`init`]: initial values of variables and synthetic inputs from a seed.
 //! - [`executor`]: runs one training step with memory accounting and a report.
 //! - [`session`]: a training run: [`Session::new`], [`Session::step`].
@@ -26,6 +27,7 @@ pub mod session;
 pub mod tensor;
 
 pub use backend::cpu::CpuBackend;
+pub use backend::cuda::{CudaBackend, CudaOptions};
 pub use backend::{Backend, KernelContext, Queue};
 pub use error::{KernelError, RuntimeError};
 pub use executor::{OpTime, StepReport};

@@ -9,6 +9,7 @@
 //! edge between queues needs, on every backend.
 
 pub mod cpu;
+pub mod cuda;
 
 use crate::error::RuntimeError;
 use crate::program::Program;

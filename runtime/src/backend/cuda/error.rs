@@ -33,6 +33,17 @@ pub enum CudaError {
     /// The kernels loaded have no function of this name (a bug in the backend).
     #[error("no kernel function `{0}` in the compiled sources")]
     MissingFunction(String),
+    /// A kernel launched with arguments that do not match its parameters (a bug in the
+    /// backend, caught before the launch).
+    #[error("kernel `{kernel}` takes {expected}, launched with {given}")]
+    Signature {
+        /// The kernel.
+        kernel: &'static str,
+        /// Its parameters.
+        expected: String,
+        /// The arguments given.
+        given: String,
+    },
     /// An allocation does not fit in the device arena (the budget's physical memory).
     #[error("device arena cannot place {wanted} bytes: {stats}")]
     ArenaFull {

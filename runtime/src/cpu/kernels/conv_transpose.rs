@@ -28,7 +28,8 @@ fn geometry(ctx: &Ctx<'_>, input: &[usize], kernel: &[usize]) -> Result<Window> 
             format!("empty kernel {kernel:?}"),
         ));
     }
-    let out_pad = window_attr(&ctx.attrs, "output_padding", rank, 0)?.unwrap_or_else(|| vec![0; rank]);
+    let out_pad =
+        window_attr(&ctx.attrs, "output_padding", rank, 0)?.unwrap_or_else(|| vec![0; rank]);
     let output_shape = window_attr(&ctx.attrs, "output_shape", rank, 0)?;
     let auto_pad = ctx.attrs.string("auto_pad", "NOTSET")?;
     let (mut begin, mut end) = explicit_pads(&ctx.attrs, rank)?;

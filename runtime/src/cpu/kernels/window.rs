@@ -61,7 +61,10 @@ pub(crate) fn explicit_pads(attrs: &Attrs<'_>, rank: usize) -> Result<(Vec<usize
 }
 
 /// The `strides` and `dilations` attributes of an op with `rank` spatial axes.
-pub(crate) fn strides_dilations(attrs: &Attrs<'_>, rank: usize) -> Result<(Vec<usize>, Vec<usize>)> {
+pub(crate) fn strides_dilations(
+    attrs: &Attrs<'_>,
+    rank: usize,
+) -> Result<(Vec<usize>, Vec<usize>)> {
     let ones = || vec![1; rank];
     Ok((
         window_attr(attrs, "strides", rank, 1)?.unwrap_or_else(ones),

@@ -1,0 +1,27 @@
+//! Equality saturation with egg: a graph's meaning as terms, rewrite rules
+//! that are equations of the graph semantics, and two uses of them.
+//!
+//! - [`verify`] proves that a rewritten graph computes the same outputs and
+//!   variable updates as its original (`lms verify`, and after every
+//!   rewrite in `lms compile`).
+//! - [`propagate`] finds how far a split of an op into micro-ops travels
+//!   through the ops after it before its parts must be merged, extracting the
+//!   cheapest form with a cost function.
+//!
+//! [`lang`] defines the terms; [`rules`] holds the rules, one file per
+//! family. Every run is bounded by explicit [`Limits`] and reports why it
+//! stopped ([`Stop`]).
+
+pub mod lang;
+pub mod propagate;
+pub mod rules;
+mod saturate;
+mod terms;
+#[cfg(test)]
+mod testing;
+pub mod verify;
+
+pub use propagate::{propagate, Merge, SplitPlan, SplitRequest};
+pub use saturate::{Limits, Stop};
+pub use terms::TermBuilder;
+pub use verify::{check, verify, Item, Status, VerifyReport, What};

@@ -1,0 +1,376 @@
+//! When an op is independent along an axis of its output, so that
+//! `op(concat_d(a, b)) = concat_d(op(a), op(b))`: the conditions of the
+//! distribution rules, one named function per family of ops.
+//!
+//! A condition gets the op's head, its inputs' shapes (`None` for an omitted
+//! input) and an axis of its outputs, and answers how a split of the outputs
+//! along that axis splits the inputs: for each input, the axis along which it
+//! is split into the same parts, or `None` where every part reads the whole
+//! input. `None` overall means the parts would not be independent.
+//!
+//! Not independent, so never distributed: ops that reduce or couple along
+//! the axis. BatchNormalization in training (`BatchNormTrain`) computes
+//! statistics over the batch; Softmax along its own axis; ConvGradWeight,
+//! ConvGradBias and a MatMul split along its reduction axis need a sum of the
+//! parts, not a concatenation; losses and their gradients divide by the
+//! total count; dropout draws its mask by position. Windowed ops split along
+//! a spatial axis need halos and per-part padding (split-cnn.md §3); those
+//! splits are refused ([`needs_halo`]).
+
+use crate::egraph::lang::{axis as onnx_axis, Head};
+use crate::ir::Shape;
+
+/// For each input: the axis along which it is split, or `None` when every
+/// part reads it whole.
+pub type InputSplits = Vec<Option<usize>>;
+
+/// The condition of a family: head, input shapes, output axis, opset.
+type Condition = fn(&Head, &[Option<&Shape>], usize, i64) -> Option<InputSplits>;
+
+/// Ops that distribute over concatenation under one condition; each family
+/// is one rule, `distribute-{name}`.
+pub struct Family {
+    /// The rule's name is `distribute-{name}`.
+    pub name: &'static str,
+    /// Op types of the ONNX default domain or the lms domain.
+    pub ops: &'static [&'static str],
+    condition: Condition,
+}
+
+impl Family {
+    /// How a split of `head`'s outputs along `axis` splits its inputs, or
+    /// `None` when the op is not independent along it (or not in the family).
+    pub fn split_inputs(
+        &self,
+        head: &Head,
+        inputs: &[Option<&Shape>],
+        axis: usize,
+        opset: i64,
+    ) -> Option<InputSplits> {
+        if !self.ops.iter().any(|op| head.is(op)) {
+            return None;
+        }
+        (self.condition)(head, inputs, axis, opset)
+    }
+}
+
+/// Every family, in rule order.
+pub const FAMILIES: &[Family] = &[
+    Family {
+        name: "elementwise",
+        ops: ELEMENTWISE,
+        condition: elementwise,
+    },
+    Family {
+        name: "windowed",
+        ops: WINDOWED,
+        condition: per_sample,
+    },
+    Family {
+        name: "normalization",
+        ops: NORMALIZATION,
+        condition: outside_normalized_axes,
+    },
+    Family {
+        name: "matmul",
+        ops: &["MatMul", "Gemm"],
+        condition: matmul,
+    },
+    Family {
+        name: "layout",
+        ops: &["Transpose", "Flatten", "ReshapeTo"],
+        condition: layout,
+    },
+];
+
+/// The family `head`'s op belongs to.
+pub fn family_of(head: &Head) -> Option<&'static Family> {
+    FAMILIES.iter().find(|f| f.ops.iter().any(|op| head.is(op)))
+}
+
+/// Elementwise ops (with numpy broadcasting) and elementwise gradients.
+const ELEMENTWISE: &[&str] = &[
+    "Abs",
+    "Acos",
+    "Add",
+    "And",
+    "Asin",
+    "Atan",
+    "Cast",
+    "Ceil",
+    "Celu",
+    "Clip",
+    "Cos",
+    "Div",
+    "Elu",
+    "Equal",
+    "Erf",
+    "Exp",
+    "Floor",
+    "Gelu",
+    "Greater",
+    "GreaterOrEqual",
+    "HardSigmoid",
+    "HardSwish",
+    "IsInf",
+    "IsNaN",
+    "LeakyRelu",
+    "Less",
+    "LessOrEqual",
+    "Log",
+    "Max",
+    "Mean",
+    "Min",
+    "Mish",
+    "Mod",
+    "Mul",
+    "Neg",
+    "Not",
+    "Or",
+    "Pow",
+    "PRelu",
+    "Reciprocal",
+    "Relu",
+    "Round",
+    "Selu",
+    "Sigmoid",
+    "Sign",
+    "Sin",
+    "Softplus",
+    "Softsign",
+    "Sqrt",
+    "Sub",
+    "Sum",
+    "Tan",
+    "Tanh",
+    "ThresholdedRelu",
+    "Where",
+    "Xor",
+    "UnaryGrad",
+    "DropoutGrad",
+    "SgdUpdate",
+];
+
+/// Elementwise with broadcasting: each input either broadcasts along the
+/// axis (lacks it or has length 1) and is read whole, or has the output's
+/// length there and is split along its own aligned axis.
+fn elementwise(head: &Head, inputs: &[Option<&Shape>], axis: usize, _: i64) -> Option<InputSplits> {
+    let [out] = &head.outputs[..] else {
+        return None;
+    };
+    let len = *out.shape.get(axis)?;
+    inputs
+        .iter()
+        .map(
+            |input| match input.and_then(|s| aligned(s, out.rank(), axis).map(|a| (a, s[a]))) {
+                None => Some(None),
+                Some((a, l)) if l == len => Some(Some(a)),
+                Some((_, 1)) => Some(None),
+                Some(_) => None,
+            },
+        )
+        .collect()
+}
+
+/// The axis of an input of rank `shape.len()` that lines up with output
+/// axis `axis` under numpy broadcasting (shapes aligned on the right).
+fn aligned(shape: &Shape, out_rank: usize, axis: usize) -> Option<usize> {
+    (axis + shape.len()).checked_sub(out_rank)
+}
+
+/// Convolution, pooling and local response normalisation, and their
+/// gradients with respect to the data.
+const WINDOWED: &[&str] = &[
+    "Conv",
+    "ConvGradData",
+    "MaxPool",
+    "AveragePool",
+    "LpPool",
+    "GlobalAveragePool",
+    "GlobalMaxPool",
+    "GlobalLpPool",
+    "MaxPoolGrad",
+    "AveragePoolGrad",
+    "GlobalAveragePoolGrad",
+    "LRN",
+    "LRNGrad",
+];
+
+/// Pooling works on each channel alone; convolution and LRN mix channels.
+const PER_CHANNEL: &[&str] = &[
+    "MaxPool",
+    "AveragePool",
+    "LpPool",
+    "GlobalAveragePool",
+    "GlobalMaxPool",
+    "GlobalLpPool",
+    "MaxPoolGrad",
+    "AveragePoolGrad",
+    "GlobalAveragePoolGrad",
+];
+
+/// Windowed ops compute each sample on its own (axis 0), and pooling each
+/// channel (axis 1): the inputs that carry samples are split, weights and
+/// biases read whole. MaxPool with its indices output is refused (the
+/// indices are flat over the whole tensor).
+fn per_sample(head: &Head, inputs: &[Option<&Shape>], axis: usize, _: i64) -> Option<InputSplits> {
+    let [out] = &head.outputs[..] else {
+        return None;
+    };
+    if needs_halo(axis) || (axis == 1 && !PER_CHANNEL.iter().any(|op| head.is(op))) {
+        return None;
+    }
+    let len = *out.shape.get(axis)?;
+    // MaxPoolGrad and LRNGrad read the forward input beside the gradient.
+    let data_inputs = if head.is("MaxPoolGrad") || head.is("LRNGrad") {
+        2
+    } else {
+        1
+    };
+    inputs
+        .iter()
+        .enumerate()
+        .map(|(slot, input)| match input {
+            Some(s) if slot < data_inputs => (s.get(axis) == Some(&len)).then_some(Some(axis)),
+            _ => Some(None),
+        })
+        .collect()
+}
+
+/// A windowed op split along a spatial axis (2 and on) would need halos
+/// and per-part padding (split-cnn.md §3.1); such splits are not applied.
+pub fn needs_halo(axis: usize) -> bool {
+    axis >= 2
+}
+
+/// Ops that normalise along some axes.
+const NORMALIZATION: &[&str] = &[
+    "Softmax",
+    "LogSoftmax",
+    "SoftmaxGrad",
+    "LogSoftmaxGrad",
+    "LayerNormalization",
+];
+
+/// Softmax and LogSoftmax (and their gradients) normalise along `axis`
+/// (opset 13 and on) or, coerced to 2-D, along every axis from `axis` on;
+/// LayerNormalization along every axis from `axis` on. Independent along
+/// the other axes; scale and bias are read whole.
+fn outside_normalized_axes(
+    head: &Head,
+    inputs: &[Option<&Shape>],
+    axis: usize,
+    opset: i64,
+) -> Option<InputSplits> {
+    let rank = head.outputs.first()?.rank();
+    let (first, coerced) = normalized_axes(head, rank, opset)?;
+    let independent = if coerced { axis < first } else { axis != first };
+    if !independent {
+        return None;
+    }
+    let split_inputs = if head.is("SoftmaxGrad") || head.is("LogSoftmaxGrad") {
+        2
+    } else {
+        1
+    };
+    Some(
+        (0..inputs.len())
+            .map(|slot| (slot < split_inputs).then_some(axis))
+            .collect(),
+    )
+}
+
+/// The first normalised axis, and whether every later axis is normalised too.
+fn normalized_axes(head: &Head, rank: usize, opset: i64) -> Option<(usize, bool)> {
+    if head.is("LayerNormalization") {
+        return Some((onnx_axis(head.int("axis", -1), rank)?, true));
+    }
+    if head.is("SoftmaxGrad") || head.is("LogSoftmaxGrad") {
+        return Some((
+            onnx_axis(head.int("axis", -1), rank)?,
+            head.int("coerce", 0) == 1,
+        ));
+    }
+    let coerced = opset < 13;
+    Some((
+        onnx_axis(head.int("axis", if coerced { 1 } else { -1 }), rank)?,
+        coerced,
+    ))
+}
+
+/// MatMul `[..., M, K] @ [..., K, N]`: independent along the batch axes
+/// (broadcast like an elementwise op), the rows M of A (B whole) and the
+/// columns N of B (A whole). The reduction axis K is no output axis, so a
+/// split along it never distributes (its parts must be summed). Gemm:
+/// along its rows (A split, B whole, C split or broadcast).
+fn matmul(head: &Head, inputs: &[Option<&Shape>], axis: usize, _: i64) -> Option<InputSplits> {
+    let [out] = &head.outputs[..] else {
+        return None;
+    };
+    let (rank, len) = (out.rank(), *out.shape.get(axis)?);
+    if head.is("Gemm") {
+        let [Some(_), Some(_), c @ ..] = inputs else {
+            return None;
+        };
+        if axis != 0 {
+            return None;
+        }
+        let a_rows = if head.int("transA", 0) == 0 { 0 } else { 1 };
+        let c_split = match c.first().copied().flatten() {
+            Some(c) if c.len() == 2 && c[0] == len && len > 1 => Some(0),
+            _ => None,
+        };
+        return Some(
+            [Some(a_rows), None]
+                .into_iter()
+                .chain(c.iter().map(|_| c_split))
+                .collect(),
+        );
+    }
+    let [Some(a), Some(b)] = inputs else {
+        return None;
+    };
+    if a.len() < 2 || b.len() < 2 {
+        return None;
+    }
+    if axis == rank - 2 {
+        return Some(vec![Some(a.len() - 2), None]);
+    }
+    if axis == rank - 1 {
+        return Some(vec![None, Some(b.len() - 1)]);
+    }
+    // A batch axis: each operand lacks it, broadcasts it, or is split along it.
+    let batch = |s: &Shape| match aligned(s, rank, axis).filter(|&x| x + 2 < s.len()) {
+        None => Some(None),
+        Some(x) if s[x] == len => Some(Some(x)),
+        Some(x) if s[x] == 1 => Some(None),
+        Some(_) => None,
+    };
+    Some(vec![batch(a)?, batch(b)?])
+}
+
+/// Transpose moves axis `perm[o]` of its input to output axis `o`; Flatten
+/// at axis 1 and ReshapeTo keep axis 0 when its length is unchanged, so
+/// each sample stays one contiguous block.
+fn layout(head: &Head, inputs: &[Option<&Shape>], axis: usize, _: i64) -> Option<InputSplits> {
+    let [out] = &head.outputs[..] else {
+        return None;
+    };
+    let [Some(x), rest @ ..] = inputs else {
+        return None;
+    };
+    let whole_rest = rest.iter().map(|_| None);
+    if head.is("Transpose") {
+        let perm = match head.attrs.ints_opt("perm") {
+            Ok(Some(p)) => p,
+            _ => (0..x.len() as i64).rev().collect(),
+        };
+        let from = onnx_axis(*perm.get(axis)?, x.len())?;
+        return Some(std::iter::once(Some(from)).chain(whole_rest).collect());
+    }
+    let keeps_samples = axis == 0 && x.first() == out.shape.first();
+    // Flatten's axis may equal the rank; negative values count from it.
+    let flatten_at = head.int("axis", 1);
+    let flatten_ok = !head.is("Flatten") || flatten_at == 1 || flatten_at + x.len() as i64 == 1;
+    (keeps_samples && flatten_ok).then(|| std::iter::once(Some(0)).chain(whole_rest).collect())
+}

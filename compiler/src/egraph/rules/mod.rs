@@ -1,0 +1,32 @@
+//! The rewrite rules, one file per family; each family's `rules()` returns
+//! its rules, named in kebab-case.
+//!
+//! - [`identity`] has `id-of-id` and `id-elim`;
+//! - [`swap`] has `swap-in-of-swap-out`;
+//! - [`split`] has `split-parts`, `concat-of-splits-{n}` and
+//!   `split-of-concat-{n}-{i}`;
+//! - [`distribute`] has `distribute-{family}` for the op families of
+//!   [`independence`], whose conditions say when an op is independent along
+//!   an axis.
+//!
+//! Every rule is an equation the graph semantics validate (tflms.txt §4: the
+//! rewrites must be provable), and no rule makes a term larger without
+//! bound: the split and distribution rules only add terms for splits that
+//! already occur.
+
+pub mod distribute;
+pub mod identity;
+pub mod independence;
+pub mod split;
+pub mod swap;
+
+use super::lang::TermRewrite;
+
+/// Every rule of every family.
+pub fn all() -> Vec<TermRewrite> {
+    let mut rules = identity::rules();
+    rules.extend(swap::rules());
+    rules.extend(split::rules());
+    rules.extend(distribute::rules());
+    rules
+}

@@ -1,0 +1,494 @@
+//! The CUDA backend: cuBLAS for matrix products, cuDNN for convolutions and NVRTC-compiled
+//! kernels (`runtime/kernels/*.cu`) for everything else, through cudarc with dynamic
+//! loading, so it builds on machines without CUDA and fails cleanly at
+//! [`CudaBackend::new`] where no driver or GPU is present.
+//!
+//! - Memory: one `cuMemAlloc` of the budget (plus a small alignment allowance) holds every
+//!   device buffer, placed by a best-fit offset allocator ([`arena`]); host buffers are
+//!   page-locked and pooled. The executor's accounting enforces the budget exactly; the
+//!   arena enforces that what the accounting allows physically fits, and reports
+//!   fragmentation when it does not.
+//! - Queues: three CUDA streams (compute, device-to-host, host-to-device); events are CUDA
+//!   events. A buffer freed while a queue may still use it is reused only after that
+//!   queue's work on it (see [`memory`]).
+//! - Numerics: f32 kernels; sums accumulate in double in a fixed order and no kernel uses
+//!   floating-point atomics, so a run is deterministic. cuBLAS runs in FP32 and cuDNN is
+//!   restricted to deterministic FMA algorithms unless [`CudaOptions::tf32`] is set;
+//!   convolution algorithms are chosen under a fixed workspace cap, so a memory rewrite of
+//!   the graph (swap, recompute) reproduces the original's results bit for bit.
+//! - Small index-like tensors made from constants (shape arithmetic) are computed on the
+//!   host by the CPU backend's kernels and uploaded, so Slice starts or Reshape shapes
+//!   never need a read back.
+
+pub mod arena;
+mod error;
+mod kernels;
+mod layout;
+mod libs;
+mod memory;
+mod ops;
+
+pub use arena::ArenaStats;
+pub use error::CudaError;
+pub use kernels::SOURCES;
+pub use ops::supported_ops;
+
+use crate::attrs::Attrs;
+use crate::backend::{Backend, KernelContext, Queue};
+use crate::error::{KernelError, RuntimeError};
+use crate::program::Program;
+use crate::tensor::{dtype_name, dtype_size, numel, HostTensor};
+use cudarc::driver::{result, CudaContext};
+use error::OpError;
+use kernels::Kernels;
+use libs::{Blas, Dnn};
+use lms_proto::lms::DType;
+use memory::{Device, DeviceBlock, HostBlock, Mark};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::rc::Rc;
+use std::sync::Arc;
+
+/// Device memory left outside the arena for the CUDA context, kernel modules and the
+/// libraries' handles.
+const RESERVE: u64 = 1 << 30;
+/// cuBLAS's workspace, taken from the arena (NVIDIA's recommendation for Hopper).
+const CUBLAS_WORKSPACE: u64 = 32 << 20;
+
+/// Choices of the CUDA backend.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CudaOptions {
+    /// Let cuBLAS and cuDNN use TF32 tensor cores for f32 data (faster, about 10 bits of
+    /// mantissa in products). Off by default: results then match the CPU backend to f32
+    /// rounding.
+    pub tf32: bool,
+}
+
+/// A buffer in device memory: a block of the arena (shared by views such as Reshape),
+/// its element type and shape, and its value on the host when it was computed there.
+#[derive(Clone, Debug)]
+pub struct CudaBuffer {
+    block: Rc<DeviceBlock>,
+    dtype: DType,
+    shape: Vec<usize>,
+    host: Option<Rc<HostTensor>>,
+}
+
+impl CudaBuffer {
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        self.dtype
+    }
+
+    /// The shape.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    fn ptr(&self) -> u64 {
+        self.block.ptr()
+    }
+
+    fn numel(&self) -> usize {
+        numel(&self.shape)
+    }
+
+    fn bytes(&self) -> u64 {
+        self.block.bytes()
+    }
+
+    /// The same memory seen with another shape (Reshape and friends).
+    fn view(&self, shape: &[usize]) -> CudaBuffer {
+        CudaBuffer {
+            block: Rc::clone(&self.block),
+            dtype: self.dtype,
+            shape: shape.to_vec(),
+            host: self.host.as_ref().and_then(|h| {
+                HostTensor::new(shape.to_vec(), h.data.clone())
+                    .ok()
+                    .map(Rc::new)
+            }),
+        }
+    }
+}
+
+/// A buffer in pinned host memory.
+#[derive(Debug)]
+pub struct CudaHostBuffer {
+    block: HostBlock,
+    dtype: DType,
+    shape: Vec<usize>,
+}
+
+/// The device and what the ops use of it.
+pub(crate) struct Gpu {
+    device: Rc<Device>,
+    kernels: Kernels,
+    blas: Blas,
+    /// cuDNN, or why it cannot be used.
+    dnn: Result<Dnn, String>,
+    options: CudaOptions,
+    /// The device-memory budget the arena was sized for.
+    budget: u64,
+}
+
+/// The largest convolution workspace chosen regardless of free memory.
+const WORKSPACE_CAP: u64 = 1 << 30;
+
+impl Gpu {
+    /// The workspace cap of cuDNN's algorithm choices: 1/16 of the budget, at most
+    /// [`WORKSPACE_CAP`]; fixed for the run, so choices do not depend on memory pressure.
+    fn workspace_cap(&self) -> u64 {
+        (self.budget / 16).min(WORKSPACE_CAP)
+    }
+
+    /// The most scratch memory an op may take now: what the budget leaves beside the
+    /// blocks in use, and what fits in one free block of the arena.
+    fn workspace_limit(&self) -> u64 {
+        let stats = self.device.arena_stats();
+        stats
+            .largest_free
+            .min(self.budget.saturating_sub(stats.used))
+    }
+}
+
+/// The CUDA backend.
+///
+/// ```no_run
+/// use lms_runtime::{CudaBackend, Program, RunOptions, Session};
+/// # fn main() -> Result<(), lms_runtime::RuntimeError> {
+/// let program = Program::load(std::path::Path::new("model.lms"))?;
+/// let options = RunOptions::default();
+/// // Fails with "cuda backend: no CUDA driver found (...); use --device cpu" without a GPU.
+/// let backend = CudaBackend::new(0, options.device_memory)?;
+/// let mut session = Session::new(program, backend, options)?;
+/// let step = session.step()?;
+/// println!("loss {:?} in {:.3} s", step.loss, step.report.step_seconds);
+/// # Ok(())
+/// # }
+/// ```
+pub struct CudaBackend {
+    gpu: Gpu,
+    name: String,
+}
+
+/// Why the CUDA backend cannot be created on this machine, without creating anything:
+/// `None` when a driver with at least one device is present.
+pub fn unavailable() -> Option<String> {
+    // SAFETY: only probes whether the shared library can be opened.
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        return Some(
+            "no CUDA driver found (libcuda.so could not be loaded); use --device cpu".to_string(),
+        );
+    }
+    match catch_unwind(CudaContext::device_count) {
+        Ok(Ok(n)) if n > 0 => None,
+        Ok(Ok(_)) => Some("no CUDA device found; use --device cpu".to_string()),
+        Ok(Err(e)) => Some(format!(
+            "the CUDA driver failed to start: {e}; use --device cpu"
+        )),
+        Err(_) => Some(
+            "the CUDA driver library is unusable (a symbol is missing); use --device cpu"
+                .to_string(),
+        ),
+    }
+}
+
+/// An error of the CUDA backend.
+fn backend_error(message: impl Into<String>) -> RuntimeError {
+    RuntimeError::Backend {
+        backend: "cuda".to_string(),
+        message: message.into(),
+    }
+}
+
+impl CudaBackend {
+    /// The backend on GPU `ordinal` with a device-memory budget of `device_memory` bytes
+    /// (`u64::MAX`: all the free memory but a reserve), f32 arithmetic throughout.
+    ///
+    /// Fails with a clear message, never a panic, where there is no driver, no such GPU,
+    /// or no NVRTC or cuBLAS library; a missing cuDNN only makes convolutions fail.
+    pub fn new(ordinal: usize, device_memory: u64) -> Result<CudaBackend, RuntimeError> {
+        CudaBackend::with_options(ordinal, device_memory, CudaOptions::default())
+    }
+
+    /// [`CudaBackend::new`] with explicit options.
+    pub fn with_options(
+        ordinal: usize,
+        device_memory: u64,
+        options: CudaOptions,
+    ) -> Result<CudaBackend, RuntimeError> {
+        if let Some(reason) = unavailable() {
+            return Err(backend_error(reason));
+        }
+        for (present, library) in [
+            // SAFETY: each only probes whether a shared library can be opened.
+            (
+                unsafe { cudarc::nvrtc::sys::is_culib_present() },
+                "NVRTC (libnvrtc.so)",
+            ),
+            (
+                unsafe { cudarc::cublas::sys::is_culib_present() },
+                "cuBLAS (libcublas.so)",
+            ),
+        ] {
+            if !present {
+                return Err(backend_error(format!(
+                    "{library} could not be loaded: add the CUDA toolkit's library directory \
+                     to LD_LIBRARY_PATH, or use --device cpu"
+                )));
+            }
+        }
+        // Dynamic loading panics on a library without an expected symbol; that is an
+        // error here, not a crash.
+        catch_unwind(AssertUnwindSafe(|| {
+            CudaBackend::create(ordinal, device_memory, options)
+        }))
+        .unwrap_or_else(|_| {
+            Err(backend_error(
+                "a CUDA library lacks a function this build expects (CUDA 13 and cuDNN 9 are); use --device cpu",
+            ))
+        })
+    }
+
+    fn create(
+        ordinal: usize,
+        device_memory: u64,
+        options: CudaOptions,
+    ) -> Result<CudaBackend, RuntimeError> {
+        let ctx = CudaContext::new(ordinal)
+            .map_err(|e| backend_error(format!("cannot open CUDA device {ordinal}: {e}")))?;
+        // SAFETY: the backend orders all work with its own events; cudarc's automatic
+        // per-buffer events would only add synchronization.
+        unsafe { ctx.disable_event_tracking() };
+        let name = ctx.name().map_err(CudaError::from)?;
+        let (free, _) = ctx.mem_get_info().map_err(CudaError::from)?;
+        let arena = arena_bytes(device_memory, free as u64);
+        let device = Device::new(Arc::clone(&ctx), arena)?;
+        let kernels = Kernels::load(&ctx)?;
+        let workspace = device.alloc(CUBLAS_WORKSPACE, Queue::Compute)?;
+        let blas = Blas::new(device.stream(Queue::Compute), workspace, options.tf32)?;
+        let dnn = Dnn::new(device.stream(Queue::Compute));
+        Ok(CudaBackend {
+            gpu: Gpu {
+                device,
+                kernels,
+                blas,
+                dnn,
+                options,
+                budget: device_memory.min(arena),
+            },
+            name,
+        })
+    }
+
+    /// The GPU's name, e.g. `NVIDIA H100 80GB HBM3`.
+    pub fn device_name(&self) -> &str {
+        &self.name
+    }
+
+    /// How full and fragmented the device arena is now.
+    pub fn arena_stats(&self) -> ArenaStats {
+        self.gpu.device.arena_stats()
+    }
+
+    /// Pinned host memory allocated so far (in use or pooled for reuse).
+    pub fn pinned_host_bytes(&self) -> u64 {
+        self.gpu.device.host_pinned()
+    }
+
+    /// Why cuDNN cannot be used, when it cannot (convolutions then fail).
+    pub fn cudnn_unavailable(&self) -> Option<&str> {
+        self.gpu.dnn.as_ref().err().map(String::as_str)
+    }
+}
+
+/// The arena for a budget of `budget` bytes with `free` bytes free on the device: the
+/// budget plus an allowance for alignment and fragmentation (1/64 of it, 8 MiB) and
+/// cuBLAS's workspace, within the free memory less [`RESERVE`].
+fn arena_bytes(budget: u64, free: u64) -> u64 {
+    let available = free.saturating_sub(RESERVE);
+    let wanted = budget
+        .saturating_add(budget / 64)
+        .saturating_add(8 << 20)
+        .saturating_add(CUBLAS_WORKSPACE);
+    wanted.min(available)
+}
+
+impl Backend for CudaBackend {
+    type DeviceBuffer = CudaBuffer;
+    type HostBuffer = CudaHostBuffer;
+    type Event = Mark;
+
+    fn name(&self) -> &'static str {
+        "cuda"
+    }
+
+    fn host_buffer(&mut self, tensor: HostTensor) -> Result<CudaHostBuffer, RuntimeError> {
+        self.gpu.device.take_deferred()?;
+        let bytes = tensor.to_le_bytes();
+        if dtype_size(tensor.dtype()).is_none() {
+            return Err(backend_error(format!(
+                "dtype {} has no host buffer",
+                dtype_name(tensor.dtype())
+            )));
+        }
+        let mut block = self.gpu.device.alloc_host(bytes.len() as u64)?;
+        block.bytes_mut()?.copy_from_slice(&bytes);
+        Ok(CudaHostBuffer {
+            block,
+            dtype: tensor.dtype(),
+            shape: tensor.shape,
+        })
+    }
+
+    fn read_host(&self, buffer: &CudaHostBuffer) -> Result<HostTensor, RuntimeError> {
+        HostTensor::from_le_bytes(buffer.dtype, &buffer.shape, buffer.block.bytes()?)
+            .map_err(|e| backend_error(format!("reading a host buffer: {e}")))
+    }
+
+    fn upload(&mut self, src: &CudaHostBuffer) -> Result<CudaBuffer, RuntimeError> {
+        let device = &self.gpu.device;
+        device.take_deferred()?;
+        let block = device.alloc(src.block.size() as u64, Queue::HostToDevice)?;
+        if src.block.size() > 0 {
+            let stream = device.stream(Queue::HostToDevice);
+            // SAFETY: the destination block holds the source's bytes; the pinned source
+            // stays alive (pooled with a fence) until the copy is done.
+            unsafe {
+                result::memcpy_htod_async(block.ptr(), src.block.bytes()?, stream.cu_stream())
+            }
+            .map_err(CudaError::from)?;
+            device.issued(Queue::HostToDevice);
+        }
+        src.block.touch(Queue::HostToDevice);
+        Ok(CudaBuffer {
+            block: Rc::new(block),
+            dtype: src.dtype,
+            shape: src.shape.clone(),
+            host: None,
+        })
+    }
+
+    fn download(&mut self, src: &CudaBuffer) -> Result<CudaHostBuffer, RuntimeError> {
+        let device = &self.gpu.device;
+        device.take_deferred()?;
+        let mut block = device.alloc_host(src.bytes())?;
+        if src.bytes() > 0 {
+            let stream = device.stream(Queue::DeviceToHost);
+            // SAFETY: the pinned destination holds the source's bytes and stays alive
+            // (pooled with a fence) until the copy is done.
+            unsafe { result::memcpy_dtoh_async(block.bytes_mut()?, src.ptr(), stream.cu_stream()) }
+                .map_err(CudaError::from)?;
+            device.issued(Queue::DeviceToHost);
+        }
+        block.touch(Queue::DeviceToHost);
+        src.block.touch(Queue::DeviceToHost);
+        Ok(CudaHostBuffer {
+            block,
+            dtype: src.dtype,
+            shape: src.shape.clone(),
+        })
+    }
+
+    fn execute(
+        &mut self,
+        program: &Program,
+        node: usize,
+        inputs: &[Option<&CudaBuffer>],
+        context: &KernelContext,
+    ) -> Result<Vec<CudaBuffer>, RuntimeError> {
+        self.gpu.device.take_deferred()?;
+        let n = program.node(node);
+        let outputs = program.output_types(node);
+        let exec = ops::Exec {
+            gpu: &self.gpu,
+            op: &n.op,
+            opset: program.opset(node),
+            attrs: Attrs::new(&n.attributes),
+            inputs,
+            outputs: &outputs,
+            context,
+        };
+        let result = if ops::host_evaluable(&exec) {
+            ops::evaluate_on_host(&exec, &n.domain)
+        } else {
+            ops::find(&n.domain, &n.op).and_then(|kernel| kernel(&exec))
+        };
+        let made = result.map_err(|error| match error {
+            OpError::Kernel(source) => RuntimeError::Kernel {
+                node: n.name.clone(),
+                source: KernelError::Op {
+                    op: n.op.clone(),
+                    error: Box::new(source),
+                },
+            },
+            OpError::Cuda(e) => backend_error(format!("node '{}' ({}): {e}", n.name, n.op)),
+        })?;
+        for input in inputs.iter().flatten() {
+            input.block.touch(Queue::Compute);
+        }
+        let declared = made.len() == outputs.len()
+            && made
+                .iter()
+                .zip(&outputs)
+                .all(|(b, (dtype, shape))| b.dtype == *dtype && b.shape == *shape);
+        if !declared {
+            return Err(RuntimeError::Internal(format!(
+                "node '{}' ({}): the CUDA kernel made outputs other than the declared ones",
+                n.name, n.op
+            )));
+        }
+        Ok(made)
+    }
+
+    fn record(&mut self, queue: Queue) -> Result<Mark, RuntimeError> {
+        Ok(self.gpu.device.mark(queue)?)
+    }
+
+    fn wait(&mut self, queue: Queue, event: &Mark) -> Result<(), RuntimeError> {
+        Ok(self.gpu.device.wait(queue, event)?)
+    }
+
+    fn synchronize(&mut self) -> Result<(), RuntimeError> {
+        self.gpu
+            .device
+            .context()
+            .synchronize()
+            .map_err(CudaError::from)?;
+        Ok(self.gpu.device.take_deferred()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arena_is_the_budget_plus_an_allowance_within_free_memory() {
+        let gib = 1u64 << 30;
+        let arena = arena_bytes(16 * gib, 80 * gib);
+        assert_eq!(
+            arena,
+            16 * gib + (16 * gib) / 64 + (8 << 20) + CUBLAS_WORKSPACE
+        );
+        assert_eq!(arena_bytes(u64::MAX, 80 * gib), 79 * gib);
+        assert_eq!(arena_bytes(100 * gib, 80 * gib), 79 * gib);
+        assert_eq!(arena_bytes(gib, 0), 0);
+    }
+
+    #[test]
+    fn creating_the_backend_without_a_driver_fails_cleanly() {
+        match unavailable() {
+            Some(reason) => {
+                let err = CudaBackend::new(0, 1 << 30).err().map(|e| e.to_string());
+                assert_eq!(err, Some(format!("cuda backend: {reason}")));
+                eprintln!("skipped the GPU part: {reason}");
+            }
+            None => {
+                let backend = CudaBackend::new(0, 1 << 28).unwrap_or_else(|e| panic!("{e}"));
+                assert!(!backend.device_name().is_empty());
+                assert!(backend.arena_stats().capacity >= 1 << 28);
+            }
+        }
+    }
+}

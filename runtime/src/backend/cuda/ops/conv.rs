@@ -1,0 +1,473 @@
+//! Convolutions on cuDNN: Conv (forward, bias added by the broadcast Add kernel),
+//! ConvGradData (backward data) and ConvGradWeight (backward filter).
+//!
+//! Per direction and geometry the algorithm is the first of cuDNN's heuristic ranking
+//! (`cudnnGet*Algorithm_v7`, fastest first) that is deterministic and whose workspace fits
+//! a fixed cap (1/16 of the budget, at most 1 GiB). The cap does not depend on how much
+//! memory is free at the moment, so a rewritten graph (swaps, recomputation) runs the same
+//! algorithms as the original and reproduces it bit for bit. The workspace is taken from
+//! the arena for the call; when it cannot be placed there at that moment, the fastest
+//! algorithm whose workspace fits what the budget leaves now is used instead. Choices
+//! under the cap are cached per geometry and direction.
+
+use super::elementwise::{launch_binary, Binary};
+use super::{check_shape, Exec, OpResult, Table};
+use crate::backend::cuda::error::CudaError;
+use crate::backend::cuda::libs::{int, Algo, ConvChoice, ConvKey, Dnn};
+use crate::backend::cuda::CudaBuffer;
+use crate::backend::Queue;
+use crate::cpu::kernels::window::Window;
+use crate::error::KernelError;
+use cudarc::cudnn::{result as dnn, sys};
+use std::ffi::{c_int, c_void};
+use std::mem::MaybeUninit;
+
+/// The ONNX convolution.
+pub(super) const ONNX: Table = &[("Conv", conv)];
+
+/// The `lms` convolution gradients.
+pub(super) const LMS: Table = &[
+    ("ConvGradData", conv_grad_data),
+    ("ConvGradWeight", conv_grad_weight),
+];
+
+/// A Conv's shapes and window, in cuDNN's terms (at least two spatial axes: a 1-D conv
+/// gains a trailing axis of size 1).
+struct Geometry {
+    x: Vec<c_int>,
+    w: Vec<c_int>,
+    y: Vec<c_int>,
+    pads: Vec<c_int>,
+    strides: Vec<c_int>,
+    dilations: Vec<c_int>,
+    group: c_int,
+}
+
+impl Geometry {
+    /// The geometry of a Conv of X `x` and W `w` with the node's attributes.
+    fn new(exec: &Exec<'_>, x: &[usize], w: &[usize]) -> OpResult<Geometry> {
+        if x.len() < 3 || w.len() != x.len() {
+            return Err(KernelError::shape(
+                "input W",
+                format!("shapes X {x:?} and W {w:?} do not fit a Conv"),
+            )
+            .into());
+        }
+        let group = exec.attrs.int("group", 1)?;
+        let groups = usize::try_from(group)
+            .ok()
+            .filter(|&g| g > 0 && x[1] % g == 0 && w[0] % g == 0);
+        let Some(groups) = groups else {
+            return Err(KernelError::attr(
+                "group",
+                format!("{group} does not divide the channels of X {x:?} and W {w:?}"),
+            )
+            .into());
+        };
+        if w[1] * groups != x[1] {
+            return Err(KernelError::shape(
+                "input W",
+                format!(
+                    "shape {w:?} does not fit {} channels in {groups} groups",
+                    x[1]
+                ),
+            )
+            .into());
+        }
+        if let Some(k) = exec.attrs.ints_opt("kernel_shape")? {
+            if !k
+                .iter()
+                .map(|&v| usize::try_from(v).ok())
+                .eq(w[2..].iter().map(|&v| Some(v)))
+            {
+                return Err(KernelError::attr(
+                    "kernel_shape",
+                    format!(
+                        "{k:?} differs from the weights' spatial shape {:?}",
+                        &w[2..]
+                    ),
+                )
+                .into());
+            }
+        }
+        let win = Window::from_attrs(&exec.attrs, &x[2..], &w[2..], false)?;
+        if win.pad_begin != win.pad_end {
+            return Err(KernelError::NoCudaKernel("Conv with asymmetric pads".into()).into());
+        }
+        let spatial = x.len() - 2;
+        let tail = |v: &[usize; 3]| v[3 - spatial..].to_vec();
+        let mut y = vec![x[0], w[0]];
+        y.extend_from_slice(win.output_dims());
+        let (mut x, mut w) = (x.to_vec(), w.to_vec());
+        let (mut pads, mut strides, mut dilations) =
+            (tail(&win.pad_begin), tail(&win.stride), tail(&win.dilation));
+        if spatial == 1 {
+            for v in [&mut x, &mut w, &mut y, &mut strides, &mut dilations] {
+                v.push(1);
+            }
+            pads.push(0);
+        }
+        let ints = |v: &[usize]| -> OpResult<Vec<c_int>> {
+            v.iter().map(|&d| Ok(int(d, "Conv size")?)).collect()
+        };
+        Ok(Geometry {
+            x: ints(&x)?,
+            w: ints(&w)?,
+            y: ints(&y)?,
+            pads: ints(&pads)?,
+            strides: ints(&strides)?,
+            dilations: ints(&dilations)?,
+            group: int(groups, "group")?,
+        })
+    }
+
+    /// The key of this geometry's algorithm choice in `direction`.
+    fn key(&self, direction: u8) -> ConvKey {
+        let geometry = [&self.x, &self.w, &self.pads, &self.strides, &self.dilations]
+            .iter()
+            .flat_map(|v| v.iter().map(|&d| i64::from(d)))
+            .chain([i64::from(self.group)])
+            .collect();
+        ConvKey {
+            direction,
+            geometry,
+        }
+    }
+}
+
+/// The cuDNN descriptors of a Conv geometry, destroyed on drop.
+struct Descriptors {
+    x: sys::cudnnTensorDescriptor_t,
+    y: sys::cudnnTensorDescriptor_t,
+    w: sys::cudnnFilterDescriptor_t,
+    conv: sys::cudnnConvolutionDescriptor_t,
+}
+
+/// Row-major strides of `dims`.
+fn packed(dims: &[c_int]) -> Result<Vec<c_int>, CudaError> {
+    let mut strides: Vec<c_int> = vec![1; dims.len()];
+    for d in (0..dims.len().saturating_sub(1)).rev() {
+        strides[d] = strides[d + 1].checked_mul(dims[d + 1]).ok_or_else(|| {
+            CudaError::TooLarge(format!("a convolution tensor of shape {dims:?}"))
+        })?;
+    }
+    Ok(strides)
+}
+
+impl Descriptors {
+    fn new(g: &Geometry, tf32: bool) -> Result<Descriptors, CudaError> {
+        let float = sys::cudnnDataType_t::CUDNN_DATA_FLOAT;
+        let mut d = Descriptors {
+            x: std::ptr::null_mut(),
+            y: std::ptr::null_mut(),
+            w: std::ptr::null_mut(),
+            conv: std::ptr::null_mut(),
+        };
+        d.x = dnn::create_tensor_descriptor()?;
+        d.y = dnn::create_tensor_descriptor()?;
+        d.w = dnn::create_filter_descriptor()?;
+        d.conv = dnn::create_convolution_descriptor()?;
+        let math = if tf32 {
+            sys::cudnnMathType_t::CUDNN_DEFAULT_MATH
+        } else {
+            sys::cudnnMathType_t::CUDNN_FMA_MATH
+        };
+        let (sx, sy) = (packed(&g.x)?, packed(&g.y)?);
+        // SAFETY: the descriptors were just created; the arrays hold `len` entries.
+        unsafe {
+            dnn::set_tensornd_descriptor(
+                d.x,
+                float,
+                g.x.len() as c_int,
+                g.x.as_ptr(),
+                sx.as_ptr(),
+            )?;
+            dnn::set_tensornd_descriptor(
+                d.y,
+                float,
+                g.y.len() as c_int,
+                g.y.as_ptr(),
+                sy.as_ptr(),
+            )?;
+            dnn::set_filternd_descriptor(
+                d.w,
+                float,
+                sys::cudnnTensorFormat_t::CUDNN_TENSOR_NCHW,
+                g.w.len() as c_int,
+                g.w.as_ptr(),
+            )?;
+            dnn::set_convolutionnd_descriptor(
+                d.conv,
+                g.pads.len() as c_int,
+                g.pads.as_ptr(),
+                g.strides.as_ptr(),
+                g.dilations.as_ptr(),
+                sys::cudnnConvolutionMode_t::CUDNN_CROSS_CORRELATION,
+                float,
+            )?;
+            dnn::set_convolution_group_count(d.conv, g.group)?;
+            dnn::set_convolution_math_type(d.conv, math)?;
+        }
+        Ok(d)
+    }
+}
+
+impl Drop for Descriptors {
+    fn drop(&mut self) {
+        // SAFETY: each descriptor is destroyed once; null ones (a failed `new`) are skipped.
+        unsafe {
+            for t in [self.x, self.y] {
+                if !t.is_null() {
+                    let _ = dnn::destroy_tensor_descriptor(t);
+                }
+            }
+            if !self.w.is_null() {
+                let _ = dnn::destroy_filter_descriptor(self.w);
+            }
+            if !self.conv.is_null() {
+                let _ = dnn::destroy_convolution_descriptor(self.conv);
+            }
+        }
+    }
+}
+
+/// How many ranked algorithms to ask cuDNN for.
+const CANDIDATES: usize = 16;
+
+/// One ranked candidate: algorithm, usable, bytes of workspace, deterministic.
+type Candidate = (Algo, bool, usize, bool);
+
+/// cuDNN's ranking of the algorithms of `direction` for `d`.
+fn candidates(dnn: &Dnn, d: &Descriptors, direction: u8) -> Result<Vec<Candidate>, CudaError> {
+    let mut returned: c_int = 0;
+    let ok = |s: sys::cudnnStatus_t| s == sys::cudnnStatus_t::CUDNN_STATUS_SUCCESS;
+    let det = |x: sys::cudnnDeterminism_t| x == sys::cudnnDeterminism_t::CUDNN_DETERMINISTIC;
+    // SAFETY: the arrays have room for CANDIDATES results, of which cuDNN initialises the
+    // first `returned`; only those are read.
+    unsafe {
+        match direction {
+            0 => {
+                let mut perf =
+                    [MaybeUninit::<sys::cudnnConvolutionFwdAlgoPerf_t>::uninit(); CANDIDATES];
+                dnn::get_convolution_forward_algorithm(
+                    dnn.handle,
+                    d.x,
+                    d.w,
+                    d.conv,
+                    d.y,
+                    CANDIDATES as c_int,
+                    &mut returned,
+                    perf[0].as_mut_ptr(),
+                )?;
+                Ok(perf[..returned.clamp(0, CANDIDATES as c_int) as usize]
+                    .iter()
+                    .map(|p| p.assume_init())
+                    .map(|p| {
+                        (
+                            Algo::Forward(p.algo),
+                            ok(p.status),
+                            p.memory,
+                            det(p.determinism),
+                        )
+                    })
+                    .collect())
+            }
+            1 => {
+                let mut perf =
+                    [MaybeUninit::<sys::cudnnConvolutionBwdDataAlgoPerf_t>::uninit(); CANDIDATES];
+                dnn::get_convolution_backward_data_algorithm(
+                    dnn.handle,
+                    d.w,
+                    d.y,
+                    d.conv,
+                    d.x,
+                    CANDIDATES as c_int,
+                    &mut returned,
+                    perf[0].as_mut_ptr(),
+                )?;
+                Ok(perf[..returned.clamp(0, CANDIDATES as c_int) as usize]
+                    .iter()
+                    .map(|p| p.assume_init())
+                    .map(|p| {
+                        (
+                            Algo::Data(p.algo),
+                            ok(p.status),
+                            p.memory,
+                            det(p.determinism),
+                        )
+                    })
+                    .collect())
+            }
+            _ => {
+                let mut perf =
+                    [MaybeUninit::<sys::cudnnConvolutionBwdFilterAlgoPerf_t>::uninit(); CANDIDATES];
+                dnn::get_convolution_backward_filter_algorithm(
+                    dnn.handle,
+                    d.x,
+                    d.y,
+                    d.conv,
+                    d.w,
+                    CANDIDATES as c_int,
+                    &mut returned,
+                    perf[0].as_mut_ptr(),
+                )?;
+                Ok(perf[..returned.clamp(0, CANDIDATES as c_int) as usize]
+                    .iter()
+                    .map(|p| p.assume_init())
+                    .map(|p| {
+                        (
+                            Algo::Filter(p.algo),
+                            ok(p.status),
+                            p.memory,
+                            det(p.determinism),
+                        )
+                    })
+                    .collect())
+            }
+        }
+    }
+}
+
+/// The exact workspace of `algo` for `d`.
+fn workspace_size(dnn: &Dnn, d: &Descriptors, algo: Algo) -> Result<usize, CudaError> {
+    // SAFETY: the handle and descriptors are live.
+    Ok(unsafe {
+        match algo {
+            Algo::Forward(a) => {
+                dnn::get_convolution_forward_workspace_size(dnn.handle, d.x, d.w, d.conv, d.y, a)?
+            }
+            Algo::Data(a) => dnn::get_convolution_backward_data_workspace_size(
+                dnn.handle, d.w, d.y, d.conv, d.x, a,
+            )?,
+            Algo::Filter(a) => dnn::get_convolution_backward_filter_workspace_size(
+                dnn.handle, d.x, d.y, d.conv, d.w, a,
+            )?,
+        }
+    })
+}
+
+/// The first deterministic candidate for `direction` of `d` whose workspace fits `limit`.
+fn choose(dnn: &Dnn, d: &Descriptors, direction: u8, limit: u64) -> OpResult<ConvChoice> {
+    for (algo, usable, memory, deterministic) in candidates(dnn, d, direction)? {
+        if !usable || !deterministic || memory as u64 > limit {
+            continue;
+        }
+        let workspace = workspace_size(dnn, d, algo)? as u64;
+        if workspace <= limit {
+            return Ok(ConvChoice { algo, workspace });
+        }
+    }
+    Err(KernelError::NoCudaKernel(format!(
+        "this convolution in cuDNN: no deterministic algorithm fits a workspace of {limit} bytes"
+    ))
+    .into())
+}
+
+/// Runs one direction: forward (x, w → y), backward data (w, dy → dx) or backward filter
+/// (x, dy → dw); `a` and `b` are the two inputs in that order and `out` the result.
+fn run(
+    exec: &Exec<'_>,
+    g: &Geometry,
+    direction: u8,
+    a: &CudaBuffer,
+    b: &CudaBuffer,
+    out: &CudaBuffer,
+) -> OpResult<()> {
+    let dnn = exec
+        .gpu
+        .dnn
+        .as_ref()
+        .map_err(|reason| CudaError::Library(reason.clone()))?;
+    let d = Descriptors::new(g, exec.gpu.options.tf32)?;
+    let key = g.key(direction);
+    let cached = dnn.choices.borrow().get(&key).copied();
+    let choice = match cached {
+        Some(choice) => choice,
+        None => {
+            let choice = choose(dnn, &d, direction, exec.gpu.workspace_cap())?;
+            dnn.choices.borrow_mut().insert(key, choice);
+            choice
+        }
+    };
+    let (choice, workspace) = match exec.scratch(choice.workspace) {
+        Ok(workspace) => (choice, workspace),
+        Err(_) => {
+            let fallback = choose(dnn, &d, direction, exec.gpu.workspace_limit())?;
+            (fallback, exec.scratch(fallback.workspace)?)
+        }
+    };
+    let (alpha, beta) = (1.0f32, 0.0f32);
+    let (one, zero) = (
+        (&alpha as *const f32).cast::<c_void>(),
+        (&beta as *const f32).cast::<c_void>(),
+    );
+    let (pa, pb, po) = (
+        a.ptr() as *const c_void,
+        b.ptr() as *const c_void,
+        out.ptr() as *mut c_void,
+    );
+    let (ws, bytes) = (workspace.ptr() as *mut c_void, choice.workspace as usize);
+    // SAFETY: descriptors describe the buffers, which are live f32 blocks of these shapes;
+    // the workspace block is at least `bytes` long.
+    unsafe {
+        match choice.algo {
+            Algo::Forward(algo) => dnn::convolution_forward(
+                dnn.handle, one, d.x, pa, d.w, pb, d.conv, algo, ws, bytes, zero, d.y, po,
+            ),
+            Algo::Data(algo) => dnn::convolution_backward_data(
+                dnn.handle, one, d.w, pa, d.y, pb, d.conv, algo, ws, bytes, zero, d.x, po,
+            ),
+            Algo::Filter(algo) => dnn::convolution_backward_filter(
+                dnn.handle, one, d.x, pa, d.y, pb, d.conv, algo, ws, bytes, zero, d.w, po,
+            ),
+        }
+    }
+    .map_err(CudaError::from)?;
+    exec.gpu.device.issued(Queue::Compute);
+    Ok(())
+}
+
+/// Conv(X, W, B?) → Y.
+fn conv(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
+    let (x, w) = (exec.f32_input(0, "X")?, exec.f32_input(1, "W")?);
+    let g = Geometry::new(exec, &x.shape, &w.shape)?;
+    let y = exec.output(0)?;
+    run(exec, &g, 0, x, w, &y)?;
+    if let Some(b) = exec.opt_input(2) {
+        let b = exec.f32_input(2, "B").map(|_| b)?;
+        check_shape(b, &[w.shape[0]], "input B")?;
+        let mut channel = vec![1; y.shape.len()];
+        channel[1] = w.shape[0];
+        launch_binary(exec, Binary::Add, &y, &b.view(&channel), &y)?;
+    }
+    Ok(vec![y])
+}
+
+/// ConvGradData(dY, W) → dX of the declared shape.
+fn conv_grad_data(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
+    let (dy, w) = (exec.f32_input(0, "dY")?, exec.f32_input(1, "W")?);
+    let dx = exec.output(0)?;
+    let g = Geometry::new(exec, &dx.shape, &w.shape)?;
+    check_conv_output(&g, dy)?;
+    run(exec, &g, 1, w, dy, &dx)?;
+    Ok(vec![dx])
+}
+
+/// ConvGradWeight(dY, X) → dW of the declared shape.
+fn conv_grad_weight(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
+    let (dy, x) = (exec.f32_input(0, "dY")?, exec.f32_input(1, "X")?);
+    let dw = exec.output(0)?;
+    let g = Geometry::new(exec, &x.shape, &dw.shape)?;
+    check_conv_output(&g, dy)?;
+    run(exec, &g, 2, x, dy, &dw)?;
+    Ok(vec![dw])
+}
+
+/// Checks that dY has the forward Conv's output shape.
+fn check_conv_output(g: &Geometry, dy: &CudaBuffer) -> OpResult<()> {
+    let want: Vec<usize> = g.y[..dy.shape.len().min(g.y.len())]
+        .iter()
+        .map(|&d| d as usize)
+        .collect();
+    check_shape(dy, &want, "input dY")
+}

@@ -1,0 +1,106 @@
+//! Ops computed on the host: Shape and Size (from the declared shapes), Constant, and
+//! any op whose inputs all have host values and whose outputs are small — the shape
+//! arithmetic of exported graphs (Shape → Gather → Concat → Reshape) and constant
+//! folding of masks. They run the CPU backend's kernels, so their results are the CPU
+//! backend's bit for bit, and are uploaded through pinned memory on the compute stream
+//! keeping their host values for the ops that read index inputs.
+
+use super::{Exec, OpResult};
+use crate::backend::cuda::{CudaBuffer, CudaError};
+use crate::backend::Queue;
+use crate::cpu::kernels;
+use crate::error::KernelError;
+use crate::program::LMS_DOMAIN;
+use crate::tensor::{numel, HostTensor};
+use cudarc::driver::result;
+use std::rc::Rc;
+
+/// Ops computed on the host whatever their inputs.
+pub(super) const ONNX: super::Table = &[("Shape", shape), ("Size", size), ("Constant", constant)];
+
+/// Largest output (in elements) computed on the host from host inputs.
+const HOST_LIMIT: usize = 1 << 20;
+
+/// Whether `exec`'s node is computed on the host: every present input has a host value
+/// and the outputs are small. Constant, Shape and Size go through their own kernels.
+pub(crate) fn host_evaluable(exec: &Exec<'_>) -> bool {
+    let all_known = exec.inputs.iter().flatten().all(|t| t.host.is_some());
+    let small = exec.outputs.iter().map(|(_, s)| numel(s)).sum::<usize>() <= HOST_LIMIT;
+    let own_kernel = matches!(exec.op, "Shape" | "Size" | "Constant");
+    all_known && small && !own_kernel && !exec.inputs.is_empty()
+}
+
+/// Runs the CPU backend's kernel of the node on the host values of its inputs and uploads
+/// the results.
+pub(crate) fn evaluate_on_host(exec: &Exec<'_>, domain: &str) -> OpResult<Vec<CudaBuffer>> {
+    let values: Vec<Option<&HostTensor>> = exec
+        .inputs
+        .iter()
+        .map(|t| t.and_then(|t| t.host.as_deref()))
+        .collect();
+    let results = if domain == LMS_DOMAIN {
+        kernels::lms(exec.op, &exec.attrs, &values, exec.outputs, exec.context)
+    } else {
+        kernels::forward(exec.op, exec.opset, &exec.attrs, &values, exec.outputs)
+    }
+    .map_err(|e| match e {
+        KernelError::Op { error, .. } => *error,
+        other => other,
+    })?;
+    results.into_iter().map(|t| upload(exec, t)).collect()
+}
+
+/// A device buffer holding `value`, which it keeps as its host value.
+pub(super) fn upload(exec: &Exec<'_>, value: HostTensor) -> OpResult<CudaBuffer> {
+    let device = &exec.gpu.device;
+    let bytes = value.to_le_bytes();
+    let mut out = exec.buffer(value.dtype(), &value.shape)?;
+    if !bytes.is_empty() {
+        let mut staging = device.alloc_host(bytes.len() as u64)?;
+        staging.bytes_mut()?.copy_from_slice(&bytes);
+        let stream = device.stream(Queue::Compute);
+        // SAFETY: the block holds the bytes; the pinned staging block is pooled with a
+        // compute fence when dropped, so it is not reused before the copy is done.
+        unsafe { result::memcpy_htod_async(out.ptr(), staging.bytes()?, stream.cu_stream()) }
+            .map_err(CudaError::from)?;
+        staging.touch(Queue::Compute);
+        device.issued(Queue::Compute);
+    }
+    out.host = Some(Rc::new(value));
+    Ok(out)
+}
+
+/// Shape: the input's dimensions from `start` to `end` (clamped), as i64.
+fn shape(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
+    let x = exec.input(0, "data")?;
+    let r = x.shape.len() as i64;
+    let clamp = |v: i64| (if v < 0 { v + r } else { v }).clamp(0, r) as usize;
+    let (start, end) = (
+        clamp(exec.attrs.int("start", 0)?),
+        clamp(exec.attrs.int("end", r)?),
+    );
+    let dims: Vec<i64> = x.shape[start..end.max(start)]
+        .iter()
+        .map(|&d| d as i64)
+        .collect();
+    let value = HostTensor::from_vec(vec![dims.len()], dims)?;
+    Ok(vec![upload(exec, value)?])
+}
+
+/// Size: the input's element count, as an i64 scalar.
+fn size(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
+    let x = exec.input(0, "data")?;
+    Ok(vec![upload(exec, HostTensor::scalar(x.numel() as i64))?])
+}
+
+/// Constant: the value of its attribute.
+fn constant(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
+    let values =
+        kernels::forward("Constant", exec.opset, &exec.attrs, &[], exec.outputs).map_err(|e| {
+            match e {
+                KernelError::Op { error, .. } => *error,
+                other => other,
+            }
+        })?;
+    values.into_iter().map(|v| upload(exec, v)).collect()
+}

@@ -152,45 +152,52 @@ impl Elem for bool {
     }
 }
 
-/// Evaluates `$body` (a `Result`) with `$T` bound to the element type of `$dtype`.
-macro_rules! dispatch {
-    ($dtype:expr, $T:ident => $body:expr) => {{
-        use $crate::tensor::dtype_name;
+/// Evaluates `$body` with `$T` bound to the Rust element type of `$dtype` among the listed
+/// `DType` variants (or `numeric`), or else `$other` with the dtype bound to `$found`: the
+/// shared core of the dtype-dispatch macros ([`dispatch`] and the CPU kernels' ones).
+macro_rules! dispatch_among {
+    // `numeric`: the numeric (non-bool) element types, then those listed after `+`.
+    ($dtype:expr, $T:ident => $body:expr,
+     numeric $(+ [$($extra:tt)*])?, $found:ident => $other:expr) => {
+        $crate::tensor::dispatch_among!(
+            $dtype, $T => $body,
+            [
+                DtypeF32 => f32,
+                DtypeF64 => f64,
+                DtypeI64 => i64,
+                DtypeI32 => i32,
+                DtypeU8 => u8,
+                DtypeI8 => i8,
+                $($($extra)*)?
+            ],
+            $found => $other
+        )
+    };
+    ($dtype:expr, $T:ident => $body:expr,
+     [$($variant:ident => $ty:ty),+ $(,)?], $found:ident => $other:expr) => {{
         match $dtype {
-            lms_proto::lms::DType::DtypeF32 => {
-                type $T = f32;
+            $(lms_proto::lms::DType::$variant => {
+                type $T = $ty;
                 $body
-            }
-            lms_proto::lms::DType::DtypeF64 => {
-                type $T = f64;
-                $body
-            }
-            lms_proto::lms::DType::DtypeI64 => {
-                type $T = i64;
-                $body
-            }
-            lms_proto::lms::DType::DtypeI32 => {
-                type $T = i32;
-                $body
-            }
-            lms_proto::lms::DType::DtypeBool => {
-                type $T = bool;
-                $body
-            }
-            lms_proto::lms::DType::DtypeU8 => {
-                type $T = u8;
-                $body
-            }
-            lms_proto::lms::DType::DtypeI8 => {
-                type $T = i8;
-                $body
-            }
-            other => Err($crate::error::KernelError::unsupported(format!(
-                "dtype {} on the CPU backend",
-                dtype_name(other)
-            ))),
+            })+
+            $found => $other,
         }
     }};
+}
+pub(crate) use dispatch_among;
+
+/// Evaluates `$body` (a `Result`) with `$T` bound to the element type of `$dtype`.
+macro_rules! dispatch {
+    ($dtype:expr, $T:ident => $body:expr) => {
+        $crate::tensor::dispatch_among!(
+            $dtype, $T => $body,
+            numeric + [DtypeBool => bool],
+            other => Err($crate::error::KernelError::unsupported(format!(
+                "dtype {} on the CPU backend",
+                $crate::tensor::dtype_name(other)
+            )))
+        )
+    };
 }
 pub(crate) use dispatch;
 

@@ -7,17 +7,39 @@ use lms_proto::lms::DType;
 use lms_proto::Message;
 use lms_runtime::{CpuBackend, HostTensor, Program, RunOptions, RuntimeError, Session};
 
+/// The default budget of each pool: 1 MiB.
+const MIB: u64 = 1 << 20;
+
 fn options(seed: u64) -> RunOptions {
     RunOptions {
-        device_memory: 1 << 20,
-        host_memory: 1 << 20,
+        device_memory: MIB,
+        host_memory: MIB,
         seed,
+    }
+}
+
+/// Seed-0 options with budgets of `device_memory` and `host_memory` bytes.
+fn budgets(device_memory: u64, host_memory: u64) -> RunOptions {
+    RunOptions {
+        device_memory,
+        host_memory,
+        seed: 0,
     }
 }
 
 fn session(b: &Builder, options: RunOptions) -> Result<Session<CpuBackend>, RuntimeError> {
     let program = Program::new(b.graph.clone(), "test.lms")?;
     Session::new(program, CpuBackend::new(), options)
+}
+
+/// A seed-0 session on the shared training graph (with its swap when `swap`) under
+/// budgets of `device_memory` and `host_memory` bytes.
+fn budgeted(
+    swap: bool,
+    device_memory: u64,
+    host_memory: u64,
+) -> Result<Session<CpuBackend>, RuntimeError> {
+    session(&training_graph(swap), budgets(device_memory, host_memory))
 }
 
 fn f32s(t: &HostTensor) -> Vec<f32> {
@@ -122,16 +144,7 @@ fn explicit_schedule_is_followed() {
     assert_eq!(s.program().order(), &[0, 1, 2, 3, 4, 5, 6, 9, 7, 8, 10, 11]);
     assert_eq!(s.step().unwrap().report.peak_device_bytes, 256);
     // A budget of 235 passes g (220) and fails at rs (236).
-    let err = session(
-        &b,
-        RunOptions {
-            device_memory: 235,
-            ..options(0)
-        },
-    )
-    .unwrap()
-    .step()
-    .unwrap_err();
+    let err = session(&b, budgets(235, MIB)).unwrap().step().unwrap_err();
     assert!(
         err.to_string().starts_with(
             "out of device memory at node 'rs' (MatMul): wants 16 B, 220 B of 235 B live"
@@ -142,24 +155,8 @@ fn explicit_schedule_is_followed() {
 
 #[test]
 fn one_byte_below_the_peak_fails_naming_the_op() {
-    assert!(session(
-        &training_graph(false),
-        RunOptions {
-            device_memory: 256,
-            ..options(0)
-        }
-    )
-    .unwrap()
-    .step()
-    .is_ok());
-    let mut s = session(
-        &training_graph(false),
-        RunOptions {
-            device_memory: 255,
-            ..options(0)
-        },
-    )
-    .unwrap();
+    assert!(budgeted(false, 256, MIB).unwrap().step().is_ok());
+    let mut s = budgeted(false, 255, MIB).unwrap();
     let err = s.step().unwrap_err();
     assert_eq!(
         err.to_string(),
@@ -173,62 +170,26 @@ fn one_byte_below_the_peak_fails_naming_the_op() {
 
 #[test]
 fn initial_allocation_counts_against_the_budget() {
-    let err = session(
-        &training_graph(false),
-        RunOptions {
-            device_memory: 123,
-            ..options(0)
-        },
-    )
-    .err()
-    .unwrap();
+    let err = budgeted(false, 123, MIB).err().unwrap();
     assert_eq!(
         err.to_string(),
         "out of device memory at node 'ones_col' (Variable): wants 16 B, 108 B of 123 B live; largest live: W (64 B), x (32 B), ones_row (8 B)"
     );
-    assert!(session(
-        &training_graph(false),
-        RunOptions {
-            device_memory: 124,
-            ..options(0)
-        }
-    )
-    .is_ok());
+    assert!(budgeted(false, 124, MIB).is_ok());
 }
 
 #[test]
 fn host_budget_is_enforced() {
-    let mut s = session(
-        &training_graph(true),
-        RunOptions {
-            host_memory: 31,
-            ..options(0)
-        },
-    )
-    .unwrap();
+    let mut s = budgeted(true, MIB, 31).unwrap();
     let err = s.step().unwrap_err();
     assert_eq!(
         err.to_string(),
         "out of host memory at node 'rh' (SwapOut): wants 32 B, 0 B of 31 B live"
     );
-    let mut s = session(
-        &training_graph(true),
-        RunOptions {
-            host_memory: 32,
-            ..options(0)
-        },
-    )
-    .unwrap();
+    let mut s = budgeted(true, MIB, 32).unwrap();
     assert!(s.step().is_ok());
     // A failed step leaves nothing behind: the next one starts from the resident set.
-    let mut s = session(
-        &training_graph(false),
-        RunOptions {
-            device_memory: 255,
-            ..options(0)
-        },
-    )
-    .unwrap();
+    let mut s = budgeted(false, 255, MIB).unwrap();
     assert!(s.step().is_err());
     assert!(s.step().is_err());
 }

@@ -178,15 +178,37 @@ pub mod training {
     use lms_compiler::emit::serialize;
     use lms_compiler::frontend::{self, FrontendOptions};
     use lms_compiler::ir::Graph;
-    use lms_compiler::train::{self, TrainOptions};
+    use lms_compiler::passes::tflms::{CtrldStrategy, TflmsConfig};
+    use lms_compiler::train::{self, Loss, Optimizer, TrainOptions};
     use lms_proto::onnx::ModelProto;
     use lms_runtime::{CpuBackend, HostTensor, Program, RunOptions, Session};
     use std::collections::BTreeMap;
+    use std::path::Path;
 
     /// The training graph of an ONNX model, serialized.
     pub fn compile(model: &ModelProto, batch: Option<usize>, options: &TrainOptions) -> lms_proto::lms::Graph {
         let forward = frontend::import(model, None, &FrontendOptions { batch, ..Default::default() }).unwrap_or_else(|e| panic!("{e}"));
         serialized(&train::build(&forward.graph, options).unwrap_or_else(|e| panic!("{e}")))
+    }
+
+    /// The training graph of the ONNX model at `path` at batch `batch`: softmax cross-entropy,
+    /// SGD at learning rate 0.01, every weight trained.
+    pub fn sgd_graph(path: &Path, batch: usize) -> Graph {
+        let model = frontend::load(path, &FrontendOptions { batch: Some(batch), ..Default::default() }).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let options = TrainOptions { loss: Loss::SoftmaxCrossEntropy, optimizer: Optimizer::Sgd { lr: 0.01 }, trainable: vec![] };
+        train::build(&model.graph, &options).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+
+    /// The TFLMS settings that change the shape of a rewrite, by name: the defaults,
+    /// direct-order control ops, fused swap-ins (the default fusing distance, lb = 1, fuses
+    /// nothing in the small fixtures) and swapped branches.
+    pub fn tflms_knobs() -> Vec<(&'static str, TflmsConfig)> {
+        vec![
+            ("defaults", TflmsConfig::default()),
+            ("direct_order", TflmsConfig { ctrld_strategy: CtrldStrategy::DirectOrder, ..TflmsConfig::default() }),
+            ("fuse_swapins", TflmsConfig { fuse_swapins: true, fuse_threshold: Some(30), ..TflmsConfig::default() }),
+            ("swap_branches", TflmsConfig { swap_branches: true, branch_threshold: 3, ..TflmsConfig::default() }),
+        ]
     }
 
     /// A graph in its serialized form (default schedule).

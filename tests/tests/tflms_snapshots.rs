@@ -5,57 +5,20 @@
 
 use lms_compiler::analysis::{memory, order};
 use lms_compiler::emit::{serialize, text};
-use lms_compiler::frontend::{self, FrontendOptions};
 use lms_compiler::ir::Graph;
 use lms_compiler::passes::tflms::{self, CtrldStrategy, TflmsConfig};
-use lms_compiler::train::{self, Loss, Optimizer, TrainOptions};
 use lms_proto::Message;
+use lms_tests::training::{sgd_graph, tflms_knobs};
 
 /// The training graph of `fixtures/models/<name>.onnx` at batch 2.
 fn training_graph(name: &str) -> Graph {
-    let path = lms_tests::fixture(&format!("models/{name}.onnx"));
-    let model = frontend::load(
-        &path,
-        &FrontendOptions {
-            batch: Some(2),
-            ..Default::default()
-        },
-    )
-    .expect("fixture loads");
-    let options = TrainOptions {
-        loss: Loss::SoftmaxCrossEntropy,
-        optimizer: Optimizer::Sgd { lr: 0.01 },
-        trainable: vec![],
-    };
-    train::build(&model.graph, &options).expect("training graph builds")
+    sgd_graph(&lms_tests::fixture(&format!("models/{name}.onnx")), 2)
 }
 
 /// The knob settings snapshotted, by name.
 fn knobs() -> Vec<(&'static str, TflmsConfig)> {
-    let direct = TflmsConfig {
-        ctrld_strategy: CtrldStrategy::DirectOrder,
-        ..TflmsConfig::default()
-    };
-    vec![
-        ("defaults", TflmsConfig::default()),
-        ("direct_order", direct.clone()),
-        // The default fusing distance (lb = 1) fuses nothing in these fixtures.
-        (
-            "fuse_swapins",
-            TflmsConfig {
-                fuse_swapins: true,
-                fuse_threshold: Some(30),
-                ..TflmsConfig::default()
-            },
-        ),
-        (
-            "swap_branches",
-            TflmsConfig {
-                swap_branches: true,
-                branch_threshold: 3,
-                ..TflmsConfig::default()
-            },
-        ),
+    let mut knobs = tflms_knobs();
+    knobs.extend([
         (
             "n_tensors_2",
             TflmsConfig {
@@ -70,7 +33,14 @@ fn knobs() -> Vec<(&'static str, TflmsConfig)> {
                 ..TflmsConfig::default()
             },
         ),
-        ("direct_order_lb_3", TflmsConfig { lb: 3, ..direct }),
+        (
+            "direct_order_lb_3",
+            TflmsConfig {
+                lb: 3,
+                ctrld_strategy: CtrldStrategy::DirectOrder,
+                ..TflmsConfig::default()
+            },
+        ),
         (
             "excl_types",
             TflmsConfig {
@@ -78,7 +48,8 @@ fn knobs() -> Vec<(&'static str, TflmsConfig)> {
                 ..TflmsConfig::default()
             },
         ),
-    ]
+    ]);
+    knobs
 }
 
 fn snapshot_fixture(fixture: &str) {

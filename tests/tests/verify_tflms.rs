@@ -5,29 +5,10 @@
 //! branches, a partial swap).
 
 use lms_compiler::egraph::{self, Limits, Stop};
-use lms_compiler::frontend::{self, FrontendOptions};
-use lms_compiler::ir::Graph;
-use lms_compiler::passes::tflms::{self, CtrldStrategy, TflmsConfig};
-use lms_compiler::train::{self, Loss, Optimizer, TrainOptions};
+use lms_compiler::passes::tflms::{self, TflmsConfig};
+use lms_tests::training::{sgd_graph, tflms_knobs};
 use lms_tests::{fixture, list, onnx_data};
-use std::path::{Path, PathBuf};
-
-fn training_graph(path: &Path, batch: usize) -> Graph {
-    let model = frontend::load(
-        path,
-        &FrontendOptions {
-            batch: Some(batch),
-            ..Default::default()
-        },
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    let options = TrainOptions {
-        loss: Loss::SoftmaxCrossEntropy,
-        optimizer: Optimizer::Sgd { lr: 0.01 },
-        trainable: vec![],
-    };
-    train::build(&model.graph, &options).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
+use std::path::PathBuf;
 
 /// The small fixture models at batch 2 and the light model-zoo graphs at batch 1.
 fn fixtures() -> Vec<(PathBuf, usize)> {
@@ -43,41 +24,18 @@ fn fixtures() -> Vec<(PathBuf, usize)> {
     models
 }
 
+/// The knobs that change the rewrite's shape, and a partial swap.
 fn knobs() -> Vec<(&'static str, TflmsConfig)> {
-    vec![
-        ("defaults", TflmsConfig::default()),
-        (
-            "direct_order",
-            TflmsConfig {
-                ctrld_strategy: CtrldStrategy::DirectOrder,
-                ..TflmsConfig::default()
-            },
-        ),
-        (
-            "fuse_swapins",
-            TflmsConfig {
-                fuse_swapins: true,
-                fuse_threshold: Some(30),
-                ..TflmsConfig::default()
-            },
-        ),
-        (
-            "swap_branches",
-            TflmsConfig {
-                swap_branches: true,
-                branch_threshold: 3,
-                ..TflmsConfig::default()
-            },
-        ),
-        (
-            "n_tensors_3_lb_3",
-            TflmsConfig {
-                n_tensors: Some(3),
-                lb: 3,
-                ..TflmsConfig::default()
-            },
-        ),
-    ]
+    let mut knobs = tflms_knobs();
+    knobs.push((
+        "n_tensors_3_lb_3",
+        TflmsConfig {
+            n_tensors: Some(3),
+            lb: 3,
+            ..TflmsConfig::default()
+        },
+    ));
+    knobs
 }
 
 #[test]
@@ -87,7 +45,7 @@ fn every_tflms_rewrite_of_every_fixture_is_proven() {
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let original = training_graph(&path, batch);
+        let original = sgd_graph(&path, batch);
         for (knob, config) in knobs() {
             let (rewritten, swaps) =
                 tflms::rewrite(&original, &config).unwrap_or_else(|e| panic!("{name} {knob}: {e}"));

@@ -489,10 +489,37 @@ impl CostFunction<Term> for SplitCost<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::{propagate, Merge, SplitRequest};
+    use super::{propagate, Merge, SplitPlan, SplitRequest};
     use crate::egraph::testing::Net;
     use crate::egraph::Limits;
+    use crate::error::Result;
     use crate::ir::{Attr, Attrs, Graph, NodeId};
+
+    /// Propagates a split of `node` along `axis` into `parts`, `depth` read edges deep,
+    /// under the default limits.
+    fn split(
+        g: &Graph,
+        node: NodeId,
+        axis: usize,
+        parts: usize,
+        depth: usize,
+    ) -> Result<SplitPlan> {
+        let request = SplitRequest {
+            node,
+            axis,
+            parts,
+            depth,
+        };
+        propagate(g, &request, &Limits::default())
+    }
+
+    /// A merge of `tensor`, read whole by `readers`.
+    fn merge(tensor: &str, readers: &[&str]) -> Merge {
+        Merge {
+            tensor: tensor.into(),
+            readers: readers.iter().map(|r| r.to_string()).collect(),
+        }
+    }
 
     /// x → Conv → Relu → MaxPool → BatchNormTrain → output, batch 4.
     fn cnn() -> (Graph, NodeId, NodeId) {
@@ -532,98 +559,36 @@ mod tests {
     #[test]
     fn a_batch_split_of_a_conv_travels_to_the_batch_norm() {
         let (g, conv, _) = cnn();
-        let plan = propagate(
-            &g,
-            &SplitRequest {
-                node: conv,
-                axis: 0,
-                parts: 2,
-                depth: 8,
-            },
-            &Limits::default(),
-        )
-        .unwrap();
+        let plan = split(&g, conv, 0, 2, 8).unwrap();
         assert_eq!(plan.splits, ["x"]);
         assert_eq!(plan.covered, ["conv", "relu", "pool"]);
-        assert_eq!(
-            plan.merges,
-            [Merge {
-                tensor: "pool".into(),
-                readers: vec!["bn".into()]
-            }]
-        );
+        assert_eq!(plan.merges, [merge("pool", &["bn"])]);
         assert_eq!(plan.stop.to_string(), "saturated");
     }
 
     #[test]
     fn a_short_region_merges_at_its_edge() {
         let (g, conv, _) = cnn();
-        let plan = propagate(
-            &g,
-            &SplitRequest {
-                node: conv,
-                axis: 0,
-                parts: 2,
-                depth: 1,
-            },
-            &Limits::default(),
-        )
-        .unwrap();
+        let plan = split(&g, conv, 0, 2, 1).unwrap();
         assert_eq!(plan.covered, ["conv", "relu"]);
-        assert_eq!(
-            plan.merges,
-            [Merge {
-                tensor: "relu".into(),
-                readers: vec!["pool".into()]
-            }]
-        );
+        assert_eq!(plan.merges, [merge("relu", &["pool"])]);
     }
 
     #[test]
     fn ops_that_are_not_independent_along_the_axis_are_refused_by_name() {
         let (g, conv, bn) = cnn();
-        let err = propagate(
-            &g,
-            &SplitRequest {
-                node: bn,
-                axis: 0,
-                parts: 2,
-                depth: 4,
-            },
-            &Limits::default(),
-        )
-        .unwrap_err();
+        let err = split(&g, bn, 0, 2, 4).unwrap_err();
         assert!(
             err.to_string()
                 .starts_with("node 'bn' (BatchNormTrain): does not distribute"),
             "{err}"
         );
-        let err = propagate(
-            &g,
-            &SplitRequest {
-                node: conv,
-                axis: 2,
-                parts: 2,
-                depth: 4,
-            },
-            &Limits::default(),
-        )
-        .unwrap_err();
+        let err = split(&g, conv, 2, 2, 4).unwrap_err();
         assert!(
             err.to_string().contains("not independent along axis 2"),
             "{err}"
         );
-        let err = propagate(
-            &g,
-            &SplitRequest {
-                node: conv,
-                axis: 0,
-                parts: 5,
-                depth: 4,
-            },
-            &Limits::default(),
-        )
-        .unwrap_err();
+        let err = split(&g, conv, 0, 5, 4).unwrap_err();
         assert!(err.to_string().contains("into 5 parts"), "{err}");
     }
 
@@ -652,31 +617,9 @@ mod tests {
         );
         net.g.outputs = vec![rows, cols];
         let mm = net.node(mm);
-        let plan = propagate(
-            &net.g,
-            &SplitRequest {
-                node: mm,
-                axis: 0,
-                parts: 4,
-                depth: 8,
-            },
-            &Limits::default(),
-        )
-        .unwrap();
+        let plan = split(&net.g, mm, 0, 4, 8).unwrap();
         assert_eq!(plan.covered, ["mm", "add", "relu", "rows"]);
-        assert_eq!(
-            plan.merges,
-            [
-                Merge {
-                    tensor: "relu".into(),
-                    readers: vec!["cols".into()]
-                },
-                Merge {
-                    tensor: "rows".into(),
-                    readers: vec![]
-                }
-            ]
-        );
+        assert_eq!(plan.merges, [merge("relu", &["cols"]), merge("rows", &[])]);
     }
 
     #[test]
@@ -689,20 +632,8 @@ mod tests {
         let cat = net.op("cat", "Concat", axis, &[relu, y], &[4, 8]);
         net.g.outputs = vec![cat];
         let relu = net.node(relu);
-        let request = SplitRequest {
-            node: relu,
-            axis: 0,
-            parts: 2,
-            depth: 4,
-        };
-        let plan = propagate(&net.g, &request, &Limits::default()).unwrap();
+        let plan = split(&net.g, relu, 0, 2, 4).unwrap();
         assert_eq!(plan.covered, ["relu"]);
-        assert_eq!(
-            plan.merges,
-            [Merge {
-                tensor: "relu".into(),
-                readers: vec!["cat".into()]
-            }]
-        );
+        assert_eq!(plan.merges, [merge("relu", &["cat"])]);
     }
 }

@@ -108,7 +108,9 @@ impl Net {
         }
     }
 
-    fn add(
+    /// An op of any domain with any outputs (one output is named like the op, several
+    /// `{name}.{i}`).
+    pub fn ops(
         &mut self,
         name: &str,
         op: &str,
@@ -146,11 +148,11 @@ impl Net {
     }
 
     pub fn input(&mut self, name: &str, shape: &[usize]) -> TensorId {
-        self.add(name, INPUT_OP, "", Attrs::new(), &[], &[shape])[0]
+        self.ops(name, INPUT_OP, "", Attrs::new(), &[], &[shape])[0]
     }
 
     pub fn variable(&mut self, name: &str, shape: &[usize]) -> TensorId {
-        self.add(name, VARIABLE_OP, "", Attrs::new(), &[], &[shape])[0]
+        self.ops(name, VARIABLE_OP, "", Attrs::new(), &[], &[shape])[0]
     }
 
     /// An ONNX op with one output.
@@ -162,26 +164,13 @@ impl Net {
         inputs: &[TensorId],
         shape: &[usize],
     ) -> TensorId {
-        self.add(name, op, "", attrs, inputs, &[shape])[0]
-    }
-
-    /// An op of any domain with any outputs.
-    pub fn ops(
-        &mut self,
-        name: &str,
-        op: &str,
-        domain: &str,
-        attrs: Attrs,
-        inputs: &[TensorId],
-        shapes: &[&[usize]],
-    ) -> Vec<TensorId> {
-        self.add(name, op, domain, attrs, inputs, shapes)
+        self.ops(name, op, "", attrs, inputs, &[shape])[0]
     }
 
     /// A swap-out or swap-in of `x`.
     pub fn swap(&mut self, name: &str, op: &str, x: TensorId) -> TensorId {
         let shape = self.g.tensor(x).ty.shape.clone();
-        self.add(name, op, LMS_DOMAIN, Attrs::new(), &[x], &[&shape])[0]
+        self.ops(name, op, LMS_DOMAIN, Attrs::new(), &[x], &[&shape])[0]
     }
 
     /// The node that makes `t`.

@@ -148,17 +148,23 @@ impl Builder {
         .1[0]
     }
 
+    /// A node `name` of op `op` with no inputs and one output tensor, also named `name`.
+    fn source(
+        &mut self,
+        name: &str,
+        op: &str,
+        dtype: DType,
+        shape: &[u64],
+        attributes: Vec<Attribute>,
+    ) -> u32 {
+        self.node(name, op, &[], &[(name, dtype, shape)], attributes)
+            .1[0]
+    }
+
     /// An f32 variable initialised from `data`.
     pub fn variable(&mut self, name: &str, shape: &[u64], data: &[f32]) -> u32 {
-        let t = self
-            .node(
-                name,
-                "Variable",
-                &[],
-                &[(name, DType::DtypeF32, shape)],
-                vec![string("init", "data")],
-            )
-            .1[0];
+        let init = vec![string("init", "data")];
+        let t = self.source(name, "Variable", DType::DtypeF32, shape, init);
         self.graph.tensors[t as usize].data = f32_bytes(data);
         t
     }
@@ -171,8 +177,7 @@ impl Builder {
         shape: &[u64],
         attributes: Vec<Attribute>,
     ) -> u32 {
-        self.node(name, "Variable", &[], &[(name, dtype, shape)], attributes)
-            .1[0]
+        self.source(name, "Variable", dtype, shape, attributes)
     }
 
     /// An input listed in `Graph.inputs`.
@@ -183,9 +188,7 @@ impl Builder {
         shape: &[u64],
         attributes: Vec<Attribute>,
     ) -> u32 {
-        let t = self
-            .node(name, "Input", &[], &[(name, dtype, shape)], attributes)
-            .1[0];
+        let t = self.source(name, "Input", dtype, shape, attributes);
         self.graph.inputs.push(t);
         t
     }

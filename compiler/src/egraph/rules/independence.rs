@@ -179,10 +179,9 @@ fn aligned(shape: &Shape, out_rank: usize, axis: usize) -> Option<usize> {
 }
 
 /// Convolution, pooling and local response normalisation, and their
-/// gradients with respect to the data.
+/// gradients with respect to the data: the pooling ops first (they are
+/// [`PER_CHANNEL`]), then those that mix channels.
 const WINDOWED: &[&str] = &[
-    "Conv",
-    "ConvGradData",
     "MaxPool",
     "AveragePool",
     "LpPool",
@@ -192,22 +191,15 @@ const WINDOWED: &[&str] = &[
     "MaxPoolGrad",
     "AveragePoolGrad",
     "GlobalAveragePoolGrad",
+    "Conv",
+    "ConvGradData",
     "LRN",
     "LRNGrad",
 ];
 
-/// Pooling works on each channel alone; convolution and LRN mix channels.
-const PER_CHANNEL: &[&str] = &[
-    "MaxPool",
-    "AveragePool",
-    "LpPool",
-    "GlobalAveragePool",
-    "GlobalMaxPool",
-    "GlobalLpPool",
-    "MaxPoolGrad",
-    "AveragePoolGrad",
-    "GlobalAveragePoolGrad",
-];
+/// Pooling (the first nine [`WINDOWED`] ops) works on each channel alone;
+/// convolution and LRN mix channels.
+const PER_CHANNEL: &[&str] = WINDOWED.split_at(9).0;
 
 /// Windowed ops compute each sample on its own (axis 0), and pooling each
 /// channel (axis 1): the inputs that carry samples are split, weights and

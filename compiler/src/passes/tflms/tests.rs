@@ -99,6 +99,42 @@ fn swapped(report: &TflmsReport) -> Vec<&str> {
     report.tensors.iter().map(|t| t.tensor.as_str()).collect()
 }
 
+/// The tensors swapped by the rewrite under the default config changed by `edit`.
+fn swapped_with(edit: impl FnOnce(&mut TflmsConfig)) -> Vec<String> {
+    let mut cfg = TflmsConfig::default();
+    edit(&mut cfg);
+    swapped(&rewritten(&cfg).1)
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+}
+
+/// The trigger of the first swap-in of `l1/mm` under `strategy` with bounds `lb`, `ub`.
+fn first_trigger(strategy: CtrldStrategy, lb: u32, ub: u32) -> Trigger {
+    let cfg = TflmsConfig {
+        ctrld_strategy: strategy,
+        lb,
+        ub,
+        ..TflmsConfig::default()
+    };
+    triggers(&rewritten(&cfg).1, "l1/mm")[0].clone()
+}
+
+/// The position of a node (by name) in `g`'s default schedule.
+fn scheduled_at(g: &Graph) -> impl Fn(&str) -> usize + '_ {
+    let schedule: Vec<&str> = order::schedule(g)
+        .expect("acyclic")
+        .iter()
+        .map(|&id| g.node(id).name.as_str())
+        .collect();
+    move |name| schedule.iter().position(|n| *n == name).expect("scheduled")
+}
+
+/// The device and host peaks of `g` over its default schedule.
+fn profile(g: &Graph) -> memory::MemoryProfile {
+    memory::simulate(g, &order::schedule(g).expect("acyclic"))
+}
+
 fn node_named<'g>(g: &'g Graph, name: &str) -> &'g Node {
     g.node_ids()
         .map(|id| g.node(id))
@@ -217,55 +253,31 @@ fn graph_outputs_are_not_swapped() {
 
 #[test]
 fn types_and_scopes_filter_producers() {
-    let with = |cfg: TflmsConfig| {
-        swapped(&rewritten(&cfg).1)
-            .iter()
-            .map(|s| s.to_string())
-            .collect::<Vec<_>>()
-    };
-    let d = TflmsConfig::default;
     assert_eq!(
-        with(TflmsConfig {
-            excl_types: vec!["Relu".into()],
-            ..d()
-        }),
+        swapped_with(|c| c.excl_types = vec!["Relu".into()]),
         ["l1/mm", "l3/add"]
     );
     assert_eq!(
-        with(TflmsConfig {
-            incl_types: vec!["Relu".into()],
-            ..d()
-        }),
+        swapped_with(|c| c.incl_types = vec!["Relu".into()]),
         ["l1/relu", "l2/relu"]
     );
     assert_eq!(
-        with(TflmsConfig {
-            incl_scopes: vec!["l1".into()],
-            ..d()
-        }),
+        swapped_with(|c| c.incl_scopes = vec!["l1".into()]),
         ["l1/mm", "l1/relu"]
     );
     assert_eq!(
-        with(TflmsConfig {
-            excl_scopes: vec!["l1/".into()],
-            ..d()
-        }),
+        swapped_with(|c| c.excl_scopes = vec!["l1/".into()]),
         ["l3/add", "l2/relu"]
     );
     // Included types and scopes add up; exclusions win.
-    let both = TflmsConfig {
-        incl_types: vec!["Add".into()],
-        incl_scopes: vec!["l2".into()],
-        excl_types: vec!["Relu".into()],
-        ..d()
-    };
-    assert_eq!(with(both), ["l3/add"]);
+    let both = swapped_with(|c| {
+        c.incl_types = vec!["Add".into()];
+        c.incl_scopes = vec!["l2".into()];
+        c.excl_types = vec!["Relu".into()];
+    });
+    assert_eq!(both, ["l3/add"]);
     // "l" is not a scope of "l1/mm": scopes split on '/'.
-    assert!(with(TflmsConfig {
-        incl_scopes: vec!["l".into()],
-        ..d()
-    })
-    .is_empty());
+    assert!(swapped_with(|c| c.incl_scopes = vec!["l".into()]).is_empty());
     assert!(
         super::select::in_scope("a/b/c", "a/b")
             && super::select::in_scope("a/b", "a/b")
@@ -275,40 +287,23 @@ fn types_and_scopes_filter_producers() {
 
 #[test]
 fn n_tensors_counts_in_breadth_first_order_from_the_start() {
-    let with = |cfg: TflmsConfig| {
-        swapped(&rewritten(&cfg).1)
-            .iter()
-            .map(|s| s.to_string())
-            .collect::<Vec<_>>()
-    };
-    let d = TflmsConfig::default;
     assert_eq!(
-        with(TflmsConfig {
-            n_tensors: Some(2),
-            ..d()
-        }),
+        swapped_with(|c| c.n_tensors = Some(2)),
         ["l1/mm", "l1/relu"]
     );
     assert_eq!(
-        with(TflmsConfig {
-            n_tensors: Some(0),
-            ..d()
-        }),
+        swapped_with(|c| c.n_tensors = Some(0)),
         Vec::<String>::new()
     );
     // From l2/relu: l1's tensors are not reachable.
     assert_eq!(
-        with(TflmsConfig {
-            starting_op_names: vec!["l2/relu".into()],
-            ..d()
-        }),
+        swapped_with(|c| c.starting_op_names = vec!["l2/relu".into()]),
         ["l2/relu", "l3/add"]
     );
     assert_eq!(
-        with(TflmsConfig {
-            starting_scope: Some("l3".into()),
-            n_tensors: Some(1),
-            ..d()
+        swapped_with(|c| {
+            c.starting_scope = Some("l3".into());
+            c.n_tensors = Some(1);
         }),
         ["l3/add"]
     );
@@ -316,7 +311,7 @@ fn n_tensors_counts_in_breadth_first_order_from_the_start() {
         &training_graph(),
         &TflmsConfig {
             starting_op_names: vec!["nope".into()],
-            ..d()
+            ..TflmsConfig::default()
         },
     );
     assert!(
@@ -327,7 +322,7 @@ fn n_tensors_counts_in_breadth_first_order_from_the_start() {
         &training_graph(),
         &TflmsConfig {
             starting_scope: Some("nope".into()),
-            ..d()
+            ..TflmsConfig::default()
         },
     );
     assert!(matches!(empty, Err(Error::Usage(_))));
@@ -335,15 +330,7 @@ fn n_tensors_counts_in_breadth_first_order_from_the_start() {
 
 #[test]
 fn direct_order_walks_back_from_the_consumer_between_lb_and_ub() {
-    let direct = |lb: u32, ub: u32| {
-        let cfg = TflmsConfig {
-            ctrld_strategy: CtrldStrategy::DirectOrder,
-            lb,
-            ub,
-            ..TflmsConfig::default()
-        };
-        triggers(&rewritten(&cfg).1, "l1/mm")[0].clone()
-    };
+    let direct = |lb, ub| first_trigger(CtrldStrategy::DirectOrder, lb, ub);
     // The first swap-in of l1/mm (γ1) feeds l1/relu/grad (γ8).
     assert_eq!(direct(1, 10000), after("l2/grad")); // γ7
     assert_eq!(direct(3, 10000), after("loss/grad")); // γ5; `loss` (γ5) does not reach it
@@ -355,14 +342,7 @@ fn direct_order_walks_back_from_the_consumer_between_lb_and_ub() {
 
 #[test]
 fn chain_rule_walks_the_forward_ops_between_lb_and_ub() {
-    let chain = |lb: u32, ub: u32| {
-        let cfg = TflmsConfig {
-            lb,
-            ub,
-            ..TflmsConfig::default()
-        };
-        triggers(&rewritten(&cfg).1, "l1/mm")[0].clone()
-    };
+    let chain = |lb, ub| first_trigger(CtrldStrategy::ChainRule, lb, ub);
     // From l1/mm: depth 1 is l1/relu (read by l2/grad) and l3/add (read by
     // loss/grad); depth 2 is l2/relu (read by l3/grad) and loss; depth 3 is
     // empty (l3/add was seen at depth 1).
@@ -382,12 +362,7 @@ fn swap_ins_without_a_control_op_are_counted_and_run_before_their_consumer() {
     // l3/add → loss/grad: no op lies between them.
     assert_eq!(triggers(&report, "l3/add"), [Trigger::Consumer]);
     assert_eq!(report.swap_ins_without_control, 1);
-    let schedule: Vec<&str> = order::schedule(&g)
-        .expect("acyclic")
-        .iter()
-        .map(|&id| g.node(id).name.as_str())
-        .collect();
-    let at = |name: &str| schedule.iter().position(|n| *n == name).expect("scheduled");
+    let at = scheduled_at(&g);
     assert_eq!(at("l3/add/swap_in") + 1, at("loss/grad"));
     assert!(g
         .in_edges(
@@ -407,12 +382,7 @@ fn swap_ins_without_a_control_op_are_counted_and_run_before_their_consumer() {
 #[test]
 fn control_ops_order_the_swap_ins() {
     let (g, _) = rewritten(&TflmsConfig::default());
-    let schedule: Vec<&str> = order::schedule(&g)
-        .expect("acyclic")
-        .iter()
-        .map(|&id| g.node(id).name.as_str())
-        .collect();
-    let at = |name: &str| schedule.iter().position(|n| *n == name).expect("scheduled");
+    let at = scheduled_at(&g);
     // Swap-outs right after their producers, swap-ins right after their control ops.
     assert_eq!(at("l1/mm/swap_out"), at("l1/mm") + 1);
     assert_eq!(at("l1/mm/swap_in"), at("l2/grad") + 1);
@@ -486,7 +456,6 @@ fn swap_branches_rewrites_long_forward_edges() {
 #[test]
 fn the_rewrite_moves_bytes_to_host_memory() {
     let g = training_graph();
-    let profile = |g: &Graph| memory::simulate(g, &order::schedule(g).expect("acyclic"));
     let before = profile(&g);
     let (rewritten, _) = rewrite(&g, &TflmsConfig::default()).expect("rewrites");
     let after = profile(&rewritten);
@@ -515,7 +484,7 @@ fn fit_leaves_a_fitting_graph_alone() {
 #[test]
 fn fit_finds_the_fewest_swapped_bytes_then_the_largest_lb() {
     let g = training_graph();
-    let peak = |g: &Graph| memory::simulate(g, &order::schedule(g).expect("acyclic")).peak_bytes;
+    let peak = |g: &Graph| profile(g).peak_bytes;
     let (all, _) = rewrite(&g, &TflmsConfig::default()).expect("rewrites");
     let budget = peak(&all);
     assert!(budget < peak(&g), "swapping lowers this graph's peak");
@@ -572,7 +541,7 @@ fn fit_names_the_overshoot_when_nothing_fits() {
     );
     // A host budget of 0 allows no swap at all.
     let (all, _) = rewrite(&g, &TflmsConfig::default()).expect("rewrites");
-    let budget = memory::simulate(&all, &order::schedule(&all).expect("acyclic")).peak_bytes;
+    let budget = profile(&all).peak_bytes;
     assert!(matches!(
         fit(&g, &TflmsConfig::default(), budget, 0),
         Err(Error::OverBudget { .. })

@@ -72,31 +72,14 @@ fn matmul(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
 /// a 1-D B a trailing 1.
 fn matmul_typed<T: Float>(ctx: &Ctx<'_>, a: &HostTensor) -> Result<Vec<HostTensor>> {
     let b = ctx.input(1, "B")?;
-    if a.rank() == 0 || b.rank() == 0 {
-        return Err(KernelError::shape(
-            "inputs A, B",
-            "MatMul needs operands of rank 1 or more",
-        ));
-    }
-    let a_shape = if a.rank() == 1 {
-        vec![1, a.shape[0]]
-    } else {
-        a.shape.clone()
-    };
-    let b_shape = if b.rank() == 1 {
-        vec![b.shape[0], 1]
-    } else {
-        b.shape.clone()
-    };
-    let (a_batch, [m, k]) = split_matrix(&a_shape);
-    let (b_batch, [kb, n]) = split_matrix(&b_shape);
-    if k != kb {
-        return Err(KernelError::shape(
-            "input B",
-            format!("inner dimension {kb} differs from A's {k}"),
-        ));
-    }
-    let batch = broadcast_shapes(a_batch, b_batch, "inputs A, B")?;
+    let MatmulShape {
+        a_batch,
+        b_batch,
+        batch,
+        m,
+        k,
+        n,
+    } = matmul_shape(&a.shape, &b.shape)?;
     let (av, bv) = (a.view::<T>("input A")?, b.view::<T>("input B")?);
     let count = numel(&batch);
     let mut y = vec![T::ZERO; count * m * n];
@@ -112,8 +95,8 @@ fn matmul_typed<T: Float>(ctx: &Ctx<'_>, a: &HostTensor) -> Result<Vec<HostTenso
             n,
         )?;
     } else {
-        let sa = broadcast_strides(a_batch, &batch, "input A")?;
-        let sb = broadcast_strides(b_batch, &batch, "input B")?;
+        let sa = broadcast_strides(&a_batch, &batch, "input A")?;
+        let sb = broadcast_strides(&b_batch, &batch, "input B")?;
         let mut pairs = Vec::with_capacity(count);
         for_each_row(&batch, [&sa, &sb], |[oa, ob], len, [ia, ib]| {
             pairs.extend(
@@ -147,6 +130,53 @@ fn matmul_typed<T: Float>(ctx: &Ctx<'_>, a: &HostTensor) -> Result<Vec<HostTenso
 fn split_matrix(shape: &[usize]) -> (&[usize], [usize; 2]) {
     let (batch, mat) = shape.split_at(shape.len() - 2);
     (batch, [mat[0], mat[1]])
+}
+
+/// The shapes of a numpy matmul of A by B (a 1-D A promoted to [1, K], a 1-D B to [K, 1]):
+/// each side's batch dimensions, their broadcast, and the product's M, K and N.
+pub(crate) struct MatmulShape {
+    pub a_batch: Vec<usize>,
+    pub b_batch: Vec<usize>,
+    pub batch: Vec<usize>,
+    pub m: usize,
+    pub k: usize,
+    pub n: usize,
+}
+
+/// Checks the shapes `a` and `b` of a numpy matmul against each other and splits them.
+pub(crate) fn matmul_shape(a: &[usize], b: &[usize]) -> Result<MatmulShape> {
+    if a.is_empty() || b.is_empty() {
+        return Err(KernelError::shape(
+            "inputs A, B",
+            "MatMul needs operands of rank 1 or more",
+        ));
+    }
+    let a_shape = if a.len() == 1 {
+        vec![1, a[0]]
+    } else {
+        a.to_vec()
+    };
+    let b_shape = if b.len() == 1 {
+        vec![b[0], 1]
+    } else {
+        b.to_vec()
+    };
+    let (a_batch, [m, k]) = split_matrix(&a_shape);
+    let (b_batch, [kb, n]) = split_matrix(&b_shape);
+    if k != kb {
+        return Err(KernelError::shape(
+            "input B",
+            format!("inner dimension {kb} differs from A's {k}"),
+        ));
+    }
+    Ok(MatmulShape {
+        batch: broadcast_shapes(a_batch, b_batch, "inputs A, B")?,
+        a_batch: a_batch.to_vec(),
+        b_batch: b_batch.to_vec(),
+        m,
+        k,
+        n,
+    })
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ mod binary;
 mod conv;
 mod conv_transpose;
 pub(crate) mod layout;
-mod linalg;
+pub(crate) mod linalg;
 mod movement;
 mod norm;
 mod num;
@@ -108,60 +108,24 @@ impl<'a> Ctx<'a> {
 
 /// Evaluates `$body` with `$T` bound to the numeric (non-bool) element type of `$dtype`.
 macro_rules! dispatch_num {
-    ($dtype:expr, $what:expr, $T:ident => $body:expr) => {{
-        match $dtype {
-            lms_proto::lms::DType::DtypeF32 => {
-                type $T = f32;
-                $body
-            }
-            lms_proto::lms::DType::DtypeF64 => {
-                type $T = f64;
-                $body
-            }
-            lms_proto::lms::DType::DtypeI64 => {
-                type $T = i64;
-                $body
-            }
-            lms_proto::lms::DType::DtypeI32 => {
-                type $T = i32;
-                $body
-            }
-            lms_proto::lms::DType::DtypeU8 => {
-                type $T = u8;
-                $body
-            }
-            lms_proto::lms::DType::DtypeI8 => {
-                type $T = i8;
-                $body
-            }
-            other => Err($crate::cpu::kernels::dtype_error(
-                $what,
-                "a numeric type",
-                other,
-            )),
-        }
-    }};
+    ($dtype:expr, $what:expr, $T:ident => $body:expr) => {
+        $crate::tensor::dispatch_among!(
+            $dtype, $T => $body,
+            numeric,
+            other => Err($crate::cpu::kernels::dtype_error($what, "a numeric type", other))
+        )
+    };
 }
 
 /// Evaluates `$body` with `$T` bound to the float element type of `$dtype`.
 macro_rules! dispatch_float {
-    ($dtype:expr, $what:expr, $T:ident => $body:expr) => {{
-        match $dtype {
-            lms_proto::lms::DType::DtypeF32 => {
-                type $T = f32;
-                $body
-            }
-            lms_proto::lms::DType::DtypeF64 => {
-                type $T = f64;
-                $body
-            }
-            other => Err($crate::cpu::kernels::dtype_error(
-                $what,
-                "f32 or f64",
-                other,
-            )),
-        }
-    }};
+    ($dtype:expr, $what:expr, $T:ident => $body:expr) => {
+        $crate::tensor::dispatch_among!(
+            $dtype, $T => $body,
+            [DtypeF32 => f32, DtypeF64 => f64],
+            other => Err($crate::cpu::kernels::dtype_error($what, "f32 or f64", other))
+        )
+    };
 }
 
 use {dispatch_float, dispatch_num};

@@ -242,88 +242,56 @@ fn candidates(dnn: &Dnn, d: &Descriptors, direction: u8) -> Result<Vec<Candidate
     let mut returned: c_int = 0;
     let ok = |s: sys::cudnnStatus_t| s == sys::cudnnStatus_t::CUDNN_STATUS_SUCCESS;
     let det = |x: sys::cudnnDeterminism_t| x == sys::cudnnDeterminism_t::CUDNN_DETERMINISTIC;
+    // One direction's query: the perf-result type, cuDNN's ranking function, the `Algo`
+    // variant, and the descriptors it takes around `d.conv` (input, filter/grad, output).
+    macro_rules! ranked {
+        ($perf:ty, $get:path, $variant:path, $a:ident, $b:ident, $c:ident) => {{
+            let mut perf = [MaybeUninit::<$perf>::uninit(); CANDIDATES];
+            $get(
+                dnn.handle,
+                d.$a,
+                d.$b,
+                d.conv,
+                d.$c,
+                CANDIDATES as c_int,
+                &mut returned,
+                perf[0].as_mut_ptr(),
+            )?;
+            Ok(perf[..returned.clamp(0, CANDIDATES as c_int) as usize]
+                .iter()
+                .map(|p| p.assume_init())
+                .map(|p| ($variant(p.algo), ok(p.status), p.memory, det(p.determinism)))
+                .collect())
+        }};
+    }
     // SAFETY: the arrays have room for CANDIDATES results, of which cuDNN initialises the
     // first `returned`; only those are read.
     unsafe {
         match direction {
-            0 => {
-                let mut perf =
-                    [MaybeUninit::<sys::cudnnConvolutionFwdAlgoPerf_t>::uninit(); CANDIDATES];
-                dnn::get_convolution_forward_algorithm(
-                    dnn.handle,
-                    d.x,
-                    d.w,
-                    d.conv,
-                    d.y,
-                    CANDIDATES as c_int,
-                    &mut returned,
-                    perf[0].as_mut_ptr(),
-                )?;
-                Ok(perf[..returned.clamp(0, CANDIDATES as c_int) as usize]
-                    .iter()
-                    .map(|p| p.assume_init())
-                    .map(|p| {
-                        (
-                            Algo::Forward(p.algo),
-                            ok(p.status),
-                            p.memory,
-                            det(p.determinism),
-                        )
-                    })
-                    .collect())
-            }
-            1 => {
-                let mut perf =
-                    [MaybeUninit::<sys::cudnnConvolutionBwdDataAlgoPerf_t>::uninit(); CANDIDATES];
-                dnn::get_convolution_backward_data_algorithm(
-                    dnn.handle,
-                    d.w,
-                    d.y,
-                    d.conv,
-                    d.x,
-                    CANDIDATES as c_int,
-                    &mut returned,
-                    perf[0].as_mut_ptr(),
-                )?;
-                Ok(perf[..returned.clamp(0, CANDIDATES as c_int) as usize]
-                    .iter()
-                    .map(|p| p.assume_init())
-                    .map(|p| {
-                        (
-                            Algo::Data(p.algo),
-                            ok(p.status),
-                            p.memory,
-                            det(p.determinism),
-                        )
-                    })
-                    .collect())
-            }
-            _ => {
-                let mut perf =
-                    [MaybeUninit::<sys::cudnnConvolutionBwdFilterAlgoPerf_t>::uninit(); CANDIDATES];
-                dnn::get_convolution_backward_filter_algorithm(
-                    dnn.handle,
-                    d.x,
-                    d.y,
-                    d.conv,
-                    d.w,
-                    CANDIDATES as c_int,
-                    &mut returned,
-                    perf[0].as_mut_ptr(),
-                )?;
-                Ok(perf[..returned.clamp(0, CANDIDATES as c_int) as usize]
-                    .iter()
-                    .map(|p| p.assume_init())
-                    .map(|p| {
-                        (
-                            Algo::Filter(p.algo),
-                            ok(p.status),
-                            p.memory,
-                            det(p.determinism),
-                        )
-                    })
-                    .collect())
-            }
+            0 => ranked!(
+                sys::cudnnConvolutionFwdAlgoPerf_t,
+                dnn::get_convolution_forward_algorithm,
+                Algo::Forward,
+                x,
+                w,
+                y
+            ),
+            1 => ranked!(
+                sys::cudnnConvolutionBwdDataAlgoPerf_t,
+                dnn::get_convolution_backward_data_algorithm,
+                Algo::Data,
+                w,
+                y,
+                x
+            ),
+            _ => ranked!(
+                sys::cudnnConvolutionBwdFilterAlgoPerf_t,
+                dnn::get_convolution_backward_filter_algorithm,
+                Algo::Filter,
+                x,
+                y,
+                w
+            ),
         }
     }
 }

@@ -7,7 +7,7 @@ use crate::backend::cuda::layout::{broadcast, contiguous, View};
 use crate::backend::cuda::libs::Gemm;
 use crate::backend::cuda::CudaBuffer;
 use crate::backend::Queue;
-use crate::cpu::kernels::layout::broadcast_shapes;
+use crate::cpu::kernels::linalg::{matmul_shape, MatmulShape};
 use crate::error::KernelError;
 use crate::tensor::numel;
 
@@ -102,31 +102,14 @@ fn gemm(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
 /// strided-batched GEMM; others as one GEMM per batch.
 fn matmul(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let (a, b) = (exec.f32_input(0, "A")?, exec.f32_input(1, "B")?);
-    if a.shape.is_empty() || b.shape.is_empty() {
-        return Err(
-            KernelError::shape("inputs A, B", "MatMul needs operands of rank 1 or more").into(),
-        );
-    }
-    let a_shape = if a.shape.len() == 1 {
-        vec![1, a.shape[0]]
-    } else {
-        a.shape.clone()
-    };
-    let b_shape = if b.shape.len() == 1 {
-        vec![b.shape[0], 1]
-    } else {
-        b.shape.clone()
-    };
-    let (a_batch, [m, k]) = split_matrix(&a_shape);
-    let (b_batch, [kb, n]) = split_matrix(&b_shape);
-    if k != kb {
-        return Err(KernelError::shape(
-            "input B",
-            format!("inner dimension {kb} differs from A's {k}"),
-        )
-        .into());
-    }
-    let batch = broadcast_shapes(a_batch, b_batch, "inputs A, B")?;
+    let MatmulShape {
+        a_batch,
+        b_batch,
+        batch,
+        m,
+        k,
+        n,
+    } = matmul_shape(&a.shape, &b.shape)?;
     let count = numel(&batch);
     let y = exec.output(0)?;
     if y.numel() != count * m * n {
@@ -155,7 +138,7 @@ fn matmul(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
                 stride_c: rows * n,
             }
         };
-    let (a_count, b_count) = (numel(a_batch), numel(b_batch));
+    let (a_count, b_count) = (numel(&a_batch), numel(&b_batch));
     if b_count == 1 {
         // B shared by every batch: one GEMM over all rows of A.
         run(
@@ -169,8 +152,8 @@ fn matmul(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
             &product(a.ptr(), b.ptr(), y.ptr(), m, count, (stride_a, k * n)),
         )?;
     } else {
-        let sa = broadcast(a_batch, &batch, "input A")?;
-        let sb = broadcast(b_batch, &batch, "input B")?;
+        let sa = broadcast(&a_batch, &batch, "input A")?;
+        let sb = broadcast(&b_batch, &batch, "input B")?;
         let dims = contiguous(&batch);
         for i in 0..count {
             let (mut oa, mut ob) = (0usize, 0usize);
@@ -194,10 +177,4 @@ fn matmul(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
         }
     }
     Ok(vec![y])
-}
-
-/// Splits a shape of rank >= 2 into batch dimensions and the trailing matrix.
-fn split_matrix(shape: &[usize]) -> (&[usize], [usize; 2]) {
-    let (batch, mat) = shape.split_at(shape.len() - 2);
-    (batch, [mat[0], mat[1]])
 }

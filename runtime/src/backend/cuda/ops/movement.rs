@@ -70,6 +70,25 @@ pub(super) fn copy_strided(
     )
 }
 
+/// Copies `src` read through `src_view` into `dst` written densely (row-major) over
+/// iteration shape `shape`.
+fn copy_dense(
+    exec: &Exec<'_>,
+    shape: &[usize],
+    dst: &CudaBuffer,
+    src: &CudaBuffer,
+    src_view: View<'_>,
+) -> OpResult<()> {
+    copy_strided(
+        exec,
+        shape,
+        dst,
+        View::new(&contiguous(shape)),
+        src,
+        src_view,
+    )
+}
+
 /// Fills `t` with the element whose little-endian bits are `bits`.
 fn fill(exec: &Exec<'_>, t: &CudaBuffer, bits: u64) -> OpResult<()> {
     exec.launch(
@@ -205,14 +224,7 @@ fn transpose(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let own = contiguous(&x.shape);
     let y = exec.output(0)?;
     let src: Vec<i64> = perm.iter().map(|&a| own[a]).collect();
-    copy_strided(
-        exec,
-        &y.shape,
-        &y,
-        View::new(&contiguous(&y.shape)),
-        x,
-        View::new(&src),
-    )?;
+    copy_dense(exec, &y.shape, &y, x, View::new(&src))?;
     Ok(vec![y])
 }
 
@@ -220,14 +232,7 @@ fn expand(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let x = exec.input(0, "input")?;
     let y = exec.output(0)?;
     let src = broadcast(&x.shape, &y.shape, "input input")?;
-    copy_strided(
-        exec,
-        &y.shape,
-        &y,
-        View::new(&contiguous(&y.shape)),
-        x,
-        View::new(&src),
-    )?;
+    copy_dense(exec, &y.shape, &y, x, View::new(&src))?;
     Ok(vec![y])
 }
 
@@ -250,14 +255,7 @@ fn tile(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
         )
         .into());
     }
-    copy_strided(
-        exec,
-        &split,
-        &y,
-        View::new(&contiguous(&split)),
-        x,
-        View::new(&src),
-    )?;
+    copy_dense(exec, &split, &y, x, View::new(&src))?;
     Ok(vec![y])
 }
 
@@ -270,14 +268,7 @@ fn split_into(exec: &Exec<'_>, x: &CudaBuffer, axis: usize, parts: &[CudaBuffer]
             strides: &own,
             offset: offset * own[axis],
         };
-        copy_strided(
-            exec,
-            &part.shape,
-            part,
-            View::new(&contiguous(&part.shape)),
-            x,
-            view,
-        )?;
+        copy_dense(exec, &part.shape, part, x, view)?;
         offset += part.shape[axis] as i64;
     }
     Ok(())
@@ -414,7 +405,7 @@ fn slice(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
         strides: &view,
         offset: base,
     };
-    copy_strided(exec, &shape, &y, View::new(&contiguous(&shape)), x, src)?;
+    copy_dense(exec, &shape, &y, x, src)?;
     Ok(vec![y])
 }
 

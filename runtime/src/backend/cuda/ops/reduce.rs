@@ -321,49 +321,46 @@ fn row_threads(n: usize) -> u32 {
     (n.div_ceil(32) * 32).clamp(32, 256) as u32
 }
 
+/// The (outer, n, inner) rows of a softmax over `shape` along the `axis` attribute
+/// (default 1 when `coerce`, as ONNX before opset 13, else -1).
+fn softmax_rows(exec: &Exec<'_>, shape: &[usize], coerce: bool) -> OpResult<(usize, usize, usize)> {
+    let axis = exec.attrs.int("axis", if coerce { 1 } else { -1 })?;
+    Ok(softmax_layout(shape, axis, coerce)?)
+}
+
+/// Launches softmax kernel `name` with one block per row of `rows`, passing the row
+/// layout, `log`, then `buffers`.
+fn launch_softmax(
+    exec: &Exec<'_>,
+    name: &'static str,
+    (outer, n, inner): (usize, usize, usize),
+    log: bool,
+    buffers: &[&CudaBuffer],
+) -> OpResult<()> {
+    let mut args = vec![
+        Arg::I64((outer * inner) as i64),
+        Arg::I64(n as i64),
+        Arg::I64(inner as i64),
+        Arg::I32(i32::from(log)),
+    ];
+    args.extend(buffers.iter().map(|b| ptr(b)));
+    exec.launch_blocks(name, (outer * inner) as u64, row_threads(n), &args)
+}
+
 fn softmax(exec: &Exec<'_>, log: bool) -> OpResult<Vec<CudaBuffer>> {
     let x = exec.f32_input(0, "input")?;
-    let coerce = exec.opset < 13;
-    let axis = exec.attrs.int("axis", if coerce { 1 } else { -1 })?;
-    let (outer, n, inner) = softmax_layout(&x.shape, axis, coerce)?;
+    let rows = softmax_rows(exec, &x.shape, exec.opset < 13)?;
     let y = exec.output(0)?;
-    exec.launch_blocks(
-        "softmax_f32",
-        (outer * inner) as u64,
-        row_threads(n),
-        &[
-            Arg::I64((outer * inner) as i64),
-            Arg::I64(n as i64),
-            Arg::I64(inner as i64),
-            Arg::I32(i32::from(log)),
-            ptr(x),
-            ptr(&y),
-        ],
-    )?;
+    launch_softmax(exec, "softmax_f32", rows, log, &[x, &y])?;
     Ok(vec![y])
 }
 
 fn softmax_grad(exec: &Exec<'_>, log: bool) -> OpResult<Vec<CudaBuffer>> {
     let (dy, y) = (exec.f32_input(0, "dY")?, exec.f32_input(1, "Y")?);
     check_shape(dy, &y.shape, "input dY")?;
-    let coerce = exec.attrs.int("coerce", 0)? != 0;
-    let axis = exec.attrs.int("axis", if coerce { 1 } else { -1 })?;
-    let (outer, n, inner) = softmax_layout(&y.shape, axis, coerce)?;
+    let rows = softmax_rows(exec, &y.shape, exec.attrs.int("coerce", 0)? != 0)?;
     let dx = exec.output(0)?;
-    exec.launch_blocks(
-        "softmax_grad_f32",
-        (outer * inner) as u64,
-        row_threads(n),
-        &[
-            Arg::I64((outer * inner) as i64),
-            Arg::I64(n as i64),
-            Arg::I64(inner as i64),
-            Arg::I32(i32::from(log)),
-            ptr(dy),
-            ptr(y),
-            ptr(&dx),
-        ],
-    )?;
+    launch_softmax(exec, "softmax_grad_f32", rows, log, &[dy, y, &dx])?;
     Ok(vec![dx])
 }
 
@@ -412,8 +409,11 @@ fn total(
     )
 }
 
-/// The logits' rows and classes, and whether the labels are i64, checking the labels.
-fn cross_entropy_operands(exec: &Exec<'_>) -> OpResult<(usize, usize, i32)> {
+/// The logits and labels, the logits' rows and classes, and whether the labels are i64
+/// (1) or i32 (0), checking the labels.
+fn cross_entropy_operands<'a>(
+    exec: &Exec<'a>,
+) -> OpResult<(&'a CudaBuffer, &'a CudaBuffer, usize, usize, i32)> {
     let logits = exec.f32_input(0, "logits")?;
     let Some((&k, positions)) = logits.shape.split_last().filter(|(&k, _)| k > 0) else {
         return Err(KernelError::shape(
@@ -431,13 +431,12 @@ fn cross_entropy_operands(exec: &Exec<'_>) -> OpResult<(usize, usize, i32)> {
             0
         }
     };
-    Ok((numel(positions), k, wide))
+    Ok((logits, labels, numel(positions), k, wide))
 }
 
 /// SoftmaxCrossEntropy: mean over positions of −log softmax(logits)[label].
 fn cross_entropy(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
-    let (rows, k, wide) = cross_entropy_operands(exec)?;
-    let (logits, labels) = (exec.input(0, "logits")?, exec.input(1, "labels")?);
+    let (logits, labels, rows, k, wide) = cross_entropy_operands(exec)?;
     let loss = exec.output(0)?;
     let per_row = exec.scratch(rows as u64 * 8)?;
     exec.launch_blocks(
@@ -466,8 +465,7 @@ fn cross_entropy(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
 
 /// SoftmaxCrossEntropyGrad: (softmax − onehot) / positions.
 fn cross_entropy_grad(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
-    let (rows, k, wide) = cross_entropy_operands(exec)?;
-    let (logits, labels) = (exec.input(0, "logits")?, exec.input(1, "labels")?);
+    let (logits, labels, rows, k, wide) = cross_entropy_operands(exec)?;
     let dx = exec.output(0)?;
     exec.launch_blocks(
         "xent_grad_f32",
@@ -486,12 +484,18 @@ fn cross_entropy_grad(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     Ok(vec![dx])
 }
 
-fn mean_squared_error(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
+/// MeanSquaredError's prediction and target, checked to have the same shape.
+fn mse_operands<'a>(exec: &Exec<'a>) -> OpResult<(&'a CudaBuffer, &'a CudaBuffer)> {
     let (p, t) = (
         exec.f32_input(0, "prediction")?,
         exec.f32_input(1, "target")?,
     );
     check_shape(t, &p.shape, "input target")?;
+    Ok((p, t))
+}
+
+fn mean_squared_error(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
+    let (p, t) = mse_operands(exec)?;
     let loss = exec.output(0)?;
     let n = p.numel() as u64;
     total(
@@ -506,11 +510,7 @@ fn mean_squared_error(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
 }
 
 fn mean_squared_error_grad(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
-    let (p, t) = (
-        exec.f32_input(0, "prediction")?,
-        exec.f32_input(1, "target")?,
-    );
-    check_shape(t, &p.shape, "input target")?;
+    let (p, t) = mse_operands(exec)?;
     let dp = exec.output(0)?;
     exec.launch(
         "mse_grad_f32",

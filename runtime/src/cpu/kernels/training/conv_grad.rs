@@ -10,6 +10,7 @@ use super::super::{dispatch_float, Ctx, Kernel};
 use super::from_f64s;
 use crate::error::{KernelError, Result};
 use crate::tensor::{numel, Elem, HostTensor};
+use std::ops::Range;
 
 /// The convolution gradient kernels.
 pub(super) const KERNELS: &[(&str, Kernel)] = &[
@@ -36,6 +37,32 @@ struct ConvGeometry {
     win: Window,
     /// A 1×1 kernel with unit strides and no padding: im2col is the identity.
     pointwise: bool,
+}
+
+impl ConvGeometry {
+    /// Per image and group, in order: the ranges of dY, of X (or dX) and of W (or dW)
+    /// that the group's GEMM reads or writes.
+    fn blocks(&self) -> impl Iterator<Item = (Range<usize>, Range<usize>, Range<usize>)> + '_ {
+        let (dy_len, x_len) = (self.mg * self.out_sp, self.cg * self.in_sp);
+        let w_len = self.mg * self.cg * self.kk;
+        (0..self.n).flat_map(move |ni| {
+            (0..self.group).map(move |g| {
+                let dy = (ni * self.m + g * self.mg) * self.out_sp;
+                let x = (ni * self.c + g * self.cg) * self.in_sp;
+                (dy..dy + dy_len, x..x + x_len, g * w_len..(g + 1) * w_len)
+            })
+        })
+    }
+
+    /// A zeroed im2col buffer for one group (empty when pointwise: no buffer is needed).
+    fn col_buffer<T: Float>(&self) -> Vec<T> {
+        let len = if self.pointwise {
+            0
+        } else {
+            self.cg * self.kk * self.out_sp
+        };
+        vec![T::ZERO; len]
+    }
 }
 
 /// Checks X, W and dY shapes of a Conv against each other and the attributes.
@@ -92,42 +119,28 @@ fn conv_grad_data_typed<T: Float>(ctx: &Ctx<'_>, dy: &HostTensor) -> Result<Vec<
     let w = ctx.input(1, "W")?;
     let x_shape = ctx.out_shape(0)?;
     let geo = geometry(ctx, x_shape, &w.shape, &dy.shape)?;
-    let ConvGeometry {
-        n,
-        c,
-        m,
-        cg,
-        mg,
-        group,
-        kk,
-        in_sp,
-        out_sp,
-        ..
-    } = geo;
+    let (cg, mg, kk, out_sp) = (geo.cg, geo.mg, geo.kk, geo.out_sp);
     let (dys, ws) = (dy.view::<T>("input dY")?, w.view::<T>("input W")?);
-    let mut dx = vec![T::ZERO; n * c * in_sp];
-    let mut col = vec![T::ZERO; if geo.pointwise { 0 } else { cg * kk * out_sp }];
-    for ni in 0..n {
-        for g in 0..group {
-            let dy_g = &dys[(ni * m + g * mg) * out_sp..][..mg * out_sp];
-            // W_g is [mg, cg·kk]; read transposed through its strides.
-            let w_g = (&ws[g * mg * cg * kk..][..mg * cg * kk], 1, cg * kk);
-            let dx_g = &mut dx[(ni * c + g * cg) * in_sp..][..cg * in_sp];
-            let dy_g = (dy_g, out_sp, 1);
-            if geo.pointwise {
-                gemm((cg, mg, out_sp), T::ONE, w_g, dy_g, T::ZERO, dx_g, out_sp)?;
-            } else {
-                gemm(
-                    (cg * kk, mg, out_sp),
-                    T::ONE,
-                    w_g,
-                    dy_g,
-                    T::ZERO,
-                    &mut col,
-                    out_sp,
-                )?;
-                col2im(&col, cg, &geo.win, dx_g);
-            }
+    let mut dx = vec![T::ZERO; geo.n * geo.c * geo.in_sp];
+    let mut col = geo.col_buffer::<T>();
+    for (dy_r, x_r, w_r) in geo.blocks() {
+        // W_g is [mg, cg·kk]; read transposed through its strides.
+        let w_g = (&ws[w_r], 1, cg * kk);
+        let dx_g = &mut dx[x_r];
+        let dy_g = (&dys[dy_r], out_sp, 1);
+        if geo.pointwise {
+            gemm((cg, mg, out_sp), T::ONE, w_g, dy_g, T::ZERO, dx_g, out_sp)?;
+        } else {
+            gemm(
+                (cg * kk, mg, out_sp),
+                T::ONE,
+                w_g,
+                dy_g,
+                T::ZERO,
+                &mut col,
+                out_sp,
+            )?;
+            col2im(&col, cg, &geo.win, dx_g);
         }
     }
     Ok(vec![HostTensor::from_vec(x_shape.to_vec(), dx)?])
@@ -143,43 +156,28 @@ fn conv_grad_weight_typed<T: Float>(ctx: &Ctx<'_>, dy: &HostTensor) -> Result<Ve
     let x = ctx.input(1, "X")?;
     let w_shape = ctx.out_shape(0)?;
     let geo = geometry(ctx, &x.shape, w_shape, &dy.shape)?;
-    let ConvGeometry {
-        n,
-        c,
-        m,
-        cg,
-        mg,
-        group,
-        kk,
-        in_sp,
-        out_sp,
-        ..
-    } = geo;
+    let (cg, mg, kk, out_sp) = (geo.cg, geo.mg, geo.kk, geo.out_sp);
     let (dys, xs) = (dy.view::<T>("input dY")?, x.view::<T>("input X")?);
-    let mut dw = vec![T::ZERO; m * cg * kk];
-    let mut col = vec![T::ZERO; if geo.pointwise { 0 } else { cg * kk * out_sp }];
-    for ni in 0..n {
-        for g in 0..group {
-            let x_g = &xs[(ni * c + g * cg) * in_sp..][..cg * in_sp];
-            let cols = if geo.pointwise {
-                x_g
-            } else {
-                im2col(x_g, cg, &geo.win, &mut col);
-                &col[..]
-            };
-            let dy_g = &dys[(ni * m + g * mg) * out_sp..][..mg * out_sp];
-            let dw_g = &mut dw[g * mg * cg * kk..][..mg * cg * kk];
-            // dW_g[mg, cg·kk] += dY_g[mg, out_sp] · colsᵀ, cols read transposed.
-            gemm(
-                (mg, out_sp, cg * kk),
-                T::ONE,
-                (dy_g, out_sp, 1),
-                (cols, 1, out_sp),
-                T::ONE,
-                dw_g,
-                cg * kk,
-            )?;
-        }
+    let mut dw = vec![T::ZERO; geo.m * cg * kk];
+    let mut col = geo.col_buffer::<T>();
+    for (dy_r, x_r, w_r) in geo.blocks() {
+        let x_g = &xs[x_r];
+        let cols = if geo.pointwise {
+            x_g
+        } else {
+            im2col(x_g, cg, &geo.win, &mut col);
+            &col[..]
+        };
+        // dW_g[mg, cg·kk] += dY_g[mg, out_sp] · colsᵀ, cols read transposed.
+        gemm(
+            (mg, out_sp, cg * kk),
+            T::ONE,
+            (&dys[dy_r], out_sp, 1),
+            (cols, 1, out_sp),
+            T::ONE,
+            &mut dw[w_r],
+            cg * kk,
+        )?;
     }
     Ok(vec![HostTensor::from_vec(w_shape.to_vec(), dw)?])
 }

@@ -235,6 +235,7 @@ fn lrn_grad_typed<T: Float>(ctx: &Ctx<'_>, x: &HostTensor) -> Result<Vec<HostTen
 mod tests {
     use super::super::testutil::*;
     use crate::tensor::HostTensor;
+    use lms_proto::lms::Attribute;
     use lms_proto::lms::DType::*;
 
     /// Runs BatchNormTrain on f64 inputs (for finite differences); returns its outputs.
@@ -254,6 +255,29 @@ mod tests {
             &outs,
         )
         .unwrap()
+    }
+
+    /// Runs norm gradient `op` on (dY, X, scale, saved mean, saved inverse std) and checks
+    /// its dX, dScale and dBias against central differences of `loss(x, scale, bias)`, to
+    /// 1e-3: the saved statistics are rounded to f32.
+    fn check_norm_grad(
+        op: &str,
+        attrs: &[Attribute],
+        dy: &HostTensor,
+        [x, scale, bias]: [&HostTensor; 3],
+        [mean, invstd]: [&HostTensor; 2],
+        loss: impl Fn(&HostTensor, &HostTensor, &HostTensor) -> f64,
+    ) {
+        let outputs = [x, scale, bias].map(|t| (DtypeF32, t.shape.clone()));
+        let outs = run_lms(op, attrs, &[dy, x, scale, mean, invstd], &outputs).unwrap();
+        let (xf, sf, bf) = (to_f64(x), to_f64(scale), to_f64(bias));
+        assert_near(&f32s(&outs[0]), &fd_grad(x, |x| loss(x, &sf, &bf)), 1e-3);
+        assert_near(
+            &f32s(&outs[1]),
+            &fd_grad(scale, |s| loss(&xf, s, &bf)),
+            1e-3,
+        );
+        assert_near(&f32s(&outs[2]), &fd_grad(bias, |b| loss(&xf, &sf, b)), 1e-3);
     }
 
     #[test]
@@ -312,31 +336,15 @@ mod tests {
             )
         };
         let (mean, invstd) = (f32_of(&saved[3]), f32_of(&saved[4]));
-        let outs = run_lms(
-            "BatchNormGrad",
-            &[],
-            &[&dy, &x, &scale, &mean, &invstd],
-            &[
-                (DtypeF32, vec![3, 2, 2, 2]),
-                (DtypeF32, vec![2]),
-                (DtypeF32, vec![2]),
-            ],
-        )
-        .unwrap();
         let loss =
             |x: &HostTensor, s: &HostTensor, b: &HostTensor| dot(&bn_train(x, s, b, 2)[0], &dy);
-        // Tolerance 1e-3: the saved statistics are rounded to f32.
-        let (xf, sf, bf) = (to_f64(&x), to_f64(&scale), to_f64(&bias));
-        assert_near(&f32s(&outs[0]), &fd_grad(&x, |x| loss(x, &sf, &bf)), 1e-3);
-        assert_near(
-            &f32s(&outs[1]),
-            &fd_grad(&scale, |s| loss(&xf, s, &bf)),
-            1e-3,
-        );
-        assert_near(
-            &f32s(&outs[2]),
-            &fd_grad(&bias, |b| loss(&xf, &sf, b)),
-            1e-3,
+        check_norm_grad(
+            "BatchNormGrad",
+            &[],
+            &dy,
+            [&x, &scale, &bias],
+            [&mean, &invstd],
+            loss,
         );
     }
 
@@ -360,31 +368,15 @@ mod tests {
             run("LayerNormalization", 17, &attrs, &[x, s, b], &outs).unwrap()
         };
         let stats = ln(&x, &scale, &bias, DtypeF32);
-        let outs = run_lms(
-            "LayerNormGrad",
-            &attrs,
-            &[&dy, &x, &scale, &stats[1], &stats[2]],
-            &[
-                (DtypeF32, vec![2, 3, 4]),
-                (DtypeF32, vec![1, 4]),
-                (DtypeF32, vec![1, 4]),
-            ],
-        )
-        .unwrap();
         let loss =
             |x: &HostTensor, s: &HostTensor, b: &HostTensor| dot(&ln(x, s, b, DtypeF64)[0], &dy);
-        let (xf, sf, bf) = (to_f64(&x), to_f64(&scale), to_f64(&bias));
-        // Tolerance 1e-3: the saved statistics are rounded to f32.
-        assert_near(&f32s(&outs[0]), &fd_grad(&x, |x| loss(x, &sf, &bf)), 1e-3);
-        assert_near(
-            &f32s(&outs[1]),
-            &fd_grad(&scale, |s| loss(&xf, s, &bf)),
-            1e-3,
-        );
-        assert_near(
-            &f32s(&outs[2]),
-            &fd_grad(&bias, |b| loss(&xf, &sf, b)),
-            1e-3,
+        check_norm_grad(
+            "LayerNormGrad",
+            &attrs,
+            &dy,
+            [&x, &scale, &bias],
+            [&stats[1], &stats[2]],
+            loss,
         );
     }
 

@@ -7,8 +7,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("cargo:rerun-if-changed={schema}");
     }
     let descriptors = protox::compile(schemas, ["schema"])?;
-    prost_build::Config::new()
-        .btree_map(["."])
-        .compile_fds(descriptors)?;
+    prost_build::Config::new().btree_map(["."]).compile_fds(descriptors)?;
     Ok(())
 }

@@ -21,18 +21,15 @@ const CLASSES: i64 = 10;
 
 fn main() {
     let model =
-        frontend::import(&common::residual_chain(BLOCKS, BATCH, WIDTH, CLASSES), None, &FrontendOptions::default()).expect("imports");
-    let options = TrainOptions {
-        loss: Loss::SoftmaxCrossEntropy,
-        optimizer: Optimizer::Sgd { lr: 0.01 },
-        trainable: vec![],
-    };
+        frontend::import(&common::residual_chain(BLOCKS, BATCH, WIDTH, CLASSES), None, &FrontendOptions::default())
+            .expect("imports");
+    let options =
+        TrainOptions { loss: Loss::SoftmaxCrossEntropy, optimizer: Optimizer::Sgd { lr: 0.01 }, trainable: vec![] };
     let graph = train::build(&model.graph, &options).expect("training graph builds");
     let mut best = f64::INFINITY;
     for run in 0..3 {
         let start = Instant::now();
-        let (rewritten, report) =
-            tflms::rewrite(&graph, &TflmsConfig::default()).expect("rewrites");
+        let (rewritten, report) = tflms::rewrite(&graph, &TflmsConfig::default()).expect("rewrites");
         let seconds = start.elapsed().as_secs_f64();
         println!(
             "run {run}: {} nodes -> {} nodes, {} tensors swapped, {} swap-ins without a control op: {seconds:.3} s",
@@ -43,8 +40,5 @@ fn main() {
         );
         best = best.min(seconds);
     }
-    println!(
-        "tflms rewrite, {}-node training graph: best {best:.3} s (target < 2 s)",
-        graph.node_count()
-    );
+    println!("tflms rewrite, {}-node training graph: best {best:.3} s (target < 2 s)", graph.node_count());
 }

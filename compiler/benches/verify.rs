@@ -24,8 +24,7 @@ fn bench(label: &str, original: &Graph, target: Option<f64>) {
     let mut best = f64::INFINITY;
     for run in 0..3 {
         let start = Instant::now();
-        let report = egraph::verify(original, &rewritten, &Limits::default())
-            .expect("the rewrite is proven");
+        let report = egraph::verify(original, &rewritten, &Limits::default()).expect("the rewrite is proven");
         let seconds = start.elapsed().as_secs_f64();
         println!(
             "run {run}: {} + {} graph nodes, {} tensors swapped, {} items proven; e-graph {} nodes, {} classes, {} after {} iterations: {seconds:.3} s",
@@ -45,40 +44,21 @@ fn bench(label: &str, original: &Graph, target: Option<f64>) {
 }
 
 fn training_options() -> TrainOptions {
-    TrainOptions {
-        loss: Loss::SoftmaxCrossEntropy,
-        optimizer: Optimizer::Sgd { lr: 0.01 },
-        trainable: vec![],
-    }
+    TrainOptions { loss: Loss::SoftmaxCrossEntropy, optimizer: Optimizer::Sgd { lr: 0.01 }, trainable: vec![] }
 }
 
 fn main() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../fixtures/data/onnx/light/light_resnet50.onnx");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/data/onnx/light/light_resnet50.onnx");
     if path.exists() {
-        let model = frontend::load(
-            &path,
-            &FrontendOptions {
-                batch: Some(2),
-                ..Default::default()
-            },
-        )
-        .expect("ResNet-50 loads");
-        let original =
-            train::build(&model.graph, &training_options()).expect("training graph builds");
+        let model =
+            frontend::load(&path, &FrontendOptions { batch: Some(2), ..Default::default() }).expect("ResNet-50 loads");
+        let original = train::build(&model.graph, &training_options()).expect("training graph builds");
         bench("TFLMS-rewritten ResNet-50 (batch 2)", &original, Some(5.0));
     } else {
-        println!(
-            "{} is missing: run `bash fixtures/fetch-onnx-testdata.sh` first",
-            path.display()
-        );
+        println!("{} is missing: run `bash fixtures/fetch-onnx-testdata.sh` first", path.display());
     }
-    let model = frontend::import(
-        &common::residual_chain(6_666, 8, 16, 10),
-        None,
-        &FrontendOptions::default(),
-    )
-    .expect("imports");
+    let model = frontend::import(&common::residual_chain(6_666, 8, 16, 10), None, &FrontendOptions::default())
+        .expect("imports");
     let original = train::build(&model.graph, &training_options()).expect("training graph builds");
     bench("TFLMS-rewritten synthetic residual chain", &original, None);
 }

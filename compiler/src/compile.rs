@@ -115,7 +115,9 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
     };
     let graph = match (&options.strategy, options.budget) {
         (Strategy::None, None) => training,
-        (Strategy::None, Some(_)) => return Err(Error::Usage("--budget needs a memory strategy (--strategy tflms)".into())),
+        (Strategy::None, Some(_)) => {
+            return Err(Error::Usage("--budget needs a memory strategy (--strategy tflms)".into()))
+        }
         (Strategy::Tflms(config), budget) => {
             report.strategy = "tflms".into();
             let (graph, swap) = match budget {
@@ -136,7 +138,8 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
                 }
             };
             if options.verify {
-                let proof = crate::egraph::verify(&training, &graph, &crate::egraph::Limits::default()).map_err(in_model)?;
+                let proof =
+                    crate::egraph::verify(&training, &graph, &crate::egraph::Limits::default()).map_err(in_model)?;
                 report.verified = Some(proof.proven());
             }
             if let Some(swap) = swap {
@@ -179,7 +182,12 @@ fn write(path: &Path, bytes: &[u8]) -> Result<()> {
     emit::serialize::write_atomically(path, bytes).map_err(|e| Error::from(e).in_file(path))
 }
 
-fn write_outputs(options: &CompileOptions, graph: &Graph, schedule: &[crate::ir::NodeId], report: &CompileReport) -> Result<()> {
+fn write_outputs(
+    options: &CompileOptions,
+    graph: &Graph,
+    schedule: &[crate::ir::NodeId],
+    report: &CompileReport,
+) -> Result<()> {
     let metadata = vec![
         ("source".to_string(), options.model.display().to_string()),
         ("batch".to_string(), options.frontend.batch.map_or_else(|| "model".to_string(), |b| b.to_string())),
@@ -208,11 +216,17 @@ impl CompileReport {
         let _ = writeln!(s, "training graph  {} ops, {} tensors ({})", self.ops, self.tensors, self.model);
         if let (Some(fits), Some(budget)) = (self.fits_without_rewrite, self.budget_bytes) {
             let verdict = if fits { "fits" } else { "does not fit" };
-            let _ = writeln!(s, "budget          {} device: the training graph {verdict} without rewriting", format_bytes(budget));
+            let _ = writeln!(
+                s,
+                "budget          {} device: the training graph {verdict} without rewriting",
+                format_bytes(budget)
+            );
         }
         if self.strategy != "none" {
             let knobs = match (self.n_tensors, self.lb) {
-                (n, Some(lb)) => format!(" (chosen: n_tensors {}, lb {lb})", n.map_or_else(|| "all".to_string(), |n| n.to_string())),
+                (n, Some(lb)) => {
+                    format!(" (chosen: n_tensors {}, lb {lb})", n.map_or_else(|| "all".to_string(), |n| n.to_string()))
+                }
                 _ => String::new(),
             };
             let _ = writeln!(
@@ -233,11 +247,19 @@ impl CompileReport {
             format_bytes(self.peak_host_bytes_after)
         );
         if let Some(n) = self.verified {
-            let _ = writeln!(s, "verified        {n} outputs and variable updates proven equal to the training graph's");
+            let _ =
+                writeln!(s, "verified        {n} outputs and variable updates proven equal to the training graph's");
         }
         for t in &self.swaps {
             let triggers: Vec<String> = t.swap_ins.iter().map(|i| format!("{} {}", i.node, i.trigger)).collect();
-            let _ = writeln!(s, "  swap {:>12}  {} (distance {}): {}", format_bytes(t.bytes), t.tensor, t.distance, triggers.join("; "));
+            let _ = writeln!(
+                s,
+                "  swap {:>12}  {} (distance {}): {}",
+                format_bytes(t.bytes),
+                t.tensor,
+                t.distance,
+                triggers.join("; ")
+            );
         }
         s
     }

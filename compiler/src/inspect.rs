@@ -83,8 +83,10 @@ impl InspectReport {
             *ops.entry(g.node(id).op.clone()).or_insert(0) += 1;
         }
         let lifetimes = lifetime::lifetimes(g, &gamma);
-        let activation_lifetimes: Vec<u32> = of_class(TensorClass::Activation).filter_map(|(t, _)| lifetimes[t.index()]).collect();
-        let mut largest: Vec<TensorId> = g.tensors().filter(|(t, _)| classes[t.index()] != TensorClass::Constant).map(|(t, _)| t).collect();
+        let activation_lifetimes: Vec<u32> =
+            of_class(TensorClass::Activation).filter_map(|(t, _)| lifetimes[t.index()]).collect();
+        let mut largest: Vec<TensorId> =
+            g.tensors().filter(|(t, _)| classes[t.index()] != TensorClass::Constant).map(|(t, _)| t).collect();
         largest.sort_by_key(|&t| (std::cmp::Reverse(g.tensor(t).ty.bytes()), t));
         largest.truncate(LARGEST);
         Ok(InspectReport {
@@ -114,7 +116,11 @@ impl InspectReport {
         let tensors = |list: &[TensorSummary]| {
             list.iter().map(|t| format!("{}: {}{:?}", t.name, t.dtype, t.shape)).collect::<Vec<_>>().join(", ")
         };
-        let _ = writeln!(s, "graph        {:?} (opset {}, IR version {}, producer {:?})", self.graph, self.opset, self.ir_version, self.producer);
+        let _ = writeln!(
+            s,
+            "graph        {:?} (opset {}, IR version {}, producer {:?})",
+            self.graph, self.opset, self.ir_version, self.producer
+        );
         let _ = writeln!(s, "inputs       {}", tensors(&self.inputs));
         let _ = writeln!(s, "outputs      {}", tensors(&self.outputs));
         let mut ops: Vec<(&String, &usize)> = self.ops.iter().collect();
@@ -122,7 +128,8 @@ impl InspectReport {
         let hist: Vec<String> = ops.iter().map(|(op, n)| format!("{op} {n}")).collect();
         let _ = writeln!(s, "ops          {} ({})", self.nodes, hist.join(", "));
         let _ = writeln!(s, "parameters   {} in {} tensors", format_bytes(self.parameter_bytes), self.parameter_count);
-        let _ = writeln!(s, "activations  {} in {} tensors", format_bytes(self.activation_bytes), self.activation_count);
+        let _ =
+            writeln!(s, "activations  {} in {} tensors", format_bytes(self.activation_bytes), self.activation_count);
         let _ = writeln!(
             s,
             "peak         {} at '{}' (forward, default order; {} resident)",

@@ -1,15 +1,15 @@
 //! The `lms` command line.
 
 use clap::{Args, Parser, Subcommand};
+use lms_compiler::compile::{Budget, CompileOptions, Strategy};
 use lms_compiler::frontend::{self, FrontendOptions};
 use lms_compiler::inspect::InspectReport;
-use lms_compiler::run::DeviceKind;
-use lms_runtime::RunOptions;
-use lms_compiler::simulate::SimulateReport;
-use lms_compiler::compile::{Budget, CompileOptions, Strategy};
 use lms_compiler::passes::tflms::{CtrldStrategy, TflmsConfig};
+use lms_compiler::run::DeviceKind;
+use lms_compiler::simulate::SimulateReport;
 use lms_compiler::train::{Loss, Optimizer, TrainOptions};
 use lms_compiler::{egraph, emit, Error};
+use lms_runtime::RunOptions;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -407,7 +407,9 @@ fn run(args: &RunArgs) -> Result<(), Error> {
         DeviceArg::Cuda => DeviceKind::Cuda,
     };
     let bar = indicatif::ProgressBar::new(args.steps as u64);
-    bar.set_style(indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} steps, loss {msg}").expect("valid template"));
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} steps, loss {msg}").expect("valid template"),
+    );
     let report = lms_compiler::run::run(&args.graph, device, args.steps, options, |step| {
         bar.set_message(step.loss.map_or_else(String::new, |l| format!("{l:.4}")));
         bar.inc(1);
@@ -442,7 +444,9 @@ fn max_batch(args: &MaxBatchArgs) -> Result<(), Error> {
     let frontend = FrontendOptions { batch: None, dims: args.dims.iter().cloned().collect() };
     let train = TrainOptions { loss: loss(args.loss), optimizer: optimizer(args.train, None, 0.9), trainable: vec![] };
     let host = args.host_budget.unwrap_or_else(|| RunOptions::default().host_memory);
-    let search = |strategy| lms_compiler::max_batch::max_batch(&args.model, &frontend, &train, strategy, args.budget, host, args.limit);
+    let search = |strategy| {
+        lms_compiler::max_batch::max_batch(&args.model, &frontend, &train, strategy, args.budget, host, args.limit)
+    };
     let plain = search(None)?;
     let tflms = search(Some(&TflmsConfig::default()))?;
     if args.json {

@@ -37,7 +37,8 @@ pub fn max_batch(
     // Peaks at a batch; `None` when it does not fit.
     let fits = |batch: usize| -> Result<Option<(u64, u64)>> {
         let options = FrontendOptions { batch: Some(batch), ..frontend.clone() };
-        let graph = train::build(&frontend::load(model, &options)?.graph, train_options).map_err(|e| e.in_file(model))?;
+        let graph =
+            train::build(&frontend::load(model, &options)?.graph, train_options).map_err(|e| e.in_file(model))?;
         match strategy {
             None => {
                 let profile = memory::simulate(&graph, &order::schedule(&graph)?);

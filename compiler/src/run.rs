@@ -33,7 +33,13 @@ pub struct RunReport {
 /// Trains `path` for `steps` steps on `device`, calling `progress` after
 /// each. Without a CUDA driver or GPU, `DeviceKind::Cuda` fails with a
 /// message that says so (and suggests `--device cpu`), never a panic.
-pub fn run(path: &Path, device: DeviceKind, steps: usize, options: RunOptions, progress: impl FnMut(&Step)) -> Result<RunReport, RuntimeError> {
+pub fn run(
+    path: &Path,
+    device: DeviceKind,
+    steps: usize,
+    options: RunOptions,
+    progress: impl FnMut(&Step),
+) -> Result<RunReport, RuntimeError> {
     let program = Program::load(path)?;
     match device {
         DeviceKind::Cpu => train(Session::new(program, CpuBackend::new(), options)?, "cpu".into(), steps, progress),
@@ -45,7 +51,12 @@ pub fn run(path: &Path, device: DeviceKind, steps: usize, options: RunOptions, p
     }
 }
 
-fn train<B: Backend>(mut session: Session<B>, device: String, steps: usize, mut progress: impl FnMut(&Step)) -> Result<RunReport, RuntimeError> {
+fn train<B: Backend>(
+    mut session: Session<B>,
+    device: String,
+    steps: usize,
+    mut progress: impl FnMut(&Step),
+) -> Result<RunReport, RuntimeError> {
     let mut report = RunReport { device, ..RunReport::default() };
     for _ in 0..steps {
         let step = session.step()?;
@@ -68,7 +79,12 @@ impl RunReport {
             let _ = writeln!(s, "step {:>4}  loss {loss:.6}  {:.3} s", i + 1, secs);
         }
         let mean = self.step_seconds.iter().sum::<f64>() / self.step_seconds.len().max(1) as f64;
-        let _ = writeln!(s, "peak device {}, peak host {}", format_bytes(self.peak_device_bytes), format_bytes(self.peak_host_bytes));
+        let _ = writeln!(
+            s,
+            "peak device {}, peak host {}",
+            format_bytes(self.peak_device_bytes),
+            format_bytes(self.peak_host_bytes)
+        );
         let _ = writeln!(
             s,
             "moved {} to host, {} to device; {:.3} s per step on {}",

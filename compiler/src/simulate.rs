@@ -49,7 +49,11 @@ impl SimulateReport {
                 .iter()
                 .map(|&t| {
                     let tensor = g.tensor(t);
-                    LiveTensor { name: tensor.name.clone(), bytes: tensor.ty.bytes(), producer: g.node(tensor.producer.0).name.clone() }
+                    LiveTensor {
+                        name: tensor.name.clone(),
+                        bytes: tensor.ty.bytes(),
+                        producer: g.node(tensor.producer.0).name.clone(),
+                    }
                 })
                 .collect(),
             timeline: profile.timeline,
@@ -62,7 +66,13 @@ impl SimulateReport {
     pub fn to_text(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(s, "graph        {:?}, {} ops in the schedule", self.graph, self.nodes);
-        let _ = writeln!(s, "peak device  {} at '{}' ({} resident)", format_bytes(self.peak_device_bytes), self.peak_op, format_bytes(self.resident_bytes));
+        let _ = writeln!(
+            s,
+            "peak device  {} at '{}' ({} resident)",
+            format_bytes(self.peak_device_bytes),
+            self.peak_op,
+            format_bytes(self.resident_bytes)
+        );
         let _ = writeln!(s, "peak host    {}", format_bytes(self.peak_host_bytes));
         let _ = writeln!(s, "device       {}", sparkline(&self.timeline, self.peak_device_bytes));
         let _ = writeln!(s, "live at peak ({} tensors), largest:", self.live_at_peak.len());
@@ -97,16 +107,31 @@ pub fn svg(series: &[(&str, &SimulateReport)]) -> String {
     const W: f64 = 800.0;
     const H: f64 = 300.0;
     const PAD: f64 = 40.0;
-    let top = series.iter().flat_map(|(_, r)| [r.peak_device_bytes, r.peak_host_bytes]).max().unwrap_or(1).max(1) as f64;
+    let top =
+        series.iter().flat_map(|(_, r)| [r.peak_device_bytes, r.peak_host_bytes]).max().unwrap_or(1).max(1) as f64;
     let colors = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"];
     let mut out = String::new();
-    let _ = writeln!(out, r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{}" font-family="sans-serif" font-size="12">"#, H + 2.0 * PAD);
-    let _ = writeln!(out, r#"<text x="{PAD}" y="20">memory over the schedule (peak {} = top)</text>"#, format_bytes(top as u64));
-    let _ = writeln!(out, r##"<rect x="{PAD}" y="{PAD}" width="{}" height="{H}" fill="none" stroke="#999"/>"##, W - 2.0 * PAD);
+    let _ = writeln!(
+        out,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{}" font-family="sans-serif" font-size="12">"#,
+        H + 2.0 * PAD
+    );
+    let _ = writeln!(
+        out,
+        r#"<text x="{PAD}" y="20">memory over the schedule (peak {} = top)</text>"#,
+        format_bytes(top as u64)
+    );
+    let _ = writeln!(
+        out,
+        r##"<rect x="{PAD}" y="{PAD}" width="{}" height="{H}" fill="none" stroke="#999"/>"##,
+        W - 2.0 * PAD
+    );
     let mut legend = PAD + H + 20.0;
     let mut color = colors.iter().cycle();
     for (name, report) in series {
-        for (what, timeline, dash) in [("device", &report.timeline, ""), ("host", &report.host_timeline, r#" stroke-dasharray="4 3""#)] {
+        for (what, timeline, dash) in
+            [("device", &report.timeline, ""), ("host", &report.host_timeline, r#" stroke-dasharray="4 3""#)]
+        {
             if timeline.iter().all(|&b| b == 0) {
                 continue;
             }
@@ -115,11 +140,17 @@ pub fn svg(series: &[(&str, &SimulateReport)]) -> String {
             let points: Vec<String> = timeline
                 .iter()
                 .enumerate()
-                .map(|(i, &b)| format!("{:.1},{:.1}", PAD + i as f64 / n * (W - 2.0 * PAD), PAD + H - b as f64 / top * H))
+                .map(|(i, &b)| {
+                    format!("{:.1},{:.1}", PAD + i as f64 / n * (W - 2.0 * PAD), PAD + H - b as f64 / top * H)
+                })
                 .collect();
             let _ = writeln!(out, r#"<polyline fill="none" stroke="{c}"{dash} points="{}"/>"#, points.join(" "));
             let peak = if what == "device" { report.peak_device_bytes } else { report.peak_host_bytes };
-            let _ = writeln!(out, r#"<text x="{PAD}" y="{legend}" fill="{c}">{name} {what}: peak {}</text>"#, format_bytes(peak));
+            let _ = writeln!(
+                out,
+                r#"<text x="{PAD}" y="{legend}" fill="{c}">{name} {what}: peak {}</text>"#,
+                format_bytes(peak)
+            );
             legend += 16.0;
         }
     }

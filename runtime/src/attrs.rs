@@ -37,11 +37,7 @@ impl<'a> Attrs<'a> {
     fn get(&self, name: &str) -> Result<Option<&'a Value>> {
         match self.list.iter().find(|a| a.name == name) {
             None => Ok(None),
-            Some(a) => a
-                .value
-                .as_ref()
-                .map(Some)
-                .ok_or_else(|| KernelError::attr(name, "has no value")),
+            Some(a) => a.value.as_ref().map(Some).ok_or_else(|| KernelError::attr(name, "has no value")),
         }
     }
 
@@ -112,17 +108,15 @@ impl<'a> Attrs<'a> {
             Some(Value::Tensor(t)) => t,
             Some(other) => return Err(wrong(name, "tensor", other)),
         };
-        let dtype = DType::try_from(t.dtype)
-            .map_err(|_| KernelError::attr(name, format!("unknown dtype {}", t.dtype)))?;
+        let dtype =
+            DType::try_from(t.dtype).map_err(|_| KernelError::attr(name, format!("unknown dtype {}", t.dtype)))?;
         let shape = t
             .shape
             .iter()
             .map(|&d| usize::try_from(d))
             .collect::<std::result::Result<Vec<_>, _>>()
             .map_err(|_| KernelError::attr(name, "dimension does not fit in usize"))?;
-        HostTensor::from_le_bytes(dtype, &shape, &t.data)
-            .map(Some)
-            .map_err(|e| KernelError::attr(name, e.to_string()))
+        HostTensor::from_le_bytes(dtype, &shape, &t.data).map(Some).map_err(|e| KernelError::attr(name, e.to_string()))
     }
 }
 
@@ -133,10 +127,7 @@ pub(crate) mod tests {
 
     /// Builds an attribute for tests.
     pub(crate) fn attr(name: &str, value: Value) -> Attribute {
-        Attribute {
-            name: name.to_string(),
-            value: Some(value),
-        }
+        Attribute { name: name.to_string(), value: Some(value) }
     }
 
     /// An int attribute.
@@ -191,19 +182,10 @@ pub(crate) mod tests {
 
     #[test]
     fn wrong_kind_names_the_attribute() {
-        let list = vec![
-            float("axis", 1.0),
-            Attribute {
-                name: "x".into(),
-                value: None,
-            },
-        ];
+        let list = vec![float("axis", 1.0), Attribute { name: "x".into(), value: None }];
         let a = Attrs::new(&list);
         let err = a.int("axis", 0).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "attribute `axis`: expected int, found float"
-        );
+        assert_eq!(err.to_string(), "attribute `axis`: expected int, found float");
         assert!(a.ints_opt("x").is_err());
     }
 }

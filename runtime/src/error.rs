@@ -57,18 +57,12 @@ pub enum KernelError {
 impl KernelError {
     /// A shape error about `what`.
     pub fn shape(what: impl Into<String>, msg: impl Into<String>) -> Self {
-        KernelError::Shape {
-            what: what.into(),
-            msg: msg.into(),
-        }
+        KernelError::Shape { what: what.into(), msg: msg.into() }
     }
 
     /// An attribute error about `name`.
     pub fn attr(name: impl Into<String>, msg: impl Into<String>) -> Self {
-        KernelError::Attribute {
-            name: name.into(),
-            msg: msg.into(),
-        }
+        KernelError::Attribute { name: name.into(), msg: msg.into() }
     }
 
     /// A rejected input value.

@@ -64,10 +64,7 @@ struct Ready<B: Backend> {
 
 impl<B: Backend> Clone for Ready<B> {
     fn clone(&self) -> Self {
-        Ready {
-            queue: self.queue,
-            event: self.event.clone(),
-        }
+        Ready { queue: self.queue, event: self.event.clone() }
     }
 }
 
@@ -112,21 +109,12 @@ pub struct Executor<B: Backend> {
 impl<B: Backend> Executor<B> {
     /// An executor with budgets of `device_memory` and `host_memory` bytes whose kernels
     /// draw randomness from `run_seed`; nothing is placed yet.
-    pub fn new(
-        program: Program,
-        backend: B,
-        device_memory: u64,
-        host_memory: u64,
-        run_seed: u64,
-    ) -> Executor<B> {
+    pub fn new(program: Program, backend: B, device_memory: u64, host_memory: u64, run_seed: u64) -> Executor<B> {
         let liveness = Liveness::new(&program);
         let (tensors, nodes) = (program.tensor_count(), program.node_count());
         Executor {
             backend,
-            pools: Pools {
-                device: Arena::new(Pool::Device, device_memory),
-                host: Arena::new(Pool::Host, host_memory),
-            },
+            pools: Pools { device: Arena::new(Pool::Device, device_memory), host: Arena::new(Pool::Host, host_memory) },
             liveness,
             held: (0..tensors).map(|_| None).collect(),
             done: (0..nodes).map(|_| None).collect(),
@@ -153,25 +141,16 @@ impl<B: Backend> Executor<B> {
         let program = &self.program;
         let (n, t) = match (program.kind(node), program.node_outputs(node)) {
             (NodeKind::Parameter, &[t]) => (program.node(node), t),
-            _ => {
-                return Err(RuntimeError::Internal(format!(
-                    "node {node} is not a parameterized vertex"
-                )))
-            }
+            _ => return Err(RuntimeError::Internal(format!("node {node} is not a parameterized vertex"))),
         };
         let pool = program.pool(t);
-        self.pools
-            .get(pool)
-            .alloc(t, program.tensor_name(t), program.tensor_type(t).bytes, n)?;
+        self.pools.get(pool).alloc(t, program.tensor_name(t), program.tensor_type(t).bytes, n)?;
         let host = self.backend.host_buffer(value(program)?)?;
         let stored = match pool {
             Pool::Device => Stored::Device(self.backend.upload(&host)?),
             Pool::Host => Stored::Host(host),
         };
-        let ready = Ready {
-            queue: Queue::HostToDevice,
-            event: self.backend.record(Queue::HostToDevice)?,
-        };
+        let ready = Ready { queue: Queue::HostToDevice, event: self.backend.record(Queue::HostToDevice)? };
         self.done[node] = Some(ready.clone());
         self.held[t] = Some(Held { stored, ready });
         Ok(())
@@ -185,10 +164,7 @@ impl<B: Backend> Executor<B> {
         self.pools.device.reset_peak();
         self.pools.host.reset_peak();
         let mut report = StepReport::default();
-        let context = KernelContext {
-            run_seed: self.run_seed,
-            step: self.steps,
-        };
+        let context = KernelContext { run_seed: self.run_seed, step: self.steps };
         self.steps += 1;
         for position in 0..self.program.order().len() {
             let node = self.program.order()[position];
@@ -197,23 +173,14 @@ impl<B: Backend> Executor<B> {
             }
             self.run(node, &context, &mut report)?;
             self.apply_updates(node)?;
-            let Executor {
-                program,
-                pools,
-                held,
-                liveness,
-                ..
-            } = self;
+            let Executor { program, pools, held, liveness, .. } = self;
             for &t in liveness.released_after(position) {
                 pools.get(program.pool(t)).free(t)?;
                 held[t] = None;
             }
         }
         let outputs = self.program.outputs().to_vec();
-        let outputs = outputs
-            .into_iter()
-            .map(|t| self.read(t))
-            .collect::<Result<Vec<_>, _>>()?;
+        let outputs = outputs.into_iter().map(|t| self.read(t)).collect::<Result<Vec<_>, _>>()?;
         report.peak_device_bytes = self.pools.device.peak();
         report.peak_host_bytes = self.pools.host.peak();
         self.release_transient()?;
@@ -249,38 +216,17 @@ impl<B: Backend> Executor<B> {
     ) -> Result<&'a Held<B>, RuntimeError> {
         let t = alias[tensor].unwrap_or(tensor);
         held[t].as_ref().ok_or_else(|| {
-            RuntimeError::Internal(format!(
-                "tensor '{}' is read but holds no value",
-                program.tensor_name(tensor)
-            ))
+            RuntimeError::Internal(format!("tensor '{}' is read but holds no value", program.tensor_name(tensor)))
         })
     }
 
     /// Allocates the outputs of `node`, makes its queue wait for what it depends on,
     /// issues it and records its event.
-    fn run(
-        &mut self,
-        node: usize,
-        context: &KernelContext,
-        report: &mut StepReport,
-    ) -> Result<(), RuntimeError> {
-        let Executor {
-            program,
-            backend,
-            pools,
-            held,
-            done,
-            alias,
-            ..
-        } = self;
+    fn run(&mut self, node: usize, context: &KernelContext, report: &mut StepReport) -> Result<(), RuntimeError> {
+        let Executor { program, backend, pools, held, done, alias, .. } = self;
         let n = program.node(node);
         for &t in program.node_outputs(node) {
-            pools.get(program.pool(t)).alloc(
-                t,
-                program.tensor_name(t),
-                program.tensor_type(t).bytes,
-                n,
-            )?;
+            pools.get(program.pool(t)).alloc(t, program.tensor_name(t), program.tensor_type(t).bytes, n)?;
         }
         let kind = program.kind(node);
         let queue = match kind {
@@ -288,33 +234,22 @@ impl<B: Backend> Executor<B> {
             NodeKind::SwapIn => Queue::HostToDevice,
             NodeKind::Kernel | NodeKind::Parameter => Queue::Compute,
         };
-        let mut inputs: Vec<Option<(usize, &Held<B>)>> =
-            Vec::with_capacity(program.node_inputs(node).len());
+        let mut inputs: Vec<Option<(usize, &Held<B>)>> = Vec::with_capacity(program.node_inputs(node).len());
         for &slot in program.node_inputs(node) {
-            inputs.push(
-                slot.map(|t| Self::held(program, held, alias, t).map(|h| (t, h)))
-                    .transpose()?,
-            );
+            inputs.push(slot.map(|t| Self::held(program, held, alias, t).map(|h| (t, h))).transpose()?);
         }
         let mut waits: Vec<&Ready<B>> = inputs.iter().flatten().map(|(_, h)| &h.ready).collect();
         for &p in program.control_predecessors(node) {
             let ready = done[p].as_ref().ok_or_else(|| {
-                RuntimeError::Internal(format!(
-                    "node '{}' runs before its control predecessor",
-                    n.name
-                ))
+                RuntimeError::Internal(format!("node '{}' runs before its control predecessor", n.name))
             })?;
             waits.push(ready);
         }
         for ready in waits.into_iter().filter(|r| r.queue != queue) {
             backend.wait(queue, &ready.event)?;
         }
-        let misplaced = |t: usize| {
-            RuntimeError::Internal(format!(
-                "tensor '{}' is in the wrong pool",
-                program.tensor_name(t)
-            ))
-        };
+        let misplaced =
+            |t: usize| RuntimeError::Internal(format!("tensor '{}' is in the wrong pool", program.tensor_name(t)));
         let started = Instant::now();
         let outputs: Vec<Stored<B>> = match (kind, storage(inputs.first().copied().flatten())) {
             (NodeKind::SwapOut, Some((t, Stored::Device(x)))) => {
@@ -327,10 +262,7 @@ impl<B: Backend> Executor<B> {
             }
             (NodeKind::SwapOut | NodeKind::SwapIn, Some((t, _))) => return Err(misplaced(t)),
             (NodeKind::SwapOut | NodeKind::SwapIn, None) => {
-                return Err(RuntimeError::Internal(format!(
-                    "node '{}' has no input",
-                    n.name
-                )));
+                return Err(RuntimeError::Internal(format!("node '{}' has no input", n.name)));
             }
             (NodeKind::Kernel | NodeKind::Parameter, _) => {
                 let buffers = inputs
@@ -341,17 +273,10 @@ impl<B: Backend> Executor<B> {
                         Some((t, Stored::Host(_))) => Err(misplaced(t)),
                     })
                     .collect::<Result<Vec<_>, _>>()?;
-                backend
-                    .execute(program, node, &buffers, context)?
-                    .into_iter()
-                    .map(Stored::Device)
-                    .collect()
+                backend.execute(program, node, &buffers, context)?.into_iter().map(Stored::Device).collect()
             }
         };
-        let ready = Ready {
-            queue,
-            event: backend.record(queue)?,
-        };
+        let ready = Ready { queue, event: backend.record(queue)? };
         let time = report.op_seconds.entry(n.op.clone()).or_default();
         time.calls += 1;
         time.seconds += started.elapsed().as_secs_f64();
@@ -364,10 +289,7 @@ impl<B: Backend> Executor<B> {
             )));
         }
         for (&t, stored) in program.node_outputs(node).iter().zip(outputs) {
-            held[t] = Some(Held {
-                stored,
-                ready: ready.clone(),
-            });
+            held[t] = Some(Held { stored, ready: ready.clone() });
         }
         done[node] = Some(ready);
         Ok(())
@@ -376,18 +298,10 @@ impl<B: Backend> Executor<B> {
     /// Makes each tensor that `node` writes through an update edge its variable's storage;
     /// the variable's old storage is dropped.
     fn apply_updates(&mut self, node: usize) -> Result<(), RuntimeError> {
-        for u in self
-            .program
-            .updates()
-            .iter()
-            .filter(|u| self.program.producer(u.tensor) == node)
-        {
+        for u in self.program.updates().iter().filter(|u| self.program.producer(u.tensor) == node) {
             let variable = self.program.node_outputs(u.variable)[0];
             let new = self.held[u.tensor].take().ok_or_else(|| {
-                RuntimeError::Internal(format!(
-                    "update '{}' holds no value",
-                    self.program.tensor_name(u.tensor)
-                ))
+                RuntimeError::Internal(format!("update '{}' holds no value", self.program.tensor_name(u.tensor)))
             })?;
             self.held[variable] = Some(new);
             self.alias[u.tensor] = Some(variable);

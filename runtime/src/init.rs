@@ -23,20 +23,11 @@ pub const DEFAULT_INPUT_RANGE: i64 = 2;
 /// [0, `range`). A `Variable` follows its `init` attribute: `data` (the default; the
 /// tensor's stored bytes), `zeros`, `ones`, `he` (normal with std √(2/`fan_in`)) or
 /// `xavier` (uniform in ±√(6/(`fan_in`+`fan_out`))).
-pub fn initial_value(
-    program: &Program,
-    node: usize,
-    seed: u64,
-) -> Result<HostTensor, RuntimeError> {
+pub fn initial_value(program: &Program, node: usize, seed: u64) -> Result<HostTensor, RuntimeError> {
     let n = program.node(node);
-    let fail = |message: String| RuntimeError::Init {
-        node: n.name.clone(),
-        message,
-    };
-    let tensor = *program
-        .node_outputs(node)
-        .first()
-        .ok_or_else(|| fail("a parameterized vertex has no output".into()))?;
+    let fail = |message: String| RuntimeError::Init { node: n.name.clone(), message };
+    let tensor =
+        *program.node_outputs(node).first().ok_or_else(|| fail("a parameterized vertex has no output".into()))?;
     let ty = program.tensor_type(tensor);
     let attrs = Attrs::new(&n.attributes);
     let mut rng = stream(seed, &n.name);
@@ -49,33 +40,19 @@ pub fn initial_value(
 }
 
 /// A synthetic input: standard normal floats, integers uniform in [0, `range`).
-fn synthetic_input(
-    attrs: &Attrs<'_>,
-    ty: &TensorType,
-    rng: &mut ChaCha8Rng,
-) -> Result<HostTensor, String> {
+fn synthetic_input(attrs: &Attrs<'_>, ty: &TensorType, rng: &mut ChaCha8Rng) -> Result<HostTensor, String> {
     let count = numel(&ty.shape);
     if is_float(ty.dtype) {
         return from_f64s(ty, normals(rng, count));
     }
-    let range = attrs
-        .int("range", DEFAULT_INPUT_RANGE)
-        .map_err(|e| e.to_string())?;
-    let range = u64::try_from(range)
-        .ok()
-        .filter(|&r| r > 0)
-        .ok_or(format!("range {range} is not positive"))?;
+    let range = attrs.int("range", DEFAULT_INPUT_RANGE).map_err(|e| e.to_string())?;
+    let range = u64::try_from(range).ok().filter(|&r| r > 0).ok_or(format!("range {range} is not positive"))?;
     let values = (0..count).map(|_| below(rng, range) as i64).collect();
     from_i64s(ty, values)
 }
 
 /// A variable's value from its `init` attribute.
-fn variable_value(
-    attrs: &Attrs<'_>,
-    data: &[u8],
-    ty: &TensorType,
-    rng: &mut ChaCha8Rng,
-) -> Result<HostTensor, String> {
+fn variable_value(attrs: &Attrs<'_>, data: &[u8], ty: &TensorType, rng: &mut ChaCha8Rng) -> Result<HostTensor, String> {
     let init = attrs.string("init", "data").map_err(|e| e.to_string())?;
     let count = numel(&ty.shape);
     let fan = |name: &str| -> Result<f64, String> {
@@ -89,50 +66,32 @@ fn variable_value(
         if is_float(ty.dtype) {
             Ok(())
         } else {
-            Err(format!(
-                "init '{init}' needs a float tensor, not {}",
-                crate::tensor::dtype_name(ty.dtype)
-            ))
+            Err(format!("init '{init}' needs a float tensor, not {}", crate::tensor::dtype_name(ty.dtype)))
         }
     };
     match init {
-        "data" if data.len() as u64 != ty.bytes => Err(format!(
-            "init 'data', but the tensor stores {} bytes and its type takes {}",
-            data.len(),
-            ty.bytes
-        )),
+        "data" if data.len() as u64 != ty.bytes => {
+            Err(format!("init 'data', but the tensor stores {} bytes and its type takes {}", data.len(), ty.bytes))
+        }
         "data" => HostTensor::from_le_bytes(ty.dtype, &ty.shape, data).map_err(|e| e.to_string()),
         "zeros" => HostTensor::zeros(ty.dtype, &ty.shape).map_err(|e| e.to_string()),
         "ones" => from_i64s(ty, vec![1; count]),
         "he" => {
             need_float()?;
             let std = libm::sqrt(2.0 / fan("fan_in")?);
-            from_f64s(
-                ty,
-                normals(rng, count).into_iter().map(|z| z * std).collect(),
-            )
+            from_f64s(ty, normals(rng, count).into_iter().map(|z| z * std).collect())
         }
         "xavier" => {
             need_float()?;
             let limit = libm::sqrt(6.0 / (fan("fan_in")? + fan("fan_out")?));
-            from_f64s(
-                ty,
-                (0..count)
-                    .map(|_| (2.0 * uniform(rng) - 1.0) * limit)
-                    .collect(),
-            )
+            from_f64s(ty, (0..count).map(|_| (2.0 * uniform(rng) - 1.0) * limit).collect())
         }
-        other => Err(format!(
-            "unknown init '{other}' (expected data, he, xavier, zeros or ones)"
-        )),
+        other => Err(format!("unknown init '{other}' (expected data, he, xavier, zeros or ones)")),
     }
 }
 
 fn is_float(dtype: DType) -> bool {
-    matches!(
-        dtype,
-        DType::DtypeF32 | DType::DtypeF64 | DType::DtypeF16 | DType::DtypeBf16
-    )
+    matches!(dtype, DType::DtypeF32 | DType::DtypeF64 | DType::DtypeF16 | DType::DtypeBf16)
 }
 
 /// A tensor of `ty` from f64 values, converted like a C cast.
@@ -158,9 +117,7 @@ fn stream(seed: u64, name: &str) -> ChaCha8Rng {
 
 /// 64-bit FNV-1a hash: a stable stream id for a name.
 fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))
 }
 
 /// A uniform draw in [0, 1) with 53 random bits.
@@ -207,14 +164,9 @@ mod tests {
         assert_eq!(z.len(), 20_001);
         let mean = z.iter().sum::<f64>() / z.len() as f64;
         let var = z.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / z.len() as f64;
-        assert!(
-            mean.abs() < 0.03 && (var - 1.0).abs() < 0.05,
-            "mean {mean} var {var}"
-        );
+        assert!(mean.abs() < 0.03 && (var - 1.0).abs() < 0.05, "mean {mean} var {var}");
         let k: Vec<u64> = (0..1000).map(|_| below(&mut rng, 10)).collect();
         assert!(k.iter().all(|&v| v < 10) && (0..10).all(|v| k.contains(&v)));
-        assert!((0..1000)
-            .map(|_| uniform(&mut rng))
-            .all(|u| (0.0..1.0).contains(&u)));
+        assert!((0..1000).map(|_| uniform(&mut rng)).all(|u| (0.0..1.0).contains(&u)));
     }
 }

@@ -127,13 +127,7 @@ pub struct Arena {
 impl Arena {
     /// An empty arena for `pool` that holds at most `budget` bytes.
     pub fn new(pool: Pool, budget: u64) -> Arena {
-        Arena {
-            pool,
-            budget,
-            live: 0,
-            peak: 0,
-            allocations: BTreeMap::new(),
-        }
+        Arena { pool, budget, live: 0, peak: 0, allocations: BTreeMap::new() }
     }
 
     /// Accounts `bytes` for tensor `tensor` (named `name`), allocated for `node`.
@@ -141,23 +135,11 @@ impl Arena {
     /// Fails, leaving the arena unchanged, when the budget would be exceeded; the error
     /// names the node and its op, the bytes wanted and live, and the three largest live
     /// tensors. Allocating a tensor that is already live is an internal error.
-    pub fn alloc(
-        &mut self,
-        tensor: usize,
-        name: &str,
-        bytes: u64,
-        node: &Node,
-    ) -> Result<(), RuntimeError> {
+    pub fn alloc(&mut self, tensor: usize, name: &str, bytes: u64, node: &Node) -> Result<(), RuntimeError> {
         if self.allocations.contains_key(&tensor) {
-            return Err(RuntimeError::Internal(format!(
-                "tensor '{name}' allocated twice in {} memory",
-                self.pool
-            )));
+            return Err(RuntimeError::Internal(format!("tensor '{name}' allocated twice in {} memory", self.pool)));
         }
-        let total = self
-            .live
-            .checked_add(bytes)
-            .filter(|&total| total <= self.budget);
+        let total = self.live.checked_add(bytes).filter(|&total| total <= self.budget);
         let Some(total) = total else {
             return Err(RuntimeError::OutOfMemory(Box::new(OutOfMemory {
                 pool: self.pool,
@@ -169,13 +151,7 @@ impl Arena {
                 largest: self.largest(3),
             })));
         };
-        self.allocations.insert(
-            tensor,
-            Allocation {
-                name: name.to_string(),
-                bytes,
-            },
-        );
+        self.allocations.insert(tensor, Allocation { name: name.to_string(), bytes });
         self.live = total;
         self.peak = self.peak.max(total);
         Ok(())
@@ -185,10 +161,7 @@ impl Arena {
     /// live is an internal error.
     pub fn free(&mut self, tensor: usize) -> Result<u64, RuntimeError> {
         let allocation = self.allocations.remove(&tensor).ok_or_else(|| {
-            RuntimeError::Internal(format!(
-                "tensor {tensor} freed but not live in {} memory",
-                self.pool
-            ))
+            RuntimeError::Internal(format!("tensor {tensor} freed but not live in {} memory", self.pool))
         })?;
         self.live -= allocation.bytes;
         Ok(allocation.bytes)
@@ -223,10 +196,7 @@ impl Arena {
     fn largest(&self, n: usize) -> Vec<(String, u64)> {
         let mut all: Vec<(&usize, &Allocation)> = self.allocations.iter().collect();
         all.sort_by_key(|(id, a)| (std::cmp::Reverse(a.bytes), **id));
-        all.into_iter()
-            .take(n)
-            .map(|(_, a)| (a.name.clone(), a.bytes))
-            .collect()
+        all.into_iter().take(n).map(|(_, a)| (a.name.clone(), a.bytes)).collect()
     }
 }
 
@@ -235,11 +205,7 @@ mod tests {
     use super::*;
 
     fn node(name: &str, op: &str) -> Node {
-        Node {
-            name: name.into(),
-            op: op.into(),
-            ..Node::default()
-        }
+        Node { name: name.into(), op: op.into(), ..Node::default() }
     }
 
     #[test]
@@ -256,10 +222,7 @@ mod tests {
         a.reset_peak();
         assert_eq!(a.peak(), 70);
         assert!(matches!(a.free(0), Err(RuntimeError::Internal(_))));
-        assert!(matches!(
-            a.alloc(2, "c", 1, &n),
-            Err(RuntimeError::Internal(_))
-        ));
+        assert!(matches!(a.alloc(2, "c", 1, &n), Err(RuntimeError::Internal(_))));
     }
 
     #[test]
@@ -271,9 +234,7 @@ mod tests {
         a.alloc(2, "c", 1 << 30, &n).unwrap();
         a.alloc(3, "d", (17 << 29) - 1, &n).unwrap();
         let before = a.live();
-        let err = a
-            .alloc(4, "e", 3_208_642, &node("conv2", "Conv"))
-            .unwrap_err();
+        let err = a.alloc(4, "e", 3_208_642, &node("conv2", "Conv")).unwrap_err();
         assert_eq!(
             err.to_string(),
             "out of device memory at node 'conv2' (Conv): wants 3.06 MiB, 16.00 GiB of 16.00 GiB \
@@ -282,10 +243,7 @@ mod tests {
         assert_eq!(a.live(), before);
         let mut h = Arena::new(Pool::Host, 10);
         let err = h.alloc(0, "x", 11, &node("s", "SwapOut")).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "out of host memory at node 's' (SwapOut): wants 11 B, 0 B of 10 B live"
-        );
+        assert_eq!(err.to_string(), "out of host memory at node 's' (SwapOut): wants 11 B, 0 B of 10 B live");
     }
 
     #[test]
@@ -294,10 +252,7 @@ mod tests {
         assert_eq!(format_bytes(1023), "1023 B");
         assert_eq!(format_bytes(1536), "1.50 KiB");
         assert_eq!(format_bytes(16 << 30), "16.00 GiB");
-        assert_eq!(
-            parse_mem_total("MemTotal:       16384 kB\nMemFree: 1 kB\n"),
-            Some(16 << 20)
-        );
+        assert_eq!(parse_mem_total("MemTotal:       16384 kB\nMemFree: 1 kB\n"), Some(16 << 20));
         assert_eq!(parse_mem_total("MemFree: 1 kB\n"), None);
         assert!(default_host_memory() > 0);
     }

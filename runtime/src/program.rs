@@ -120,10 +120,7 @@ impl Program {
     /// Reads and checks the `.lms` file at `path`; errors name the file.
     pub fn load(path: &Path) -> Result<Program, RuntimeError> {
         let file = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|e| RuntimeError::Io {
-            file: file.clone(),
-            message: e.to_string(),
-        })?;
+        let bytes = std::fs::read(path).map_err(|e| RuntimeError::Io { file: file.clone(), message: e.to_string() })?;
         Program::decode(&bytes, &file)
     }
 
@@ -138,10 +135,7 @@ impl Program {
 
     /// Checks a decoded graph and computes its order; `source` names it in errors.
     pub fn new(graph: Graph, source: &str) -> Result<Program, RuntimeError> {
-        let invalid = |message: String| RuntimeError::Invalid {
-            file: source.to_string(),
-            message,
-        };
+        let invalid = |message: String| RuntimeError::Invalid { file: source.to_string(), message };
         check_version(&graph).map_err(invalid)?;
         let types = tensor_types(&graph).map_err(invalid)?;
         let (kinds, inputs, outputs) = node_slots(&graph).map_err(invalid)?;
@@ -237,10 +231,7 @@ impl Program {
 
     /// The dtype and shape of each output of `node`, as a kernel is told them.
     pub fn output_types(&self, node: usize) -> Vec<(DType, Vec<usize>)> {
-        self.outputs[node]
-            .iter()
-            .map(|&t| (self.types[t].dtype, self.types[t].shape.clone()))
-            .collect()
+        self.outputs[node].iter().map(|&t| (self.types[t].dtype, self.types[t].shape.clone())).collect()
     }
 
     /// The type of tensor `tensor`.
@@ -289,10 +280,7 @@ impl Program {
                 NodeKind::SwapIn => Pool::Host,
                 NodeKind::SwapOut => Pool::Device,
                 NodeKind::Kernel if node.device == Device::Cpu as i32 => {
-                    return Err(format!(
-                        "{}: only SwapOut and SwapIn run on the CPU device",
-                        describe(&self.graph, n)
-                    ));
+                    return Err(format!("{}: only SwapOut and SwapIn run on the CPU device", describe(&self.graph, n)));
                 }
                 NodeKind::Kernel => Pool::Device,
             };
@@ -321,28 +309,19 @@ impl Program {
         for (i, e) in g.edges.iter().enumerate() {
             let (src, dst) = (e.producer as usize, e.consumer as usize);
             if src >= nodes || dst >= nodes {
-                return Err(format!(
-                    "edge {i} connects node ids {src} → {dst}, but the graph has {nodes} nodes"
-                ));
+                return Err(format!("edge {i} connects node ids {src} → {dst}, but the graph has {nodes} nodes"));
             }
-            let action = Action::try_from(e.action)
-                .map_err(|_| format!("edge {i}: unknown action {}", e.action))?;
+            let action = Action::try_from(e.action).map_err(|_| format!("edge {i}: unknown action {}", e.action))?;
             if action == Action::Control {
                 control[dst].push(src);
                 continue;
             }
             let t = match e.tensor {
                 None => {
-                    return Err(format!(
-                        "edge {i} ({} → {}) carries no tensor",
-                        describe(g, src),
-                        describe(g, dst)
-                    ))
+                    return Err(format!("edge {i} ({} → {}) carries no tensor", describe(g, src), describe(g, dst)))
                 }
                 Some(t) if t as usize >= tensors => {
-                    return Err(format!(
-                        "edge {i} carries tensor id {t}, but the graph has {tensors} tensors"
-                    ));
+                    return Err(format!("edge {i} carries tensor id {t}, but the graph has {tensors} tensors"));
                 }
                 Some(t) => t as usize,
             };
@@ -361,21 +340,13 @@ impl Program {
             }
             let variable = &g.nodes[dst];
             if variable.op != VARIABLE_OP || !variable.parameterized {
-                return Err(format!(
-                    "update edge {i} writes {}, which is not a variable",
-                    describe(g, dst)
-                ));
+                return Err(format!("update edge {i} writes {}, which is not a variable", describe(g, dst)));
             }
             if self.kinds[src] == NodeKind::Parameter {
-                return Err(format!(
-                    "update edge {i} comes from {}, a parameterized vertex",
-                    describe(g, src)
-                ));
+                return Err(format!("update edge {i} comes from {}, a parameterized vertex", describe(g, src)));
             }
             let stored = self.outputs[dst][0];
-            if (self.types[t].dtype, &self.types[t].shape)
-                != (self.types[stored].dtype, &self.types[stored].shape)
-            {
+            if (self.types[t].dtype, &self.types[t].shape) != (self.types[stored].dtype, &self.types[stored].shape) {
                 return Err(format!(
                     "update edge {i}: {} does not have the type of variable {}",
                     describe_tensor(g, t),
@@ -383,33 +354,20 @@ impl Program {
                 ));
             }
             if updates.iter().any(|u| u.variable == dst) {
-                return Err(format!(
-                    "{} is written by more than one update edge",
-                    describe(g, dst)
-                ));
+                return Err(format!("{} is written by more than one update edge", describe(g, dst)));
             }
-            updates.push(Update {
-                tensor: t,
-                variable: dst,
-            });
+            updates.push(Update { tensor: t, variable: dst });
         }
         let mut slots: Vec<(usize, usize, usize)> = self
             .inputs
             .iter()
             .enumerate()
-            .flat_map(|(n, ins)| {
-                ins.iter()
-                    .enumerate()
-                    .filter_map(move |(s, t)| t.map(|t| (n, s, t)))
-            })
+            .flat_map(|(n, ins)| ins.iter().enumerate().filter_map(move |(s, t)| t.map(|t| (n, s, t))))
             .collect();
         reads.sort_unstable();
         slots.sort_unstable();
         if let Some(n) = first_mismatch(&reads, &slots) {
-            return Err(format!(
-                "{}: read edges do not match its input slots",
-                describe(g, n)
-            ));
+            return Err(format!("{}: read edges do not match its input slots", describe(g, n)));
         }
         for c in &mut control {
             c.sort_unstable();
@@ -427,44 +385,29 @@ impl Program {
         for &t in &g.inputs {
             let t = t as usize;
             if t >= tensors {
-                return Err(format!(
-                    "graph input names tensor id {t}, but the graph has {tensors} tensors"
-                ));
+                return Err(format!("graph input names tensor id {t}, but the graph has {tensors} tensors"));
             }
             if g.nodes[self.producer(t)].op != INPUT_OP {
-                return Err(format!(
-                    "graph input {} is not produced by an Input node",
-                    describe_tensor(g, t)
-                ));
+                return Err(format!("graph input {} is not produced by an Input node", describe_tensor(g, t)));
             }
         }
         for &n in &g.variables {
             let n = n as usize;
             if n >= nodes {
-                return Err(format!(
-                    "graph variable names node id {n}, but the graph has {nodes} nodes"
-                ));
+                return Err(format!("graph variable names node id {n}, but the graph has {nodes} nodes"));
             }
             if self.kinds[n] != NodeKind::Parameter {
-                return Err(format!(
-                    "graph variable {} is not parameterized",
-                    describe(g, n)
-                ));
+                return Err(format!("graph variable {} is not parameterized", describe(g, n)));
             }
         }
         let mut outputs = Vec::with_capacity(g.outputs.len());
         for &t in &g.outputs {
             let t = t as usize;
             if t >= tensors {
-                return Err(format!(
-                    "graph output names tensor id {t}, but the graph has {tensors} tensors"
-                ));
+                return Err(format!("graph output names tensor id {t}, but the graph has {tensors} tensors"));
             }
             if outputs.contains(&t) {
-                return Err(format!(
-                    "graph output {} is listed twice",
-                    describe_tensor(g, t)
-                ));
+                return Err(format!("graph output {} is listed twice", describe_tensor(g, t)));
             }
             outputs.push(t);
         }
@@ -476,11 +419,7 @@ impl Program {
     fn predecessors(&self) -> Vec<Vec<usize>> {
         (0..self.graph.nodes.len())
             .map(|n| {
-                let mut p: Vec<usize> = self.inputs[n]
-                    .iter()
-                    .flatten()
-                    .map(|&t| self.producer(t))
-                    .collect();
+                let mut p: Vec<usize> = self.inputs[n].iter().flatten().map(|&t| self.producer(t)).collect();
                 p.extend_from_slice(&self.control[n]);
                 p.sort_unstable();
                 p.dedup();
@@ -497,18 +436,13 @@ impl Program {
         let n = g.nodes.len();
         if !g.schedule.is_empty() {
             if g.schedule.len() != n {
-                return Err(format!(
-                    "schedule has {} entries for {n} nodes",
-                    g.schedule.len()
-                ));
+                return Err(format!("schedule has {} entries for {n} nodes", g.schedule.len()));
             }
             let mut position = vec![usize::MAX; n];
             for (i, &id) in g.schedule.iter().enumerate() {
                 let id = id as usize;
                 if id >= n {
-                    return Err(format!(
-                        "schedule names node id {id}, but the graph has {n} nodes"
-                    ));
+                    return Err(format!("schedule names node id {id}, but the graph has {n} nodes"));
                 }
                 if position[id] != usize::MAX {
                     return Err(format!("schedule names {} twice", describe(g, id)));
@@ -533,8 +467,7 @@ impl Program {
                 successors[u].push(v);
             }
         }
-        let mut ready: BinaryHeap<Reverse<usize>> =
-            (0..n).filter(|&v| waiting[v] == 0).map(Reverse).collect();
+        let mut ready: BinaryHeap<Reverse<usize>> = (0..n).filter(|&v| waiting[v] == 0).map(Reverse).collect();
         let mut order = Vec::with_capacity(n);
         while let Some(Reverse(u)) = ready.pop() {
             order.push(u);
@@ -561,10 +494,7 @@ impl Program {
             let writer = self.producer(u.tensor);
             let stored = self.outputs[u.variable][0];
             for (reader, ins) in self.inputs.iter().enumerate() {
-                if reader != writer
-                    && ins.contains(&Some(stored))
-                    && position[reader] > position[writer]
-                {
+                if reader != writer && ins.contains(&Some(stored)) && position[reader] > position[writer] {
                     return Err(format!(
                         "{} reads variable {} after {} updates it",
                         describe(&self.graph, reader),
@@ -580,11 +510,7 @@ impl Program {
 
 /// The node of the first entry where two sorted (node, slot, tensor) lists differ.
 fn first_mismatch(a: &[(usize, usize, usize)], b: &[(usize, usize, usize)]) -> Option<usize> {
-    let differ = a
-        .iter()
-        .zip(b)
-        .find(|(x, y)| x != y)
-        .map(|(x, y)| x.0.min(y.0));
+    let differ = a.iter().zip(b).find(|(x, y)| x != y).map(|(x, y)| x.0.min(y.0));
     differ.or_else(|| a.get(b.len()).or_else(|| b.get(a.len())).map(|x| x.0))
 }
 
@@ -605,20 +531,14 @@ fn tensor_types(graph: &Graph) -> Result<Vec<TensorType>, String> {
     let mut types = Vec::with_capacity(graph.tensors.len());
     for (t, tensor) in graph.tensors.iter().enumerate() {
         let what = describe_tensor(graph, t);
-        let dtype = DType::try_from(tensor.dtype)
-            .map_err(|_| format!("{what}: unknown dtype {}", tensor.dtype))?;
+        let dtype = DType::try_from(tensor.dtype).map_err(|_| format!("{what}: unknown dtype {}", tensor.dtype))?;
         let size = dtype_bytes(dtype).ok_or_else(|| format!("{what}: dtype is undefined"))?;
         let shape = tensor
             .shape
             .iter()
             .map(|&d| usize::try_from(d))
             .collect::<Result<Vec<usize>, _>>()
-            .map_err(|_| {
-                format!(
-                    "{what}: a dimension of {:?} does not fit in memory",
-                    tensor.shape
-                )
-            })?;
+            .map_err(|_| format!("{what}: a dimension of {:?} does not fit in memory", tensor.shape))?;
         let bytes = tensor
             .shape
             .iter()
@@ -633,16 +553,11 @@ fn tensor_types(graph: &Graph) -> Result<Vec<TensorType>, String> {
             ));
         }
         if !tensor.data.is_empty() && tensor.data.len() as u64 != bytes {
-            return Err(format!(
-                "{what}: data holds {} bytes, the type takes {bytes}",
-                tensor.data.len()
-            ));
+            return Err(format!("{what}: data holds {} bytes, the type takes {bytes}", tensor.data.len()));
         }
         let producer = tensor.producer as usize;
         let Some(node) = graph.nodes.get(producer) else {
-            return Err(format!(
-                "{what}: producer is node id {producer}, but the graph has {nodes} nodes"
-            ));
+            return Err(format!("{what}: producer is node id {producer}, but the graph has {nodes} nodes"));
         };
         if node.outputs.get(tensor.producer_output as usize) != Some(&(t as u32)) {
             return Err(format!(
@@ -651,11 +566,7 @@ fn tensor_types(graph: &Graph) -> Result<Vec<TensorType>, String> {
                 tensor.producer_output
             ));
         }
-        types.push(TensorType {
-            dtype,
-            shape,
-            bytes,
-        });
+        types.push(TensorType { dtype, shape, bytes });
     }
     Ok(types)
 }
@@ -669,17 +580,14 @@ fn node_slots(graph: &Graph) -> Result<NodeSlots, String> {
     let (mut kinds, mut inputs, mut outputs) = (Vec::new(), Vec::new(), Vec::new());
     for (n, node) in graph.nodes.iter().enumerate() {
         let what = describe(graph, n);
-        Device::try_from(node.device)
-            .map_err(|_| format!("{what}: unknown device {}", node.device))?;
+        Device::try_from(node.device).map_err(|_| format!("{what}: unknown device {}", node.device))?;
         let kind = match (node.domain.as_str(), node.op.as_str()) {
             (_, VARIABLE_OP | INPUT_OP) if !node.parameterized => {
                 return Err(format!("{what}: a {} must be parameterized", node.op));
             }
             ("", VARIABLE_OP | INPUT_OP) => NodeKind::Parameter,
             (_, _) if node.parameterized => {
-                return Err(format!(
-                    "{what}: only Variable and Input nodes are parameterized"
-                ));
+                return Err(format!("{what}: only Variable and Input nodes are parameterized"));
             }
             (LMS_DOMAIN, SWAP_OUT_OP) => NodeKind::SwapOut,
             (LMS_DOMAIN, SWAP_IN_OP) => NodeKind::SwapIn,
@@ -701,9 +609,7 @@ fn node_slots(graph: &Graph) -> Result<NodeSlots, String> {
         for (s, &t) in node.outputs.iter().enumerate() {
             let t = t as usize;
             let tensor = graph.tensors.get(t).ok_or_else(|| {
-                format!(
-                    "{what}: output {s} names tensor id {t}, but the graph has {tensors} tensors"
-                )
+                format!("{what}: output {s} names tensor id {t}, but the graph has {tensors} tensors")
             })?;
             if (tensor.producer as usize, tensor.producer_output as usize) != (n, s) {
                 return Err(format!(
@@ -739,18 +645,10 @@ fn node_slots(graph: &Graph) -> Result<NodeSlots, String> {
 /// The graph's ONNX opset (`Graph.opset`, 0 when unset); required when a node of the
 /// ONNX domain runs.
 fn opset(graph: &Graph, kinds: &[NodeKind]) -> Result<Option<i64>, String> {
-    let onnx_node = graph
-        .nodes
-        .iter()
-        .zip(kinds)
-        .position(|(n, &k)| k == NodeKind::Kernel && n.domain != LMS_DOMAIN);
+    let onnx_node = graph.nodes.iter().zip(kinds).position(|(n, &k)| k == NodeKind::Kernel && n.domain != LMS_DOMAIN);
     match (graph.opset, onnx_node) {
         (opset, _) if opset > 0 => Ok(Some(opset)),
-        (_, Some(n)) => Err(format!(
-            "{} is an ONNX op, but the graph's opset is {}",
-            describe(graph, n),
-            graph.opset
-        )),
+        (_, Some(n)) => Err(format!("{} is an ONNX op, but the graph's opset is {}", describe(graph, n), graph.opset)),
         (_, None) => Ok(None),
     }
 }

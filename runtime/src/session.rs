@@ -24,11 +24,7 @@ pub struct RunOptions {
 impl Default for RunOptions {
     /// No device limit, half of physical memory for the host pool, seed 0.
     fn default() -> Self {
-        RunOptions {
-            device_memory: u64::MAX,
-            host_memory: default_host_memory(),
-            seed: 0,
-        }
+        RunOptions { device_memory: u64::MAX, host_memory: default_host_memory(), seed: 0 }
     }
 }
 
@@ -54,11 +50,7 @@ impl<B: Backend> Session<B> {
     /// program's order; this allocation can exceed a budget) with its initial value drawn
     /// from `options.seed`. The inputs are drawn once: every step trains on the same
     /// synthetic batch.
-    pub fn new(
-        program: Program,
-        backend: B,
-        options: RunOptions,
-    ) -> Result<Session<B>, RuntimeError> {
+    pub fn new(program: Program, backend: B, options: RunOptions) -> Result<Session<B>, RuntimeError> {
         Session::with_values(program, backend, options, &BTreeMap::new())
     }
 
@@ -71,19 +63,9 @@ impl<B: Backend> Session<B> {
         options: RunOptions,
         values: &BTreeMap<String, HostTensor>,
     ) -> Result<Session<B>, RuntimeError> {
-        let parameters: Vec<usize> = program
-            .order()
-            .iter()
-            .copied()
-            .filter(|&n| program.kind(n) == NodeKind::Parameter)
-            .collect();
-        let mut executor = Executor::new(
-            program,
-            backend,
-            options.device_memory,
-            options.host_memory,
-            options.seed,
-        );
+        let parameters: Vec<usize> =
+            program.order().iter().copied().filter(|&n| program.kind(n) == NodeKind::Parameter).collect();
+        let mut executor = Executor::new(program, backend, options.device_memory, options.host_memory, options.seed);
         for node in parameters {
             executor.place(node, |program| match values.get(&program.node(node).name) {
                 Some(value) => given_value(program, node, value),
@@ -105,20 +87,14 @@ impl<B: Backend> Session<B> {
             .first()
             .filter(|t| t.shape.iter().product::<usize>() == 1)
             .and_then(|t| t.as_f32("loss").ok()?.first().copied());
-        Ok(Step {
-            loss,
-            outputs,
-            report,
-        })
+        Ok(Step { loss, outputs, report })
     }
 
     /// The current value of every `Variable`, in node order, named by its node.
     pub fn variables(&mut self) -> Result<Vec<(String, HostTensor)>, RuntimeError> {
         let program = self.executor.program();
         let nodes: Vec<usize> = (0..program.node_count())
-            .filter(|&n| {
-                program.kind(n) == NodeKind::Parameter && program.node(n).op == VARIABLE_OP
-            })
+            .filter(|&n| program.kind(n) == NodeKind::Parameter && program.node(n).op == VARIABLE_OP)
             .collect();
         nodes
             .into_iter()
@@ -132,11 +108,7 @@ impl<B: Backend> Session<B> {
 }
 
 /// A given starting value for parameterized node `node`, checked against its type.
-fn given_value(
-    program: &Program,
-    node: usize,
-    value: &HostTensor,
-) -> Result<HostTensor, RuntimeError> {
+fn given_value(program: &Program, node: usize, value: &HostTensor) -> Result<HostTensor, RuntimeError> {
     let t = program.node_outputs(node)[0];
     let ty = program.tensor_type(t);
     if value.dtype() != ty.dtype || value.shape != ty.shape {

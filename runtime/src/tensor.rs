@@ -282,10 +282,7 @@ impl HostTensor {
     /// A tensor of `shape` over `data`, checking the element count.
     pub fn new(shape: Vec<usize>, data: Buffer) -> Result<Self> {
         if data.len() != numel(&shape) {
-            return Err(KernelError::shape(
-                "tensor",
-                format!("{} elements do not fill shape {shape:?}", data.len()),
-            ));
+            return Err(KernelError::shape("tensor", format!("{} elements do not fill shape {shape:?}", data.len())));
         }
         Ok(HostTensor { shape, data })
     }
@@ -297,20 +294,14 @@ impl HostTensor {
 
     /// A rank-0 tensor holding `value`.
     pub fn scalar<T: Elem>(value: T) -> Self {
-        HostTensor {
-            shape: Vec::new(),
-            data: T::wrap(vec![value]),
-        }
+        HostTensor { shape: Vec::new(), data: T::wrap(vec![value]) }
     }
 
     /// A tensor of zeros (false for bool).
     pub fn zeros(dtype: DType, shape: &[usize]) -> Result<Self> {
         let n = numel(shape);
         let data = dispatch!(dtype, T => Ok(T::wrap(vec![T::default(); n])))?;
-        Ok(HostTensor {
-            shape: shape.to_vec(),
-            data,
-        })
+        Ok(HostTensor { shape: shape.to_vec(), data })
     }
 
     /// Decodes little-endian bytes, as stored in a graph's constants (bool: one byte each).
@@ -326,10 +317,7 @@ impl HostTensor {
             }
             Ok(T::wrap(bytes.chunks_exact(size).map(T::decode_le).collect()))
         })?;
-        Ok(HostTensor {
-            shape: shape.to_vec(),
-            data,
-        })
+        Ok(HostTensor { shape: shape.to_vec(), data })
     }
 
     /// The elements as little-endian bytes (bool: one byte each).

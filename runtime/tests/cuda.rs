@@ -37,10 +37,7 @@ fn gpu_quietly() -> bool {
 }
 
 fn ints(name: &str, v: &[i64]) -> Attribute {
-    Attribute {
-        name: name.into(),
-        value: Some(Value::Ints(Ints { values: v.to_vec() })),
-    }
+    Attribute { name: name.into(), value: Some(Value::Ints(Ints { values: v.to_vec() })) }
 }
 
 /// A small deterministic generator of test values.
@@ -55,28 +52,21 @@ impl Rng {
     }
 
     fn next(&mut self) -> f64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         (self.0 >> 11) as f64 / (1u64 << 53) as f64
     }
 
     /// f32 values uniform in [lo, hi).
     fn floats(&mut self, shape: &[usize], lo: f32, hi: f32) -> HostTensor {
         let n = shape.iter().product();
-        let v: Vec<f32> = (0..n)
-            .map(|_| lo + (hi - lo) * self.next() as f32)
-            .collect();
+        let v: Vec<f32> = (0..n).map(|_| lo + (hi - lo) * self.next() as f32).collect();
         HostTensor::from_vec(shape.to_vec(), v).unwrap()
     }
 
     /// i64 values uniform in [0, below).
     fn indices(&mut self, shape: &[usize], below: i64) -> HostTensor {
         let n = shape.iter().product();
-        let v: Vec<i64> = (0..n)
-            .map(|_| (self.next() * below as f64) as i64)
-            .collect();
+        let v: Vec<i64> = (0..n).map(|_| (self.next() * below as f64) as i64).collect();
         HostTensor::from_vec(shape.to_vec(), v).unwrap()
     }
 }
@@ -141,11 +131,7 @@ impl Case {
             }));
         }
         let names: Vec<String> = (0..self.outputs.len()).map(|i| format!("out{i}")).collect();
-        let shapes: Vec<Vec<u64>> = self
-            .outputs
-            .iter()
-            .map(|(_, s)| s.iter().map(|&d| d as u64).collect())
-            .collect();
+        let shapes: Vec<Vec<u64>> = self.outputs.iter().map(|(_, s)| s.iter().map(|&d| d as u64).collect()).collect();
         let outs: Vec<(&str, DType, &[u64])> = self
             .outputs
             .iter()
@@ -163,17 +149,10 @@ impl Case {
     /// The outputs of one step on `backend`.
     fn run<B: Backend>(&self, backend: B) -> Vec<HostTensor> {
         let (program, values) = self.program();
-        let options = RunOptions {
-            device_memory: 1 << 30,
-            host_memory: 1 << 30,
-            seed: 3,
-        };
-        let mut session = Session::with_values(program, backend, options, &values)
-            .unwrap_or_else(|e| panic!("{}: {e}", self.op));
-        session
-            .step()
-            .unwrap_or_else(|e| panic!("{}: {e}", self.op))
-            .outputs
+        let options = RunOptions { device_memory: 1 << 30, host_memory: 1 << 30, seed: 3 };
+        let mut session =
+            Session::with_values(program, backend, options, &values).unwrap_or_else(|e| panic!("{}: {e}", self.op));
+        session.step().unwrap_or_else(|e| panic!("{}: {e}", self.op)).outputs
     }
 
     /// Runs the case on both backends and compares (on the CPU only without a GPU).
@@ -185,12 +164,7 @@ impl Case {
         let gpu = self.run(gpu());
         assert_eq!(cpu.len(), gpu.len(), "{}", self.op);
         for (i, (c, g)) in cpu.iter().zip(&gpu).enumerate() {
-            assert_eq!(
-                (c.dtype(), &c.shape),
-                (g.dtype(), &g.shape),
-                "{} output {i}",
-                self.op
-            );
+            assert_eq!((c.dtype(), &c.shape), (g.dtype(), &g.shape), "{} output {i}", self.op);
             match (c.as_f32("c"), g.as_f32("g")) {
                 (Ok(c), Ok(g)) => {
                     for (j, (a, b)) in c.iter().zip(g).enumerate() {
@@ -242,44 +216,23 @@ fn unary_ops_and_their_gradients_match_the_cpu() {
     for op in ["Log", "Sqrt", "Reciprocal"] {
         Case::new(op, vec![positive.clone()], vec![f32s(&[3, 50])]).check();
     }
-    Case::new("Gelu", vec![x.clone()], vec![f32s(&[3, 50])])
-        .attrs(vec![string("approximate", "tanh")])
-        .check();
+    Case::new("Gelu", vec![x.clone()], vec![f32s(&[3, 50])]).attrs(vec![string("approximate", "tanh")]).check();
     Case::new("Clip", vec![x.clone()], vec![f32s(&[3, 50])])
         .attrs(vec![float("min", -1.0), float("max", 0.5)])
         .opset(6)
         .check();
     let dy = rng.floats(&[3, 50], -1.0, 1.0);
-    for op in [
-        "Relu",
-        "Sigmoid",
-        "Tanh",
-        "Erf",
-        "Exp",
-        "Softplus",
-        "Selu",
-        "LeakyRelu",
-        "Abs",
-        "Neg",
-    ] {
-        Case::new(
-            "UnaryGrad",
-            vec![dy.clone(), x.clone()],
-            vec![f32s(&[3, 50])],
-        )
-        .lms()
-        .attrs(vec![string("op", op)])
-        .check();
+    for op in ["Relu", "Sigmoid", "Tanh", "Erf", "Exp", "Softplus", "Selu", "LeakyRelu", "Abs", "Neg"] {
+        Case::new("UnaryGrad", vec![dy.clone(), x.clone()], vec![f32s(&[3, 50])])
+            .lms()
+            .attrs(vec![string("op", op)])
+            .check();
     }
     for op in ["Log", "Sqrt", "Reciprocal"] {
-        Case::new(
-            "UnaryGrad",
-            vec![dy.clone(), positive.clone()],
-            vec![f32s(&[3, 50])],
-        )
-        .lms()
-        .attrs(vec![string("op", op)])
-        .check();
+        Case::new("UnaryGrad", vec![dy.clone(), positive.clone()], vec![f32s(&[3, 50])])
+            .lms()
+            .attrs(vec![string("op", op)])
+            .check();
     }
 }
 
@@ -292,125 +245,46 @@ fn broadcast_binary_ops_compare_logic_where_and_cast_match_the_cpu() {
         Case::new(op, vec![a.clone(), b.clone()], vec![f32s(&[2, 3, 4])]).check();
     }
     let c = rng.floats(&[4], -1.0, 1.0);
-    Case::new(
-        "Sum",
-        vec![a.clone(), b.clone(), c.clone()],
-        vec![f32s(&[2, 3, 4])],
-    )
-    .check();
+    Case::new("Sum", vec![a.clone(), b.clone(), c.clone()], vec![f32s(&[2, 3, 4])]).check();
     Case::new("Mean", vec![a.clone(), c.clone()], vec![f32s(&[2, 3, 4])]).check();
     Case::new("PRelu", vec![a.clone(), c.clone()], vec![f32s(&[2, 3, 4])]).check();
     for op in ["Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual"] {
-        Case::new(
-            op,
-            vec![a.clone(), b.clone()],
-            vec![(DType::DtypeBool, vec![2, 3, 4])],
-        )
-        .check();
+        Case::new(op, vec![a.clone(), b.clone()], vec![(DType::DtypeBool, vec![2, 3, 4])]).check();
     }
     let i = rng.indices(&[2, 3], 5);
     let j = rng.indices(&[3], 5);
-    Case::new(
-        "Add",
-        vec![i.clone(), j.clone()],
-        vec![(DType::DtypeI64, vec![2, 3])],
-    )
-    .check();
-    Case::new(
-        "Equal",
-        vec![i.clone(), j],
-        vec![(DType::DtypeBool, vec![2, 3])],
-    )
-    .check();
-    let cond = Case::new(
-        "Less",
-        vec![a.clone(), b.clone()],
-        vec![(DType::DtypeBool, vec![2, 3, 4])],
-    )
-    .run(CpuBackend::new());
-    Case::new(
-        "Where",
-        vec![cond[0].clone(), a.clone(), c],
-        vec![f32s(&[2, 3, 4])],
-    )
-    .check();
-    Case::new(
-        "Not",
-        vec![cond[0].clone()],
-        vec![(DType::DtypeBool, vec![2, 3, 4])],
-    )
-    .check();
-    Case::new(
-        "Xor",
-        vec![cond[0].clone(), cond[0].clone()],
-        vec![(DType::DtypeBool, vec![2, 3, 4])],
-    )
-    .check();
-    Case::new(
-        "Cast",
-        vec![a.clone()],
-        vec![(DType::DtypeI64, vec![2, 3, 4])],
-    )
-    .attrs(vec![int("to", DType::DtypeI64 as i64)])
-    .check();
-    Case::new("Cast", vec![i], vec![f32s(&[2, 3])])
-        .attrs(vec![int("to", DType::DtypeF32 as i64)])
+    Case::new("Add", vec![i.clone(), j.clone()], vec![(DType::DtypeI64, vec![2, 3])]).check();
+    Case::new("Equal", vec![i.clone(), j], vec![(DType::DtypeBool, vec![2, 3])]).check();
+    let cond =
+        Case::new("Less", vec![a.clone(), b.clone()], vec![(DType::DtypeBool, vec![2, 3, 4])]).run(CpuBackend::new());
+    Case::new("Where", vec![cond[0].clone(), a.clone(), c], vec![f32s(&[2, 3, 4])]).check();
+    Case::new("Not", vec![cond[0].clone()], vec![(DType::DtypeBool, vec![2, 3, 4])]).check();
+    Case::new("Xor", vec![cond[0].clone(), cond[0].clone()], vec![(DType::DtypeBool, vec![2, 3, 4])]).check();
+    Case::new("Cast", vec![a.clone()], vec![(DType::DtypeI64, vec![2, 3, 4])])
+        .attrs(vec![int("to", DType::DtypeI64 as i64)])
         .check();
+    Case::new("Cast", vec![i], vec![f32s(&[2, 3])]).attrs(vec![int("to", DType::DtypeF32 as i64)]).check();
     let x = rng.floats(&[2, 3, 4], 0.5, 2.0);
     let p = rng.floats(&[4], 0.5, 2.0);
     let dy = rng.floats(&[2, 3, 4], -1.0, 1.0);
-    Case::new(
-        "PowGrad",
-        vec![dy.clone(), x.clone(), p.clone()],
-        vec![f32s(&[2, 3, 4])],
-    )
-    .lms()
-    .check();
-    Case::new("PowGrad", vec![dy, p.clone(), x], vec![f32s(&[4])])
-        .lms()
-        .check();
+    Case::new("PowGrad", vec![dy.clone(), x.clone(), p.clone()], vec![f32s(&[2, 3, 4])]).lms().check();
+    Case::new("PowGrad", vec![dy, p.clone(), x], vec![f32s(&[4])]).lms().check();
 }
 
 #[test]
 fn matrix_products_match_the_cpu() {
     let mut rng = Rng::for_cases(3);
-    let (a, b) = (
-        rng.floats(&[2, 3, 4, 5], -1.0, 1.0),
-        rng.floats(&[2, 3, 5, 6], -1.0, 1.0),
-    );
-    Case::new("MatMul", vec![a.clone(), b], vec![f32s(&[2, 3, 4, 6])])
-        .tolerance(1e-3)
-        .check();
+    let (a, b) = (rng.floats(&[2, 3, 4, 5], -1.0, 1.0), rng.floats(&[2, 3, 5, 6], -1.0, 1.0));
+    Case::new("MatMul", vec![a.clone(), b], vec![f32s(&[2, 3, 4, 6])]).tolerance(1e-3).check();
     let shared = rng.floats(&[5, 6], -1.0, 1.0);
-    Case::new("MatMul", vec![a.clone(), shared], vec![f32s(&[2, 3, 4, 6])])
-        .tolerance(1e-3)
-        .check();
-    let (p, q) = (
-        rng.floats(&[2, 1, 4, 5], -1.0, 1.0),
-        rng.floats(&[3, 5, 6], -1.0, 1.0),
-    );
-    Case::new("MatMul", vec![p, q], vec![f32s(&[2, 3, 4, 6])])
-        .tolerance(1e-3)
-        .check();
-    let (v, m) = (
-        rng.floats(&[5], -1.0, 1.0),
-        rng.floats(&[3, 5, 2], -1.0, 1.0),
-    );
-    Case::new("MatMul", vec![v, m], vec![f32s(&[3, 2])])
-        .tolerance(1e-3)
-        .check();
-    let (ga, gb, gc) = (
-        rng.floats(&[7, 4], -1.0, 1.0),
-        rng.floats(&[9, 7], -1.0, 1.0),
-        rng.floats(&[9], -1.0, 1.0),
-    );
+    Case::new("MatMul", vec![a.clone(), shared], vec![f32s(&[2, 3, 4, 6])]).tolerance(1e-3).check();
+    let (p, q) = (rng.floats(&[2, 1, 4, 5], -1.0, 1.0), rng.floats(&[3, 5, 6], -1.0, 1.0));
+    Case::new("MatMul", vec![p, q], vec![f32s(&[2, 3, 4, 6])]).tolerance(1e-3).check();
+    let (v, m) = (rng.floats(&[5], -1.0, 1.0), rng.floats(&[3, 5, 2], -1.0, 1.0));
+    Case::new("MatMul", vec![v, m], vec![f32s(&[3, 2])]).tolerance(1e-3).check();
+    let (ga, gb, gc) = (rng.floats(&[7, 4], -1.0, 1.0), rng.floats(&[9, 7], -1.0, 1.0), rng.floats(&[9], -1.0, 1.0));
     Case::new("Gemm", vec![ga, gb, gc], vec![f32s(&[4, 9])])
-        .attrs(vec![
-            int("transA", 1),
-            int("transB", 1),
-            float("alpha", 0.5),
-            float("beta", 2.0),
-        ])
+        .attrs(vec![int("transA", 1), int("transB", 1), float("alpha", 0.5), float("beta", 2.0)])
         .tolerance(1e-3)
         .check();
 }
@@ -421,86 +295,39 @@ fn convolutions_and_pools_match_the_cpu() {
     let x = rng.floats(&[2, 4, 9, 9], -1.0, 1.0);
     let w = rng.floats(&[6, 2, 3, 3], -0.5, 0.5);
     let bias = rng.floats(&[6], -0.5, 0.5);
-    let conv = vec![
-        int("group", 2),
-        ints("pads", &[1, 1, 1, 1]),
-        ints("strides", &[2, 2]),
-    ];
-    Case::new(
-        "Conv",
-        vec![x.clone(), w.clone(), bias],
-        vec![f32s(&[2, 6, 5, 5])],
-    )
-    .attrs(conv.clone())
-    .tolerance(1e-3)
-    .check();
-    let dy = rng.floats(&[2, 6, 5, 5], -1.0, 1.0);
-    Case::new(
-        "ConvGradData",
-        vec![dy.clone(), w.clone()],
-        vec![f32s(&[2, 4, 9, 9])],
-    )
-    .lms()
-    .attrs(conv.clone())
-    .tolerance(1e-3)
-    .check();
-    Case::new(
-        "ConvGradWeight",
-        vec![dy.clone(), x.clone()],
-        vec![f32s(&[6, 2, 3, 3])],
-    )
-    .lms()
-    .attrs(conv)
-    .tolerance(1e-3)
-    .check();
-    Case::new("ConvGradBias", vec![dy], vec![f32s(&[6])])
-        .lms()
-        .check();
-    let x1 = rng.floats(&[2, 3, 10], -1.0, 1.0);
-    let w1 = rng.floats(&[5, 3, 3], -0.5, 0.5);
-    Case::new("Conv", vec![x1, w1], vec![f32s(&[2, 5, 8])])
+    let conv = vec![int("group", 2), ints("pads", &[1, 1, 1, 1]), ints("strides", &[2, 2])];
+    Case::new("Conv", vec![x.clone(), w.clone(), bias], vec![f32s(&[2, 6, 5, 5])])
+        .attrs(conv.clone())
         .tolerance(1e-3)
         .check();
-    let pool = vec![
-        ints("kernel_shape", &[3, 3]),
-        ints("strides", &[2, 2]),
-        ints("pads", &[1, 1, 1, 1]),
-    ];
-    Case::new("MaxPool", vec![x.clone()], vec![f32s(&[2, 4, 5, 5])])
-        .attrs(pool.clone())
+    let dy = rng.floats(&[2, 6, 5, 5], -1.0, 1.0);
+    Case::new("ConvGradData", vec![dy.clone(), w.clone()], vec![f32s(&[2, 4, 9, 9])])
+        .lms()
+        .attrs(conv.clone())
+        .tolerance(1e-3)
         .check();
-    Case::new("AveragePool", vec![x.clone()], vec![f32s(&[2, 4, 5, 5])])
-        .attrs(pool.clone())
+    Case::new("ConvGradWeight", vec![dy.clone(), x.clone()], vec![f32s(&[6, 2, 3, 3])])
+        .lms()
+        .attrs(conv)
+        .tolerance(1e-3)
         .check();
+    Case::new("ConvGradBias", vec![dy], vec![f32s(&[6])]).lms().check();
+    let x1 = rng.floats(&[2, 3, 10], -1.0, 1.0);
+    let w1 = rng.floats(&[5, 3, 3], -0.5, 0.5);
+    Case::new("Conv", vec![x1, w1], vec![f32s(&[2, 5, 8])]).tolerance(1e-3).check();
+    let pool = vec![ints("kernel_shape", &[3, 3]), ints("strides", &[2, 2]), ints("pads", &[1, 1, 1, 1])];
+    Case::new("MaxPool", vec![x.clone()], vec![f32s(&[2, 4, 5, 5])]).attrs(pool.clone()).check();
+    Case::new("AveragePool", vec![x.clone()], vec![f32s(&[2, 4, 5, 5])]).attrs(pool.clone()).check();
     let mut with_pad = pool.clone();
     with_pad.push(int("count_include_pad", 1));
-    Case::new("AveragePool", vec![x.clone()], vec![f32s(&[2, 4, 5, 5])])
-        .attrs(with_pad.clone())
-        .check();
+    Case::new("AveragePool", vec![x.clone()], vec![f32s(&[2, 4, 5, 5])]).attrs(with_pad.clone()).check();
     let dy = rng.floats(&[2, 4, 5, 5], -1.0, 1.0);
-    Case::new(
-        "MaxPoolGrad",
-        vec![dy.clone(), x.clone()],
-        vec![f32s(&[2, 4, 9, 9])],
-    )
-    .lms()
-    .attrs(pool)
-    .check();
-    Case::new("AveragePoolGrad", vec![dy], vec![f32s(&[2, 4, 9, 9])])
-        .lms()
-        .attrs(with_pad)
-        .check();
-    Case::new(
-        "GlobalAveragePool",
-        vec![x.clone()],
-        vec![f32s(&[2, 4, 1, 1])],
-    )
-    .check();
+    Case::new("MaxPoolGrad", vec![dy.clone(), x.clone()], vec![f32s(&[2, 4, 9, 9])]).lms().attrs(pool).check();
+    Case::new("AveragePoolGrad", vec![dy], vec![f32s(&[2, 4, 9, 9])]).lms().attrs(with_pad).check();
+    Case::new("GlobalAveragePool", vec![x.clone()], vec![f32s(&[2, 4, 1, 1])]).check();
     Case::new("GlobalMaxPool", vec![x], vec![f32s(&[2, 4, 1, 1])]).check();
     let g = rng.floats(&[2, 4, 1, 1], -1.0, 1.0);
-    Case::new("GlobalAveragePoolGrad", vec![g], vec![f32s(&[2, 4, 9, 9])])
-        .lms()
-        .check();
+    Case::new("GlobalAveragePoolGrad", vec![g], vec![f32s(&[2, 4, 9, 9])]).lms().check();
 }
 
 #[test]
@@ -514,33 +341,17 @@ fn normalizations_match_the_cpu() {
     let train_outs = [vec![f32s(&[4, 3, 5, 5])], vec![c.clone(); 4]].concat();
     Case::new(
         "BatchNormTrain",
-        vec![
-            x.clone(),
-            scale.clone(),
-            bias.clone(),
-            mean.clone(),
-            var.clone(),
-        ],
+        vec![x.clone(), scale.clone(), bias.clone(), mean.clone(), var.clone()],
         train_outs.clone(),
     )
     .lms()
     .attrs(vec![float("epsilon", 1e-5), float("momentum", 0.9)])
     .check();
-    Case::new(
-        "BatchNormalization",
-        vec![x.clone(), scale.clone(), bias.clone(), mean, var],
-        vec![f32s(&[4, 3, 5, 5])],
-    )
-    .check();
+    Case::new("BatchNormalization", vec![x.clone(), scale.clone(), bias.clone(), mean, var], vec![f32s(&[4, 3, 5, 5])])
+        .check();
     let train = Case::new(
         "BatchNormTrain",
-        vec![
-            x.clone(),
-            scale.clone(),
-            bias.clone(),
-            rng.floats(&[3], 0.0, 0.1),
-            rng.floats(&[3], 1.0, 1.1),
-        ],
+        vec![x.clone(), scale.clone(), bias.clone(), rng.floats(&[3], 0.0, 0.1), rng.floats(&[3], 1.0, 1.1)],
         train_outs,
     )
     .lms()
@@ -548,23 +359,12 @@ fn normalizations_match_the_cpu() {
     let dy = rng.floats(&[4, 3, 5, 5], -1.0, 1.0);
     Case::new(
         "BatchNormGrad",
-        vec![
-            dy,
-            x.clone(),
-            scale.clone(),
-            train[3].clone(),
-            train[4].clone(),
-        ],
+        vec![dy, x.clone(), scale.clone(), train[3].clone(), train[4].clone()],
         vec![f32s(&[4, 3, 5, 5]), c.clone(), c.clone()],
     )
     .lms()
     .check();
-    Case::new(
-        "InstanceNormalization",
-        vec![x, scale, bias],
-        vec![f32s(&[4, 3, 5, 5])],
-    )
-    .check();
+    Case::new("InstanceNormalization", vec![x, scale, bias], vec![f32s(&[4, 3, 5, 5])]).check();
     let h = rng.floats(&[2, 5, 32], -2.0, 2.0);
     let (gamma, beta) = (rng.floats(&[32], 0.5, 1.5), rng.floats(&[32], -0.5, 0.5));
     let stats = f32s(&[2, 5, 1]);
@@ -595,10 +395,7 @@ fn reductions_softmax_and_losses_match_the_cpu() {
     let mut rng = Rng::for_cases(6);
     let x = rng.floats(&[3, 4, 5], -2.0, 2.0);
     for op in ["ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"] {
-        Case::new(op, vec![x.clone()], vec![f32s(&[3, 1, 5])])
-            .attrs(vec![ints("axes", &[1])])
-            .opset(11)
-            .check();
+        Case::new(op, vec![x.clone()], vec![f32s(&[3, 1, 5])]).attrs(vec![ints("axes", &[1])]).opset(11).check();
         Case::new(op, vec![x.clone()], vec![f32s(&[4])])
             .attrs(vec![ints("axes", &[0, 2]), int("keepdims", 0)])
             .opset(11)
@@ -610,115 +407,53 @@ fn reductions_softmax_and_losses_match_the_cpu() {
         .opset(11)
         .tolerance(1e-3)
         .check();
-    Case::new("SumTo", vec![x.clone()], vec![f32s(&[4, 1])])
-        .lms()
-        .check();
+    Case::new("SumTo", vec![x.clone()], vec![f32s(&[4, 1])]).lms().check();
     let dy = rng.floats(&[3, 1, 5], -1.0, 1.0);
     Case::new("ReduceGrad", vec![dy], vec![f32s(&[3, 4, 5])])
         .lms()
         .attrs(vec![ints("axes", &[1]), int("keepdims", 1), int("mean", 1)])
         .check();
     for (op, grad) in [("Softmax", "SoftmaxGrad"), ("LogSoftmax", "LogSoftmaxGrad")] {
-        Case::new(op, vec![x.clone()], vec![f32s(&[3, 4, 5])])
-            .attrs(vec![int("axis", 1)])
-            .check();
-        Case::new(op, vec![x.clone()], vec![f32s(&[3, 4, 5])])
-            .attrs(vec![int("axis", 1)])
-            .opset(11)
-            .check();
+        Case::new(op, vec![x.clone()], vec![f32s(&[3, 4, 5])]).attrs(vec![int("axis", 1)]).check();
+        Case::new(op, vec![x.clone()], vec![f32s(&[3, 4, 5])]).attrs(vec![int("axis", 1)]).opset(11).check();
         let y = Case::new(op, vec![x.clone()], vec![f32s(&[3, 4, 5])]).run(CpuBackend::new());
         let dy = rng.floats(&[3, 4, 5], -1.0, 1.0);
-        Case::new(grad, vec![dy, y[0].clone()], vec![f32s(&[3, 4, 5])])
-            .lms()
-            .check();
+        Case::new(grad, vec![dy, y[0].clone()], vec![f32s(&[3, 4, 5])]).lms().check();
     }
     let logits = rng.floats(&[2, 7, 11], -3.0, 3.0);
     let labels = rng.indices(&[2, 7], 11);
-    Case::new(
-        "SoftmaxCrossEntropy",
-        vec![logits.clone(), labels.clone()],
-        vec![f32s(&[])],
-    )
-    .lms()
-    .check();
-    Case::new(
-        "SoftmaxCrossEntropyGrad",
-        vec![logits.clone(), labels],
-        vec![f32s(&[2, 7, 11])],
-    )
-    .lms()
-    .check();
+    Case::new("SoftmaxCrossEntropy", vec![logits.clone(), labels.clone()], vec![f32s(&[])]).lms().check();
+    Case::new("SoftmaxCrossEntropyGrad", vec![logits.clone(), labels], vec![f32s(&[2, 7, 11])]).lms().check();
     let target = rng.floats(&[2, 7, 11], -3.0, 3.0);
-    Case::new(
-        "MeanSquaredError",
-        vec![logits.clone(), target.clone()],
-        vec![f32s(&[])],
-    )
-    .lms()
-    .check();
-    Case::new(
-        "MeanSquaredErrorGrad",
-        vec![logits, target],
-        vec![f32s(&[2, 7, 11])],
-    )
-    .lms()
-    .check();
+    Case::new("MeanSquaredError", vec![logits.clone(), target.clone()], vec![f32s(&[])]).lms().check();
+    Case::new("MeanSquaredErrorGrad", vec![logits, target], vec![f32s(&[2, 7, 11])]).lms().check();
 }
 
 #[test]
 fn data_movement_matches_the_cpu_exactly() {
     let mut rng = Rng::for_cases(7);
     let x = rng.floats(&[2, 3, 4], -1.0, 1.0);
-    Case::new("Transpose", vec![x.clone()], vec![f32s(&[4, 2, 3])])
-        .attrs(vec![ints("perm", &[2, 0, 1])])
+    Case::new("Transpose", vec![x.clone()], vec![f32s(&[4, 2, 3])]).attrs(vec![ints("perm", &[2, 0, 1])]).check();
+    Case::new("Concat", vec![x.clone(), x.clone()], vec![f32s(&[2, 6, 4])]).attrs(vec![int("axis", 1)]).check();
+    Case::new("Split", vec![x.clone()], vec![f32s(&[2, 3, 1]), f32s(&[2, 3, 3])])
+        .attrs(vec![ints("split", &[1, 3]), int("axis", -1)])
+        .opset(11)
         .check();
-    Case::new("Concat", vec![x.clone(), x.clone()], vec![f32s(&[2, 6, 4])])
+    Case::new("ConcatGrad", vec![x.clone()], vec![f32s(&[2, 1, 4]), f32s(&[2, 2, 4])])
+        .lms()
         .attrs(vec![int("axis", 1)])
         .check();
-    Case::new(
-        "Split",
-        vec![x.clone()],
-        vec![f32s(&[2, 3, 1]), f32s(&[2, 3, 3])],
-    )
-    .attrs(vec![ints("split", &[1, 3]), int("axis", -1)])
-    .opset(11)
-    .check();
-    Case::new(
-        "ConcatGrad",
-        vec![x.clone()],
-        vec![f32s(&[2, 1, 4]), f32s(&[2, 2, 4])],
-    )
-    .lms()
-    .attrs(vec![int("axis", 1)])
-    .check();
-    let slice = vec![
-        ints("starts", &[1, 0]),
-        ints("ends", &[-1, 3]),
-        ints("axes", &[2, 1]),
-    ];
-    Case::new("Slice", vec![x.clone()], vec![f32s(&[2, 3, 2])])
-        .attrs(slice)
-        .opset(9)
-        .check();
+    let slice = vec![ints("starts", &[1, 0]), ints("ends", &[-1, 3]), ints("axes", &[2, 1])];
+    Case::new("Slice", vec![x.clone()], vec![f32s(&[2, 3, 2])]).attrs(slice).opset(9).check();
     let starts = HostTensor::from_vec(vec![2], vec![3i64, 1]).unwrap();
     let ends = HostTensor::from_vec(vec![2], vec![0i64, 3]).unwrap();
     let axes = HostTensor::from_vec(vec![2], vec![2i64, 1]).unwrap();
     let steps = HostTensor::from_vec(vec![2], vec![-2i64, 1]).unwrap();
-    Case::new(
-        "Slice",
-        vec![x.clone(), starts, ends, axes, steps],
-        vec![f32s(&[2, 2, 2])],
-    )
-    .check();
+    Case::new("Slice", vec![x.clone(), starts, ends, axes, steps], vec![f32s(&[2, 2, 2])]).check();
     let dy = rng.floats(&[2, 2, 2], -1.0, 1.0);
     Case::new("SliceGrad", vec![dy], vec![f32s(&[2, 3, 4])])
         .lms()
-        .attrs(vec![
-            ints("starts", &[3, 1]),
-            ints("ends", &[0, 3]),
-            ints("axes", &[2, 1]),
-            ints("steps", &[-2, 1]),
-        ])
+        .attrs(vec![ints("starts", &[3, 1]), ints("ends", &[0, 3]), ints("axes", &[2, 1]), ints("steps", &[-2, 1])])
         .check();
     let shape = HostTensor::from_vec(vec![4], vec![3i64, 2, 1, 4]).unwrap();
     Case::new("Expand", vec![x.clone(), shape], vec![f32s(&[3, 2, 3, 4])]).check();
@@ -734,25 +469,12 @@ fn data_movement_matches_the_cpu_exactly() {
     let idx = HostTensor::from_vec(vec![2, 4], vec![3i64, -1, 3, 0, 9, 3, 2, 3]).unwrap();
     Case::new("Gather", vec![table, idx.clone()], vec![f32s(&[2, 4, 6])]).check();
     let dy = rng.floats(&[2, 4, 6], -1.0, 1.0);
-    Case::new("GatherGrad", vec![dy, idx], vec![f32s(&[10, 6])])
-        .lms()
-        .tolerance(0.0)
-        .check();
+    Case::new("GatherGrad", vec![dy, idx], vec![f32s(&[10, 6])]).lms().tolerance(0.0).check();
     let big_idx = rng.indices(&[64, 33], 50);
     let dy = rng.floats(&[64, 33, 8], -1.0, 1.0);
-    Case::new("GatherGrad", vec![dy, big_idx], vec![f32s(&[50, 8])])
-        .lms()
-        .tolerance(0.0)
+    Case::new("GatherGrad", vec![dy, big_idx], vec![f32s(&[50, 8])]).lms().tolerance(0.0).check();
+    Case::new("Reshape", vec![x.clone(), HostTensor::from_vec(vec![2], vec![6i64, 4]).unwrap()], vec![f32s(&[6, 4])])
         .check();
-    Case::new(
-        "Reshape",
-        vec![
-            x.clone(),
-            HostTensor::from_vec(vec![2], vec![6i64, 4]).unwrap(),
-        ],
-        vec![f32s(&[6, 4])],
-    )
-    .check();
 }
 
 #[test]
@@ -766,85 +488,39 @@ fn dropout_and_optimizers_match_the_cpu() {
         .attrs(vec![float("ratio", 0.3), int("seed", 11)])
         .tolerance(0.0)
         .check();
-    let mask = Case::new(
-        "DropoutTrain",
-        vec![x.clone()],
-        vec![f32s(&[5, 37]), (DType::DtypeBool, vec![5, 37])],
-    )
-    .lms()
-    .attrs(vec![float("ratio", 0.3)])
-    .run(CpuBackend::new());
-    Case::new(
-        "DropoutGrad",
-        vec![x.clone(), mask[1].clone()],
-        vec![f32s(&[5, 37])],
-    )
-    .lms()
-    .attrs(vec![float("ratio", 0.3)])
-    .check();
-    let (w, g, v, m) = (
-        x.clone(),
-        rng.floats(&[5, 37], -1.0, 1.0),
-        rng.floats(&[5, 37], -1.0, 1.0),
-        rng.floats(&[5, 37], -1.0, 1.0),
-    );
-    let shape = f32s(&[5, 37]);
-    Case::new("SgdUpdate", vec![w.clone(), g.clone()], vec![shape.clone()])
+    let mask = Case::new("DropoutTrain", vec![x.clone()], vec![f32s(&[5, 37]), (DType::DtypeBool, vec![5, 37])])
         .lms()
-        .attrs(vec![float("lr", 0.1)])
+        .attrs(vec![float("ratio", 0.3)])
+        .run(CpuBackend::new());
+    Case::new("DropoutGrad", vec![x.clone(), mask[1].clone()], vec![f32s(&[5, 37])])
+        .lms()
+        .attrs(vec![float("ratio", 0.3)])
         .check();
-    Case::new(
-        "MomentumUpdate",
-        vec![w.clone(), v.clone(), g.clone()],
-        vec![shape.clone(), shape.clone()],
-    )
-    .lms()
-    .attrs(vec![float("lr", 0.1), float("momentum", 0.9)])
-    .check();
+    let (w, g, v, m) =
+        (x.clone(), rng.floats(&[5, 37], -1.0, 1.0), rng.floats(&[5, 37], -1.0, 1.0), rng.floats(&[5, 37], -1.0, 1.0));
+    let shape = f32s(&[5, 37]);
+    Case::new("SgdUpdate", vec![w.clone(), g.clone()], vec![shape.clone()]).lms().attrs(vec![float("lr", 0.1)]).check();
+    Case::new("MomentumUpdate", vec![w.clone(), v.clone(), g.clone()], vec![shape.clone(), shape.clone()])
+        .lms()
+        .attrs(vec![float("lr", 0.1), float("momentum", 0.9)])
+        .check();
     let vv = rng.floats(&[5, 37], 0.0, 1.0);
     let t = HostTensor::scalar(3.0f32);
-    Case::new("AdamStep", vec![t.clone()], vec![f32s(&[])])
+    Case::new("AdamStep", vec![t.clone()], vec![f32s(&[])]).lms().check();
+    Case::new("AdamUpdate", vec![w, m, vv, g, t], vec![shape.clone(), shape.clone(), shape])
         .lms()
+        .attrs(vec![float("lr", 0.01)])
         .check();
-    Case::new(
-        "AdamUpdate",
-        vec![w, m, vv, g, t],
-        vec![shape.clone(), shape.clone(), shape],
-    )
-    .lms()
-    .attrs(vec![float("lr", 0.01)])
-    .check();
 }
 
 /// Losses and final weights of `steps` steps of a training graph.
-fn train<B: Backend>(
-    b: &Builder,
-    backend: B,
-    steps: usize,
-    device_memory: u64,
-) -> (Vec<f32>, Vec<HostTensor>) {
+fn train<B: Backend>(b: &Builder, backend: B, steps: usize, device_memory: u64) -> (Vec<f32>, Vec<HostTensor>) {
     let program = Program::new(b.graph.clone(), "train.lms").unwrap();
-    let options = RunOptions {
-        device_memory,
-        host_memory: 1 << 30,
-        seed: 9,
-    };
+    let options = RunOptions { device_memory, host_memory: 1 << 30, seed: 9 };
     let mut session = Session::new(program, backend, options).unwrap_or_else(|e| panic!("{e}"));
-    let losses = (0..steps)
-        .map(|_| {
-            session
-                .step()
-                .unwrap_or_else(|e| panic!("{e}"))
-                .loss
-                .unwrap_or(f32::NAN)
-        })
-        .collect();
-    let vars = session
-        .variables()
-        .unwrap()
-        .into_iter()
-        .map(|(_, t)| t)
-        .collect();
+    let losses =
+        (0..steps).map(|_| session.step().unwrap_or_else(|e| panic!("{e}")).loss.unwrap_or(f32::NAN)).collect();
+    let vars = session.variables().unwrap().into_iter().map(|(_, t)| t).collect();
     (losses, vars)
 }
 
@@ -857,29 +533,16 @@ fn a_training_graph_with_swaps_trains_like_the_cpu_and_bit_for_bit_like_without_
     let (plain_losses, plain_vars) = train(&training_graph(false), gpu(), 4, 1 << 20);
     let (swap_losses, swap_vars) = train(&training_graph(true), gpu(), 4, 1 << 20);
     for (c, g) in cpu_losses.iter().zip(&plain_losses) {
-        assert!(
-            (c - g).abs() <= 1e-4 * (1.0 + c.abs()),
-            "loss cpu {c}, gpu {g}"
-        );
+        assert!((c - g).abs() <= 1e-4 * (1.0 + c.abs()), "loss cpu {c}, gpu {g}");
     }
     for (c, g) in cpu_vars.iter().zip(&plain_vars) {
         for (a, b) in c.as_f32("c").unwrap().iter().zip(g.as_f32("g").unwrap()) {
-            assert!(
-                (a - b).abs() <= 1e-4 * (1.0 + a.abs()),
-                "weight cpu {a}, gpu {b}"
-            );
+            assert!((a - b).abs() <= 1e-4 * (1.0 + a.abs()), "weight cpu {a}, gpu {b}");
         }
     }
     let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-    assert_eq!(
-        bits(&plain_losses),
-        bits(&swap_losses),
-        "swaps changed the losses on the GPU"
-    );
-    assert_eq!(
-        plain_vars, swap_vars,
-        "swaps changed the weights on the GPU"
-    );
+    assert_eq!(bits(&plain_losses), bits(&swap_losses), "swaps changed the losses on the GPU");
+    assert_eq!(plain_vars, swap_vars, "swaps changed the weights on the GPU");
     // The same run twice gives the same bits: the backend is deterministic.
     let (again, _) = train(&training_graph(true), gpu(), 4, 1 << 20);
     assert_eq!(bits(&again), bits(&swap_losses));
@@ -891,20 +554,11 @@ fn over_budget_fails_at_the_op_and_the_arena_reports_its_state() {
         return;
     }
     let program = Program::new(training_graph(false).graph, "train.lms").unwrap();
-    let options = RunOptions {
-        device_memory: 200,
-        host_memory: 1 << 20,
-        seed: 1,
-    };
-    let err = Session::new(program, gpu(), options)
-        .and_then(|mut s| s.step().map(|_| ()))
-        .unwrap_err();
+    let options = RunOptions { device_memory: 200, host_memory: 1 << 20, seed: 1 };
+    let err = Session::new(program, gpu(), options).and_then(|mut s| s.step().map(|_| ())).unwrap_err();
     assert!(err.to_string().starts_with("out of device memory"), "{err}");
     let backend = gpu();
     let stats = backend.arena_stats();
-    assert!(
-        stats.capacity >= 1 << 30 && stats.fragmentation() == 0.0,
-        "{stats}"
-    );
+    assert!(stats.capacity >= 1 << 30 && stats.fragmentation() == 0.0, "{stats}");
     println!("{}: {stats}", backend.device_name());
 }

@@ -11,20 +11,12 @@ use lms_runtime::{CpuBackend, HostTensor, Program, RunOptions, RuntimeError, Ses
 const MIB: u64 = 1 << 20;
 
 fn options(seed: u64) -> RunOptions {
-    RunOptions {
-        device_memory: MIB,
-        host_memory: MIB,
-        seed,
-    }
+    RunOptions { device_memory: MIB, host_memory: MIB, seed }
 }
 
 /// Seed-0 options with budgets of `device_memory` and `host_memory` bytes.
 fn budgets(device_memory: u64, host_memory: u64) -> RunOptions {
-    RunOptions {
-        device_memory,
-        host_memory,
-        seed: 0,
-    }
+    RunOptions { device_memory, host_memory, seed: 0 }
 }
 
 fn session(b: &Builder, options: RunOptions) -> Result<Session<CpuBackend>, RuntimeError> {
@@ -34,11 +26,7 @@ fn session(b: &Builder, options: RunOptions) -> Result<Session<CpuBackend>, Runt
 
 /// A seed-0 session on the shared training graph (with its swap when `swap`) under
 /// budgets of `device_memory` and `host_memory` bytes.
-fn budgeted(
-    swap: bool,
-    device_memory: u64,
-    host_memory: u64,
-) -> Result<Session<CpuBackend>, RuntimeError> {
+fn budgeted(swap: bool, device_memory: u64, host_memory: u64) -> Result<Session<CpuBackend>, RuntimeError> {
     session(&training_graph(swap), budgets(device_memory, host_memory))
 }
 
@@ -63,18 +51,12 @@ fn loss_and_update_are_computed() {
     let mut r = [0f64; 8];
     for i in 0..2 {
         for j in 0..4 {
-            let y: f64 = (0..4)
-                .map(|k| f64::from(x[i * 4 + k]) * f64::from(W0[k * 4 + j]))
-                .sum();
+            let y: f64 = (0..4).map(|k| f64::from(x[i * 4 + k]) * f64::from(W0[k * 4 + j])).sum();
             r[i * 4 + j] = y.max(0.0);
         }
     }
     let loss: f64 = r.iter().sum();
-    assert!(
-        (f64::from(step.loss.unwrap()) - loss).abs() < 1e-5,
-        "loss {:?} expected {loss}",
-        step.loss
-    );
+    assert!((f64::from(step.loss.unwrap()) - loss).abs() < 1e-5, "loss {:?} expected {loss}", step.loss);
     assert_eq!(step.outputs[0].shape, vec![1, 1]);
     let w = variable(&mut s, "W");
     for k in 0..4 {
@@ -108,10 +90,7 @@ fn peak_follows_the_accounting_rules() {
     assert_eq!((report.peak_device_bytes, report.peak_host_bytes), (256, 0));
     assert_eq!((report.bytes_d2h, report.bytes_h2d), (0, 0));
     assert_eq!(report.op_seconds["MatMul"].calls, 3);
-    assert_eq!(
-        report.op_seconds.keys().collect::<Vec<_>>(),
-        ["Gemm", "MatMul", "Mul", "Relu", "Sub"]
-    );
+    assert_eq!(report.op_seconds.keys().collect::<Vec<_>>(), ["Gemm", "MatMul", "Mul", "Relu", "Sub"]);
     assert!(report.step_seconds > 0.0);
     // The same next step: what a step leaves live is the resident set only.
     assert_eq!(s.step().unwrap().report.peak_device_bytes, 256);
@@ -120,18 +99,9 @@ fn peak_follows_the_accounting_rules() {
     // (host +32), r freed → 128; SwapIn 160, rh freed (host 0); g 224 → 192; s 256; Wn 256.
     let mut s = session(&training_graph(true), options(0)).unwrap();
     let report = s.step().unwrap().report;
-    assert_eq!(
-        (report.peak_device_bytes, report.peak_host_bytes),
-        (256, 32)
-    );
+    assert_eq!((report.peak_device_bytes, report.peak_host_bytes), (256, 32));
     assert_eq!((report.bytes_d2h, report.bytes_h2d), (32, 32));
-    assert_eq!(
-        (
-            report.op_seconds["SwapOut"].calls,
-            report.op_seconds["SwapIn"].calls
-        ),
-        (1, 1)
-    );
+    assert_eq!((report.op_seconds["SwapOut"].calls, report.op_seconds["SwapIn"].calls), (1, 1));
 }
 
 #[test]
@@ -146,9 +116,7 @@ fn explicit_schedule_is_followed() {
     // A budget of 235 passes g (220) and fails at rs (236).
     let err = session(&b, budgets(235, MIB)).unwrap().step().unwrap_err();
     assert!(
-        err.to_string().starts_with(
-            "out of device memory at node 'rs' (MatMul): wants 16 B, 220 B of 235 B live"
-        ),
+        err.to_string().starts_with("out of device memory at node 'rs' (MatMul): wants 16 B, 220 B of 235 B live"),
         "{err}"
     );
 }
@@ -162,9 +130,7 @@ fn one_byte_below_the_peak_fails_naming_the_op() {
         err.to_string(),
         "out of device memory at node 's' (Mul): wants 64 B, 192 B of 255 B live; largest live: W (64 B), g (64 B), x (32 B)"
     );
-    let RuntimeError::OutOfMemory(oom) = err else {
-        panic!("not an out-of-memory error")
-    };
+    let RuntimeError::OutOfMemory(oom) = err else { panic!("not an out-of-memory error") };
     assert_eq!((oom.wanted, oom.live, oom.budget), (64, 192, 255));
 }
 
@@ -182,10 +148,7 @@ fn initial_allocation_counts_against_the_budget() {
 fn host_budget_is_enforced() {
     let mut s = budgeted(true, MIB, 31).unwrap();
     let err = s.step().unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "out of host memory at node 'rh' (SwapOut): wants 32 B, 0 B of 31 B live"
-    );
+    assert_eq!(err.to_string(), "out of host memory at node 'rh' (SwapOut): wants 32 B, 0 B of 31 B live");
     let mut s = budgeted(true, MIB, 32).unwrap();
     assert!(s.step().is_ok());
     // A failed step leaves nothing behind: the next one starts from the resident set.
@@ -198,9 +161,7 @@ fn host_budget_is_enforced() {
 fn swapping_preserves_numerics_bit_for_bit() {
     let run = |swap: bool| {
         let mut s = session(&training_graph(swap), options(11)).unwrap();
-        let losses: Vec<u32> = (0..4)
-            .map(|_| s.step().unwrap().loss.unwrap().to_bits())
-            .collect();
+        let losses: Vec<u32> = (0..4).map(|_| s.step().unwrap().loss.unwrap().to_bits()).collect();
         let w: Vec<u32> = variable(&mut s, "W").iter().map(|v| v.to_bits()).collect();
         (losses, w)
     };
@@ -211,9 +172,7 @@ fn swapping_preserves_numerics_bit_for_bit() {
 fn runs_are_deterministic_per_seed() {
     let run = |seed: u64| {
         let mut s = session(&training_graph(false), options(seed)).unwrap();
-        let losses: Vec<u32> = (0..3)
-            .map(|_| s.step().unwrap().loss.unwrap().to_bits())
-            .collect();
+        let losses: Vec<u32> = (0..3).map(|_| s.step().unwrap().loss.unwrap().to_bits()).collect();
         (losses, s.variables().unwrap())
     };
     assert_eq!(run(5), run(5));
@@ -240,11 +199,7 @@ fn random_initialisation_is_order_independent() {
     let build = |reverse: bool| {
         let mut b = training_graph(false);
         let he = vec![string("init", "he"), int("fan_in", 8)];
-        let xavier = vec![
-            string("init", "xavier"),
-            int("fan_in", 8),
-            int("fan_out", 4),
-        ];
+        let xavier = vec![string("init", "xavier"), int("fan_in", 8), int("fan_out", 4)];
         let specs = [("a", he), ("b", xavier)];
         let order: Vec<usize> = if reverse { vec![1, 0] } else { vec![0, 1] };
         for i in order {
@@ -271,10 +226,7 @@ fn initialisation_errors_name_the_variable() {
     let mut b = training_graph(false);
     b.variable_init("bad", DType::DtypeF32, &[2], vec![string("init", "glorot")]);
     let err = session(&b, options(0)).err().unwrap();
-    assert_eq!(
-        err.to_string(),
-        "initialising 'bad': unknown init 'glorot' (expected data, he, xavier, zeros or ones)"
-    );
+    assert_eq!(err.to_string(), "initialising 'bad': unknown init 'glorot' (expected data, he, xavier, zeros or ones)");
     let mut b = training_graph(false);
     b.variable_init("nofan", DType::DtypeF32, &[2], vec![string("init", "he")]);
     assert_eq!(
@@ -303,25 +255,14 @@ fn a_graph_without_a_scalar_output_has_no_loss() {
 fn given_values_replace_drawn_ones_and_are_type_checked() {
     let b = training_graph(false);
     let program = || Program::new(b.graph.clone(), "test.lms").unwrap();
-    let w = HostTensor {
-        shape: vec![4, 4],
-        data: lms_runtime::Buffer::F32(vec![0.5; 16]),
-    };
+    let w = HostTensor { shape: vec![4, 4], data: lms_runtime::Buffer::F32(vec![0.5; 16]) };
     let values = std::collections::BTreeMap::from([("W".to_string(), w)]);
     let mut s = Session::with_values(program(), CpuBackend::new(), options(0), &values).unwrap();
     assert!(variable(&mut s, "W").iter().all(|&v| v == 0.5));
-    let wrong = HostTensor {
-        shape: vec![2],
-        data: lms_runtime::Buffer::F32(vec![0.5; 2]),
-    };
+    let wrong = HostTensor { shape: vec![2], data: lms_runtime::Buffer::F32(vec![0.5; 2]) };
     let values = std::collections::BTreeMap::from([("W".to_string(), wrong)]);
-    let err = Session::with_values(program(), CpuBackend::new(), options(0), &values)
-        .err()
-        .unwrap();
-    assert_eq!(
-        err.to_string(),
-        "initialising 'W': given value is f32 [2], the graph wants f32 [4, 4]"
-    );
+    let err = Session::with_values(program(), CpuBackend::new(), options(0), &values).err().unwrap();
+    assert_eq!(err.to_string(), "initialising 'W': given value is f32 [2], the graph wants f32 [4, 4]");
 }
 
 #[test]
@@ -336,23 +277,14 @@ fn serialized_programs_load() {
     assert_eq!(program.source(), path.display().to_string());
     let mut s = Session::new(program, CpuBackend::new(), options(2)).unwrap();
     let mut direct = session(&b, options(2)).unwrap();
-    assert_eq!(
-        s.step().unwrap().loss.unwrap().to_bits(),
-        direct.step().unwrap().loss.unwrap().to_bits()
-    );
+    assert_eq!(s.step().unwrap().loss.unwrap().to_bits(), direct.step().unwrap().loss.unwrap().to_bits());
     std::fs::remove_dir_all(&dir).unwrap();
 
     let missing = dir.join("missing.lms");
     let err = Program::load(&missing).unwrap_err();
-    assert!(
-        matches!(err, RuntimeError::Io { .. }) && err.to_string().contains("missing.lms"),
-        "{err}"
-    );
+    assert!(matches!(err, RuntimeError::Io { .. }) && err.to_string().contains("missing.lms"), "{err}");
     let err = Program::decode(&[0xff, 0xff, 0xff], "junk.lms").unwrap_err();
-    assert!(
-        err.to_string().starts_with("junk.lms: not an lms graph"),
-        "{err}"
-    );
+    assert!(err.to_string().starts_with("junk.lms: not an lms graph"), "{err}");
     assert_eq!(f32_bytes(&[1.0]).len(), 4);
 }
 
@@ -370,10 +302,7 @@ fn later_readers_of_an_update_read_the_new_storage() {
     let mut s = session(&b, options(0)).unwrap();
     for expected in [1.0f32, 2.0, 3.0] {
         let step = s.step().unwrap();
-        assert_eq!(
-            (f32s(&step.outputs[1]), f32s(&step.outputs[2])),
-            (vec![expected], vec![expected])
-        );
+        assert_eq!((f32s(&step.outputs[1]), f32s(&step.outputs[2])), (vec![expected], vec![expected]));
     }
     assert_eq!(variable(&mut s, "c"), vec![3.0]);
 }
@@ -387,23 +316,13 @@ fn dropout_masks_depend_on_the_run_seed_and_the_step() {
             "drop",
             "DropoutTrain",
             &[Some(x)],
-            &[
-                ("y", DType::DtypeF32, &[256]),
-                ("mask", DType::DtypeBool, &[256]),
-            ],
+            &[("y", DType::DtypeF32, &[256]), ("mask", DType::DtypeBool, &[256])],
             vec![float("ratio", 0.5), int("seed", 3)],
         );
         b.graph.nodes[id as usize].domain = "lms".into();
         b.graph.outputs.push(outs[1]);
         let mut s = session(&b, options(seed)).unwrap();
-        (0..3)
-            .map(|_| {
-                s.step().unwrap().outputs[0]
-                    .as_bool("mask")
-                    .unwrap()
-                    .to_vec()
-            })
-            .collect::<Vec<_>>()
+        (0..3).map(|_| s.step().unwrap().outputs[0].as_bool("mask").unwrap().to_vec()).collect::<Vec<_>>()
     };
     let first = masks(1);
     assert_ne!(first[0], first[1], "every step draws a new mask");

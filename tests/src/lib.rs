@@ -42,7 +42,11 @@ pub fn lms_bin() -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
     let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps/<test>");
     let bin = profile_dir.join(format!("lms{}", std::env::consts::EXE_SUFFIX));
-    assert!(bin.exists(), "{} is missing: build it first: `cargo build --release --workspace` (the README's test command does)", bin.display());
+    assert!(
+        bin.exists(),
+        "{} is missing: build it first: `cargo build --release --workspace` (the README's test command does)",
+        bin.display()
+    );
     bin
 }
 
@@ -86,7 +90,13 @@ pub mod onnx_builder {
         pub fn weight(&mut self, name: &str, dims: &[i64], lo: f32, hi: f32) -> &mut Self {
             let n: i64 = dims.iter().product();
             let data = (0..n).map(|_| lo + (self.uniform() + 1.0) / 2.0 * (hi - lo)).collect();
-            self.graph.initializer.push(onnx::TensorProto { name: name.into(), dims: dims.to_vec(), data_type: 1, float_data: data, ..Default::default() });
+            self.graph.initializer.push(onnx::TensorProto {
+                name: name.into(),
+                dims: dims.to_vec(),
+                data_type: 1,
+                float_data: data,
+                ..Default::default()
+            });
             self
         }
 
@@ -96,15 +106,28 @@ pub mod onnx_builder {
         /// in [lo, hi). (Weights count as parameters only when read by an op
         /// that depends on data.)
         pub fn trained(&mut self, name: &str, dims: &[i64], lo: f32, hi: f32) -> &mut Self {
-            let (w, d, zero, dz) = (format!("{name}.w"), format!("{name}.d"), format!("{name}.zero"), format!("{name}.dz"));
+            let (w, d, zero, dz) =
+                (format!("{name}.w"), format!("{name}.d"), format!("{name}.zero"), format!("{name}.dz"));
             self.weight(&w, dims, lo, hi).input(&d, 1, dims);
-            self.graph.initializer.push(onnx::TensorProto { name: zero.clone(), dims: vec![], data_type: 1, float_data: vec![0.0], ..Default::default() });
+            self.graph.initializer.push(onnx::TensorProto {
+                name: zero.clone(),
+                dims: vec![],
+                data_type: 1,
+                float_data: vec![0.0],
+                ..Default::default()
+            });
             self.node("Mul", &[&d, &zero], &[&dz], vec![]).node("Add", &[&w, &dz], &[name], vec![])
         }
 
         /// An int64 initializer (shapes, axes, indices).
         pub fn ints(&mut self, name: &str, dims: &[i64], values: &[i64]) -> &mut Self {
-            self.graph.initializer.push(onnx::TensorProto { name: name.into(), dims: dims.to_vec(), data_type: 7, int64_data: values.to_vec(), ..Default::default() });
+            self.graph.initializer.push(onnx::TensorProto {
+                name: name.into(),
+                dims: dims.to_vec(),
+                data_type: 7,
+                int64_data: values.to_vec(),
+                ..Default::default()
+            });
             self
         }
 
@@ -160,12 +183,18 @@ pub mod onnx_builder {
     fn value_info(name: &str, elem_type: i32, dims: &[i64]) -> onnx::ValueInfoProto {
         let dim = dims
             .iter()
-            .map(|&d| tensor_shape_proto::Dimension { value: Some(tensor_shape_proto::dimension::Value::DimValue(d)), ..Default::default() })
+            .map(|&d| tensor_shape_proto::Dimension {
+                value: Some(tensor_shape_proto::dimension::Value::DimValue(d)),
+                ..Default::default()
+            })
             .collect();
         onnx::ValueInfoProto {
             name: name.into(),
             r#type: Some(onnx::TypeProto {
-                value: Some(type_proto::Value::TensorType(type_proto::Tensor { elem_type, shape: Some(onnx::TensorShapeProto { dim }) })),
+                value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                    elem_type,
+                    shape: Some(onnx::TensorShapeProto { dim }),
+                })),
                 ..Default::default()
             }),
             ..Default::default()
@@ -187,15 +216,18 @@ pub mod training {
 
     /// The training graph of an ONNX model, serialized.
     pub fn compile(model: &ModelProto, batch: Option<usize>, options: &TrainOptions) -> lms_proto::lms::Graph {
-        let forward = frontend::import(model, None, &FrontendOptions { batch, ..Default::default() }).unwrap_or_else(|e| panic!("{e}"));
+        let forward = frontend::import(model, None, &FrontendOptions { batch, ..Default::default() })
+            .unwrap_or_else(|e| panic!("{e}"));
         serialized(&train::build(&forward.graph, options).unwrap_or_else(|e| panic!("{e}")))
     }
 
     /// The training graph of the ONNX model at `path` at batch `batch`: softmax cross-entropy,
     /// SGD at learning rate 0.01, every weight trained.
     pub fn sgd_graph(path: &Path, batch: usize) -> Graph {
-        let model = frontend::load(path, &FrontendOptions { batch: Some(batch), ..Default::default() }).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let options = TrainOptions { loss: Loss::SoftmaxCrossEntropy, optimizer: Optimizer::Sgd { lr: 0.01 }, trainable: vec![] };
+        let model = frontend::load(path, &FrontendOptions { batch: Some(batch), ..Default::default() })
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let options =
+            TrainOptions { loss: Loss::SoftmaxCrossEntropy, optimizer: Optimizer::Sgd { lr: 0.01 }, trainable: vec![] };
         train::build(&model.graph, &options).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
     }
 
@@ -217,7 +249,11 @@ pub mod training {
     }
 
     /// A CPU session on a serialized graph, with some starting values given.
-    pub fn session(graph: &lms_proto::lms::Graph, seed: u64, values: &BTreeMap<String, HostTensor>) -> Session<CpuBackend> {
+    pub fn session(
+        graph: &lms_proto::lms::Graph,
+        seed: u64,
+        values: &BTreeMap<String, HostTensor>,
+    ) -> Session<CpuBackend> {
         let program = Program::new(graph.clone(), "test.lms").unwrap_or_else(|e| panic!("{e}"));
         let options = RunOptions { seed, ..RunOptions::default() };
         Session::with_values(program, CpuBackend::new(), options, values).unwrap_or_else(|e| panic!("{e}"))

@@ -131,10 +131,11 @@ fn with_external_weight(dir: &std::path::Path, location: &str) -> PathBuf {
     init.raw_data.clear();
     init.float_data.clear();
     init.data_location = 1;
-    init.external_data = [("location", location.to_string()), ("offset", "16".into()), ("length", data.bytes.len().to_string())]
-        .into_iter()
-        .map(|(k, v)| lms_proto::onnx::StringStringEntryProto { key: k.into(), value: v })
-        .collect();
+    init.external_data =
+        [("location", location.to_string()), ("offset", "16".into()), ("length", data.bytes.len().to_string())]
+            .into_iter()
+            .map(|(k, v)| lms_proto::onnx::StringStringEntryProto { key: k.into(), value: v })
+            .collect();
     let path = dir.join("external.onnx");
     std::fs::write(&path, model.encode_to_vec()).unwrap();
     path
@@ -146,14 +147,16 @@ fn external_data_is_read_and_listed_in_the_depfile() {
     std::fs::create_dir_all(&dir).unwrap();
     let model = with_external_weight(&dir, "weights.bin");
     let (out, dep) = (dir.join("m.lms"), dir.join("m.d"));
-    let run = lms(&["compile", model.to_str().unwrap(), "-o", out.to_str().unwrap(), "--depfile", dep.to_str().unwrap()]);
+    let run =
+        lms(&["compile", model.to_str().unwrap(), "-o", out.to_str().unwrap(), "--depfile", dep.to_str().unwrap()]);
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
     let depfile = std::fs::read_to_string(&dep).unwrap();
     assert!(depfile.starts_with(&format!("{}: ", out.display())) && depfile.contains("weights.bin"), "{depfile}");
     // Same parameters as the fixture with inline weights.
     let inline = frontend::load(&fixture("models/mlp.onnx"), &Default::default()).unwrap();
     let external = frontend::load(&model, &Default::default()).unwrap();
-    let weight = |g: &lms_compiler::ir::Graph| g.tensors().find(|(_, t)| t.name == "fc1.weight").unwrap().1.data.clone();
+    let weight =
+        |g: &lms_compiler::ir::Graph| g.tensors().find(|(_, t)| t.name == "fc1.weight").unwrap().1.data.clone();
     assert_eq!(weight(&inline.graph), weight(&external.graph));
 
     std::fs::remove_file(dir.join("weights.bin")).unwrap();

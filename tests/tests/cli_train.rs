@@ -19,22 +19,48 @@ fn ok(args: &[&str]) -> String {
 fn compile_is_deterministic_and_writes_the_text_form() {
     let (a, b, text) = (scratch("a.lms"), scratch("b.lms"), scratch("a.txt"));
     for out in [&a, &b] {
-        ok(&["compile", "fixtures/models/cnn_residual.onnx", "--batch", "4", "--train", "momentum", "-o", out.to_str().unwrap(), "--text", text.to_str().unwrap()]);
+        ok(&[
+            "compile",
+            "fixtures/models/cnn_residual.onnx",
+            "--batch",
+            "4",
+            "--train",
+            "momentum",
+            "-o",
+            out.to_str().unwrap(),
+            "--text",
+            text.to_str().unwrap(),
+        ]);
     }
     assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap(), "same input and flags, same bytes");
     let text = std::fs::read_to_string(&text).unwrap();
-    assert!(text.contains("lms::BatchNormTrain") && text.contains("lms::MomentumUpdate") && text.contains("updates("), "{text}");
+    assert!(
+        text.contains("lms::BatchNormTrain") && text.contains("lms::MomentumUpdate") && text.contains("updates("),
+        "{text}"
+    );
 }
 
 #[test]
 fn simulate_and_run_agree_on_the_peak() {
     let graph = scratch("mlp.lms");
-    ok(&["compile", "fixtures/models/mlp.onnx", "--batch", "8", "--train", "sgd", "--lr", "0.1", "-o", graph.to_str().unwrap()]);
+    ok(&[
+        "compile",
+        "fixtures/models/mlp.onnx",
+        "--batch",
+        "8",
+        "--train",
+        "sgd",
+        "--lr",
+        "0.1",
+        "-o",
+        graph.to_str().unwrap(),
+    ]);
     let sim: serde_json::Value = serde_json::from_str(&ok(&["simulate", graph.to_str().unwrap(), "--json"])).unwrap();
     for key in ["peak_device_bytes", "peak_op", "live_at_peak"] {
         assert!(sim.get(key).is_some(), "simulate JSON lacks {key}");
     }
-    let run: serde_json::Value = serde_json::from_str(&ok(&["run", graph.to_str().unwrap(), "--steps", "5", "--seed", "3", "--json"])).unwrap();
+    let run: serde_json::Value =
+        serde_json::from_str(&ok(&["run", graph.to_str().unwrap(), "--steps", "5", "--seed", "3", "--json"])).unwrap();
     assert_eq!(run["losses"].as_array().unwrap().len(), 5);
     assert_eq!(run["step_seconds"].as_array().unwrap().len(), 5);
     assert_eq!(run["peak_device_bytes"], sim["peak_device_bytes"]);
@@ -70,8 +96,22 @@ fn run_errors_are_one_line() {
 fn compile_with_tflms_writes_report_and_onnx_export() {
     let (graph, report, export) = (scratch("t.lms"), scratch("t.json"), scratch("t.onnx"));
     let stdout = ok(&[
-        "compile", "fixtures/models/cnn_residual.onnx", "--batch", "4", "--strategy", "tflms", "--ctrld-strategy", "direct-order", "--lb", "2",
-        "-o", graph.to_str().unwrap(), "--report", report.to_str().unwrap(), "--onnx", export.to_str().unwrap(),
+        "compile",
+        "fixtures/models/cnn_residual.onnx",
+        "--batch",
+        "4",
+        "--strategy",
+        "tflms",
+        "--ctrld-strategy",
+        "direct-order",
+        "--lb",
+        "2",
+        "-o",
+        graph.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
+        "--onnx",
+        export.to_str().unwrap(),
     ]);
     assert!(stdout.contains("tensors swapped"), "{stdout}");
     let json: serde_json::Value = serde_json::from_slice(&std::fs::read(&report).unwrap()).unwrap();
@@ -91,23 +131,66 @@ fn compile_with_tflms_writes_report_and_onnx_export() {
 #[test]
 fn budget_mode_leaves_a_fitting_graph_alone_and_names_the_shortfall() {
     let graph = scratch("fits.lms");
-    let stdout = ok(&["compile", "fixtures/models/mlp.onnx", "--batch", "4", "--strategy", "tflms", "--budget", "1GiB", "-o", graph.to_str().unwrap()]);
+    let stdout = ok(&[
+        "compile",
+        "fixtures/models/mlp.onnx",
+        "--batch",
+        "4",
+        "--strategy",
+        "tflms",
+        "--budget",
+        "1GiB",
+        "-o",
+        graph.to_str().unwrap(),
+    ]);
     assert!(stdout.contains("fits without rewriting") && stdout.contains("0 tensors swapped"), "{stdout}");
-    let out = lms(&["compile", "fixtures/models/cnn_residual.onnx", "--batch", "4", "--strategy", "tflms", "--budget", "100KiB", "-o", graph.to_str().unwrap()]);
+    let out = lms(&[
+        "compile",
+        "fixtures/models/cnn_residual.onnx",
+        "--batch",
+        "4",
+        "--strategy",
+        "tflms",
+        "--budget",
+        "100KiB",
+        "-o",
+        graph.to_str().unwrap(),
+    ]);
     let err = String::from_utf8(out.stderr).unwrap();
     assert_eq!(out.status.code(), Some(2), "{err}");
-    assert!(err.contains("does not fit in device memory") && err.contains("over the budget") && err.contains("at op '"), "{err}");
+    assert!(
+        err.contains("does not fit in device memory") && err.contains("over the budget") && err.contains("at op '"),
+        "{err}"
+    );
 }
 
 #[test]
 fn verify_proves_a_rewrite_and_rejects_another_graph() {
     let (original, rewritten, other) = (scratch("v-orig.lms"), scratch("v-tflms.lms"), scratch("v-other.lms"));
     ok(&["compile", "fixtures/models/cnn_residual.onnx", "--batch", "2", "-o", original.to_str().unwrap()]);
-    let stdout = ok(&["compile", "fixtures/models/cnn_residual.onnx", "--batch", "2", "--strategy", "tflms", "-o", rewritten.to_str().unwrap()]);
+    let stdout = ok(&[
+        "compile",
+        "fixtures/models/cnn_residual.onnx",
+        "--batch",
+        "2",
+        "--strategy",
+        "tflms",
+        "-o",
+        rewritten.to_str().unwrap(),
+    ]);
     assert!(stdout.contains("proven equal to the training graph's"), "{stdout}");
     let proof = ok(&["verify", original.to_str().unwrap(), rewritten.to_str().unwrap(), "--verbose"]);
     assert!(proof.contains("proven equal"), "{proof}");
-    ok(&["compile", "fixtures/models/cnn_residual.onnx", "--batch", "2", "--train", "momentum", "-o", other.to_str().unwrap()]);
+    ok(&[
+        "compile",
+        "fixtures/models/cnn_residual.onnx",
+        "--batch",
+        "2",
+        "--train",
+        "momentum",
+        "-o",
+        other.to_str().unwrap(),
+    ]);
     let out = lms(&["verify", original.to_str().unwrap(), other.to_str().unwrap()]);
     let err = String::from_utf8(out.stderr).unwrap();
     assert_eq!(out.status.code(), Some(2), "{err}");

@@ -13,8 +13,16 @@ use lms_tests::fixture;
 use lms_tests::training::serialized;
 
 fn training_graph(name: &str) -> Graph {
-    let model = frontend::load(&fixture(&format!("models/{name}.onnx")), &FrontendOptions { batch: Some(4), ..Default::default() }).unwrap();
-    let options = TrainOptions { loss: Loss::SoftmaxCrossEntropy, optimizer: Optimizer::Adam { lr: 0.01, beta1: 0.9, beta2: 0.999, epsilon: 1e-8 }, trainable: vec![] };
+    let model = frontend::load(
+        &fixture(&format!("models/{name}.onnx")),
+        &FrontendOptions { batch: Some(4), ..Default::default() },
+    )
+    .unwrap();
+    let options = TrainOptions {
+        loss: Loss::SoftmaxCrossEntropy,
+        optimizer: Optimizer::Adam { lr: 0.01, beta1: 0.9, beta2: 0.999, epsilon: 1e-8 },
+        trainable: vec![],
+    };
     train::build(&model.graph, &options).unwrap()
 }
 

@@ -109,8 +109,26 @@ fn unary_ops() {
         ("Flatten", -1.0, 1.0, vec![("axis", A::I(2))]),
         ("Transpose", -1.0, 1.0, vec![("perm", A::Is(vec![2, 0, 3, 1]))]),
         ("GlobalAveragePool", -1.0, 1.0, vec![]),
-        ("MaxPool", -1.0, 1.0, vec![("kernel_shape", A::Is(vec![2, 2])), ("strides", A::Is(vec![1, 2])), ("pads", A::Is(vec![1, 0, 0, 1]))]),
-        ("AveragePool", -1.0, 1.0, vec![("kernel_shape", A::Is(vec![3, 2])), ("pads", A::Is(vec![1, 1, 1, 0])), ("count_include_pad", A::I(0))]),
+        (
+            "MaxPool",
+            -1.0,
+            1.0,
+            vec![
+                ("kernel_shape", A::Is(vec![2, 2])),
+                ("strides", A::Is(vec![1, 2])),
+                ("pads", A::Is(vec![1, 0, 0, 1])),
+            ],
+        ),
+        (
+            "AveragePool",
+            -1.0,
+            1.0,
+            vec![
+                ("kernel_shape", A::Is(vec![3, 2])),
+                ("pads", A::Is(vec![1, 1, 1, 0])),
+                ("count_include_pad", A::I(0)),
+            ],
+        ),
         ("LRN", -1.0, 1.0, vec![("size", A::I(3)), ("alpha", A::F(0.1)), ("beta", A::F(0.75)), ("bias", A::F(1.0))]),
     ];
     for (op, lo, hi, attrs) in cases {
@@ -122,35 +140,62 @@ fn unary_ops() {
 fn binary_and_variadic_ops_with_broadcasting() {
     for op in ["Add", "Sub", "Mul", "Div"] {
         let mut m = ModelBuilder::new(op, 17);
-        m.trained("a", &[2, 3, 4], -1.0, 1.0).trained("b", &[3, 1], 0.5, 1.5).node(op, &["a", "b"], &["y"], vec![]).output("y");
+        m.trained("a", &[2, 3, 4], -1.0, 1.0)
+            .trained("b", &[3, 1], 0.5, 1.5)
+            .node(op, &["a", "b"], &["y"], vec![])
+            .output("y");
         check(op, &m.build(), None, Loss::MeanSquaredError, EPS);
     }
     let mut m = ModelBuilder::new("Sum", 17);
-    m.trained("a", &[2, 3], -1.0, 1.0).trained("b", &[3], -1.0, 1.0).trained("c", &[2, 3], -1.0, 1.0).node("Sum", &["a", "b", "c"], &["y"], vec![]).output("y");
+    m.trained("a", &[2, 3], -1.0, 1.0)
+        .trained("b", &[3], -1.0, 1.0)
+        .trained("c", &[2, 3], -1.0, 1.0)
+        .node("Sum", &["a", "b", "c"], &["y"], vec![])
+        .output("y");
     check("Sum", &m.build(), None, Loss::MeanSquaredError, EPS);
     let mut m = ModelBuilder::new("Pow", 17);
-    m.trained("a", &[2, 3], 0.5, 1.5).node("Constant", &[], &["p"], vec![("value_float", A::F(3.0))]).node("Pow", &["a", "p"], &["y"], vec![]).output("y");
+    m.trained("a", &[2, 3], 0.5, 1.5)
+        .node("Constant", &[], &["p"], vec![("value_float", A::F(3.0))])
+        .node("Pow", &["a", "p"], &["y"], vec![])
+        .output("y");
     check("Pow", &m.build(), None, Loss::MeanSquaredError, EPS);
     let mut m = ModelBuilder::new("Expand", 17);
-    m.trained("a", &[3, 1], -1.0, 1.0).ints("shape", &[3], &[2, 3, 4]).node("Expand", &["a", "shape"], &["y"], vec![]).output("y");
+    m.trained("a", &[3, 1], -1.0, 1.0)
+        .ints("shape", &[3], &[2, 3, 4])
+        .node("Expand", &["a", "shape"], &["y"], vec![])
+        .output("y");
     check("Expand", &m.build(), None, Loss::MeanSquaredError, EPS);
 }
 
 #[test]
 fn linear_algebra() {
     let mut m = ModelBuilder::new("MatMul", 17);
-    m.trained("a", &[2, 3, 4], -1.0, 1.0).trained("b", &[4, 5], -1.0, 1.0).node("MatMul", &["a", "b"], &["y"], vec![]).output("y");
+    m.trained("a", &[2, 3, 4], -1.0, 1.0)
+        .trained("b", &[4, 5], -1.0, 1.0)
+        .node("MatMul", &["a", "b"], &["y"], vec![])
+        .output("y");
     check("MatMul 3D x 2D", &m.build(), None, Loss::MeanSquaredError, EPS);
     let mut m = ModelBuilder::new("MatMul", 17);
-    m.trained("a", &[2, 2, 3, 4], -1.0, 1.0).trained("b", &[2, 2, 4, 3], -1.0, 1.0).node("MatMul", &["a", "b"], &["y"], vec![]).output("y");
+    m.trained("a", &[2, 2, 3, 4], -1.0, 1.0)
+        .trained("b", &[2, 2, 4, 3], -1.0, 1.0)
+        .node("MatMul", &["a", "b"], &["y"], vec![])
+        .output("y");
     check("MatMul batched", &m.build(), None, Loss::MeanSquaredError, EPS);
     for (ta, tb) in [(0, 0), (0, 1), (1, 0), (1, 1)] {
         let mut m = ModelBuilder::new("Gemm", 17);
-        let (a, b) = ([if ta == 1 { 4 } else { 3 }, if ta == 1 { 3 } else { 4 }], [if tb == 1 { 5 } else { 4 }, if tb == 1 { 4 } else { 5 }]);
+        let (a, b) = (
+            [if ta == 1 { 4 } else { 3 }, if ta == 1 { 3 } else { 4 }],
+            [if tb == 1 { 5 } else { 4 }, if tb == 1 { 4 } else { 5 }],
+        );
         m.trained("a", &a, -1.0, 1.0)
             .trained("b", &b, -1.0, 1.0)
             .trained("c", &[5], -1.0, 1.0)
-            .node("Gemm", &["a", "b", "c"], &["y"], vec![("transA", A::I(ta)), ("transB", A::I(tb)), ("alpha", A::F(0.5)), ("beta", A::F(2.0))])
+            .node(
+                "Gemm",
+                &["a", "b", "c"],
+                &["y"],
+                vec![("transA", A::I(ta)), ("transB", A::I(tb)), ("alpha", A::F(0.5)), ("beta", A::F(2.0))],
+            )
             .output("y");
         check(&format!("Gemm transA={ta} transB={tb}"), &m.build(), None, Loss::MeanSquaredError, EPS);
     }
@@ -166,7 +211,11 @@ fn convolution() {
     ];
     for (name, w, attrs) in cases {
         let mut m = ModelBuilder::new("Conv", 17);
-        m.trained("x", &[2, 3, 6, 5], -1.0, 1.0).trained("w", &w, -1.0, 1.0).trained("b", &[w[0]], -1.0, 1.0).node("Conv", &["x", "w", "b"], &["y"], attrs).output("y");
+        m.trained("x", &[2, 3, 6, 5], -1.0, 1.0)
+            .trained("w", &w, -1.0, 1.0)
+            .trained("b", &[w[0]], -1.0, 1.0)
+            .node("Conv", &["x", "w", "b"], &["y"], attrs)
+            .output("y");
         check(&format!("Conv {name}"), &m.build(), None, Loss::MeanSquaredError, EPS);
     }
 }
@@ -197,13 +246,22 @@ fn normalisation_and_dropout() {
 #[test]
 fn data_movement() {
     let mut m = ModelBuilder::new("Gather", 17);
-    m.trained("table", &[10, 4], -1.0, 1.0).input("ids", 7, &[2, 3]).node("Gather", &["table", "ids"], &["y"], vec![]).output("y");
+    m.trained("table", &[10, 4], -1.0, 1.0)
+        .input("ids", 7, &[2, 3])
+        .node("Gather", &["table", "ids"], &["y"], vec![])
+        .output("y");
     check("Gather", &m.build(), None, Loss::MeanSquaredError, EPS);
     let mut m = ModelBuilder::new("Reshape", 17);
-    m.trained("x", &[2, 3, 4], -1.0, 1.0).ints("shape", &[2], &[4, -1]).node("Reshape", &["x", "shape"], &["y"], vec![]).output("y");
+    m.trained("x", &[2, 3, 4], -1.0, 1.0)
+        .ints("shape", &[2], &[4, -1])
+        .node("Reshape", &["x", "shape"], &["y"], vec![])
+        .output("y");
     check("Reshape", &m.build(), None, Loss::MeanSquaredError, EPS);
     let mut m = ModelBuilder::new("Concat", 17);
-    m.trained("a", &[2, 3], -1.0, 1.0).trained("b", &[2, 5], -1.0, 1.0).node("Concat", &["a", "b"], &["y"], vec![("axis", A::I(-1))]).output("y");
+    m.trained("a", &[2, 3], -1.0, 1.0)
+        .trained("b", &[2, 5], -1.0, 1.0)
+        .node("Concat", &["a", "b"], &["y"], vec![("axis", A::I(-1))])
+        .output("y");
     check("Concat", &m.build(), None, Loss::MeanSquaredError, EPS);
     let mut m = ModelBuilder::new("Split", 17);
     m.trained("x", &[2, 6], -1.0, 1.0)
@@ -230,7 +288,10 @@ fn data_movement() {
     check("Unsqueeze/Squeeze", &m.build(), None, Loss::MeanSquaredError, EPS);
     for op in ["ReduceMean", "ReduceSum"] {
         let mut m = ModelBuilder::new(op, 18);
-        m.trained("x", &[2, 3, 4], -1.0, 1.0).ints("axes", &[2], &[0, -1]).node(op, &["x", "axes"], &["y"], vec![("keepdims", A::I(0))]).output("y");
+        m.trained("x", &[2, 3, 4], -1.0, 1.0)
+            .ints("axes", &[2], &[0, -1])
+            .node(op, &["x", "axes"], &["y"], vec![("keepdims", A::I(0))])
+            .output("y");
         check(op, &m.build(), None, Loss::MeanSquaredError, EPS);
     }
 }
@@ -238,7 +299,11 @@ fn data_movement() {
 #[test]
 fn softmax_cross_entropy_loss() {
     let mut m = ModelBuilder::new("classifier", 13);
-    m.input("x", 1, &[4, 6]).trained("w", &[6, 5], -1.0, 1.0).node("MatMul", &["x", "w"], &["logits"], vec![]).node("Softmax", &["logits"], &["probs"], vec![]).output("probs");
+    m.input("x", 1, &[4, 6])
+        .trained("w", &[6, 5], -1.0, 1.0)
+        .node("MatMul", &["x", "w"], &["logits"], vec![])
+        .node("Softmax", &["logits"], &["probs"], vec![])
+        .output("probs");
     check("softmax cross-entropy (folded Softmax)", &m.build(), None, Loss::SoftmaxCrossEntropy, EPS);
 }
 

@@ -14,7 +14,13 @@ use std::path::Path;
 /// Ops of a model that lms does not support, sorted and deduplicated.
 fn unsupported_ops(model: &Path) -> Vec<String> {
     let proto = frontend::read_model(model).expect("fixture decodes");
-    let mut ops: Vec<String> = proto.graph.iter().flat_map(|g| &g.node).map(|n| n.op_type.clone()).filter(|op| !shape::is_supported(op)).collect();
+    let mut ops: Vec<String> = proto
+        .graph
+        .iter()
+        .flat_map(|g| &g.node)
+        .map(|n| n.op_type.clone())
+        .filter(|op| !shape::is_supported(op))
+        .collect();
     ops.sort();
     ops.dedup();
     ops
@@ -23,7 +29,8 @@ fn unsupported_ops(model: &Path) -> Vec<String> {
 #[test]
 fn every_light_model_imports_and_matches_onnx_activation_bytes() {
     let reference: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(lms_tests::fixture("data/reference/light_activation_bytes.json")).expect("reference JSON (run fetch-onnx-testdata.sh)"),
+        &std::fs::read(lms_tests::fixture("data/reference/light_activation_bytes.json"))
+            .expect("reference JSON (run fetch-onnx-testdata.sh)"),
     )
     .expect("reference JSON parses");
     let models = list(&onnx_data("light"), |p| p.extension().is_some_and(|e| e == "onnx"));
@@ -71,8 +78,10 @@ fn every_supported_pytorch_case_imports_with_the_expected_output_shapes() {
                 skipped.push(format!("{name}: unsupported ops {}", unsupported.join(", ")));
                 continue;
             }
-            let model = frontend::load(&model_path, &FrontendOptions::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
-            let shapes: Vec<Vec<usize>> = model.graph.outputs.iter().map(|&t| model.graph.tensor(t).ty.shape.clone()).collect();
+            let model =
+                frontend::load(&model_path, &FrontendOptions::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let shapes: Vec<Vec<usize>> =
+                model.graph.outputs.iter().map(|&t| model.graph.tensor(t).ty.shape.clone()).collect();
             assert_eq!(shapes, expected_output_shapes(&case), "{name}: output shapes");
             InspectReport::new(&model).unwrap_or_else(|e| panic!("{name}: {e}"));
             imported += 1;

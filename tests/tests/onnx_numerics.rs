@@ -33,7 +33,10 @@ fn to_f64s(t: &HostTensor) -> Vec<f64> {
 }
 
 fn files(case: &Path, prefix: &str) -> Vec<HostTensor> {
-    list(&case.join("test_data_set_0"), |p| p.file_name().unwrap().to_str().unwrap().starts_with(prefix)).iter().map(|p| load_tensor(p)).collect()
+    list(&case.join("test_data_set_0"), |p| p.file_name().unwrap().to_str().unwrap().starts_with(prefix))
+        .iter()
+        .map(|p| load_tensor(p))
+        .collect()
 }
 
 /// Runs one case; the first mismatch, if any.
@@ -44,10 +47,12 @@ fn run_case(name: &str, case: &Path) -> Result<(), String> {
     if inputs.len() != model.graph.inputs.len() {
         return Err(format!("{} inputs given, the graph has {}", inputs.len(), model.graph.inputs.len()));
     }
-    let values: BTreeMap<String, HostTensor> = model.graph.inputs.iter().map(|&t| model.graph.tensor(t).name.clone()).zip(inputs).collect();
+    let values: BTreeMap<String, HostTensor> =
+        model.graph.inputs.iter().map(|&t| model.graph.tensor(t).name.clone()).zip(inputs).collect();
     let program = lms_runtime::Program::new(graph, name).map_err(|e| e.to_string())?;
     let options = lms_runtime::RunOptions::default();
-    let mut session = lms_runtime::Session::with_values(program, lms_runtime::CpuBackend::new(), options, &values).map_err(|e| e.to_string())?;
+    let mut session = lms_runtime::Session::with_values(program, lms_runtime::CpuBackend::new(), options, &values)
+        .map_err(|e| e.to_string())?;
     let outputs = session.step().map_err(|e| e.to_string())?.outputs;
     let expected = files(case, "output_");
     if outputs.len() != expected.len() {

@@ -16,7 +16,11 @@ use std::path::Path;
 
 fn training_graph(path: &Path, batch: usize) -> Graph {
     let model = frontend::load(path, &FrontendOptions { batch: Some(batch), ..Default::default() }).unwrap();
-    let options = TrainOptions { loss: Loss::SoftmaxCrossEntropy, optimizer: Optimizer::Momentum { lr: 0.05, momentum: 0.9 }, trainable: vec![] };
+    let options = TrainOptions {
+        loss: Loss::SoftmaxCrossEntropy,
+        optimizer: Optimizer::Momentum { lr: 0.05, momentum: 0.9 },
+        trainable: vec![],
+    };
     train::build(&model.graph, &options).unwrap()
 }
 

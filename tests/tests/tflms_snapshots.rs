@@ -19,35 +19,13 @@ fn training_graph(name: &str) -> Graph {
 fn knobs() -> Vec<(&'static str, TflmsConfig)> {
     let mut knobs = tflms_knobs();
     knobs.extend([
-        (
-            "n_tensors_2",
-            TflmsConfig {
-                n_tensors: Some(2),
-                ..TflmsConfig::default()
-            },
-        ),
-        (
-            "lb_3",
-            TflmsConfig {
-                lb: 3,
-                ..TflmsConfig::default()
-            },
-        ),
+        ("n_tensors_2", TflmsConfig { n_tensors: Some(2), ..TflmsConfig::default() }),
+        ("lb_3", TflmsConfig { lb: 3, ..TflmsConfig::default() }),
         (
             "direct_order_lb_3",
-            TflmsConfig {
-                lb: 3,
-                ctrld_strategy: CtrldStrategy::DirectOrder,
-                ..TflmsConfig::default()
-            },
+            TflmsConfig { lb: 3, ctrld_strategy: CtrldStrategy::DirectOrder, ..TflmsConfig::default() },
         ),
-        (
-            "excl_types",
-            TflmsConfig {
-                excl_types: vec!["Relu".into(), "Add".into()],
-                ..TflmsConfig::default()
-            },
-        ),
+        ("excl_types", TflmsConfig { excl_types: vec!["Relu".into(), "Add".into()], ..TflmsConfig::default() }),
     ]);
     knobs
 }
@@ -55,8 +33,7 @@ fn knobs() -> Vec<(&'static str, TflmsConfig)> {
 fn snapshot_fixture(fixture: &str) {
     let g = training_graph(fixture);
     for (knob, cfg) in knobs() {
-        let (rewritten, _) =
-            tflms::rewrite(&g, &cfg).unwrap_or_else(|e| panic!("{fixture}, {knob}: {e}"));
+        let (rewritten, _) = tflms::rewrite(&g, &cfg).unwrap_or_else(|e| panic!("{fixture}, {knob}: {e}"));
         let text = text::to_text(&rewritten).expect("rewritten graph is acyclic");
         insta::assert_snapshot!(format!("tflms_{knob}@{fixture}"), text);
     }
@@ -112,9 +89,7 @@ fn rewrite_serializes_deterministically() {
     let g = training_graph("cnn_residual");
     let bytes = || {
         let (rewritten, _) = tflms::rewrite(&g, &TflmsConfig::default()).expect("rewrites");
-        serialize::to_proto(&rewritten, None, &[])
-            .expect("serializes")
-            .encode_to_vec()
+        serialize::to_proto(&rewritten, None, &[]).expect("serializes").encode_to_vec()
     };
     assert_eq!(bytes(), bytes());
 }

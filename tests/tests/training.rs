@@ -12,7 +12,11 @@ use lms_tests::{fixture, onnx_data};
 use std::collections::BTreeMap;
 
 fn adam(lr: f32) -> TrainOptions {
-    TrainOptions { loss: Loss::SoftmaxCrossEntropy, optimizer: Optimizer::Adam { lr, beta1: 0.9, beta2: 0.999, epsilon: 1e-8 }, trainable: vec![] }
+    TrainOptions {
+        loss: Loss::SoftmaxCrossEntropy,
+        optimizer: Optimizer::Adam { lr, beta1: 0.9, beta2: 0.999, epsilon: 1e-8 },
+        trainable: vec![],
+    }
 }
 
 fn fixture_model(name: &str) -> lms_proto::onnx::ModelProto {
@@ -92,13 +96,17 @@ fn runtime_peak_equals_simulation_and_the_budget_is_enforced() {
 #[test]
 fn resnet50_trains_three_steps() {
     let model = frontend::read_model(&onnx_data("light/light_resnet50.onnx")).unwrap();
-    let options = TrainOptions { loss: Loss::SoftmaxCrossEntropy, optimizer: Optimizer::Sgd { lr: 0.01 }, trainable: vec![] };
+    let options =
+        TrainOptions { loss: Loss::SoftmaxCrossEntropy, optimizer: Optimizer::Sgd { lr: 0.01 }, trainable: vec![] };
     let graph = compile(&model, Some(2), &options);
     let mut s = session(&graph, 0, &BTreeMap::new());
     for step in 0..3 {
         let out = s.step().unwrap();
         let loss = out.loss.unwrap();
-        println!("resnet50 step {step}: loss {loss}, peak {} bytes, {:.2} s", out.report.peak_device_bytes, out.report.step_seconds);
+        println!(
+            "resnet50 step {step}: loss {loss}, peak {} bytes, {:.2} s",
+            out.report.peak_device_bytes, out.report.step_seconds
+        );
         assert!(loss.is_finite(), "step {step}: loss {loss}");
     }
 }

@@ -6,9 +6,7 @@
 use lms_compiler::analysis::order;
 use lms_compiler::egraph::{self, Limits, Status};
 use lms_compiler::frontend::{self, FrontendOptions};
-use lms_compiler::ir::{
-    Action, Attr, Attrs, Graph, Node, NodeId, Phase, TensorId, SWAP_IN_OP, SWAP_OUT_OP,
-};
+use lms_compiler::ir::{Action, Attr, Attrs, Graph, Node, NodeId, Phase, TensorId, SWAP_IN_OP, SWAP_OUT_OP};
 use lms_compiler::passes::tflms::{self, TflmsConfig};
 use lms_compiler::train::{self, Loss, Optimizer, TrainOptions};
 use lms_compiler::Error;
@@ -17,19 +15,9 @@ use std::collections::HashMap;
 
 fn training_graph(model: &str) -> Graph {
     let path = fixture(&format!("models/{model}.onnx"));
-    let model = frontend::load(
-        &path,
-        &FrontendOptions {
-            batch: Some(2),
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let options = TrainOptions {
-        loss: Loss::SoftmaxCrossEntropy,
-        optimizer: Optimizer::Sgd { lr: 0.01 },
-        trainable: vec![],
-    };
+    let model = frontend::load(&path, &FrontendOptions { batch: Some(2), ..Default::default() }).unwrap();
+    let options =
+        TrainOptions { loss: Loss::SoftmaxCrossEntropy, optimizer: Optimizer::Sgd { lr: 0.01 }, trainable: vec![] };
     train::build(&model.graph, &options).unwrap()
 }
 
@@ -45,16 +33,9 @@ struct Copier<'a> {
 }
 
 impl<'a> Copier<'a> {
-    fn run(
-        g: &'a Graph,
-        mut edit: impl FnMut(&mut Copier<'a>, NodeId) -> Option<Vec<TensorId>>,
-    ) -> Graph {
-        let mut copy = Copier {
-            g,
-            out: Graph::new(g.name.clone(), g.opset),
-            tensors: HashMap::new(),
-            nodes: HashMap::new(),
-        };
+    fn run(g: &'a Graph, mut edit: impl FnMut(&mut Copier<'a>, NodeId) -> Option<Vec<TensorId>>) -> Graph {
+        let mut copy =
+            Copier { g, out: Graph::new(g.name.clone(), g.opset), tensors: HashMap::new(), nodes: HashMap::new() };
         for id in order::schedule(g).unwrap() {
             let outputs = match edit(&mut copy, id) {
                 Some(outputs) => outputs,
@@ -100,21 +81,8 @@ impl<'a> Copier<'a> {
             .map(|&t| (self.g.tensor(t).name.clone(), self.g.tensor(t).ty.clone()))
             .collect();
         let inputs = inputs.iter().map(|t| t.map(|t| self.tensors[&t])).collect();
-        let id = self.out.add_node(
-            Node {
-                inputs,
-                outputs: vec![],
-                ..node
-            },
-            outputs,
-        );
-        for (&old, &new) in self
-            .g
-            .node(like)
-            .outputs
-            .iter()
-            .zip(&self.out.node(id).outputs.clone())
-        {
+        let id = self.out.add_node(Node { inputs, outputs: vec![], ..node }, outputs);
+        for (&old, &new) in self.g.node(like).outputs.iter().zip(&self.out.node(id).outputs.clone()) {
             self.out.tensor_mut(new).data = self.g.tensor(old).data.clone();
         }
         if self.nodes.insert(like, id).is_some() {
@@ -148,12 +116,7 @@ impl<'a> Copier<'a> {
         let outputs = outputs
             .into_iter()
             .enumerate()
-            .map(|(i, shape)| {
-                (
-                    format!("{name}.{i}"),
-                    lms_compiler::ir::TensorType::new(dtype, shape),
-                )
-            })
+            .map(|(i, shape)| (format!("{name}.{i}"), lms_compiler::ir::TensorType::new(dtype, shape)))
             .collect();
         let id = self.out.add_node(node, outputs);
         self.out.node(id).outputs.clone()
@@ -197,14 +160,7 @@ fn split_first_relu(merge: Merge) -> (Graph, Graph) {
             .iter()
             .enumerate()
             .map(|(i, &h)| {
-                copy.add_new(
-                    id,
-                    &format!("relu/part{i}"),
-                    "Relu",
-                    Attrs::new(),
-                    &[h],
-                    vec![half.clone()],
-                )[0]
+                copy.add_new(id, &format!("relu/part{i}"), "Relu", Attrs::new(), &[h], vec![half.clone()])[0]
             })
             .collect();
         let order = match merge {
@@ -213,14 +169,8 @@ fn split_first_relu(merge: Merge) -> (Graph, Graph) {
             Merge::WrongOrder => vec![parts[1], parts[0]],
         };
         let full = copy.g.tensor(copy.g.node(id).outputs[0]).ty.shape.clone();
-        let concat = copy.add_new(
-            id,
-            "relu/concat",
-            "Concat",
-            Attrs::new().with("axis", Attr::Int(0)),
-            &order,
-            vec![full],
-        );
+        let concat =
+            copy.add_new(id, "relu/concat", "Concat", Attrs::new().with("axis", Attr::Int(0)), &order, vec![full]);
         copy.nodes.insert(id, copy.out.tensor(concat[0]).producer.0);
         Some(concat)
     });
@@ -230,19 +180,10 @@ fn split_first_relu(merge: Merge) -> (Graph, Graph) {
 #[test]
 fn a_split_of_a_relu_into_micro_relus_is_proven() {
     let (original, split) = split_first_relu(Merge::InOrder);
-    let report =
-        egraph::verify(&original, &split, &Limits::default()).unwrap_or_else(|e| panic!("{e}"));
+    let report = egraph::verify(&original, &split, &Limits::default()).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(report.proven(), report.items.len());
-    assert!(
-        report.applied.contains_key("split-parts"),
-        "{:?}",
-        report.applied
-    );
-    assert!(
-        report.applied.contains_key("distribute-elementwise"),
-        "{:?}",
-        report.applied
-    );
+    assert!(report.applied.contains_key("split-parts"), "{:?}", report.applied);
+    assert!(report.applied.contains_key("distribute-elementwise"), "{:?}", report.applied);
 }
 
 #[test]
@@ -250,10 +191,7 @@ fn a_split_missing_a_part_is_rejected_naming_the_output() {
     let (original, broken) = split_first_relu(Merge::MissingPart);
     let err = egraph::verify(&original, &broken, &Limits::default()).unwrap_err();
     let loss = original.tensor(original.outputs[0]).name.clone();
-    assert!(
-        matches!(&err, Error::Unproven { what, .. } if *what == format!("output 0 '{loss}'")),
-        "{err}"
-    );
+    assert!(matches!(&err, Error::Unproven { what, .. } if *what == format!("output 0 '{loss}'")), "{err}");
 }
 
 #[test]
@@ -262,11 +200,7 @@ fn a_concat_in_the_wrong_order_is_rejected_naming_the_output() {
     let report = egraph::check(&original, &broken, &Limits::default()).unwrap();
     assert_eq!(report.items[0].status, Status::Unproven, "the loss");
     let err = report.require_proven().unwrap_err();
-    assert!(
-        err.to_string()
-            .starts_with("rewrite not proven equivalent: output 0 '"),
-        "{err}"
-    );
+    assert!(err.to_string().starts_with("rewrite not proven equivalent: output 0 '"), "{err}");
 }
 
 #[test]
@@ -301,15 +235,8 @@ fn a_swap_in_wired_to_another_tensor_is_rejected_naming_the_output() {
     // updates that depend on the wrong tensor are not.
     let report = egraph::check(&original, &broken, &Limits::default()).unwrap();
     assert_eq!(report.items[0].status, Status::Proven, "the loss");
-    let first = report
-        .first_unproven()
-        .expect("an update is not proven")
-        .what
-        .to_string();
+    let first = report.first_unproven().expect("an update is not proven").what.to_string();
     assert!(first.starts_with("the update of variable '"), "{first}");
     let err = report.require_proven().unwrap_err();
-    assert!(
-        matches!(&err, Error::Unproven { what, .. } if *what == first),
-        "{err}"
-    );
+    assert!(matches!(&err, Error::Unproven { what, .. } if *what == first), "{err}");
 }

@@ -12,13 +12,9 @@ use std::path::PathBuf;
 
 /// The small fixture models at batch 2 and the light model-zoo graphs at batch 1.
 fn fixtures() -> Vec<(PathBuf, usize)> {
-    let mut models: Vec<(PathBuf, usize)> = ["mlp", "cnn_residual", "tiny_gpt"]
-        .iter()
-        .map(|m| (fixture(&format!("models/{m}.onnx")), 2))
-        .collect();
-    let light = list(&onnx_data("light"), |p| {
-        p.extension().is_some_and(|e| e == "onnx")
-    });
+    let mut models: Vec<(PathBuf, usize)> =
+        ["mlp", "cnn_residual", "tiny_gpt"].iter().map(|m| (fixture(&format!("models/{m}.onnx")), 2)).collect();
+    let light = list(&onnx_data("light"), |p| p.extension().is_some_and(|e| e == "onnx"));
     assert_eq!(light.len(), 9, "the onnx wheel ships 9 light models");
     models.extend(light.into_iter().map(|p| (p, 1)));
     models
@@ -27,24 +23,14 @@ fn fixtures() -> Vec<(PathBuf, usize)> {
 /// The knobs that change the rewrite's shape, and a partial swap.
 fn knobs() -> Vec<(&'static str, TflmsConfig)> {
     let mut knobs = tflms_knobs();
-    knobs.push((
-        "n_tensors_3_lb_3",
-        TflmsConfig {
-            n_tensors: Some(3),
-            lb: 3,
-            ..TflmsConfig::default()
-        },
-    ));
+    knobs.push(("n_tensors_3_lb_3", TflmsConfig { n_tensors: Some(3), lb: 3, ..TflmsConfig::default() }));
     knobs
 }
 
 #[test]
 fn every_tflms_rewrite_of_every_fixture_is_proven() {
     for (path, batch) in fixtures() {
-        let name = path
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         let original = sgd_graph(&path, batch);
         for (knob, config) in knobs() {
             let (rewritten, swaps) =
@@ -53,27 +39,13 @@ fn every_tflms_rewrite_of_every_fixture_is_proven() {
                 .unwrap_or_else(|e| panic!("{name} {knob}: {e}"));
             println!("{name} {knob}: {}", report.to_text(false).trim_end());
             assert_eq!(report.stop, Stop::Goal, "{name} {knob}");
-            assert!(
-                report.items.len() > 1,
-                "{name} {knob}: the loss and at least one update"
-            );
+            assert!(report.items.len() > 1, "{name} {knob}: the loss and at least one update");
             assert_eq!(report.proven(), report.items.len(), "{name} {knob}");
             // Each swapped tensor's swap-ins are one term, removed once.
-            let removed = report
-                .applied
-                .get("swap-in-of-swap-out")
-                .copied()
-                .unwrap_or(0);
-            assert_eq!(
-                removed,
-                swaps.tensors.len(),
-                "{name} {knob}: swap pairs removed"
-            );
+            let removed = report.applied.get("swap-in-of-swap-out").copied().unwrap_or(0);
+            assert_eq!(removed, swaps.tensors.len(), "{name} {knob}: swap pairs removed");
             if knob == "defaults" {
-                assert!(
-                    !swaps.tensors.is_empty(),
-                    "{name}: the default rewrite swaps something"
-                );
+                assert!(!swaps.tensors.is_empty(), "{name}: the default rewrite swaps something");
             }
         }
     }

@@ -7,12 +7,18 @@ use lms_proto::onnx::{self as onnx, tensor_shape_proto, type_proto, ModelProto};
 fn value_info(name: &str, dims: &[i64]) -> onnx::ValueInfoProto {
     let dim = dims
         .iter()
-        .map(|&d| tensor_shape_proto::Dimension { value: Some(tensor_shape_proto::dimension::Value::DimValue(d)), ..Default::default() })
+        .map(|&d| tensor_shape_proto::Dimension {
+            value: Some(tensor_shape_proto::dimension::Value::DimValue(d)),
+            ..Default::default()
+        })
         .collect();
     onnx::ValueInfoProto {
         name: name.into(),
         r#type: Some(onnx::TypeProto {
-            value: Some(type_proto::Value::TensorType(type_proto::Tensor { elem_type: 1, shape: Some(onnx::TensorShapeProto { dim }) })),
+            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
+                elem_type: 1,
+                shape: Some(onnx::TensorShapeProto { dim }),
+            })),
             ..Default::default()
         }),
         ..Default::default()
@@ -21,7 +27,13 @@ fn value_info(name: &str, dims: &[i64]) -> onnx::ValueInfoProto {
 
 fn weight(name: &str, dims: &[i64]) -> onnx::TensorProto {
     let count = dims.iter().product::<i64>() as usize;
-    onnx::TensorProto { name: name.into(), dims: dims.to_vec(), data_type: 1, float_data: vec![0.01; count], ..Default::default() }
+    onnx::TensorProto {
+        name: name.into(),
+        dims: dims.to_vec(),
+        data_type: 1,
+        float_data: vec![0.01; count],
+        ..Default::default()
+    }
 }
 
 fn node(op: &str, inputs: &[&str], output: &str) -> onnx::NodeProto {

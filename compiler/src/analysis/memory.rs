@@ -77,9 +77,7 @@ pub fn last_use(g: &Graph, schedule: &[NodeId]) -> Vec<usize> {
         last[t.index()] = if g.node(producer).parameterized {
             usize::MAX
         } else {
-            g.readers(t)
-                .map(|(r, _)| position[r.index()])
-                .fold(position[producer.index()], usize::max)
+            g.readers(t).map(|(r, _)| position[r.index()]).fold(position[producer.index()], usize::max)
         };
     }
     for (_, _, e) in g.edges() {
@@ -157,10 +155,7 @@ fn positions(g: &Graph, schedule: &[NodeId]) -> Vec<usize> {
 
 /// (step, bytes) of the first largest value of a timeline; (0, 0) when empty.
 fn peak(timeline: &[u64]) -> (usize, u64) {
-    timeline.iter().enumerate().fold(
-        (0, 0),
-        |best, (i, &b)| if b > best.1 { (i, b) } else { best },
-    )
+    timeline.iter().enumerate().fold((0, 0), |best, (i, &b)| if b > best.1 { (i, b) } else { best })
 }
 
 /// Device tensors live while `schedule[step]` runs, largest first.
@@ -188,19 +183,8 @@ mod tests {
     use crate::ir::{Attrs, DType, Phase, TensorType};
 
     /// Adds a node with one f32[4] (16-byte) output named like it.
-    fn add(
-        g: &mut Graph,
-        name: &str,
-        op: &str,
-        device: Device,
-        parameterized: bool,
-        inputs: &[TensorId],
-    ) -> TensorId {
-        let domain = if op.starts_with("Swap") {
-            LMS_DOMAIN
-        } else {
-            ""
-        };
+    fn add(g: &mut Graph, name: &str, op: &str, device: Device, parameterized: bool, inputs: &[TensorId]) -> TensorId {
+        let domain = if op.starts_with("Swap") { LMS_DOMAIN } else { "" };
         let node = Node {
             name: name.into(),
             op: op.into(),
@@ -212,10 +196,7 @@ mod tests {
             inputs: inputs.iter().map(|&t| Some(t)).collect(),
             outputs: vec![],
         };
-        let id = g.add_node(
-            node,
-            vec![(name.into(), TensorType::new(DType::F32, vec![4]))],
-        );
+        let id = g.add_node(node, vec![(name.into(), TensorType::new(DType::F32, vec![4]))]);
         g.node(id).outputs[0]
     }
 
@@ -237,10 +218,6 @@ mod tests {
         assert_eq!(p.host_timeline, [0, 0, 16, 16, 16, 0]);
         assert_eq!((p.peak_bytes, p.peak_step, p.resident_bytes), (64, 5, 16));
         assert_eq!((p.host_peak_bytes, p.host_peak_step), (16, 2));
-        assert_eq!(
-            p.live_at_peak.len(),
-            4,
-            "x, in, c, d: the host copy is not device memory"
-        );
+        assert_eq!(p.live_at_peak.len(), 4, "x, in, c, d: the host copy is not device memory");
     }
 }

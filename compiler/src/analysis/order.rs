@@ -64,12 +64,8 @@ pub fn gamma(g: &Graph, schedule: &[NodeId]) -> Vec<u32> {
         if g.node(id).parameterized {
             continue;
         }
-        gamma[id.index()] = g
-            .in_edges(id)
-            .filter(|(_, e)| orders(e.action))
-            .map(|(src, _)| gamma[src.index()] + 1)
-            .max()
-            .unwrap_or(0);
+        gamma[id.index()] =
+            g.in_edges(id).filter(|(_, e)| orders(e.action)).map(|(src, _)| gamma[src.index()] + 1).max().unwrap_or(0);
     }
     gamma
 }

@@ -151,21 +151,12 @@ pub struct TermAnalysis {
 impl TermAnalysis {
     /// An analysis for terms of the given opset.
     pub fn new(opset: i64) -> TermAnalysis {
-        TermAnalysis {
-            opset,
-            ..TermAnalysis::default()
-        }
+        TermAnalysis { opset, ..TermAnalysis::default() }
     }
 
     /// The head symbol of an op with these attributes and output types,
     /// registered so that [`TermAnalysis::lookup`] finds it.
-    pub fn head(
-        &mut self,
-        op: &str,
-        domain: &str,
-        attrs: &Attrs,
-        outputs: Vec<TensorType>,
-    ) -> Symbol {
+    pub fn head(&mut self, op: &str, domain: &str, attrs: &Attrs, outputs: Vec<TensorType>) -> Symbol {
         let mut signature = String::new();
         if !domain.is_empty() {
             signature.push_str(domain);
@@ -181,10 +172,7 @@ impl TermAnalysis {
                 match attr {
                     Attr::Tensor(t) => {
                         let next = self.constants.len();
-                        let index = *self
-                            .constants
-                            .entry((t.ty.clone(), t.bytes.clone()))
-                            .or_insert(next);
+                        let index = *self.constants.entry((t.ty.clone(), t.bytes.clone())).or_insert(next);
                         let _ = write!(signature, "{name}=tensor#{index}");
                     }
                     other => {
@@ -194,23 +182,14 @@ impl TermAnalysis {
             }
             signature.push('}');
         }
-        let head = Head {
-            op: op.to_string(),
-            domain: domain.to_string(),
-            attrs: attrs.clone(),
-            outputs,
-            signature,
-        };
+        let head = Head { op: op.to_string(), domain: domain.to_string(), attrs: attrs.clone(), outputs, signature };
         self.register(head)
     }
 
     /// The head symbol of `head`'s op with other output types: the op
     /// applied to parts of its inputs.
     pub fn with_outputs(&mut self, head: &Head, outputs: Vec<TensorType>) -> Symbol {
-        self.register(Head {
-            outputs,
-            ..head.clone()
-        })
+        self.register(Head { outputs, ..head.clone() })
     }
 
     fn register(&mut self, head: Head) -> Symbol {
@@ -269,26 +248,17 @@ impl Analysis<Term> for TermAnalysis {
         match enode {
             Term::Int(v) => Value::Int(*v),
             Term::Absent => Value::Unknown,
-            Term::Leaf(name) => egraph
-                .analysis
-                .leaves
-                .get(&name.0)
-                .cloned()
-                .map_or(Value::Unknown, Value::Tensor),
+            Term::Leaf(name) => egraph.analysis.leaves.get(&name.0).cloned().map_or(Value::Unknown, Value::Tensor),
             Term::Identity(x) | Term::SwapOut(x) | Term::SwapIn(x) => data(*x).clone(),
-            Term::Op(symbol, _) => {
-                match egraph.analysis.heads.get(symbol).map(|h| &h.outputs[..]) {
-                    Some([one]) => Value::Tensor(one.shape.clone()),
-                    Some(many) => Value::Tuple(many.iter().map(|t| t.shape.clone()).collect()),
-                    None => Value::Unknown,
-                }
-            }
+            Term::Op(symbol, _) => match egraph.analysis.heads.get(symbol).map(|h| &h.outputs[..]) {
+                Some([one]) => Value::Tensor(one.shape.clone()),
+                Some(many) => Value::Tuple(many.iter().map(|t| t.shape.clone()).collect()),
+                None => Value::Unknown,
+            },
             Term::Out([i, node]) => match (data(*i), data(*node)) {
-                (Value::Int(i), Value::Tuple(shapes)) => usize::try_from(*i)
-                    .ok()
-                    .and_then(|i| shapes.get(i))
-                    .cloned()
-                    .map_or(Value::Unknown, Value::Tensor),
+                (Value::Int(i), Value::Tuple(shapes)) => {
+                    usize::try_from(*i).ok().and_then(|i| shapes.get(i)).cloned().map_or(Value::Unknown, Value::Tensor)
+                }
                 _ => Value::Unknown,
             },
             Term::Split([d, i, n, x]) => {
@@ -298,8 +268,7 @@ impl Analysis<Term> for TermAnalysis {
             }
             Term::Concat(ids) => match ids.split_first() {
                 Some((d, parts)) => {
-                    let shapes: Option<Vec<&Shape>> =
-                        parts.iter().map(|&p| data(p).shape()).collect();
+                    let shapes: Option<Vec<&Shape>> = parts.iter().map(|&p| data(p).shape()).collect();
                     concat_shape(data(*d).int(), shapes).map_or(Value::Unknown, Value::Tensor)
                 }
                 None => Value::Unknown,
@@ -323,16 +292,9 @@ impl Analysis<Term> for TermAnalysis {
 }
 
 /// Shape of part `i` of `n` of a tensor of shape `whole` along axis `d`.
-fn split_shape(
-    whole: Option<&Shape>,
-    (d, i, n): (Option<i64>, Option<i64>, Option<i64>),
-) -> Option<Shape> {
+fn split_shape(whole: Option<&Shape>, (d, i, n): (Option<i64>, Option<i64>, Option<i64>)) -> Option<Shape> {
     let mut shape = whole?.clone();
-    let (d, i, n) = (
-        usize::try_from(d?).ok()?,
-        usize::try_from(i?).ok()?,
-        usize::try_from(n?).ok()?,
-    );
+    let (d, i, n) = (usize::try_from(d?).ok()?, usize::try_from(i?).ok()?, usize::try_from(n?).ok()?);
     if i >= n || d >= shape.len() {
         return None;
     }
@@ -346,13 +308,8 @@ fn concat_shape(d: Option<i64>, parts: Option<Vec<&Shape>>) -> Option<Shape> {
     let parts = parts?;
     let mut shape = (*parts.first()?).clone();
     let d = usize::try_from(d?).ok().filter(|&d| d < shape.len())?;
-    let same_elsewhere = |p: &Shape| {
-        p.len() == shape.len()
-            && p.iter()
-                .zip(&shape)
-                .enumerate()
-                .all(|(k, (a, b))| k == d || a == b)
-    };
+    let same_elsewhere =
+        |p: &Shape| p.len() == shape.len() && p.iter().zip(&shape).enumerate().all(|(k, (a, b))| k == d || a == b);
     if !parts.iter().all(|p| same_elsewhere(p)) {
         return None;
     }

@@ -96,22 +96,11 @@ pub fn propagate(g: &Graph, request: &SplitRequest, limits: &Limits) -> Result<S
     let run = saturate(egraph, limits, |_| false);
     let egraph = run.egraph;
     let forbidden = seed.op.map_children(|c| egraph.find(c));
-    let cost = SplitCost {
-        analysis: &egraph.analysis,
-        forbidden,
-    };
+    let cost = SplitCost { analysis: &egraph.analysis, forbidden };
     let extractor = Extractor::new(&egraph, cost);
-    let op_outputs = classes
-        .iter()
-        .filter(|(t, _)| g.tensor(*t).producer.0 == request.node);
-    if op_outputs
-        .into_iter()
-        .any(|&(_, c)| extractor.find_best_cost(c).merges == u64::MAX)
-    {
-        let reason = format!(
-            "its split along axis {} was not derived ({})",
-            request.axis, run.stop
-        );
+    let op_outputs = classes.iter().filter(|(t, _)| g.tensor(*t).producer.0 == request.node);
+    if op_outputs.into_iter().any(|&(_, c)| extractor.find_best_cost(c).merges == u64::MAX) {
+        let reason = format!("its split along axis {} was not derived ({})", request.axis, run.stop);
         return Err(node_error(g, request.node, reason));
     }
     let (covered, merges) = region.read_plan(g, &egraph, &extractor, &classes, request.node);
@@ -138,12 +127,7 @@ struct Seed {
 impl Seed {
     /// Adds `split(d, i, n)(x)` for every part of every input `x` the op's
     /// family splits; fails naming the op when it cannot be split so.
-    fn add(
-        egraph: &mut TermGraph,
-        terms: &mut TermBuilder<'_>,
-        g: &Graph,
-        request: &SplitRequest,
-    ) -> Result<Seed> {
+    fn add(egraph: &mut TermGraph, terms: &mut TermBuilder<'_>, g: &Graph, request: &SplitRequest) -> Result<Seed> {
         let node = g.node(request.node);
         let fail = |reason: String| Err(node_error(g, request.node, reason));
         let mut children = Vec::with_capacity(node.inputs.len());
@@ -153,39 +137,20 @@ impl Seed {
                 None => egraph.add(Term::Absent),
             });
         }
-        let types = node
-            .outputs
-            .iter()
-            .map(|&t| g.tensor(t).ty.clone())
-            .collect();
-        let symbol = egraph
-            .analysis
-            .head(&node.op, &node.domain, &node.attrs, types);
-        let head = egraph
-            .analysis
-            .lookup(symbol)
-            .cloned()
-            .expect("head() registers its symbol");
+        let types = node.outputs.iter().map(|&t| g.tensor(t).ty.clone()).collect();
+        let symbol = egraph.analysis.head(&node.op, &node.domain, &node.attrs, types);
+        let head = egraph.analysis.lookup(symbol).cloned().expect("head() registers its symbol");
         let Some(family) = family_of(&head) else {
             return fail("does not distribute over a concatenation of its inputs".into());
         };
-        let shapes: Vec<_> = node
-            .inputs
-            .iter()
-            .map(|slot| slot.map(|t| &g.tensor(t).ty.shape))
-            .collect();
+        let shapes: Vec<_> = node.inputs.iter().map(|slot| slot.map(|t| &g.tensor(t).ty.shape)).collect();
         let Some(splits) = family.split_inputs(&head, &shapes, request.axis, g.opset) else {
             return fail(format!(
                 "is not independent along axis {} of its output: its parts would need a merge first",
                 request.axis
             ));
         };
-        let len = head
-            .outputs
-            .first()
-            .and_then(|t| t.shape.get(request.axis))
-            .copied()
-            .unwrap_or(0);
+        let len = head.outputs.first().and_then(|t| t.shape.get(request.axis)).copied().unwrap_or(0);
         if !(2..=MAX_PARTS).contains(&request.parts) || request.parts > len {
             return fail(format!(
                 "cannot split axis {} (length {len}) into {} parts (2 to {MAX_PARTS}, at most the length)",
@@ -205,21 +170,14 @@ impl Seed {
                 egraph.add(Term::Split([d, i, n, x]));
             }
         }
-        Ok(Seed {
-            op: Term::Op(symbol, children),
-            splits: names,
-        })
+        Ok(Seed { op: Term::Op(symbol, children), splits: names })
     }
 }
 
 /// An error about a node of `g`.
 fn node_error(g: &Graph, id: NodeId, reason: String) -> Error {
     let node = g.node(id);
-    Error::Node {
-        node: node.name.clone(),
-        op: node.op.clone(),
-        reason,
-    }
+    Error::Node { node: node.name.clone(), op: node.op.clone(), reason }
 }
 
 /// The op and the ops after it that the e-graph holds.
@@ -242,11 +200,8 @@ impl Region {
             if d == depth {
                 continue;
             }
-            let mut next: Vec<NodeId> = g
-                .out_edges(n)
-                .filter(|(_, e)| e.action == Action::Read)
-                .map(|(m, _)| m)
-                .collect();
+            let mut next: Vec<NodeId> =
+                g.out_edges(n).filter(|(_, e)| e.action == Action::Read).map(|(m, _)| m).collect();
             next.sort();
             for m in next {
                 if !g.node(m).parameterized && !inside[m.index()] {
@@ -266,8 +221,7 @@ impl Region {
         g.readers(t).next().is_none()
             || g.readers(t).any(|(r, _)| !self.inside[r.index()])
             || g.outputs.contains(&t)
-            || g.out_edges(producer)
-                .any(|(_, e)| e.action == Action::Update && e.tensor == Some(t))
+            || g.out_edges(producer).any(|(_, e)| e.action == Action::Update && e.tensor == Some(t))
     }
 
     /// Walks the extracted forms of the tensors the region exports: the
@@ -285,26 +239,16 @@ impl Region {
         // A merge: a class made whole by concatenating parts (an ONNX Concat
         // of whole tensors in the graph is an op like any other).
         let is_merge = |c: Id| match extractor.find_best_node(c) {
-            Term::Concat(ids) => ids
-                .iter()
-                .skip(1)
-                .any(|&p| map.parts.contains_key(&egraph.find(p))),
+            Term::Concat(ids) => ids.iter().skip(1).any(|&p| map.parts.contains_key(&egraph.find(p))),
             _ => false,
         };
         let mut covered: HashSet<NodeId> = HashSet::from([op]);
         let mut merges: HashMap<TensorId, BTreeSet<String>> = HashMap::new();
-        let roots: Vec<(TensorId, Id)> = classes
-            .iter()
-            .copied()
-            .filter(|&(t, _)| self.exports(g, t))
-            .collect();
+        let roots: Vec<(TensorId, Id)> = classes.iter().copied().filter(|&(t, _)| self.exports(g, t)).collect();
         for &(t, c) in &roots {
             if is_merge(c) {
                 let outside = g.readers(t).filter(|&(r, _)| !self.inside[r.index()]);
-                merges
-                    .entry(t)
-                    .or_default()
-                    .extend(outside.map(|(r, _)| g.node(r).name.clone()));
+                merges.entry(t).or_default().extend(outside.map(|(r, _)| g.node(r).name.clone()));
             }
         }
         let mut stack: Vec<Id> = roots.iter().map(|&(_, c)| egraph.find(c)).collect();
@@ -318,10 +262,7 @@ impl Region {
                 let child = egraph.find(child);
                 if is_merge(child) {
                     if let (Some(&t), Some(reader)) = (map.tensors.get(&child), map.origin(c)) {
-                        merges
-                            .entry(t)
-                            .or_default()
-                            .insert(g.node(reader).name.clone());
+                        merges.entry(t).or_default().insert(g.node(reader).name.clone());
                     }
                 }
                 if seen.insert(child) {
@@ -329,27 +270,16 @@ impl Region {
                 }
             }
         }
-        let position: HashMap<NodeId, usize> = self
-            .nodes
-            .iter()
-            .enumerate()
-            .map(|(i, &n)| (n, i))
-            .collect();
+        let position: HashMap<NodeId, usize> = self.nodes.iter().enumerate().map(|(i, &n)| (n, i)).collect();
         let rank = |n: NodeId| position.get(&n).copied().unwrap_or(usize::MAX);
         let mut covered: Vec<NodeId> = covered.into_iter().collect();
         covered.sort_by_key(|&n| rank(n));
         let mut merges: Vec<(TensorId, BTreeSet<String>)> = merges.into_iter().collect();
         merges.sort_by_key(|&(t, _)| (rank(g.tensor(t).producer.0), t));
-        let covered = covered
-            .into_iter()
-            .map(|n| g.node(n).name.clone())
-            .collect();
+        let covered = covered.into_iter().map(|n| g.node(n).name.clone()).collect();
         let merges = merges
             .into_iter()
-            .map(|(t, readers)| Merge {
-                tensor: g.tensor(t).name.clone(),
-                readers: readers.into_iter().collect(),
-            })
+            .map(|(t, readers)| Merge { tensor: g.tensor(t).name.clone(), readers: readers.into_iter().collect() })
             .collect();
         (covered, merges)
     }
@@ -368,11 +298,7 @@ struct RegionMap {
 
 impl RegionMap {
     fn new(egraph: &TermGraph, g: &Graph, classes: &[(TensorId, Id)]) -> RegionMap {
-        let mut map = RegionMap {
-            tensors: HashMap::new(),
-            whole: HashMap::new(),
-            parts: HashMap::new(),
-        };
+        let mut map = RegionMap { tensors: HashMap::new(), whole: HashMap::new(), parts: HashMap::new() };
         // The op of an `(out i op)` in a class, if any.
         let tuples = |c: Id| -> Vec<Id> {
             egraph[c]
@@ -400,10 +326,7 @@ impl RegionMap {
                 let Term::Concat(ids) = node else { continue };
                 for &part in ids.iter().skip(1) {
                     let part = egraph.find(part);
-                    let leaf = egraph[part]
-                        .nodes
-                        .iter()
-                        .any(|n| matches!(n, Term::Leaf(_)));
+                    let leaf = egraph[part].nodes.iter().any(|n| matches!(n, Term::Leaf(_)));
                     if leaf || map.whole.contains_key(&part) {
                         continue;
                     }
@@ -419,10 +342,7 @@ impl RegionMap {
 
     /// The region op a class belongs to, whole or as a part.
     fn origin(&self, class: Id) -> Option<NodeId> {
-        self.whole
-            .get(&class)
-            .or_else(|| self.parts.get(&class))
-            .copied()
+        self.whole.get(&class).or_else(|| self.parts.get(&class)).copied()
     }
 }
 
@@ -447,10 +367,7 @@ impl Add for Cost {
     type Output = Cost;
 
     fn add(self, other: Cost) -> Cost {
-        Cost {
-            merges: self.merges.saturating_add(other.merges),
-            work: self.work + other.work,
-        }
+        Cost { merges: self.merges.saturating_add(other.merges), work: self.work + other.work }
     }
 }
 
@@ -462,26 +379,18 @@ impl CostFunction<Term> for SplitCost<'_> {
         C: FnMut(Id) -> Cost,
     {
         if *enode == self.forbidden {
-            return Cost {
-                merges: u64::MAX,
-                work: f64::INFINITY,
-            };
+            return Cost { merges: u64::MAX, work: f64::INFINITY };
         }
         let own = match enode {
-            Term::Split(_) | Term::Concat(_) => Cost {
-                merges: 1,
-                work: 0.0,
-            },
+            Term::Split(_) | Term::Concat(_) => Cost { merges: 1, work: 0.0 },
             Term::Op(symbol, _) => Cost {
                 merges: 0,
-                work: self.analysis.lookup(*symbol).map_or(0.0, |h| {
-                    h.outputs.iter().map(|t| (t.bytes() as f64).powi(2)).sum()
-                }),
+                work: self
+                    .analysis
+                    .lookup(*symbol)
+                    .map_or(0.0, |h| h.outputs.iter().map(|t| (t.bytes() as f64).powi(2)).sum()),
             },
-            _ => Cost {
-                merges: 0,
-                work: 0.0,
-            },
+            _ => Cost { merges: 0, work: 0.0 },
         };
         enode.fold(own, |sum, id| sum + costs(id))
     }
@@ -497,28 +406,14 @@ mod tests {
 
     /// Propagates a split of `node` along `axis` into `parts`, `depth` read edges deep,
     /// under the default limits.
-    fn split(
-        g: &Graph,
-        node: NodeId,
-        axis: usize,
-        parts: usize,
-        depth: usize,
-    ) -> Result<SplitPlan> {
-        let request = SplitRequest {
-            node,
-            axis,
-            parts,
-            depth,
-        };
+    fn split(g: &Graph, node: NodeId, axis: usize, parts: usize, depth: usize) -> Result<SplitPlan> {
+        let request = SplitRequest { node, axis, parts, depth };
         propagate(g, &request, &Limits::default())
     }
 
     /// A merge of `tensor`, read whole by `readers`.
     fn merge(tensor: &str, readers: &[&str]) -> Merge {
-        Merge {
-            tensor: tensor.into(),
-            readers: readers.iter().map(|r| r.to_string()).collect(),
-        }
+        Merge { tensor: tensor.into(), readers: readers.iter().map(|r| r.to_string()).collect() }
     }
 
     /// x → Conv → Relu → MaxPool → BatchNormTrain → output, batch 4.
@@ -526,22 +421,13 @@ mod tests {
         let mut net = Net::new();
         let x = net.input("x", &[4, 3, 8, 8]);
         let w = net.variable("w", &[6, 3, 3, 3]);
-        let conv = net.op(
-            "conv",
-            "Conv",
-            Attrs::new().with("pads", Attr::Ints(vec![1, 1, 1, 1])),
-            &[x, w],
-            &[4, 6, 8, 8],
-        );
+        let conv =
+            net.op("conv", "Conv", Attrs::new().with("pads", Attr::Ints(vec![1, 1, 1, 1])), &[x, w], &[4, 6, 8, 8]);
         let relu = net.op("relu", "Relu", Attrs::new(), &[conv], &[4, 6, 8, 8]);
-        let pool_attrs = Attrs::new()
-            .with("kernel_shape", Attr::Ints(vec![2, 2]))
-            .with("strides", Attr::Ints(vec![2, 2]));
+        let pool_attrs =
+            Attrs::new().with("kernel_shape", Attr::Ints(vec![2, 2])).with("strides", Attr::Ints(vec![2, 2]));
         let pool = net.op("pool", "MaxPool", pool_attrs, &[relu], &[4, 6, 4, 4]);
-        let stats: Vec<_> = ["scale", "bias", "mean", "var"]
-            .iter()
-            .map(|n| net.variable(n, &[6]))
-            .collect();
+        let stats: Vec<_> = ["scale", "bias", "mean", "var"].iter().map(|n| net.variable(n, &[6])).collect();
         let shapes: &[&[usize]] = &[&[4, 6, 4, 4], &[6], &[6], &[6], &[6]];
         let bn = net.ops(
             "bn",
@@ -578,16 +464,9 @@ mod tests {
     fn ops_that_are_not_independent_along_the_axis_are_refused_by_name() {
         let (g, conv, bn) = cnn();
         let err = split(&g, bn, 0, 2, 4).unwrap_err();
-        assert!(
-            err.to_string()
-                .starts_with("node 'bn' (BatchNormTrain): does not distribute"),
-            "{err}"
-        );
+        assert!(err.to_string().starts_with("node 'bn' (BatchNormTrain): does not distribute"), "{err}");
         let err = split(&g, conv, 2, 2, 4).unwrap_err();
-        assert!(
-            err.to_string().contains("not independent along axis 2"),
-            "{err}"
-        );
+        assert!(err.to_string().contains("not independent along axis 2"), "{err}");
         let err = split(&g, conv, 0, 5, 4).unwrap_err();
         assert!(err.to_string().contains("into 5 parts"), "{err}");
     }
@@ -601,20 +480,8 @@ mod tests {
         let mm = net.op("mm", "MatMul", Attrs::new(), &[x, w], &[4, 6]);
         let add = net.op("add", "Add", Attrs::new(), &[mm, b], &[4, 6]);
         let relu = net.op("relu", "Relu", Attrs::new(), &[add], &[4, 6]);
-        let rows = net.op(
-            "rows",
-            "Softmax",
-            Attrs::new().with("axis", Attr::Int(1)),
-            &[relu],
-            &[4, 6],
-        );
-        let cols = net.op(
-            "cols",
-            "Softmax",
-            Attrs::new().with("axis", Attr::Int(0)),
-            &[relu],
-            &[4, 6],
-        );
+        let rows = net.op("rows", "Softmax", Attrs::new().with("axis", Attr::Int(1)), &[relu], &[4, 6]);
+        let cols = net.op("cols", "Softmax", Attrs::new().with("axis", Attr::Int(0)), &[relu], &[4, 6]);
         net.g.outputs = vec![rows, cols];
         let mm = net.node(mm);
         let plan = split(&net.g, mm, 0, 4, 8).unwrap();

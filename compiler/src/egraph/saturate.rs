@@ -24,11 +24,7 @@ impl Default for Limits {
     /// One million e-nodes, 64 iterations, 60 seconds: far more than
     /// proving a swap or split rewrite of a ResNet-50 training graph takes.
     fn default() -> Limits {
-        Limits {
-            nodes: 1_000_000,
-            iterations: 64,
-            time: Duration::from_secs(60),
-        }
+        Limits { nodes: 1_000_000, iterations: 64, time: Duration::from_secs(60) }
     }
 }
 
@@ -75,11 +71,7 @@ pub struct Saturation {
 /// is hit, or `goal` holds at the start of an iteration. The scheduler is
 /// egg's simple one: the rules only add terms for splits already present,
 /// so no rule needs to be banned for growing the e-graph.
-pub fn saturate(
-    egraph: TermGraph,
-    limits: &Limits,
-    mut goal: impl FnMut(&TermGraph) -> bool + 'static,
-) -> Saturation {
+pub fn saturate(egraph: TermGraph, limits: &Limits, mut goal: impl FnMut(&TermGraph) -> bool + 'static) -> Saturation {
     let rules = rules::all();
     let runner: Runner<Term, TermAnalysis> = Runner::new(TermAnalysis::default())
         .with_egraph(egraph)
@@ -87,13 +79,7 @@ pub fn saturate(
         .with_iter_limit(limits.iterations)
         .with_time_limit(limits.time)
         .with_scheduler(SimpleScheduler)
-        .with_hook(move |runner| {
-            if goal(&runner.egraph) {
-                Err("goal reached".into())
-            } else {
-                Ok(())
-            }
-        })
+        .with_hook(move |runner| if goal(&runner.egraph) { Err("goal reached".into()) } else { Ok(()) })
         .run(&rules);
     let stop = match runner.stop_reason {
         Some(StopReason::Saturated) => Stop::Saturated,
@@ -111,10 +97,5 @@ pub fn saturate(
     }
     // A run stopped by its goal ends with an iteration that ran no rule.
     let iterations = runner.iterations.len() - usize::from(stop == Stop::Goal);
-    Saturation {
-        stop,
-        iterations,
-        applied,
-        egraph: runner.egraph,
-    }
+    Saturation { stop, iterations, applied, egraph: runner.egraph }
 }

@@ -35,21 +35,13 @@ impl<'g> TermBuilder<'g> {
     /// A builder for the whole graph: variables and inputs are leaves named by
     /// their vertex.
     pub fn new(g: &'g Graph) -> TermBuilder<'g> {
-        TermBuilder {
-            g,
-            region: None,
-            classes: vec![None; g.tensor_count()],
-        }
+        TermBuilder { g, region: None, classes: vec![None; g.tensor_count()] }
     }
 
     /// A builder for a region: the nodes with `inside[node.index()]` set;
     /// tensors made outside it are leaves named by tensor.
     pub fn region(g: &'g Graph, inside: Vec<bool>) -> TermBuilder<'g> {
-        TermBuilder {
-            g,
-            region: Some(inside),
-            classes: vec![None; g.tensor_count()],
-        }
+        TermBuilder { g, region: Some(inside), classes: vec![None; g.tensor_count()] }
     }
 
     /// The e-class of tensor `t`, adding its term and every term it needs.
@@ -66,9 +58,7 @@ impl<'g> TermBuilder<'g> {
                 visit[n.index()] = Visit::Done;
                 continue;
             }
-            if visit[n.index()] == Visit::Done
-                || self.classes[self.g.node(n).outputs[0].index()].is_some()
-            {
+            if visit[n.index()] == Visit::Done || self.classes[self.g.node(n).outputs[0].index()].is_some() {
                 continue;
             }
             visit[n.index()] = Visit::Open;
@@ -79,27 +69,18 @@ impl<'g> TermBuilder<'g> {
             for &input in self.g.node(n).inputs.iter().flatten() {
                 let p = self.g.tensor(input).producer.0;
                 match visit[p.index()] {
-                    Visit::Open => {
-                        return Err(Error::Cycle(CycleError {
-                            node: self.g.node(p).name.clone(),
-                        }))
-                    }
+                    Visit::Open => return Err(Error::Cycle(CycleError { node: self.g.node(p).name.clone() })),
                     Visit::New if self.classes[input.index()].is_none() => stack.push((p, false)),
                     _ => {}
                 }
             }
         }
-        self.classes[t.index()]
-            .ok_or_else(|| Error::Usage(format!("tensor '{}' has no term", self.g.tensor(t).name)))
+        self.classes[t.index()].ok_or_else(|| Error::Usage(format!("tensor '{}' has no term", self.g.tensor(t).name)))
     }
 
     /// Whether the node's outputs are leaves.
     fn is_leaf(&self, n: NodeId) -> bool {
-        self.g.node(n).parameterized
-            || self
-                .region
-                .as_ref()
-                .is_some_and(|inside| !inside[n.index()])
+        self.g.node(n).parameterized || self.region.as_ref().is_some_and(|inside| !inside[n.index()])
     }
 
     /// Adds the terms of a node whose inputs all have classes.
@@ -109,11 +90,7 @@ impl<'g> TermBuilder<'g> {
             for &t in &node.outputs {
                 let tensor = self.g.tensor(t);
                 // Variables and inputs by their vertex, outside tensors by name.
-                let name = if node.parameterized {
-                    &node.name
-                } else {
-                    &tensor.name
-                };
+                let name = if node.parameterized { &node.name } else { &tensor.name };
                 let leaf = egraph.analysis.leaf(name, &tensor.ty);
                 self.classes[t.index()] = Some(egraph.add(leaf));
             }
@@ -122,11 +99,7 @@ impl<'g> TermBuilder<'g> {
         let inputs: Vec<Option<Id>> = node
             .inputs
             .iter()
-            .map(|t| {
-                t.map(|t| {
-                    self.classes[t.index()].expect("the walk adds inputs before their readers")
-                })
-            })
+            .map(|t| t.map(|t| self.classes[t.index()].expect("the walk adds inputs before their readers")))
             .collect();
         let outputs = self.node_terms(egraph, n, &inputs);
         for (&t, id) in node.outputs.iter().zip(outputs) {
@@ -137,25 +110,13 @@ impl<'g> TermBuilder<'g> {
     /// The classes of a node's outputs, given its inputs' classes.
     fn node_terms(&self, egraph: &mut TermGraph, n: NodeId, inputs: &[Option<Id>]) -> Vec<Id> {
         let node = self.g.node(n);
-        let ranks: Vec<usize> = node
-            .outputs
-            .iter()
-            .map(|&t| self.g.tensor(t).ty.rank())
-            .collect();
+        let ranks: Vec<usize> = node.outputs.iter().map(|&t| self.g.tensor(t).ty.rank()).collect();
         match (node.domain.as_str(), node.op.as_str(), inputs, &ranks[..]) {
             (LMS_DOMAIN, SWAP_OUT_OP, &[Some(x)], &[_]) => vec![egraph.add(Term::SwapOut(x))],
             (LMS_DOMAIN, SWAP_IN_OP, &[Some(x)], &[_]) => vec![egraph.add(Term::SwapIn(x))],
             ("", "Identity", &[Some(x)], &[_]) => vec![egraph.add(Term::Identity(x))],
-            ("", "Concat", _, &[rank])
-                if !inputs.is_empty() && inputs.iter().all(Option::is_some) =>
-            {
-                match node
-                    .attrs
-                    .int_opt("axis")
-                    .ok()
-                    .flatten()
-                    .and_then(|a| axis(a, rank))
-                {
+            ("", "Concat", _, &[rank]) if !inputs.is_empty() && inputs.iter().all(Option::is_some) => {
+                match node.attrs.int_opt("axis").ok().flatten().and_then(|a| axis(a, rank)) {
                     Some(d) => {
                         let mut children = vec![egraph.add(Term::Int(d as i64))];
                         children.extend(inputs.iter().flatten());
@@ -167,11 +128,7 @@ impl<'g> TermBuilder<'g> {
             ("", "Split", &[Some(x), ..], _) => match self.even_split(n) {
                 Some(d) => {
                     let count = node.outputs.len();
-                    let (d, n_parts, x) = (
-                        egraph.add(Term::Int(d as i64)),
-                        egraph.add(Term::Int(count as i64)),
-                        x,
-                    );
+                    let (d, n_parts, x) = (egraph.add(Term::Int(d as i64)), egraph.add(Term::Int(count as i64)), x);
                     (0..count)
                         .map(|i| {
                             let i = egraph.add(Term::Int(i as i64));
@@ -195,13 +152,15 @@ impl<'g> TermBuilder<'g> {
         let matches = node.outputs.iter().enumerate().all(|(i, &t)| {
             let shape = &self.g.tensor(t).ty.shape;
             shape.len() == input.len()
-                && shape.iter().zip(input).enumerate().all(|(k, (&a, &b))| {
-                    if k == d {
-                        a == part_len(b, i, count)
-                    } else {
-                        a == b
-                    }
-                })
+                && shape.iter().zip(input).enumerate().all(
+                    |(k, (&a, &b))| {
+                        if k == d {
+                            a == part_len(b, i, count)
+                        } else {
+                            a == b
+                        }
+                    },
+                )
         });
         (count >= 1 && matches).then_some(d)
     }
@@ -209,18 +168,9 @@ impl<'g> TermBuilder<'g> {
     /// A generic op term; multi-output ops get one `(out i node)` per output.
     fn op_terms(&self, egraph: &mut TermGraph, n: NodeId, inputs: &[Option<Id>]) -> Vec<Id> {
         let node = self.g.node(n);
-        let types = node
-            .outputs
-            .iter()
-            .map(|&t| self.g.tensor(t).ty.clone())
-            .collect();
-        let head = egraph
-            .analysis
-            .head(&node.op, &node.domain, &node.attrs, types);
-        let children = inputs
-            .iter()
-            .map(|slot| slot.unwrap_or_else(|| egraph.add(Term::Absent)))
-            .collect();
+        let types = node.outputs.iter().map(|&t| self.g.tensor(t).ty.clone()).collect();
+        let head = egraph.analysis.head(&node.op, &node.domain, &node.attrs, types);
+        let children = inputs.iter().map(|slot| slot.unwrap_or_else(|| egraph.add(Term::Absent))).collect();
         let op = egraph.add(Term::Op(head, children));
         if node.outputs.len() == 1 {
             return vec![op];
@@ -267,49 +217,20 @@ mod tests {
         let mut net = Net::new();
         let x = net.input("x", &[4, 3]);
         let id = net.op("id", "Identity", Attrs::new(), &[x], &[4, 3]);
-        let halves = net.ops(
-            "split",
-            "Split",
-            "",
-            Attrs::new(),
-            &[x],
-            &[&[2, 3], &[2, 3]],
-        );
-        let uneven = net.ops(
-            "uneven",
-            "Split",
-            "",
-            Attrs::new(),
-            &[x],
-            &[&[1, 3], &[3, 3]],
-        );
-        let cat = net.op(
-            "cat",
-            "Concat",
-            Attrs::new().with("axis", Attr::Int(-2)),
-            &halves,
-            &[4, 3],
-        );
+        let halves = net.ops("split", "Split", "", Attrs::new(), &[x], &[&[2, 3], &[2, 3]]);
+        let uneven = net.ops("uneven", "Split", "", Attrs::new(), &[x], &[&[1, 3], &[3, 3]]);
+        let cat = net.op("cat", "Concat", Attrs::new().with("axis", Attr::Int(-2)), &halves, &[4, 3]);
         let mut egraph = TermGraph::new(TermAnalysis::new(17));
         let mut terms = TermBuilder::new(&net.g);
         let node = |egraph: &TermGraph, id| egraph[id].nodes[0].clone();
         let idc = terms.tensor(&mut egraph, id).unwrap();
         assert!(matches!(node(&egraph, idc), Term::Identity(_)));
         let catc = terms.tensor(&mut egraph, cat).unwrap();
-        let Term::Concat(children) = node(&egraph, catc) else {
-            panic!("Concat is a concat term")
-        };
-        assert_eq!(
-            egraph[children[0]].data.int(),
-            Some(0),
-            "the axis is normalised"
-        );
+        let Term::Concat(children) = node(&egraph, catc) else { panic!("Concat is a concat term") };
+        assert_eq!(egraph[children[0]].data.int(), Some(0), "the axis is normalised");
         assert!(matches!(node(&egraph, children[1]), Term::Split(_)));
         let unevenc = terms.tensor(&mut egraph, uneven[0]).unwrap();
-        assert!(
-            matches!(node(&egraph, unevenc), Term::Out(_)),
-            "a split other than array_split stays an op"
-        );
+        assert!(matches!(node(&egraph, unevenc), Term::Out(_)), "a split other than array_split stays an op");
         assert_eq!(egraph[unevenc].data.shape(), Some(&vec![1, 3]));
     }
 }

@@ -1,9 +1,7 @@
 //! Test helpers: terms built by hand, and runs of chosen rules.
 
 use super::lang::{Term, TermAnalysis, TermGraph, TermRewrite};
-use crate::ir::{
-    Attrs, DType, Device, Graph, Node, NodeId, Phase, TensorId, TensorType, INPUT_OP, VARIABLE_OP,
-};
+use crate::ir::{Attrs, DType, Device, Graph, Node, NodeId, Phase, TensorId, TensorType, INPUT_OP, VARIABLE_OP};
 use crate::train::LMS_DOMAIN;
 use egg::{Id, Runner, SimpleScheduler};
 use std::time::Duration;
@@ -15,9 +13,7 @@ pub struct Terms {
 
 impl Terms {
     pub fn new() -> Terms {
-        Terms {
-            egraph: TermGraph::new(TermAnalysis::new(17)),
-        }
+        Terms { egraph: TermGraph::new(TermAnalysis::new(17)) }
     }
 
     pub fn leaf(&mut self, name: &str, shape: &[usize]) -> Id {
@@ -35,18 +31,8 @@ impl Terms {
     }
 
     /// An op of any domain with one or more outputs: the op's class.
-    pub fn ops(
-        &mut self,
-        op: &str,
-        domain: &str,
-        attrs: Attrs,
-        inputs: &[Id],
-        shapes: &[&[usize]],
-    ) -> Id {
-        let head =
-            self.egraph
-                .analysis
-                .head(op, domain, &attrs, shapes.iter().map(|s| f32(s)).collect());
+    pub fn ops(&mut self, op: &str, domain: &str, attrs: Attrs, inputs: &[Id], shapes: &[&[usize]]) -> Id {
+        let head = self.egraph.analysis.head(op, domain, &attrs, shapes.iter().map(|s| f32(s)).collect());
         self.egraph.add(Term::Op(head, inputs.to_vec()))
     }
 
@@ -68,9 +54,7 @@ impl Terms {
 
     pub fn concat(&mut self, d: i64, parts: &[Id]) -> Id {
         let d = self.int(d);
-        self.egraph.add(Term::Concat(
-            std::iter::once(d).chain(parts.iter().copied()).collect(),
-        ))
+        self.egraph.add(Term::Concat(std::iter::once(d).chain(parts.iter().copied()).collect()))
     }
 
     /// Runs `rules` to saturation (small limits).
@@ -103,9 +87,7 @@ pub struct Net {
 
 impl Net {
     pub fn new() -> Net {
-        Net {
-            g: Graph::new("net", 17),
-        }
+        Net { g: Graph::new("net", 17) }
     }
 
     /// An op of any domain with any outputs (one output is named like the op, several
@@ -136,14 +118,7 @@ impl Net {
         } else {
             (0..outputs.len()).map(|i| format!("{name}.{i}")).collect()
         };
-        let id = self.g.add_node(
-            node,
-            names
-                .into_iter()
-                .zip(outputs)
-                .map(|(n, s)| (n, f32(s)))
-                .collect(),
-        );
+        let id = self.g.add_node(node, names.into_iter().zip(outputs).map(|(n, s)| (n, f32(s))).collect());
         self.g.node(id).outputs.clone()
     }
 
@@ -156,14 +131,7 @@ impl Net {
     }
 
     /// An ONNX op with one output.
-    pub fn op(
-        &mut self,
-        name: &str,
-        op: &str,
-        attrs: Attrs,
-        inputs: &[TensorId],
-        shape: &[usize],
-    ) -> TensorId {
+    pub fn op(&mut self, name: &str, op: &str, attrs: Attrs, inputs: &[TensorId], shape: &[usize]) -> TensorId {
         self.ops(name, op, "", attrs, inputs, &[shape])[0]
     }
 

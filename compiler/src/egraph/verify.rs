@@ -103,10 +103,7 @@ pub fn check(original: &Graph, rewritten: &Graph, limits: &Limits) -> Result<Ver
     if original.opset != rewritten.opset {
         return Err(Error::Unproven {
             what: "the graphs".into(),
-            reason: format!(
-                "use different opsets ({} and {})",
-                original.opset, rewritten.opset
-            ),
+            reason: format!("use different opsets ({} and {})", original.opset, rewritten.opset),
         });
     }
     let mut egraph = TermGraph::new(TermAnalysis::new(original.opset));
@@ -114,13 +111,8 @@ pub fn check(original: &Graph, rewritten: &Graph, limits: &Limits) -> Result<Ver
     let b = Signature::add(&mut egraph, rewritten)?;
 
     let pairs = Signature::pairs(&a, &b);
-    let goal: Vec<(Id, Id)> = pairs
-        .iter()
-        .filter_map(|(_, x, y)| Some(((*x)?, (*y)?)))
-        .collect();
-    let run = saturate(egraph, limits, move |egraph| {
-        goal.iter().all(|&(x, y)| egraph.find(x) == egraph.find(y))
-    });
+    let goal: Vec<(Id, Id)> = pairs.iter().filter_map(|(_, x, y)| Some(((*x)?, (*y)?))).collect();
+    let run = saturate(egraph, limits, move |egraph| goal.iter().all(|&(x, y)| egraph.find(x) == egraph.find(y)));
     let items = pairs
         .into_iter()
         .map(|(what, x, y)| {
@@ -172,10 +164,7 @@ impl Signature {
                 continue;
             };
             let node = g.node(variable);
-            if updates
-                .insert(node.name.clone(), terms.tensor(egraph, value)?)
-                .is_some()
-            {
+            if updates.insert(node.name.clone(), terms.tensor(egraph, value)?).is_some() {
                 return Err(Error::Node {
                     node: node.name.clone(),
                     op: node.op.clone(),
@@ -197,14 +186,8 @@ impl Signature {
         }
         let variables: BTreeSet<&String> = a.updates.keys().chain(b.updates.keys()).collect();
         for variable in variables {
-            let what = What::Update {
-                variable: variable.clone(),
-            };
-            pairs.push((
-                what,
-                a.updates.get(variable).copied(),
-                b.updates.get(variable).copied(),
-            ));
+            let what = What::Update { variable: variable.clone() };
+            pairs.push((what, a.updates.get(variable).copied(), b.updates.get(variable).copied()));
         }
         pairs
     }
@@ -213,10 +196,7 @@ impl Signature {
 impl VerifyReport {
     /// Number of items proven.
     pub fn proven(&self) -> usize {
-        self.items
-            .iter()
-            .filter(|i| i.status == Status::Proven)
-            .count()
+        self.items.iter().filter(|i| i.status == Status::Proven).count()
     }
 
     /// The first item not proven.
@@ -241,10 +221,7 @@ impl VerifyReport {
                 self.iterations
             ),
         };
-        Err(Error::Unproven {
-            what: item.what.to_string(),
-            reason,
-        })
+        Err(Error::Unproven { what: item.what.to_string(), reason })
     }
 
     /// The report for people: a summary, then with `verbose` the rules
@@ -264,17 +241,10 @@ impl VerifyReport {
             self.seconds
         );
         if verbose && !self.applied.is_empty() {
-            let rules: Vec<String> = self
-                .applied
-                .iter()
-                .map(|(rule, n)| format!("{rule} ×{n}"))
-                .collect();
+            let rules: Vec<String> = self.applied.iter().map(|(rule, n)| format!("{rule} ×{n}")).collect();
             let _ = writeln!(s, "rules applied: {}", rules.join(", "));
         }
-        let listed = self
-            .items
-            .iter()
-            .filter(|i| verbose || i.status != Status::Proven);
+        let listed = self.items.iter().filter(|i| verbose || i.status != Status::Proven);
         let limit = if verbose { usize::MAX } else { UNPROVEN_LISTED };
         for item in listed.clone().take(limit) {
             let verdict = match item.status {
@@ -315,14 +285,7 @@ mod tests {
         let out = net.op("out", "Add", Attrs::new(), &[a_read, b], &[2, 3]);
         let grad = net.op("grad", "Mul", Attrs::new(), &[out, a_read], &[2, 3]);
         let lr = Attrs::new().with("lr", Attr::Float(0.1));
-        let w_next = net.ops(
-            "w/update",
-            "SgdUpdate",
-            LMS_DOMAIN,
-            lr,
-            &[w, grad],
-            &[&[2, 3]],
-        )[0];
+        let w_next = net.ops("w/update", "SgdUpdate", LMS_DOMAIN, lr, &[w, grad], &[&[2, 3]])[0];
         let w_node = net.node(w);
         net.g.add_update_edge(w_next, w_node);
         net.g.outputs = vec![out];
@@ -342,19 +305,8 @@ mod tests {
     fn a_swap_rewrite_is_proven() {
         let report = verify(&net(no_swap), &net(swapped), &Limits::default()).unwrap();
         assert_eq!(report.items.len(), 2);
-        assert_eq!(
-            report.items[0].what,
-            What::Output {
-                index: 0,
-                name: "out".into()
-            }
-        );
-        assert_eq!(
-            report.items[1].what,
-            What::Update {
-                variable: "w".into()
-            }
-        );
+        assert_eq!(report.items[0].what, What::Output { index: 0, name: "out".into() });
+        assert_eq!(report.items[1].what, What::Update { variable: "w".into() });
         assert_eq!(report.proven(), 2);
         assert_eq!(report.applied.get("swap-in-of-swap-out"), Some(&1));
     }
@@ -368,46 +320,26 @@ mod tests {
         let report = check(&net(no_swap), &wrong, &Limits::default()).unwrap();
         assert!(report.items.iter().all(|i| i.status == Status::Unproven));
         let err = report.require_proven().unwrap_err();
-        assert!(
-            matches!(&err, Error::Unproven { what, .. } if what == "output 0 'out'"),
-            "{err}"
-        );
-        assert!(
-            err.to_string()
-                .contains("2 of 2 outputs and updates unproven"),
-            "{err}"
-        );
+        assert!(matches!(&err, Error::Unproven { what, .. } if what == "output 0 'out'"), "{err}");
+        assert!(err.to_string().contains("2 of 2 outputs and updates unproven"), "{err}");
     }
 
     #[test]
     fn a_missing_update_is_named() {
         let mut rewritten = net(no_swap);
-        let w = rewritten
-            .node_ids()
-            .find(|&n| rewritten.node(n).name == "w")
-            .unwrap();
+        let w = rewritten.node_ids().find(|&n| rewritten.node(n).name == "w").unwrap();
         rewritten.node_mut(w).name = "w_renamed".into();
         let report = check(&net(no_swap), &rewritten, &Limits::default()).unwrap();
         let statuses: Vec<Status> = report.items.iter().map(|i| i.status).collect();
         // The renamed variable is another leaf, so the output differs too.
-        assert_eq!(
-            statuses,
-            [
-                Status::Unproven,
-                Status::MissingInRewritten,
-                Status::MissingInOriginal
-            ]
-        );
+        assert_eq!(statuses, [Status::Unproven, Status::MissingInRewritten, Status::MissingInOriginal]);
         let err = report.require_proven().unwrap_err();
         assert!(
-            err.to_string()
-                .starts_with("rewrite not proven equivalent: output 0 'out' is not proven equal"),
+            err.to_string().starts_with("rewrite not proven equivalent: output 0 'out' is not proven equal"),
             "{err}"
         );
         let report = check(&net(no_swap), &rewritten, &Limits::default()).unwrap();
-        assert!(report
-            .to_text(false)
-            .contains("the update of variable 'w': MISSING in the rewritten graph"));
+        assert!(report.to_text(false).contains("the update of variable 'w': MISSING in the rewritten graph"));
     }
 
     #[test]
@@ -425,26 +357,14 @@ mod tests {
         let mut other = net(no_swap);
         other.opset = 11;
         let err = verify(&net(no_swap), &other, &Limits::default()).unwrap_err();
-        assert!(
-            err.to_string().contains("different opsets (17 and 11)"),
-            "{err}"
-        );
+        assert!(err.to_string().contains("different opsets (17 and 11)"), "{err}");
     }
 
     #[test]
     fn limits_bound_the_run_and_name_the_stop() {
-        let limits = Limits {
-            iterations: 0,
-            ..Limits::default()
-        };
+        let limits = Limits { iterations: 0, ..Limits::default() };
         let report = check(&net(no_swap), &net(swapped), &limits).unwrap();
-        assert_eq!(
-            report.stop.to_string(),
-            "stopped at the iteration limit (0)"
-        );
-        assert!(
-            report.require_proven().is_err(),
-            "nothing is proven without an iteration"
-        );
+        assert_eq!(report.stop.to_string(), "stopped at the iteration limit (0)");
+        assert!(report.require_proven().is_err(), "nothing is proven without an iteration");
     }
 }

@@ -26,11 +26,18 @@ pub fn to_onnx(g: &Graph) -> Result<onnx::ModelProto> {
             }
             (VARIABLE_OP | INPUT_OP, Some(t)) => graph.input.push(value_info(&g.tensor(t).name, &g.tensor(t).ty)),
             _ => {
-                let mut attribute: Vec<onnx::AttributeProto> = node.attrs.iter().map(|(k, v)| attribute_of(k, v)).collect();
-                let mut after: Vec<String> =
-                    g.in_edges(id).filter(|(_, e)| e.action == Action::Control).map(|(src, _)| g.node(src).name.clone()).collect();
-                let mut updates: Vec<String> =
-                    g.out_edges(id).filter(|(_, e)| e.action == Action::Update).map(|(dst, _)| g.node(dst).name.clone()).collect();
+                let mut attribute: Vec<onnx::AttributeProto> =
+                    node.attrs.iter().map(|(k, v)| attribute_of(k, v)).collect();
+                let mut after: Vec<String> = g
+                    .in_edges(id)
+                    .filter(|(_, e)| e.action == Action::Control)
+                    .map(|(src, _)| g.node(src).name.clone())
+                    .collect();
+                let mut updates: Vec<String> = g
+                    .out_edges(id)
+                    .filter(|(_, e)| e.action == Action::Update)
+                    .map(|(dst, _)| g.node(dst).name.clone())
+                    .collect();
                 after.sort();
                 updates.sort();
                 for (name, values) in [("lms_after", after), ("lms_updates", updates)] {
@@ -44,7 +51,11 @@ pub fn to_onnx(g: &Graph) -> Result<onnx::ModelProto> {
                     name: node.name.clone(),
                     op_type: node.op.clone(),
                     domain: node.domain.clone(),
-                    input: node.inputs.iter().map(|t| t.map_or_else(String::new, |t| g.tensor(t).name.clone())).collect(),
+                    input: node
+                        .inputs
+                        .iter()
+                        .map(|t| t.map_or_else(String::new, |t| g.tensor(t).name.clone()))
+                        .collect(),
                     output: node.outputs.iter().map(|&t| g.tensor(t).name.clone()).collect(),
                     attribute,
                     ..Default::default()
@@ -82,7 +93,10 @@ fn value_info(name: &str, ty: &TensorType) -> onnx::ValueInfoProto {
     let dim = ty
         .shape
         .iter()
-        .map(|&d| tensor_shape_proto::Dimension { value: Some(tensor_shape_proto::dimension::Value::DimValue(d as i64)), ..Default::default() })
+        .map(|&d| tensor_shape_proto::Dimension {
+            value: Some(tensor_shape_proto::dimension::Value::DimValue(d as i64)),
+            ..Default::default()
+        })
         .collect();
     onnx::ValueInfoProto {
         name: name.into(),

@@ -140,7 +140,8 @@ pub fn from_proto(p: &pb::Graph) -> Result<(Graph, Vec<NodeId>)> {
     let mut ids: Vec<NodeId> = Vec::with_capacity(p.nodes.len());
     // Nodes are added in an order where producers come first (the schedule
     // must be topological for data edges).
-    let order: Vec<u32> = if p.schedule.len() == p.nodes.len() { p.schedule.clone() } else { (0..p.nodes.len() as u32).collect() };
+    let order: Vec<u32> =
+        if p.schedule.len() == p.nodes.len() { p.schedule.clone() } else { (0..p.nodes.len() as u32).collect() };
     let mut by_proto: Vec<Option<NodeId>> = vec![None; p.nodes.len()];
     for &pi in &order {
         let pn = p.nodes.get(pi as usize).ok_or_else(|| bad(format!("schedule names node {pi}")))?;
@@ -160,7 +161,8 @@ pub fn from_proto(p: &pb::Graph) -> Result<(Graph, Vec<NodeId>)> {
         let mut outputs = Vec::with_capacity(pn.outputs.len());
         for &t in &pn.outputs {
             let pt = p.tensors.get(t as usize).ok_or_else(|| bad(format!("node '{}' makes tensor {t}", pn.name)))?;
-            let dtype = DType::from_code(pt.dtype).ok_or_else(|| bad(format!("tensor '{}' has dtype {}", pt.name, pt.dtype)))?;
+            let dtype = DType::from_code(pt.dtype)
+                .ok_or_else(|| bad(format!("tensor '{}' has dtype {}", pt.name, pt.dtype)))?;
             outputs.push((pt.name.clone(), TensorType::new(dtype, pt.shape.iter().map(|&d| d as usize).collect())));
         }
         let mut attrs = Attrs::new();
@@ -200,13 +202,17 @@ pub fn from_proto(p: &pb::Graph) -> Result<(Graph, Vec<NodeId>)> {
                 g.add_control_edge(node(e.producer)?, node(e.consumer)?);
             }
             Action::Update => {
-                let t = e.tensor.and_then(|t| produced.get(t as usize).copied().flatten()).ok_or_else(|| bad("update edge without a tensor".into()))?;
+                let t = e
+                    .tensor
+                    .and_then(|t| produced.get(t as usize).copied().flatten())
+                    .ok_or_else(|| bad("update edge without a tensor".into()))?;
                 g.add_update_edge(t, node(e.consumer)?);
             }
             Action::Read => {} // rebuilt from the input slots
         }
     }
-    let tensor = |t: u32| produced.get(t as usize).copied().flatten().ok_or_else(|| bad(format!("graph names tensor {t}")));
+    let tensor =
+        |t: u32| produced.get(t as usize).copied().flatten().ok_or_else(|| bad(format!("graph names tensor {t}")));
     g.inputs = p.inputs.iter().map(|&t| tensor(t)).collect::<Result<_>>()?;
     g.outputs = p.outputs.iter().map(|&t| tensor(t)).collect::<Result<_>>()?;
     g.verify().map_err(|e| bad(e.to_string()))?;
@@ -241,9 +247,13 @@ fn attr_from_proto(a: &pb::Attribute) -> std::result::Result<Attr, String> {
         V::Floats(v) => Attr::Floats(v.values.clone()),
         V::Strings(v) => Attr::Strings(v.values.clone()),
         V::Tensor(t) => {
-            let dtype = DType::from_code(t.dtype).ok_or_else(|| format!("attribute '{}' has dtype {}", a.name, t.dtype))?;
+            let dtype =
+                DType::from_code(t.dtype).ok_or_else(|| format!("attribute '{}' has dtype {}", a.name, t.dtype))?;
             let ty = TensorType::new(dtype, t.shape.iter().map(|&d| d as usize).collect());
-            Attr::Tensor(TensorData::from_bytes(ty, t.data.clone()).ok_or_else(|| format!("attribute '{}' data does not match its type", a.name))?)
+            Attr::Tensor(
+                TensorData::from_bytes(ty, t.data.clone())
+                    .ok_or_else(|| format!("attribute '{}' data does not match its type", a.name))?,
+            )
         }
     })
 }
@@ -293,4 +303,3 @@ fn action_from_proto(a: i32) -> Action {
         _ => Action::Read,
     }
 }
-

@@ -37,7 +37,11 @@ fn value(p: &AttributeProto) -> Result<Attr, String> {
             Attr::Tensor(tensor::decode(t, None).map_err(|e| format!("attribute '{}': {e}", p.name))?)
         }
         other => {
-            return Err(format!("attribute '{}' has type {}, which lms does not support", p.name, other.as_str_name().to_lowercase()))
+            return Err(format!(
+                "attribute '{}' has type {}, which lms does not support",
+                p.name,
+                other.as_str_name().to_lowercase()
+            ))
         }
     })
 }

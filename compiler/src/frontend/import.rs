@@ -87,8 +87,10 @@ impl<'a> Builder<'a> {
 
     fn add_initializers(&mut self, base_dir: Option<&Path>) -> Result<()> {
         for init in &self.proto.initializer {
-            let data = tensor::decode(init, base_dir)
-                .map_err(|reason| Error::Tensor { tensor: init.name.clone(), reason: format!("initializer {reason}") })?;
+            let data = tensor::decode(init, base_dir).map_err(|reason| Error::Tensor {
+                tensor: init.name.clone(),
+                reason: format!("initializer {reason}"),
+            })?;
             self.add_leaf(&init.name, VARIABLE_OP, Value::constant(data))?;
         }
         Ok(())
@@ -99,8 +101,7 @@ impl<'a> Builder<'a> {
             if self.tensors.contains_key(input.name.as_str()) {
                 continue; // an initializer listed as an input (IR version < 4)
             }
-            let ty = input_type(input, options)
-                .map_err(|reason| Error::Input { input: input.name.clone(), reason })?;
+            let ty = input_type(input, options).map_err(|reason| Error::Input { input: input.name.clone(), reason })?;
             let declared = input_type(input, &FrontendOptions { batch: None, ..options.clone() }).ok();
             if let (Some(declared), Some(batch)) = (declared.and_then(|d| d.shape.first().copied()), options.batch) {
                 if declared != batch && self.batch_change.is_none() {
@@ -141,14 +142,19 @@ impl<'a> Builder<'a> {
                     dependents[j].push(i);
                     waiting[i] += 1;
                 } else if !self.tensors.contains_key(input.as_str()) {
-                    return Err(Error::Dangling { node: names[i].clone(), op: n.op_type.clone(), tensor: input.clone() });
+                    return Err(Error::Dangling {
+                        node: names[i].clone(),
+                        op: n.op_type.clone(),
+                        tensor: input.clone(),
+                    });
                 }
             }
         }
         // Kahn's algorithm, earliest file position first: the file's order
         // when valid. Ordering completes before inference so that a cycle is
         // reported as such.
-        let mut ready: BinaryHeap<Reverse<usize>> = (0..nodes.len()).filter(|&i| waiting[i] == 0).map(Reverse).collect();
+        let mut ready: BinaryHeap<Reverse<usize>> =
+            (0..nodes.len()).filter(|&i| waiting[i] == 0).map(Reverse).collect();
         let mut order = Vec::with_capacity(nodes.len());
         while let Some(Reverse(i)) = ready.pop() {
             order.push(i);
@@ -183,8 +189,10 @@ impl<'a> Builder<'a> {
         let input_values: Vec<Option<&Value>> = inputs.iter().map(|t| t.map(|t| &self.values[t.index()])).collect();
         // Trailing unnamed outputs are not produced.
         let num_outputs = n.output.iter().rposition(|o| !o.is_empty()).map_or(0, |p| p + 1);
-        let request = shape::Node { op: &op, opset: self.graph.opset, attrs: &attrs, inputs: &input_values, num_outputs };
-        let outputs = shape::infer(&request).map_err(|source| Error::Shape { node: name.clone(), op: op.clone(), source })?;
+        let request =
+            shape::Node { op: &op, opset: self.graph.opset, attrs: &attrs, inputs: &input_values, num_outputs };
+        let outputs =
+            shape::infer(&request).map_err(|source| Error::Shape { node: name.clone(), op: op.clone(), source })?;
         if outputs.len() != num_outputs {
             return Err(fail(format!("declares {num_outputs} outputs, but the op makes {}", outputs.len())));
         }
@@ -288,7 +296,8 @@ fn input_type(input: &ValueInfoProto, options: &FrontendOptions) -> std::result:
         Some(type_proto::Value::TensorType(t)) => t,
         None => return Err("is not a tensor (lms reads dense tensor inputs only)".into()),
     };
-    let dtype = DType::from_code(tensor.elem_type).ok_or_else(|| format!("unsupported element type {}", tensor.elem_type))?;
+    let dtype =
+        DType::from_code(tensor.elem_type).ok_or_else(|| format!("unsupported element type {}", tensor.elem_type))?;
     let dims = tensor.shape.as_ref().ok_or("has no shape")?;
     let mut shape = Vec::with_capacity(dims.dim.len());
     for (axis, dim) in dims.dim.iter().enumerate() {
@@ -299,7 +308,9 @@ fn input_type(input: &ValueInfoProto, options: &FrontendOptions) -> std::result:
         };
         let size = match (&dim.value, axis, options.batch) {
             (_, 0, Some(batch)) => batch,
-            (Some(D::DimValue(v)), _, _) => usize::try_from(*v).map_err(|_| format!("dimension {axis} is negative ({v})"))?,
+            (Some(D::DimValue(v)), _, _) => {
+                usize::try_from(*v).map_err(|_| format!("dimension {axis} is negative ({v})"))?
+            }
             _ => match symbolic.and_then(|p| options.dims.get(p)) {
                 Some(&v) => v,
                 None if axis == 0 => 1,

@@ -13,12 +13,14 @@ const MAX_CONSTANT_BYTES: u64 = 4 << 30;
 /// (the model file's folder). Errors are short reasons without the tensor's
 /// name, which the caller adds.
 pub fn decode(proto: &TensorProto, base_dir: Option<&Path>) -> Result<TensorData, String> {
-    let dtype = DType::from_code(proto.data_type)
-        .ok_or_else(|| format!("unsupported data type {}", proto.data_type))?;
+    let dtype =
+        DType::from_code(proto.data_type).ok_or_else(|| format!("unsupported data type {}", proto.data_type))?;
     let shape = dims(&proto.dims)?;
     let ty = TensorType::new(dtype, shape);
     let numel = checked_numel(&ty.shape)?;
-    let bytes = numel.checked_mul(dtype.size() as u64).filter(|&b| b <= MAX_CONSTANT_BYTES)
+    let bytes = numel
+        .checked_mul(dtype.size() as u64)
+        .filter(|&b| b <= MAX_CONSTANT_BYTES)
         .ok_or_else(|| format!("shape {} is too large", ty))?;
     let data = if proto.data_location == 1 {
         read_external(proto, base_dir, bytes)?
@@ -28,15 +30,12 @@ pub fn decode(proto: &TensorProto, base_dir: Option<&Path>) -> Result<TensorData
         typed_fields(proto, dtype)?
     };
     let len = data.len() as u64;
-    TensorData::from_bytes(ty.clone(), data)
-        .ok_or_else(|| format!("holds {len} bytes of data, but {ty} needs {bytes}"))
+    TensorData::from_bytes(ty.clone(), data).ok_or_else(|| format!("holds {len} bytes of data, but {ty} needs {bytes}"))
 }
 
 /// A shape from ONNX dims, refusing negative ones.
 pub fn dims(dims: &[i64]) -> Result<Shape, String> {
-    dims.iter()
-        .map(|&d| usize::try_from(d).map_err(|_| format!("negative dimension {d}")))
-        .collect()
+    dims.iter().map(|&d| usize::try_from(d).map_err(|_| format!("negative dimension {d}"))).collect()
 }
 
 fn checked_numel(shape: &[usize]) -> Result<u64, String> {
@@ -66,7 +65,9 @@ fn read_external(p: &TensorProto, base_dir: Option<&Path>, bytes: u64) -> Result
     let entry = |key: &str| p.external_data.iter().find(|e| e.key == key).map(|e| e.value.as_str());
     let location = entry("location").ok_or("external data without a location")?;
     let number = |key: &str| -> Result<Option<u64>, String> {
-        entry(key).map(|v| v.parse::<u64>().map_err(|_| format!("external data {key} '{v}' is not a number"))).transpose()
+        entry(key)
+            .map(|v| v.parse::<u64>().map_err(|_| format!("external data {key} '{v}' is not a number")))
+            .transpose()
     };
     let offset = number("offset")?.unwrap_or(0);
     let length = number("length")?.unwrap_or(bytes);
@@ -79,8 +80,9 @@ fn read_external(p: &TensorProto, base_dir: Option<&Path>, bytes: u64) -> Result
     }
     let path = base_dir.unwrap_or(Path::new(".")).join(rel);
     let file = std::fs::read(&path).map_err(|e| format!("cannot read external data '{}': {e}", path.display()))?;
-    let end = offset.checked_add(length).filter(|&end| end <= file.len() as u64)
-        .ok_or_else(|| format!("external data '{}' is shorter than offset {offset} + length {length}", path.display()))?;
+    let end = offset.checked_add(length).filter(|&end| end <= file.len() as u64).ok_or_else(|| {
+        format!("external data '{}' is shorter than offset {offset} + length {length}", path.display())
+    })?;
     Ok(file[offset as usize..end as usize].to_vec())
 }
 
@@ -92,7 +94,12 @@ mod tests {
     fn decodes_typed_and_raw_fields() {
         let p = TensorProto { dims: vec![2], data_type: 1, float_data: vec![1.0, -2.5], ..Default::default() };
         assert_eq!(decode(&p, None).unwrap().to_f64(), vec![1.0, -2.5]);
-        let p = TensorProto { dims: vec![3], data_type: 7, raw_data: [1i64, 2, -3].iter().flat_map(|v| v.to_le_bytes()).collect(), ..Default::default() };
+        let p = TensorProto {
+            dims: vec![3],
+            data_type: 7,
+            raw_data: [1i64, 2, -3].iter().flat_map(|v| v.to_le_bytes()).collect(),
+            ..Default::default()
+        };
         assert_eq!(decode(&p, None).unwrap().to_i64().unwrap(), vec![1, 2, -3]);
         let p = TensorProto { dims: vec![], data_type: 9, int32_data: vec![1], ..Default::default() };
         assert_eq!(decode(&p, None).unwrap().to_i64().unwrap(), vec![1]);

@@ -189,7 +189,11 @@ impl Graph {
     /// Adds an update edge: `writer` writes its output `value` into `variable`.
     pub fn add_update_edge(&mut self, value: TensorId, variable: NodeId) -> EdgeIndex<u32> {
         let (writer, src_slot) = self.tensors[value.index()].producer;
-        self.graph.add_edge(writer, variable, Edge { action: Action::Update, tensor: Some(value), src_slot, dst_slot: 0 })
+        self.graph.add_edge(
+            writer,
+            variable,
+            Edge { action: Action::Update, tensor: Some(value), src_slot, dst_slot: 0 },
+        )
     }
 
     /// The node with this id. Panics on a removed id (a bug, not bad input).
@@ -267,7 +271,8 @@ impl Graph {
         for id in self.graph.node_indices() {
             let node = &self.graph[id];
             for (slot, t) in node.outputs.iter().enumerate() {
-                let tensor = self.tensors.get(t.index()).ok_or_else(|| fail(id, format!("output {slot} is not a tensor")))?;
+                let tensor =
+                    self.tensors.get(t.index()).ok_or_else(|| fail(id, format!("output {slot} is not a tensor")))?;
                 if tensor.producer != (id, slot) {
                     return Err(fail(id, format!("tensor '{}' names another producer", tensor.name)));
                 }
@@ -278,7 +283,10 @@ impl Graph {
                     Action::Read => {
                         let t = edge.tensor.ok_or_else(|| fail(id, "read edge without a tensor".into()))?;
                         if self.tensor(t).producer != (src, edge.src_slot) {
-                            return Err(fail(id, format!("edge carries '{}' from a node that does not produce it", self.tensor(t).name)));
+                            return Err(fail(
+                                id,
+                                format!("edge carries '{}' from a node that does not produce it", self.tensor(t).name),
+                            ));
                         }
                         reads.push((edge.dst_slot, t));
                     }

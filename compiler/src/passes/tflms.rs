@@ -231,11 +231,7 @@ impl Order {
         for (i, id) in schedule.iter().enumerate() {
             position[id.index()] = i;
         }
-        Ok(Order {
-            schedule,
-            position,
-            gamma,
-        })
+        Ok(Order { schedule, position, gamma })
     }
 
     fn gamma(&self, id: NodeId) -> u32 {
@@ -276,11 +272,7 @@ impl<'g> Analysis<'g> {
     fn new(g: &'g Graph, cfg: &TflmsConfig) -> Result<Analysis<'g>> {
         let order = Order::new(g)?;
         let candidates = select::candidates(g, &order, cfg)?;
-        Ok(Analysis {
-            g,
-            order,
-            candidates,
-        })
+        Ok(Analysis { g, order, candidates })
     }
 
     /// Plans the first `cfg.n_tensors` candidates and builds the new graph.
@@ -300,10 +292,7 @@ impl<'g> Analysis<'g> {
                         SwapInPlan { consumers, control }
                     })
                     .collect();
-                SwapPlan {
-                    candidate,
-                    swap_ins,
-                }
+                SwapPlan { candidate, swap_ins }
             })
             .collect();
         splice::splice(self.g, &self.order, &plans)

@@ -1,8 +1,8 @@
 //! Shape inference for convolutions: `Conv` and `ConvTranspose`, 1-D to 3-D.
 
 use super::util::{
-    check_rank, expect_inputs, fmt_shape, input, input_of, optional_input, positive_attr,
-    same_dtype, to_dim, too_large, typed, wide_to_dim, Accepts,
+    check_rank, expect_inputs, fmt_shape, input, input_of, optional_input, positive_attr, same_dtype, to_dim,
+    too_large, typed, wide_to_dim, Accepts,
 };
 use super::window::{length_error, Window};
 use super::{InferFn, Node, ShapeError, ShapeResult, Value};
@@ -38,10 +38,9 @@ impl<'a> Operands<'a> {
     /// Checks the optional bias (input 2) against the output channels.
     fn check_bias(&self, node: &Node<'_>, channels: usize) -> ShapeResult<()> {
         match optional_input(node, 2) {
-            Some(b) if b.ty.shape != [channels] => Err(ShapeError::Invalid(format!(
-                "bias has shape {}, expected [{channels}]",
-                fmt_shape(&b.ty.shape)
-            ))),
+            Some(b) if b.ty.shape != [channels] => {
+                Err(ShapeError::Invalid(format!("bias has shape {}, expected [{channels}]", fmt_shape(&b.ty.shape))))
+            }
             Some(b) => same_dtype(self.x, b).map(drop),
             None => Ok(()),
         }
@@ -52,10 +51,7 @@ impl<'a> Operands<'a> {
         if channels % self.group == 0 {
             Ok(())
         } else {
-            Err(ShapeError::Invalid(format!(
-                "{what} {channels} is not divisible by group {}",
-                self.group
-            )))
+            Err(ShapeError::Invalid(format!("{what} {channels} is not divisible by group {}", self.group)))
         }
     }
 }
@@ -101,17 +97,15 @@ fn conv_transpose(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
     let window = Window::parse(node, n, Some(&w[2..]))?;
     let spatial = match node.attrs.ints_opt("output_shape")? {
         // Some exporters give the full output shape instead of the spatial part.
-        Some(dims) if dims.len() == n || dims.len() == n + 2 => dims[dims.len() - n..]
-            .iter()
-            .map(|&d| to_dim(d, "output_shape"))
-            .collect::<ShapeResult<Vec<_>>>()?,
+        Some(dims) if dims.len() == n || dims.len() == n + 2 => {
+            dims[dims.len() - n..].iter().map(|&d| to_dim(d, "output_shape")).collect::<ShapeResult<Vec<_>>>()?
+        }
         Some(dims) => return Err(length_error("output_shape", dims.len(), n)),
         None => {
             let output_padding = match node.attrs.ints_opt("output_padding")? {
-                Some(p) if p.len() == n => p
-                    .iter()
-                    .map(|&v| to_dim(v, "output_padding"))
-                    .collect::<ShapeResult<Vec<_>>>()?,
+                Some(p) if p.len() == n => {
+                    p.iter().map(|&v| to_dim(v, "output_padding")).collect::<ShapeResult<Vec<_>>>()?
+                }
                 Some(p) => return Err(length_error("output_padding", p.len(), n)),
                 None => vec![0; n],
             };
@@ -152,106 +146,48 @@ mod tests {
     fn resnet_stem() {
         let attrs = ints("strides", &[2, 2]).with("pads", Attr::Ints(vec![3, 3, 3, 3]));
         assert_eq!(
-            shape(
-                "Conv",
-                13,
-                attrs,
-                &[f(&[1, 3, 224, 224]), f(&[64, 3, 7, 7]), f(&[64])]
-            ),
+            shape("Conv", 13, attrs, &[f(&[1, 3, 224, 224]), f(&[64, 3, 7, 7]), f(&[64])]),
             vec![1, 64, 112, 112]
         );
     }
 
     #[test]
     fn groups_dilation_strides() {
-        let depthwise = Attrs::new()
-            .with("group", Attr::Int(32))
-            .with("pads", Attr::Ints(vec![1, 1, 1, 1]));
-        assert_eq!(
-            shape(
-                "Conv",
-                11,
-                depthwise,
-                &[f(&[2, 32, 56, 56]), f(&[32, 1, 3, 3])]
-            ),
-            vec![2, 32, 56, 56]
-        );
+        let depthwise = Attrs::new().with("group", Attr::Int(32)).with("pads", Attr::Ints(vec![1, 1, 1, 1]));
+        assert_eq!(shape("Conv", 11, depthwise, &[f(&[2, 32, 56, 56]), f(&[32, 1, 3, 3])]), vec![2, 32, 56, 56]);
         let dilated = ints("dilations", &[2, 2]).with("strides", Attr::Ints(vec![1, 2]));
         // Effective kernel 5: (20 - 5) / 1 + 1 = 16 and (20 - 5) / 2 + 1 = 8.
-        assert_eq!(
-            shape("Conv", 11, dilated, &[f(&[1, 4, 20, 20]), f(&[8, 4, 3, 3])]),
-            vec![1, 8, 16, 8]
-        );
+        assert_eq!(shape("Conv", 11, dilated, &[f(&[1, 4, 20, 20]), f(&[8, 4, 3, 3])]), vec![1, 8, 16, 8]);
         let conv1d = Attrs::new().with("kernel_shape", Attr::Ints(vec![3]));
-        assert_eq!(
-            shape("Conv", 11, conv1d, &[f(&[1, 4, 10]), f(&[8, 4, 3])]),
-            vec![1, 8, 8]
-        );
-        assert_eq!(
-            shape(
-                "Conv",
-                11,
-                Attrs::new(),
-                &[f(&[1, 2, 5, 6, 7]), f(&[4, 2, 1, 2, 3])]
-            ),
-            vec![1, 4, 5, 5, 5]
-        );
+        assert_eq!(shape("Conv", 11, conv1d, &[f(&[1, 4, 10]), f(&[8, 4, 3])]), vec![1, 8, 8]);
+        assert_eq!(shape("Conv", 11, Attrs::new(), &[f(&[1, 2, 5, 6, 7]), f(&[4, 2, 1, 2, 3])]), vec![1, 4, 5, 5, 5]);
     }
 
     #[test]
     fn auto_pad() {
-        let same = Attrs::new()
-            .with("auto_pad", Attr::String("SAME_UPPER".into()))
-            .with("strides", Attr::Ints(vec![2, 2]));
-        assert_eq!(
-            shape("Conv", 11, same, &[f(&[1, 3, 225, 224]), f(&[16, 3, 3, 3])]),
-            vec![1, 16, 113, 112]
-        );
-        let valid = Attrs::new()
-            .with("auto_pad", Attr::String("VALID".into()))
-            .with("pads", Attr::Ints(vec![9; 4]));
-        assert_eq!(
-            shape("Conv", 11, valid, &[f(&[1, 3, 10, 10]), f(&[16, 3, 3, 3])]),
-            vec![1, 16, 8, 8]
-        );
+        let same =
+            Attrs::new().with("auto_pad", Attr::String("SAME_UPPER".into())).with("strides", Attr::Ints(vec![2, 2]));
+        assert_eq!(shape("Conv", 11, same, &[f(&[1, 3, 225, 224]), f(&[16, 3, 3, 3])]), vec![1, 16, 113, 112]);
+        let valid = Attrs::new().with("auto_pad", Attr::String("VALID".into())).with("pads", Attr::Ints(vec![9; 4]));
+        assert_eq!(shape("Conv", 11, valid, &[f(&[1, 3, 10, 10]), f(&[16, 3, 3, 3])]), vec![1, 16, 8, 8]);
     }
 
     #[test]
     fn conv_errors() {
         assert_eq!(
-            error(
-                "Conv",
-                11,
-                Attrs::new(),
-                &[f(&[1, 4, 8, 8]), f(&[8, 3, 3, 3])]
-            ),
+            error("Conv", 11, Attrs::new(), &[f(&[1, 4, 8, 8]), f(&[8, 3, 3, 3])]),
             "input has 4 channels, weight [8,3,3,3] expects 3 per group x group 1"
         );
         assert_eq!(
-            error(
-                "Conv",
-                11,
-                Attrs::new(),
-                &[f(&[1, 3, 2, 2]), f(&[8, 3, 3, 3])]
-            ),
+            error("Conv", 11, Attrs::new(), &[f(&[1, 3, 2, 2]), f(&[8, 3, 3, 3])]),
             "kernel extent 3 is larger than padded input 2 on spatial axis 0"
         );
         assert_eq!(
-            error(
-                "Conv",
-                11,
-                ints("strides", &[0, 1]),
-                &[f(&[1, 3, 8, 8]), f(&[8, 3, 3, 3])]
-            ),
+            error("Conv", 11, ints("strides", &[0, 1]), &[f(&[1, 3, 8, 8]), f(&[8, 3, 3, 3])]),
             "unsupported value [0, 1] for attribute 'strides'"
         );
         assert_eq!(
-            error(
-                "Conv",
-                11,
-                ints("pads", &[1, 1]),
-                &[f(&[1, 3, 8, 8]), f(&[8, 3, 3, 3])]
-            ),
+            error("Conv", 11, ints("pads", &[1, 1]), &[f(&[1, 3, 8, 8]), f(&[8, 3, 3, 3])]),
             "attribute 'pads' has 2 values, expected 4"
         );
         assert_eq!(
@@ -259,21 +195,11 @@ mod tests {
             "input 0 has rank 2, expected at least 3"
         );
         assert_eq!(
-            error(
-                "Conv",
-                11,
-                Attrs::new(),
-                &[t(DType::I64, &[1, 3, 8, 8]), t(DType::I64, &[8, 3, 3, 3])]
-            ),
+            error("Conv", 11, Attrs::new(), &[t(DType::I64, &[1, 3, 8, 8]), t(DType::I64, &[8, 3, 3, 3])]),
             "input 0 must be a float tensor, got i64"
         );
         assert_eq!(
-            error(
-                "Conv",
-                11,
-                Attrs::new(),
-                &[f(&[1, 3, 8, 8]), f(&[8, 3, 3, 3]), f(&[4])]
-            ),
+            error("Conv", 11, Attrs::new(), &[f(&[1, 3, 8, 8]), f(&[8, 3, 3, 3]), f(&[4])]),
             "bias has shape [4], expected [8]"
         );
     }
@@ -283,39 +209,12 @@ mod tests {
         let up = ints("strides", &[2, 2])
             .with("pads", Attr::Ints(vec![1, 1, 1, 1]))
             .with("output_padding", Attr::Ints(vec![1, 1]));
-        assert_eq!(
-            shape(
-                "ConvTranspose",
-                11,
-                up,
-                &[f(&[1, 16, 7, 7]), f(&[16, 8, 3, 3])]
-            ),
-            vec![1, 8, 14, 14]
-        );
+        assert_eq!(shape("ConvTranspose", 11, up, &[f(&[1, 16, 7, 7]), f(&[16, 8, 3, 3])]), vec![1, 8, 14, 14]);
         let grouped = Attrs::new().with("group", Attr::Int(2));
-        assert_eq!(
-            shape(
-                "ConvTranspose",
-                11,
-                grouped,
-                &[f(&[1, 4, 5]), f(&[4, 3, 2])]
-            ),
-            vec![1, 6, 6]
-        );
+        assert_eq!(shape("ConvTranspose", 11, grouped, &[f(&[1, 4, 5]), f(&[4, 3, 2])]), vec![1, 6, 6]);
         let explicit = ints("output_shape", &[10, 12]).with("strides", Attr::Ints(vec![2, 2]));
-        assert_eq!(
-            shape(
-                "ConvTranspose",
-                11,
-                explicit,
-                &[f(&[1, 4, 5, 6]), f(&[4, 2, 3, 3])]
-            ),
-            vec![1, 2, 10, 12]
-        );
+        assert_eq!(shape("ConvTranspose", 11, explicit, &[f(&[1, 4, 5, 6]), f(&[4, 2, 3, 3])]), vec![1, 2, 10, 12]);
         let same = ints("strides", &[3]).with("auto_pad", Attr::String("SAME_LOWER".into()));
-        assert_eq!(
-            shape("ConvTranspose", 11, same, &[f(&[1, 4, 5]), f(&[4, 2, 3])]),
-            vec![1, 2, 15]
-        );
+        assert_eq!(shape("ConvTranspose", 11, same, &[f(&[1, 4, 5]), f(&[4, 2, 3])]), vec![1, 2, 15]);
     }
 }

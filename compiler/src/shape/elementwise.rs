@@ -3,8 +3,8 @@
 //! `Sum`/`Max`/`Min`/`Mean`, and `Where`.
 
 use super::util::{
-    broadcast, broadcast_data, broadcast_to, check_dtype, expect_inputs, fmt_shape, fold, input,
-    input_of, normalize_axis, optional_input, same_dtype, typed, Accepts,
+    broadcast, broadcast_data, broadcast_to, check_dtype, expect_inputs, fmt_shape, fold, input, input_of,
+    normalize_axis, optional_input, same_dtype, typed, Accepts,
 };
 use super::{InferFn, Node, ShapeError, ShapeResult, Value};
 use crate::ir::{DType, Shape, TensorType};
@@ -92,19 +92,9 @@ fn binary_shape(node: &Node<'_>, a: &[usize], b: &[usize]) -> ShapeResult<Shape>
     if node.opset >= 7 {
         return broadcast(a, b);
     }
-    let mismatch = || {
-        ShapeError::Invalid(format!(
-            "cannot broadcast {} to {}",
-            fmt_shape(b),
-            fmt_shape(a)
-        ))
-    };
+    let mismatch = || ShapeError::Invalid(format!("cannot broadcast {} to {}", fmt_shape(b), fmt_shape(a)));
     if node.attrs.int("broadcast", 0)? == 0 {
-        return if a == b {
-            Ok(a.to_vec())
-        } else {
-            Err(mismatch())
-        };
+        return if a == b { Ok(a.to_vec()) } else { Err(mismatch()) };
     }
     // Legacy broadcasting: `b` matches a contiguous run of `a`'s dims starting
     // at `axis` (by default, its trailing dims).
@@ -137,9 +127,7 @@ impl Arith {
             Arith::Add => a.wrapping_add(b),
             Arith::Sub => a.wrapping_sub(b),
             Arith::Mul => a.wrapping_mul(b),
-            Arith::Div if b == 0 => {
-                return Err(ShapeError::Invalid("integer division by zero".into()))
-            }
+            Arith::Div if b == 0 => return Err(ShapeError::Invalid("integer division by zero".into())),
             Arith::Div if dtype == DType::U64 => ((a as u64) / (b as u64)) as i64,
             Arith::Div => a.wrapping_div(b),
         })
@@ -154,12 +142,7 @@ fn fold_binary(
     f: impl Fn(i64, i64) -> ShapeResult<i64>,
 ) -> ShapeResult<Option<Vec<i64>>> {
     match (broadcast_data(a, out_shape), broadcast_data(b, out_shape)) {
-        (Some(x), Some(y)) => x
-            .into_iter()
-            .zip(y)
-            .map(|(x, y)| f(x, y))
-            .collect::<ShapeResult<_>>()
-            .map(Some),
+        (Some(x), Some(y)) => x.into_iter().zip(y).map(|(x, y)| f(x, y)).collect::<ShapeResult<_>>().map(Some),
         _ => Ok(None),
     }
 }
@@ -172,9 +155,7 @@ fn binary(node: &Node<'_>, op: Arith) -> ShapeResult<Vec<Value>> {
     let dtype = same_dtype(a, b)?;
     let shape = binary_shape(node, &a.ty.shape, &b.ty.shape)?;
     let ty = TensorType::new(dtype, shape);
-    let out = fold(ty.clone(), || {
-        fold_binary(&ty.shape, a, b, |x, y| op.apply(dtype, x, y))
-    })?;
+    let out = fold(ty.clone(), || fold_binary(&ty.shape, a, b, |x, y| op.apply(dtype, x, y)))?;
     Ok(vec![out])
 }
 
@@ -187,10 +168,7 @@ fn pow(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
     if node.opset < 12 {
         same_dtype(base, exponent)?;
     }
-    Ok(vec![typed(
-        base.ty.dtype,
-        binary_shape(node, &base.ty.shape, &exponent.ty.shape)?,
-    )])
+    Ok(vec![typed(base.ty.dtype, binary_shape(node, &base.ty.shape, &exponent.ty.shape)?)])
 }
 
 /// Comparisons folded at compile time.
@@ -204,11 +182,7 @@ enum Compare {
 impl Compare {
     /// Compares two elements of `dtype` (u64 compares unsigned).
     fn apply(self, dtype: DType, a: i64, b: i64) -> bool {
-        let order = if dtype == DType::U64 {
-            (a as u64).cmp(&(b as u64))
-        } else {
-            a.cmp(&b)
-        };
+        let order = if dtype == DType::U64 { (a as u64).cmp(&(b as u64)) } else { a.cmp(&b) };
         match self {
             Compare::Equal => order.is_eq(),
             Compare::Less => order.is_lt(),
@@ -228,9 +202,7 @@ fn compare(node: &Node<'_>, op: Compare) -> ShapeResult<Vec<Value>> {
         check_dtype(a, 0, Accepts::Numeric)?;
     }
     let ty = TensorType::new(DType::Bool, binary_shape(node, &a.ty.shape, &b.ty.shape)?);
-    let out = fold(ty.clone(), || {
-        fold_binary(&ty.shape, a, b, |x, y| Ok(i64::from(op.apply(dtype, x, y))))
-    })?;
+    let out = fold(ty.clone(), || fold_binary(&ty.shape, a, b, |x, y| Ok(i64::from(op.apply(dtype, x, y)))))?;
     Ok(vec![out])
 }
 
@@ -261,13 +233,9 @@ fn where_(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
     let out = fold(ty.clone(), || {
         let data = [cond, x, y].map(|v| broadcast_data(v, &ty.shape));
         Ok(match data {
-            [Some(c), Some(x), Some(y)] => Some(
-                c.iter()
-                    .zip(x)
-                    .zip(y)
-                    .map(|((&c, x), y)| if c != 0 { x } else { y })
-                    .collect(),
-            ),
+            [Some(c), Some(x), Some(y)] => {
+                Some(c.iter().zip(x).zip(y).map(|((&c, x), y)| if c != 0 { x } else { y }).collect())
+            }
             _ => None,
         })
     })?;
@@ -281,62 +249,27 @@ mod tests {
 
     #[test]
     fn broadcasting() {
-        assert_eq!(
-            shape("Add", 13, Attrs::new(), &[f(&[2, 1, 3]), f(&[4, 1])]),
-            vec![2, 4, 3]
-        );
+        assert_eq!(shape("Add", 13, Attrs::new(), &[f(&[2, 1, 3]), f(&[4, 1])]), vec![2, 4, 3]);
         assert_eq!(shape("Mul", 13, Attrs::new(), &[f(&[]), f(&[5])]), vec![5]);
-        assert_eq!(
-            shape("Sum", 13, Attrs::new(), &[f(&[3, 1]), f(&[1, 4]), f(&[4])]),
-            vec![3, 4]
-        );
-        assert_eq!(
-            shape(
-                "Where",
-                16,
-                Attrs::new(),
-                &[t(DType::Bool, &[2, 1]), f(&[3]), f(&[1, 1, 1])]
-            ),
-            vec![1, 2, 3]
-        );
+        assert_eq!(shape("Sum", 13, Attrs::new(), &[f(&[3, 1]), f(&[1, 4]), f(&[4])]), vec![3, 4]);
+        assert_eq!(shape("Where", 16, Attrs::new(), &[t(DType::Bool, &[2, 1]), f(&[3]), f(&[1, 1, 1])]), vec![1, 2, 3]);
     }
 
     #[test]
     fn broadcast_errors() {
-        assert_eq!(
-            error("Add", 13, Attrs::new(), &[f(&[2, 3]), f(&[4])]),
-            "cannot broadcast [2,3] with [4]"
-        );
-        assert_eq!(
-            error("Add", 13, Attrs::new(), &[f(&[2]), t(DType::I64, &[2])]),
-            "input dtypes differ: f32 and i64"
-        );
-        assert_eq!(
-            error("Add", 13, Attrs::new(), &[f(&[2])]),
-            "expected 2 inputs, got 1"
-        );
-        assert_eq!(
-            error("Sqrt", 13, Attrs::new(), &[t(DType::I64, &[2])]),
-            "input 0 must be a float tensor, got i64"
-        );
+        assert_eq!(error("Add", 13, Attrs::new(), &[f(&[2, 3]), f(&[4])]), "cannot broadcast [2,3] with [4]");
+        assert_eq!(error("Add", 13, Attrs::new(), &[f(&[2]), t(DType::I64, &[2])]), "input dtypes differ: f32 and i64");
+        assert_eq!(error("Add", 13, Attrs::new(), &[f(&[2])]), "expected 2 inputs, got 1");
+        assert_eq!(error("Sqrt", 13, Attrs::new(), &[t(DType::I64, &[2])]), "input 0 must be a float tensor, got i64");
     }
 
     #[test]
     fn legacy_broadcast() {
         let on = Attrs::new().with("broadcast", Attr::Int(1));
-        assert_eq!(
-            shape("Add", 6, on.clone(), &[f(&[2, 3, 4, 5]), f(&[4, 5])]),
-            vec![2, 3, 4, 5]
-        );
+        assert_eq!(shape("Add", 6, on.clone(), &[f(&[2, 3, 4, 5]), f(&[4, 5])]), vec![2, 3, 4, 5]);
         let axis1 = on.clone().with("axis", Attr::Int(1));
-        assert_eq!(
-            shape("Mul", 6, axis1.clone(), &[f(&[2, 3, 4, 5]), f(&[3, 1])]),
-            vec![2, 3, 4, 5]
-        );
-        assert_eq!(
-            error("Mul", 6, axis1, &[f(&[2, 3, 4, 5]), f(&[4])]),
-            "cannot broadcast [4] to [2,3,4,5]"
-        );
+        assert_eq!(shape("Mul", 6, axis1.clone(), &[f(&[2, 3, 4, 5]), f(&[3, 1])]), vec![2, 3, 4, 5]);
+        assert_eq!(error("Mul", 6, axis1, &[f(&[2, 3, 4, 5]), f(&[4])]), "cannot broadcast [4] to [2,3,4,5]");
         assert!(run("Add", 6, Attrs::new(), &[f(&[2, 3]), f(&[3])], 1).is_err());
     }
 
@@ -346,15 +279,7 @@ mod tests {
         let less = run("Less", 13, Attrs::new(), &[ints(&[1, 2, 3]), scalar(2)], 1).unwrap();
         assert_eq!(data(&less[0]), vec![1, 0, 0]);
         assert_eq!(out[0].ty.dtype, DType::Bool);
-        assert_eq!(
-            shape(
-                "PRelu",
-                16,
-                Attrs::new(),
-                &[f(&[1, 8, 4, 4]), f(&[8, 1, 1])]
-            ),
-            vec![1, 8, 4, 4]
-        );
+        assert_eq!(shape("PRelu", 16, Attrs::new(), &[f(&[1, 8, 4, 4]), f(&[8, 1, 1])]), vec![1, 8, 4, 4]);
         assert_eq!(
             error("PRelu", 16, Attrs::new(), &[f(&[1, 8, 4, 4]), f(&[8])]),
             "slope [8] does not broadcast to [1,8,4,4]"
@@ -369,45 +294,17 @@ mod tests {
         assert_eq!(data(&sub[0]), vec![6, -1]);
         let eq = run("Equal", 13, Attrs::new(), &[ints(&[1, 2, 3]), scalar(2)], 1).unwrap();
         assert_eq!((eq[0].ty.dtype, data(&eq[0])), (DType::Bool, vec![0, 1, 0]));
-        let wh = run(
-            "Where",
-            16,
-            Attrs::new(),
-            &[eq[0].clone(), scalar(-1), ints(&[4, 5, 6])],
-            1,
-        )
-        .unwrap();
+        let wh = run("Where", 16, Attrs::new(), &[eq[0].clone(), scalar(-1), ints(&[4, 5, 6])], 1).unwrap();
         assert_eq!(data(&wh[0]), vec![4, -1, 6]);
-        assert_eq!(
-            error("Div", 13, Attrs::new(), &[ints(&[1]), scalar(0)]),
-            "integer division by zero"
-        );
-        let unknown = run(
-            "Add",
-            13,
-            Attrs::new(),
-            &[t(DType::I64, &[2]), scalar(1)],
-            1,
-        )
-        .unwrap();
+        assert_eq!(error("Div", 13, Attrs::new(), &[ints(&[1]), scalar(0)]), "integer division by zero");
+        let unknown = run("Add", 13, Attrs::new(), &[t(DType::I64, &[2]), scalar(1)], 1).unwrap();
         assert_eq!(unknown[0].data, None);
     }
 
     #[test]
     fn clip_forms() {
-        assert_eq!(
-            shape(
-                "Clip",
-                6,
-                Attrs::new().with("min", Attr::Float(0.0)),
-                &[f(&[3, 4])]
-            ),
-            vec![3, 4]
-        );
-        assert_eq!(
-            shape("Clip", 13, Attrs::new(), &[f(&[3, 4]), f(&[]), f(&[])]),
-            vec![3, 4]
-        );
+        assert_eq!(shape("Clip", 6, Attrs::new().with("min", Attr::Float(0.0)), &[f(&[3, 4])]), vec![3, 4]);
+        assert_eq!(shape("Clip", 13, Attrs::new(), &[f(&[3, 4]), f(&[]), f(&[])]), vec![3, 4]);
         assert!(run("Clip", 6, Attrs::new(), &[f(&[3]), f(&[])], 1).is_err());
     }
 }

@@ -3,37 +3,29 @@
 //! (except for `Pad`).
 
 use super::util::{
-    affine_gather, checked_numel, const_i64s, expect_inputs, fmt_shape, fold, input, input_of,
-    int_data, normalize_axes, normalize_axis, optional_const_i64s, optional_input, same_dtype,
-    strides, to_dim, too_large, typed, wide_to_dim, Accepts,
+    affine_gather, checked_numel, const_i64s, expect_inputs, fmt_shape, fold, input, input_of, int_data,
+    normalize_axes, normalize_axis, optional_const_i64s, optional_input, same_dtype, strides, to_dim, too_large, typed,
+    wide_to_dim, Accepts,
 };
 use super::{InferFn, Node, ShapeError, ShapeResult, Value};
 use crate::ir::{AttrError, TensorType};
 
 /// The selecting and joining ops.
-pub(super) const OPS: &[(&str, InferFn)] = &[
-    ("Concat", concat),
-    ("Split", split),
-    ("Slice", slice),
-    ("Gather", gather),
-    ("Pad", pad),
-];
+pub(super) const OPS: &[(&str, InferFn)] =
+    &[("Concat", concat), ("Split", split), ("Slice", slice), ("Gather", gather), ("Pad", pad)];
 
 /// `Concat`: inputs of one dtype and rank, equal except along `axis`.
 fn concat(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
     expect_inputs(node, 1, usize::MAX)?;
     let first = input(node, 0)?;
     let axis = normalize_axis(node.attrs.req_int("axis")?, first.ty.rank())?;
-    let parts = (0..node.inputs.len())
-        .map(|i| input(node, i))
-        .collect::<ShapeResult<Vec<_>>>()?;
+    let parts = (0..node.inputs.len()).map(|i| input(node, i)).collect::<ShapeResult<Vec<_>>>()?;
     let mut shape = first.ty.shape.clone();
     shape[axis] = 0;
     for (index, part) in parts.iter().enumerate() {
         same_dtype(first, part)?;
         let other = &part.ty.shape;
-        let matches = other.len() == shape.len()
-            && (0..shape.len()).all(|i| i == axis || other[i] == shape[i]);
+        let matches = other.len() == shape.len() && (0..shape.len()).all(|i| i == axis || other[i] == shape[i]);
         if !matches {
             return Err(ShapeError::Invalid(format!(
                 "input {index} has shape {}, which does not concatenate with {} on axis {axis}",
@@ -47,17 +39,10 @@ fn concat(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
     let inner = checked_numel(&shape[axis + 1..])?;
     let ty = TensorType::new(first.ty.dtype, shape);
     let out = fold(ty, || {
-        let Some(data) = parts
-            .iter()
-            .map(|p| int_data(p))
-            .collect::<Option<Vec<_>>>()
-        else {
+        let Some(data) = parts.iter().map(|p| int_data(p)).collect::<Option<Vec<_>>>() else {
             return Ok(None);
         };
-        let chunks: Vec<usize> = parts
-            .iter()
-            .map(|p| p.ty.shape[axis].saturating_mul(inner))
-            .collect();
+        let chunks: Vec<usize> = parts.iter().map(|p| p.ty.shape[axis].saturating_mul(inner)).collect();
         let mut values = Vec::new();
         for o in 0..outer {
             for (d, &chunk) in data.iter().zip(&chunks) {
@@ -85,23 +70,14 @@ fn split(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
     let dim = x.ty.shape[axis];
     let n = node.num_outputs;
     if n == 0 {
-        return Err(ShapeError::OutputCount {
-            expected: "at least 1".into(),
-            got: 0,
-        });
+        return Err(ShapeError::OutputCount { expected: "at least 1".into(), got: 0 });
     }
     let parts = match sizes {
         Some(sizes) => {
             if sizes.len() != n {
-                return Err(ShapeError::Invalid(format!(
-                    "{} split sizes for {n} outputs",
-                    sizes.len()
-                )));
+                return Err(ShapeError::Invalid(format!("{} split sizes for {n} outputs", sizes.len())));
             }
-            let sizes = sizes
-                .iter()
-                .map(|&s| to_dim(s, "a split size"))
-                .collect::<ShapeResult<Vec<_>>>()?;
+            let sizes = sizes.iter().map(|&s| to_dim(s, "a split size")).collect::<ShapeResult<Vec<_>>>()?;
             if sizes.iter().try_fold(0usize, |a, &s| a.checked_add(s)) != Some(dim) {
                 return Err(ShapeError::Invalid(format!(
                     "split sizes {} do not add up to {dim} on axis {axis}",
@@ -122,8 +98,7 @@ fn split(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
         shape[axis] = size;
         let ty = TensorType::new(x.ty.dtype, shape);
         // Known contents imply a small input, so the offset cannot overflow.
-        let part =
-            |d: &Vec<i64>| affine_gather(d, &ty.shape, (offset * in_strides[axis]) as i64, &coefs);
+        let part = |d: &Vec<i64>| affine_gather(d, &ty.shape, (offset * in_strides[axis]) as i64, &coefs);
         outputs.push(fold(ty.clone(), || Ok(data.as_ref().and_then(part)))?);
         offset += size;
     }
@@ -141,18 +116,14 @@ fn equal_parts(node: &Node<'_>, dim: usize, n: usize) -> ShapeResult<Vec<usize>>
             }
             let chunk = dim.div_ceil(n);
             let full = chunk.checked_mul(n - 1).filter(|&full| full <= dim);
-            let last = full.map(|full| dim - full).ok_or_else(|| {
-                ShapeError::Invalid(format!("cannot split size {dim} into {n} parts"))
-            })?;
-            return Ok((0..n)
-                .map(|i| if i + 1 == n { last } else { chunk })
-                .collect());
+            let last = full
+                .map(|full| dim - full)
+                .ok_or_else(|| ShapeError::Invalid(format!("cannot split size {dim} into {n} parts")))?;
+            return Ok((0..n).map(|i| if i + 1 == n { last } else { chunk }).collect());
         }
     }
     if dim % n != 0 {
-        return Err(ShapeError::Invalid(format!(
-            "cannot split size {dim} into {n} equal parts"
-        )));
+        return Err(ShapeError::Invalid(format!("cannot split size {dim} into {n} equal parts")));
     }
     Ok(vec![dim / n; n])
 }
@@ -163,17 +134,8 @@ fn slice(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
     let (starts, ends, axes, steps) = if node.opset < 10 {
         expect_inputs(node, 1, 1)?;
         let attrs = node.attrs;
-        let required = |name: &str| {
-            attrs
-                .ints_opt(name)?
-                .ok_or_else(|| AttrError::Missing(name.into()))
-        };
-        (
-            required("starts")?,
-            required("ends")?,
-            attrs.ints_opt("axes")?,
-            None,
-        )
+        let required = |name: &str| attrs.ints_opt(name)?.ok_or_else(|| AttrError::Missing(name.into()));
+        (required("starts")?, required("ends")?, attrs.ints_opt("axes")?, None)
     } else {
         expect_inputs(node, 3, 5)?;
         (
@@ -209,12 +171,8 @@ fn slice(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
     let in_strides = strides(&x.ty.shape);
     let ty = TensorType::new(x.ty.dtype, shape);
     let out = fold(ty.clone(), || {
-        let base = (0..rank).fold(0i64, |b, i| {
-            b.wrapping_add((first[i] as i64).wrapping_mul(in_strides[i] as i64))
-        });
-        let coefs: Vec<i64> = (0..rank)
-            .map(|i| step_of[i].wrapping_mul(in_strides[i] as i64))
-            .collect();
+        let base = (0..rank).fold(0i64, |b, i| b.wrapping_add((first[i] as i64).wrapping_mul(in_strides[i] as i64)));
+        let coefs: Vec<i64> = (0..rank).map(|i| step_of[i].wrapping_mul(in_strides[i] as i64)).collect();
         Ok(int_data(x).and_then(|d| affine_gather(&d, &ty.shape, base, &coefs)))
     })?;
     Ok(vec![out])
@@ -262,15 +220,9 @@ fn gather(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
         Some(raw) => Some(
             raw.iter()
                 .map(|&i| {
-                    let j = if i < 0 {
-                        i as i128 + dim as i128
-                    } else {
-                        i as i128
-                    };
+                    let j = if i < 0 { i as i128 + dim as i128 } else { i as i128 };
                     usize::try_from(j).ok().filter(|&j| j < dim).ok_or_else(|| {
-                        ShapeError::Invalid(format!(
-                            "index {i} is out of range for axis {axis} of size {dim}"
-                        ))
+                        ShapeError::Invalid(format!("index {i} is out of range for axis {axis} of size {dim}"))
                     })
                 })
                 .collect::<ShapeResult<Vec<_>>>()?,
@@ -301,18 +253,10 @@ fn gather(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
 fn pad(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
     let (pads, axes) = if node.opset < 11 {
         expect_inputs(node, 1, 1)?;
-        (
-            node.attrs
-                .ints_opt("pads")?
-                .ok_or_else(|| AttrError::Missing("pads".into()))?,
-            None,
-        )
+        (node.attrs.ints_opt("pads")?.ok_or_else(|| AttrError::Missing("pads".into()))?, None)
     } else {
         expect_inputs(node, 2, 4)?;
-        (
-            const_i64s(node, 1, "the pads")?,
-            optional_const_i64s(node, 3, "the pad axes")?,
-        )
+        (const_i64s(node, 1, "the pads")?, optional_const_i64s(node, 3, "the pad axes")?)
     };
     let x = input(node, 0)?;
     if let Some(value) = optional_input(node, 2) {
@@ -320,12 +264,7 @@ fn pad(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
     }
     match node.attrs.string("mode", "constant".into())?.as_str() {
         "constant" | "reflect" | "edge" | "wrap" => {}
-        other => {
-            return Err(ShapeError::UnsupportedAttr {
-                name: "mode".into(),
-                value: other.into(),
-            })
-        }
+        other => return Err(ShapeError::UnsupportedAttr { name: "mode".into(), value: other.into() }),
     }
     let rank = x.ty.rank();
     let axes = match axes {
@@ -334,18 +273,13 @@ fn pad(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
     };
     let n = axes.len();
     if pads.len() != 2 * n {
-        return Err(ShapeError::Invalid(format!(
-            "{} pads for {n} axes, expected {}",
-            pads.len(),
-            2 * n
-        )));
+        return Err(ShapeError::Invalid(format!("{} pads for {n} axes, expected {}", pads.len(), 2 * n)));
     }
     let mut shape = x.ty.shape.clone();
     for (i, &axis) in axes.iter().enumerate() {
         let size = shape[axis] as i128 + pads[i] as i128 + pads[i + n] as i128;
-        shape[axis] = usize::try_from(size).map_err(|_| {
-            ShapeError::Invalid(format!("padding makes axis {axis} negative ({size})"))
-        })?;
+        shape[axis] = usize::try_from(size)
+            .map_err(|_| ShapeError::Invalid(format!("padding makes axis {axis} negative ({size})")))?;
     }
     Ok(vec![typed(x.ty.dtype, shape)])
 }
@@ -360,51 +294,22 @@ mod tests {
     fn concat_and_gather_fold_a_shape() {
         // The PyTorch pattern: Shape -> Gather -> Unsqueeze -> Concat -> Reshape.
         let x = f(&[8, 3, 32, 32]);
-        let shape_of = run("Shape", 13, Attrs::new(), std::slice::from_ref(&x), 1)
-            .unwrap()
-            .remove(0);
-        let batch = run(
-            "Gather",
-            13,
-            Attrs::new(),
-            &[shape_of.clone(), scalar(0)],
-            1,
-        )
-        .unwrap()
-        .remove(0);
+        let shape_of = run("Shape", 13, Attrs::new(), std::slice::from_ref(&x), 1).unwrap().remove(0);
+        let batch = run("Gather", 13, Attrs::new(), &[shape_of.clone(), scalar(0)], 1).unwrap().remove(0);
         assert_eq!((batch.ty.shape.clone(), data(&batch)), (vec![], vec![8]));
-        let last = run("Gather", 13, Attrs::new(), &[shape_of, ints(&[-1, -2])], 1)
-            .unwrap()
-            .remove(0);
+        let last = run("Gather", 13, Attrs::new(), &[shape_of, ints(&[-1, -2])], 1).unwrap().remove(0);
         assert_eq!(data(&last), vec![32, 32]);
-        let batch = run("Unsqueeze", 13, Attrs::new(), &[batch, ints(&[0])], 1)
-            .unwrap()
-            .remove(0);
-        let target = run(
-            "Concat",
-            13,
-            Attrs::new().with("axis", Attr::Int(0)),
-            &[batch, ints(&[-1])],
-            1,
-        )
-        .unwrap()
-        .remove(0);
+        let batch = run("Unsqueeze", 13, Attrs::new(), &[batch, ints(&[0])], 1).unwrap().remove(0);
+        let target =
+            run("Concat", 13, Attrs::new().with("axis", Attr::Int(0)), &[batch, ints(&[-1])], 1).unwrap().remove(0);
         assert_eq!(data(&target), vec![8, -1]);
-        assert_eq!(
-            shape("Reshape", 13, Attrs::new(), &[x, target]),
-            vec![8, 3072]
-        );
+        assert_eq!(shape("Reshape", 13, Attrs::new(), &[x, target]), vec![8, 3072]);
         assert_eq!(
             error("Gather", 13, Attrs::new(), &[ints(&[1, 2]), scalar(2)]),
             "index 2 is out of range for axis 0 of size 2"
         );
         assert_eq!(
-            shape(
-                "Gather",
-                13,
-                Attrs::new().with("axis", Attr::Int(1)),
-                &[f(&[2, 5, 3]), t(DType::I32, &[4, 1])]
-            ),
+            shape("Gather", 13, Attrs::new().with("axis", Attr::Int(1)), &[f(&[2, 5, 3]), t(DType::I32, &[4, 1])]),
             vec![2, 4, 1, 3]
         );
         assert_eq!(
@@ -416,73 +321,37 @@ mod tests {
     #[test]
     fn concat_checks() {
         let axis = |a| Attrs::new().with("axis", Attr::Int(a));
-        assert_eq!(
-            shape("Concat", 13, axis(-1), &[f(&[2, 3]), f(&[2, 5])]),
-            vec![2, 8]
-        );
+        assert_eq!(shape("Concat", 13, axis(-1), &[f(&[2, 3]), f(&[2, 5])]), vec![2, 8]);
         let m = Value::constant(TensorData::from_i64(vec![2, 1], &[1, 2]));
         let n = Value::constant(TensorData::from_i64(vec![2, 2], &[3, 4, 5, 6]));
-        assert_eq!(
-            data(&run("Concat", 13, axis(1), &[m, n], 1).unwrap()[0]),
-            vec![1, 3, 4, 2, 5, 6]
-        );
+        assert_eq!(data(&run("Concat", 13, axis(1), &[m, n], 1).unwrap()[0]), vec![1, 3, 4, 2, 5, 6]);
         assert_eq!(
             error("Concat", 13, axis(1), &[f(&[2, 3]), f(&[3, 3])]),
             "input 1 has shape [3,3], which does not concatenate with [2,3] on axis 1"
         );
-        assert_eq!(
-            error("Concat", 13, Attrs::new(), &[f(&[2])]),
-            "missing required attribute 'axis'"
-        );
+        assert_eq!(error("Concat", 13, Attrs::new(), &[f(&[2])]), "missing required attribute 'axis'");
     }
 
     #[test]
     fn split_forms() {
         let shapes = |outs: Vec<Value>| outs.into_iter().map(|v| v.ty.shape).collect::<Vec<_>>();
-        let attr = Attrs::new()
-            .with("axis", Attr::Int(1))
-            .with("split", Attr::Ints(vec![2, 4]));
-        assert_eq!(
-            shapes(run("Split", 11, attr, &[f(&[3, 6])], 2).unwrap()),
-            vec![vec![3, 2], vec![3, 4]]
-        );
-        let folded = run(
-            "Split",
-            13,
-            Attrs::new(),
-            &[ints(&[1, 2, 3, 4, 5]), ints(&[3, 2])],
-            2,
-        )
-        .unwrap();
-        assert_eq!(
-            (data(&folded[0]), data(&folded[1])),
-            (vec![1, 2, 3], vec![4, 5])
-        );
-        assert_eq!(
-            shapes(run("Split", 13, Attrs::new(), &[f(&[6, 2])], 3).unwrap()),
-            vec![vec![2, 2]; 3]
-        );
+        let attr = Attrs::new().with("axis", Attr::Int(1)).with("split", Attr::Ints(vec![2, 4]));
+        assert_eq!(shapes(run("Split", 11, attr, &[f(&[3, 6])], 2).unwrap()), vec![vec![3, 2], vec![3, 4]]);
+        let folded = run("Split", 13, Attrs::new(), &[ints(&[1, 2, 3, 4, 5]), ints(&[3, 2])], 2).unwrap();
+        assert_eq!((data(&folded[0]), data(&folded[1])), (vec![1, 2, 3], vec![4, 5]));
+        assert_eq!(shapes(run("Split", 13, Attrs::new(), &[f(&[6, 2])], 3).unwrap()), vec![vec![2, 2]; 3]);
         let uneven = Attrs::new().with("num_outputs", Attr::Int(3));
+        assert_eq!(shapes(run("Split", 18, uneven, &[f(&[7])], 3).unwrap()), vec![vec![3], vec![3], vec![1]]);
         assert_eq!(
-            shapes(run("Split", 18, uneven, &[f(&[7])], 3).unwrap()),
-            vec![vec![3], vec![3], vec![1]]
-        );
-        assert_eq!(
-            run("Split", 13, Attrs::new(), &[f(&[7])], 2)
-                .unwrap_err()
-                .to_string(),
+            run("Split", 13, Attrs::new(), &[f(&[7])], 2).unwrap_err().to_string(),
             "cannot split size 7 into 2 equal parts"
         );
         assert_eq!(
-            run("Split", 13, Attrs::new(), &[f(&[7]), ints(&[3, 3])], 2)
-                .unwrap_err()
-                .to_string(),
+            run("Split", 13, Attrs::new(), &[f(&[7]), ints(&[3, 3])], 2).unwrap_err().to_string(),
             "split sizes [3,3] do not add up to 7 on axis 0"
         );
         assert_eq!(
-            run("Split", 13, Attrs::new(), &[f(&[7]), ints(&[7])], 2)
-                .unwrap_err()
-                .to_string(),
+            run("Split", 13, Attrs::new(), &[f(&[7]), ints(&[7])], 2).unwrap_err().to_string(),
             "1 split sizes for 2 outputs"
         );
     }
@@ -495,90 +364,37 @@ mod tests {
             "Slice",
             13,
             Attrs::new(),
-            &[
-                x.clone(),
-                ints(&[1, -1]),
-                ints(&[1000, -1000]),
-                ints(&[0, 2]),
-                ints(&[1, -2]),
-            ],
+            &[x.clone(), ints(&[1, -1]), ints(&[1000, -1000]), ints(&[0, 2]), ints(&[1, -2])],
         );
         assert_eq!(out, vec![9, 20, 15]);
         // Reversal with the usual INT64_MIN end.
-        let out = shape(
-            "Slice",
-            13,
-            Attrs::new(),
-            &[
-                x.clone(),
-                ints(&[-1]),
-                ints(&[i64::MIN]),
-                ints(&[1]),
-                ints(&[-1]),
-            ],
-        );
+        let out =
+            shape("Slice", 13, Attrs::new(), &[x.clone(), ints(&[-1]), ints(&[i64::MIN]), ints(&[1]), ints(&[-1])]);
         assert_eq!(out, vec![10, 20, 30]);
-        let empty = shape(
-            "Slice",
-            13,
-            Attrs::new(),
-            &[x.clone(), ints(&[5]), ints(&[2]), ints(&[0])],
-        );
+        let empty = shape("Slice", 13, Attrs::new(), &[x.clone(), ints(&[5]), ints(&[2]), ints(&[0])]);
         assert_eq!(empty, vec![0, 20, 30]);
         // Attribute form (opset < 10), axes defaulting to 0..n.
-        let attrs = Attrs::new()
-            .with("starts", Attr::Ints(vec![0, 2]))
-            .with("ends", Attr::Ints(vec![i64::MAX, -3]));
-        assert_eq!(
-            shape("Slice", 9, attrs, std::slice::from_ref(&x)),
-            vec![10, 15, 30]
-        );
+        let attrs = Attrs::new().with("starts", Attr::Ints(vec![0, 2])).with("ends", Attr::Ints(vec![i64::MAX, -3]));
+        assert_eq!(shape("Slice", 9, attrs, std::slice::from_ref(&x)), vec![10, 15, 30]);
         let folded = run(
             "Slice",
             13,
             Attrs::new(),
-            &[
-                ints(&[0, 1, 2, 3, 4, 5]),
-                ints(&[-1]),
-                ints(&[0]),
-                ints(&[0]),
-                ints(&[-2]),
-            ],
+            &[ints(&[0, 1, 2, 3, 4, 5]), ints(&[-1]), ints(&[0]), ints(&[0]), ints(&[-2])],
             1,
         )
         .unwrap();
         assert_eq!(data(&folded[0]), vec![5, 3, 1]);
         assert_eq!(
-            error(
-                "Slice",
-                13,
-                Attrs::new(),
-                &[x.clone(), ints(&[0]), ints(&[1]), ints(&[0]), ints(&[0])]
-            ),
+            error("Slice", 13, Attrs::new(), &[x.clone(), ints(&[0]), ints(&[1]), ints(&[0]), ints(&[0])]),
             "slice step cannot be 0"
         );
         assert_eq!(
-            error(
-                "Slice",
-                13,
-                Attrs::new(),
-                &[x, ints(&[0, 0]), ints(&[1]), ints(&[0])]
-            ),
+            error("Slice", 13, Attrs::new(), &[x, ints(&[0, 0]), ints(&[1]), ints(&[0])]),
             "slice has 2 starts, 1 ends, 1 axes and 2 steps"
         );
         assert_eq!(
-            shape(
-                "Slice",
-                13,
-                Attrs::new(),
-                &[
-                    f(&[0]),
-                    ints(&[-1]),
-                    ints(&[i64::MIN]),
-                    ints(&[0]),
-                    ints(&[-1])
-                ]
-            ),
+            shape("Slice", 13, Attrs::new(), &[f(&[0]), ints(&[-1]), ints(&[i64::MIN]), ints(&[0]), ints(&[-1])]),
             vec![0]
         );
     }
@@ -586,36 +402,16 @@ mod tests {
     #[test]
     fn pad_forms() {
         assert_eq!(
-            shape(
-                "Pad",
-                13,
-                Attrs::new(),
-                &[f(&[1, 3, 4, 4]), ints(&[0, 0, 1, 2, 0, 0, 1, -1])]
-            ),
+            shape("Pad", 13, Attrs::new(), &[f(&[1, 3, 4, 4]), ints(&[0, 0, 1, 2, 0, 0, 1, -1])]),
             vec![1, 3, 6, 5]
         );
-        let old = Attrs::new()
-            .with("pads", Attr::Ints(vec![1, 1, 1, 1]))
-            .with("mode", Attr::String("reflect".into()));
+        let old = Attrs::new().with("pads", Attr::Ints(vec![1, 1, 1, 1])).with("mode", Attr::String("reflect".into()));
         assert_eq!(shape("Pad", 2, old, &[f(&[4, 4])]), vec![6, 6]);
         let x = f(&[4, 4]);
         let (pads, value, ax) = (ints(&[2, 3]), f(&[]), ints(&[-1]));
-        let out = run_opt(
-            "Pad",
-            18,
-            Attrs::new(),
-            &[Some(&x), Some(&pads), Some(&value), Some(&ax)],
-            1,
-        )
-        .unwrap();
+        let out = run_opt("Pad", 18, Attrs::new(), &[Some(&x), Some(&pads), Some(&value), Some(&ax)], 1).unwrap();
         assert_eq!(out[0].ty.shape, vec![4, 9]);
-        assert_eq!(
-            error("Pad", 13, Attrs::new(), &[f(&[4, 4]), ints(&[1, 1])]),
-            "2 pads for 2 axes, expected 4"
-        );
-        assert_eq!(
-            error("Pad", 13, Attrs::new(), &[f(&[4]), ints(&[-3, -2])]),
-            "padding makes axis 0 negative (-1)"
-        );
+        assert_eq!(error("Pad", 13, Attrs::new(), &[f(&[4, 4]), ints(&[1, 1])]), "2 pads for 2 axes, expected 4");
+        assert_eq!(error("Pad", 13, Attrs::new(), &[f(&[4]), ints(&[-3, -2])]), "padding makes axis 0 negative (-1)");
     }
 }

@@ -38,10 +38,7 @@ impl Value {
 
     /// A value known at compile time.
     pub fn constant(data: TensorData) -> Value {
-        Value {
-            ty: data.ty.clone(),
-            data: Some(data),
-        }
+        Value { ty: data.ty.clone(), data: Some(data) }
     }
 }
 
@@ -102,27 +99,15 @@ type InferFn = fn(&Node<'_>) -> ShapeResult<Vec<Value>>;
 
 /// Every supported op, by family. The single source of truth for [`infer`],
 /// [`is_supported`] and [`supported_ops`].
-const REGISTRY: &[&[(&str, InferFn)]] = &[
-    elementwise::OPS,
-    conv::OPS,
-    pool::OPS,
-    nn::OPS,
-    reduce::OPS,
-    tensor_ops::OPS,
-    indexing::OPS,
-    constant::OPS,
-];
+const REGISTRY: &[&[(&str, InferFn)]] =
+    &[elementwise::OPS, conv::OPS, pool::OPS, nn::OPS, reduce::OPS, tensor_ops::OPS, indexing::OPS, constant::OPS];
 
 /// Largest number of elements any inferred tensor may have (2^40).
 const MAX_ELEMENTS: usize = 1 << 40;
 
 /// The inference rule for an op type.
 fn lookup(op: &str) -> Option<InferFn> {
-    REGISTRY
-        .iter()
-        .flat_map(|family| family.iter())
-        .find(|(name, _)| *name == op)
-        .map(|&(_, f)| f)
+    REGISTRY.iter().flat_map(|family| family.iter()).find(|(name, _)| *name == op).map(|&(_, f)| f)
 }
 
 /// Infers the output values of `node`: one per declared output.
@@ -130,15 +115,8 @@ pub fn infer(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
     let infer_op = lookup(node.op).ok_or_else(|| ShapeError::UnsupportedOp(node.op.to_string()))?;
     let mut outputs = infer_op(node)?;
     if node.num_outputs == 0 || node.num_outputs > outputs.len() {
-        let expected = if outputs.len() == 1 {
-            "1".to_string()
-        } else {
-            format!("1 to {}", outputs.len())
-        };
-        return Err(ShapeError::OutputCount {
-            expected,
-            got: node.num_outputs,
-        });
+        let expected = if outputs.len() == 1 { "1".to_string() } else { format!("1 to {}", outputs.len()) };
+        return Err(ShapeError::OutputCount { expected, got: node.num_outputs });
     }
     outputs.truncate(node.num_outputs);
     for out in &outputs {
@@ -159,9 +137,7 @@ pub fn is_supported(op: &str) -> bool {
 
 /// The names of all supported ops, family by family.
 pub fn supported_ops() -> impl Iterator<Item = &'static str> {
-    REGISTRY
-        .iter()
-        .flat_map(|family| family.iter().map(|&(name, _)| name))
+    REGISTRY.iter().flat_map(|family| family.iter().map(|&(name, _)| name))
 }
 
 #[cfg(test)]
@@ -253,34 +229,14 @@ mod tests {
             assert!(is_supported(op), "{op} is not supported");
         }
         assert!(!is_supported("LSTM"));
-        assert_eq!(
-            run("LSTM", 13, Attrs::new(), &[], 1)
-                .unwrap_err()
-                .to_string(),
-            "unsupported op 'LSTM'"
-        );
+        assert_eq!(run("LSTM", 13, Attrs::new(), &[], 1).unwrap_err().to_string(), "unsupported op 'LSTM'");
     }
 
     #[test]
     fn output_counts_are_checked() {
-        assert_eq!(
-            run("Relu", 13, Attrs::new(), &[f(&[2])], 2)
-                .unwrap_err()
-                .to_string(),
-            "expected 1 outputs, got 2"
-        );
-        assert_eq!(
-            run("Relu", 13, Attrs::new(), &[f(&[2])], 0)
-                .unwrap_err()
-                .to_string(),
-            "expected 1 outputs, got 0"
-        );
-        assert_eq!(
-            run("Dropout", 13, Attrs::new(), &[f(&[2])], 1)
-                .unwrap()
-                .len(),
-            1
-        );
+        assert_eq!(run("Relu", 13, Attrs::new(), &[f(&[2])], 2).unwrap_err().to_string(), "expected 1 outputs, got 2");
+        assert_eq!(run("Relu", 13, Attrs::new(), &[f(&[2])], 0).unwrap_err().to_string(), "expected 1 outputs, got 0");
+        assert_eq!(run("Dropout", 13, Attrs::new(), &[f(&[2])], 1).unwrap().len(), 1);
     }
 
     /// A small deterministic generator (64-bit LCG).
@@ -288,10 +244,7 @@ mod tests {
 
     impl Lcg {
         fn next(&mut self) -> u64 {
-            self.0 = self
-                .0
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
+            self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             self.0 >> 33
         }
 
@@ -306,15 +259,7 @@ mod tests {
     fn fuzzed_nodes_never_panic() {
         let ints = [i64::MIN, -4, -2, -1, 0, 1, 2, 3, 7, 1 << 31, i64::MAX];
         let dims = [0usize, 1, 2, 3, 5, 1 << 20, 1 << 40, usize::MAX];
-        let dtypes = [
-            DType::F32,
-            DType::I64,
-            DType::I32,
-            DType::Bool,
-            DType::U8,
-            DType::F16,
-            DType::U64,
-        ];
+        let dtypes = [DType::F32, DType::I64, DType::I32, DType::Bool, DType::U8, DType::F16, DType::U64];
         let names = [
             "axis",
             "axes",
@@ -354,31 +299,18 @@ mod tests {
         for _ in 0..60_000 {
             // Inputs mostly derived from one base shape, so that many nodes get past the checks.
             let base: Vec<usize> = (0..rng.next() % 6)
-                .map(|_| {
-                    if rng.next() % 8 == 0 {
-                        rng.pick(&dims)
-                    } else {
-                        1 + rng.next() as usize % 4
-                    }
-                })
+                .map(|_| if rng.next() % 8 == 0 { rng.pick(&dims) } else { 1 + rng.next() as usize % 4 })
                 .collect();
             let mut values = Vec::new();
             for i in 0..rng.next() % 6 {
-                let dtype = if i == 0 && rng.next() % 2 == 0 {
-                    DType::F32
-                } else {
-                    rng.pick(&dtypes)
-                };
+                let dtype = if i == 0 && rng.next() % 2 == 0 { DType::F32 } else { rng.pick(&dtypes) };
                 let value = match rng.next() % 6 {
                     0 | 1 => Value::of_type(TensorType::new(dtype, base.clone())),
                     2 => Value::of_type(TensorType::new(
                         dtype,
                         base[base.len().min(1 + rng.next() as usize % 3)..].to_vec(),
                     )),
-                    3 => Value::of_type(TensorType::new(
-                        dtype,
-                        base.get(1).map(|&c| vec![c]).unwrap_or_default(),
-                    )),
+                    3 => Value::of_type(TensorType::new(dtype, base.get(1).map(|&c| vec![c]).unwrap_or_default())),
                     _ => {
                         let n = rng.next() as usize % 6;
                         let data: Vec<i64> = (0..n.max(1)).map(|_| rng.pick(&ints)).collect();
@@ -394,10 +326,7 @@ mod tests {
                 let attr = match rng.next() % 5 {
                     0 => Attr::Int(rng.pick(&ints)),
                     1 => Attr::Ints((0..rng.next() % 7).map(|_| rng.pick(&ints)).collect()),
-                    2 => Attr::String(
-                        rng.pick(&["SAME_UPPER", "VALID", "NOTSET", "edge", "bogus"])
-                            .into(),
-                    ),
+                    2 => Attr::String(rng.pick(&["SAME_UPPER", "VALID", "NOTSET", "edge", "bogus"]).into()),
                     3 => Attr::Tensor(TensorData::from_i64(vec![1], &[rng.pick(&ints)])),
                     _ => Attr::Float(-1.5),
                 };
@@ -410,13 +339,7 @@ mod tests {
             }
             let op = rng.pick(&ops);
             let opset = rng.pick(&[6, 7, 9, 10, 11, 12, 13, 15, 18, 21]);
-            let node = Node {
-                op,
-                opset,
-                attrs: &attrs,
-                inputs: &slots,
-                num_outputs: rng.pick(&[1, 1, 1, 2, 3, 0]),
-            };
+            let node = Node { op, opset, attrs: &attrs, inputs: &slots, num_outputs: rng.pick(&[1, 1, 1, 2, 3, 0]) };
             let _ = infer(&node);
         }
     }

@@ -2,8 +2,8 @@
 //! `LogSoftmax`, `Dropout`, `Gemm` and `MatMul`.
 
 use super::util::{
-    broadcast, broadcast_to, check_dtype, check_rank, expect_inputs, fmt_shape, input, input_of,
-    normalize_axis, optional_input, same_dtype, typed, Accepts,
+    broadcast, broadcast_to, check_dtype, check_rank, expect_inputs, fmt_shape, input, input_of, normalize_axis,
+    optional_input, same_dtype, typed, Accepts,
 };
 use super::{InferFn, Node, ShapeError, ShapeResult, Value};
 use crate::ir::DType;
@@ -42,11 +42,7 @@ fn batch_norm(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
     let channels = x.ty.shape[1];
     // Before opset 9, `spatial = 0` normalises per element: the statistics
     // then have X's shape without the batch dimension.
-    let stats_shape = if node.attrs.int("spatial", 1)? == 0 {
-        x.ty.shape[1..].to_vec()
-    } else {
-        vec![channels]
-    };
+    let stats_shape = if node.attrs.int("spatial", 1)? == 0 { x.ty.shape[1..].to_vec() } else { vec![channels] };
     for index in 1..5 {
         let value = input_of(node, index, Accepts::Float)?;
         if value.ty.shape != stats_shape {
@@ -94,17 +90,10 @@ fn layer_norm(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
         .ok()
         .and_then(DType::from_code)
         .filter(|d| d.is_float())
-        .ok_or_else(|| ShapeError::UnsupportedAttr {
-            name: "stash_type".into(),
-            value: stash.to_string(),
-        })?;
+        .ok_or_else(|| ShapeError::UnsupportedAttr { name: "stash_type".into(), value: stash.to_string() })?;
     let mut stats_shape = x.ty.shape.clone();
     stats_shape[axis..].fill(1);
-    Ok(vec![
-        Value::of_type(x.ty.clone()),
-        typed(stash_dtype, stats_shape.clone()),
-        typed(stash_dtype, stats_shape),
-    ])
+    Ok(vec![Value::of_type(x.ty.clone()), typed(stash_dtype, stats_shape.clone()), typed(stash_dtype, stats_shape)])
 }
 
 /// `Softmax`, `LogSoftmax`: same shape; `axis` defaults to 1 before opset 13
@@ -132,10 +121,7 @@ fn dropout(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
     if let Some(training) = optional_input(node, 2) {
         check_dtype(training, 2, Accepts::Bool)?;
     }
-    Ok(vec![
-        Value::of_type(x.ty.clone()),
-        typed(DType::Bool, x.ty.shape.clone()),
-    ])
+    Ok(vec![Value::of_type(x.ty.clone()), typed(DType::Bool, x.ty.shape.clone())])
 }
 
 /// The rank-2 input at `index`, as (rows, cols) after the optional transpose.
@@ -144,10 +130,7 @@ fn matrix(node: &Node<'_>, index: usize, transposed: &str) -> ShapeResult<(usize
     match value.ty.shape[..] {
         [r, c] if node.attrs.int(transposed, 0)? != 0 => Ok((c, r)),
         [r, c] => Ok((r, c)),
-        _ => Err(ShapeError::Invalid(format!(
-            "input {index} has rank {}, expected 2",
-            value.ty.rank()
-        ))),
+        _ => Err(ShapeError::Invalid(format!("input {index} has rank {}, expected 2", value.ty.rank()))),
     }
 }
 
@@ -158,9 +141,7 @@ fn gemm(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
     let a = input(node, 0)?;
     same_dtype(a, input(node, 1)?)?;
     if k != k2 {
-        return Err(ShapeError::Invalid(format!(
-            "inner dimensions differ: [{m},{k}] x [{k2},{n}]"
-        )));
+        return Err(ShapeError::Invalid(format!("inner dimensions differ: [{m},{k}] x [{k2},{n}]")));
     }
     if let Some(c) = optional_input(node, 2) {
         same_dtype(a, c)?;
@@ -179,13 +160,7 @@ fn matmul(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
     let b = input(node, 1)?;
     let dtype = same_dtype(a, b)?;
     let (sa, sb) = (&a.ty.shape, &b.ty.shape);
-    let mismatch = || {
-        ShapeError::Invalid(format!(
-            "cannot multiply {} by {}",
-            fmt_shape(sa),
-            fmt_shape(sb)
-        ))
-    };
+    let mismatch = || ShapeError::Invalid(format!("cannot multiply {} by {}", fmt_shape(sa), fmt_shape(sb)));
     let (&k, &k2) = match (sa.last(), sb.len()) {
         (Some(k), 1) => (k, &sb[0]),
         (Some(k), r) if r >= 2 => (k, &sb[r - 2]),
@@ -213,192 +188,74 @@ mod tests {
 
     #[test]
     fn gemm_transposes() {
-        let attrs = Attrs::new()
-            .with("transA", Attr::Int(1))
-            .with("transB", Attr::Int(1));
-        assert_eq!(
-            shape("Gemm", 13, attrs, &[f(&[4, 3]), f(&[5, 4]), f(&[5])]),
-            vec![3, 5]
-        );
-        assert_eq!(
-            shape("Gemm", 13, Attrs::new(), &[f(&[3, 4]), f(&[4, 5])]),
-            vec![3, 5]
-        );
+        let attrs = Attrs::new().with("transA", Attr::Int(1)).with("transB", Attr::Int(1));
+        assert_eq!(shape("Gemm", 13, attrs, &[f(&[4, 3]), f(&[5, 4]), f(&[5])]), vec![3, 5]);
+        assert_eq!(shape("Gemm", 13, Attrs::new(), &[f(&[3, 4]), f(&[4, 5])]), vec![3, 5]);
         let trans_b = Attrs::new().with("transB", Attr::Int(1));
-        assert_eq!(
-            shape(
-                "Gemm",
-                9,
-                trans_b.clone(),
-                &[f(&[8, 512]), f(&[10, 512]), f(&[1, 10])]
-            ),
-            vec![8, 10]
-        );
+        assert_eq!(shape("Gemm", 9, trans_b.clone(), &[f(&[8, 512]), f(&[10, 512]), f(&[1, 10])]), vec![8, 10]);
         assert_eq!(
             error("Gemm", 13, trans_b.clone(), &[f(&[3, 4]), f(&[4, 5])]),
             "inner dimensions differ: [3,4] x [5,4]"
         );
         assert_eq!(
-            error(
-                "Gemm",
-                13,
-                trans_b.clone(),
-                &[f(&[3, 4]), f(&[5, 4]), f(&[3])]
-            ),
+            error("Gemm", 13, trans_b.clone(), &[f(&[3, 4]), f(&[5, 4]), f(&[3])]),
             "C [3] does not broadcast to [3,5]"
         );
-        assert_eq!(
-            error("Gemm", 9, trans_b, &[f(&[3, 4]), f(&[5, 4])]),
-            "input 2 is required"
-        );
+        assert_eq!(error("Gemm", 9, trans_b, &[f(&[3, 4]), f(&[5, 4])]), "input 2 is required");
     }
 
     #[test]
     fn matmul_numpy() {
-        assert_eq!(
-            shape("MatMul", 13, Attrs::new(), &[f(&[2, 3]), f(&[3, 4])]),
-            vec![2, 4]
-        );
-        assert_eq!(
-            shape("MatMul", 13, Attrs::new(), &[f(&[3]), f(&[3])]),
-            Vec::<usize>::new()
-        );
-        assert_eq!(
-            shape("MatMul", 13, Attrs::new(), &[f(&[3]), f(&[5, 3, 4])]),
-            vec![5, 4]
-        );
-        assert_eq!(
-            shape("MatMul", 13, Attrs::new(), &[f(&[5, 2, 3]), f(&[3])]),
-            vec![5, 2]
-        );
-        assert_eq!(
-            shape(
-                "MatMul",
-                13,
-                Attrs::new(),
-                &[f(&[7, 1, 2, 3]), f(&[6, 3, 4])]
-            ),
-            vec![7, 6, 2, 4]
-        );
-        assert_eq!(
-            shape(
-                "MatMul",
-                13,
-                Attrs::new(),
-                &[t(DType::I32, &[2, 3]), t(DType::I32, &[3, 1])]
-            ),
-            vec![2, 1]
-        );
-        assert_eq!(
-            error("MatMul", 13, Attrs::new(), &[f(&[2, 3]), f(&[4, 5])]),
-            "cannot multiply [2,3] by [4,5]"
-        );
+        assert_eq!(shape("MatMul", 13, Attrs::new(), &[f(&[2, 3]), f(&[3, 4])]), vec![2, 4]);
+        assert_eq!(shape("MatMul", 13, Attrs::new(), &[f(&[3]), f(&[3])]), Vec::<usize>::new());
+        assert_eq!(shape("MatMul", 13, Attrs::new(), &[f(&[3]), f(&[5, 3, 4])]), vec![5, 4]);
+        assert_eq!(shape("MatMul", 13, Attrs::new(), &[f(&[5, 2, 3]), f(&[3])]), vec![5, 2]);
+        assert_eq!(shape("MatMul", 13, Attrs::new(), &[f(&[7, 1, 2, 3]), f(&[6, 3, 4])]), vec![7, 6, 2, 4]);
+        assert_eq!(shape("MatMul", 13, Attrs::new(), &[t(DType::I32, &[2, 3]), t(DType::I32, &[3, 1])]), vec![2, 1]);
+        assert_eq!(error("MatMul", 13, Attrs::new(), &[f(&[2, 3]), f(&[4, 5])]), "cannot multiply [2,3] by [4,5]");
         assert_eq!(
             error("MatMul", 13, Attrs::new(), &[f(&[2, 2, 3]), f(&[3, 3, 4])]),
             "cannot multiply [2,2,3] by [3,3,4]"
         );
-        assert_eq!(
-            error("MatMul", 13, Attrs::new(), &[f(&[]), f(&[3])]),
-            "cannot multiply [] by [3]"
-        );
+        assert_eq!(error("MatMul", 13, Attrs::new(), &[f(&[]), f(&[3])]), "cannot multiply [] by [3]");
     }
 
     #[test]
     fn batch_norm_outputs() {
         let inputs = [f(&[8, 16, 4, 4]), f(&[16]), f(&[16]), f(&[16]), f(&[16])];
-        assert_eq!(
-            run("BatchNormalization", 15, Attrs::new(), &inputs, 1)
-                .unwrap()
-                .len(),
-            1
-        );
+        assert_eq!(run("BatchNormalization", 15, Attrs::new(), &inputs, 1).unwrap().len(), 1);
         let training = run("BatchNormalization", 15, Attrs::new(), &inputs, 3).unwrap();
-        assert_eq!(
-            (training[0].ty.shape.clone(), training[2].ty.shape.clone()),
-            (vec![8, 16, 4, 4], vec![16])
-        );
-        assert_eq!(
-            run("BatchNormalization", 7, Attrs::new(), &inputs, 5).unwrap()[4]
-                .ty
-                .shape,
-            vec![16]
-        );
+        assert_eq!((training[0].ty.shape.clone(), training[2].ty.shape.clone()), (vec![8, 16, 4, 4], vec![16]));
+        assert_eq!(run("BatchNormalization", 7, Attrs::new(), &inputs, 5).unwrap()[4].ty.shape, vec![16]);
         let wrong = [f(&[8, 16, 4, 4]), f(&[16]), f(&[8]), f(&[16]), f(&[16])];
-        assert_eq!(
-            error("BatchNormalization", 15, Attrs::new(), &wrong),
-            "input 2 has shape [8], expected [16]"
-        );
+        assert_eq!(error("BatchNormalization", 15, Attrs::new(), &wrong), "input 2 has shape [8], expected [16]");
     }
 
     #[test]
     fn norms_softmax_dropout() {
-        let ln = run(
-            "LayerNormalization",
-            17,
-            Attrs::new().with("axis", Attr::Int(-2)),
-            &[f(&[2, 5, 8]), f(&[5, 8])],
-            3,
-        )
-        .unwrap();
+        let ln =
+            run("LayerNormalization", 17, Attrs::new().with("axis", Attr::Int(-2)), &[f(&[2, 5, 8]), f(&[5, 8])], 3)
+                .unwrap();
         assert_eq!(
-            (
-                ln[0].ty.shape.clone(),
-                ln[1].ty.shape.clone(),
-                ln[2].ty.dtype
-            ),
+            (ln[0].ty.shape.clone(), ln[1].ty.shape.clone(), ln[2].ty.dtype),
             (vec![2, 5, 8], vec![2, 1, 1], DType::F32)
         );
         assert_eq!(
-            error(
-                "LayerNormalization",
-                17,
-                Attrs::new(),
-                &[f(&[2, 5, 8]), f(&[5])]
-            ),
+            error("LayerNormalization", 17, Attrs::new(), &[f(&[2, 5, 8]), f(&[5])]),
             "scale [5] does not broadcast to [8]"
         );
         assert_eq!(
-            shape(
-                "InstanceNormalization",
-                6,
-                Attrs::new(),
-                &[f(&[1, 3, 9, 9]), f(&[3]), f(&[3])]
-            ),
+            shape("InstanceNormalization", 6, Attrs::new(), &[f(&[1, 3, 9, 9]), f(&[3]), f(&[3])]),
             vec![1, 3, 9, 9]
         );
+        assert_eq!(shape("Softmax", 11, Attrs::new(), &[f(&[2, 10])]), vec![2, 10]);
         assert_eq!(
-            shape("Softmax", 11, Attrs::new(), &[f(&[2, 10])]),
-            vec![2, 10]
-        );
-        assert_eq!(
-            error(
-                "Softmax",
-                13,
-                Attrs::new().with("axis", Attr::Int(3)),
-                &[f(&[2, 10])]
-            ),
+            error("Softmax", 13, Attrs::new().with("axis", Attr::Int(3)), &[f(&[2, 10])]),
             "axis 3 is out of range for rank 2"
         );
-        let drop = run(
-            "Dropout",
-            13,
-            Attrs::new(),
-            &[f(&[4, 4]), f(&[]), t(DType::Bool, &[])],
-            2,
-        )
-        .unwrap();
-        assert_eq!(
-            (drop[1].ty.dtype, drop[1].ty.shape.clone()),
-            (DType::Bool, vec![4, 4])
-        );
-        let old = run(
-            "Dropout",
-            7,
-            Attrs::new().with("ratio", Attr::Float(0.1)),
-            &[f(&[4])],
-            2,
-        )
-        .unwrap();
+        let drop = run("Dropout", 13, Attrs::new(), &[f(&[4, 4]), f(&[]), t(DType::Bool, &[])], 2).unwrap();
+        assert_eq!((drop[1].ty.dtype, drop[1].ty.shape.clone()), (DType::Bool, vec![4, 4]));
+        let old = run("Dropout", 7, Attrs::new().with("ratio", Attr::Float(0.1)), &[f(&[4])], 2).unwrap();
         // Bool in every opset, as ONNX's reference evaluator computes it.
         assert_eq!(old[1].ty.dtype, DType::Bool);
     }

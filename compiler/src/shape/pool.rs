@@ -1,9 +1,7 @@
 //! Shape inference for pooling: `MaxPool`, `AveragePool`, the global pools
 //! and `LRN`.
 
-use super::util::{
-    check_dtype, check_rank, expect_inputs, input, input_of, positive_attr, typed, Accepts,
-};
+use super::util::{check_dtype, check_rank, expect_inputs, input, input_of, positive_attr, typed, Accepts};
 use super::window::Window;
 use super::{InferFn, Node, ShapeResult, Value};
 use crate::ir::DType;
@@ -77,39 +75,22 @@ mod tests {
 
     #[test]
     fn max_pool_with_indices() {
-        let attrs = kernel(&[3, 3])
-            .with("strides", Attr::Ints(vec![2, 2]))
-            .with("pads", Attr::Ints(vec![1; 4]));
+        let attrs = kernel(&[3, 3]).with("strides", Attr::Ints(vec![2, 2])).with("pads", Attr::Ints(vec![1; 4]));
         let out = run("MaxPool", 12, attrs, &[f(&[1, 64, 112, 112])], 2).unwrap();
         assert_eq!(out[0].ty.shape, vec![1, 64, 56, 56]);
+        assert_eq!((out[1].ty.dtype, &out[1].ty.shape), (DType::I64, &out[0].ty.shape));
         assert_eq!(
-            (out[1].ty.dtype, &out[1].ty.shape),
-            (DType::I64, &out[0].ty.shape)
-        );
-        assert_eq!(
-            run("MaxPool", 12, kernel(&[2]), &[f(&[1, 1, 4])], 3)
-                .unwrap_err()
-                .to_string(),
+            run("MaxPool", 12, kernel(&[2]), &[f(&[1, 1, 4])], 3).unwrap_err().to_string(),
             "expected 1 to 2 outputs, got 3"
         );
     }
 
     #[test]
     fn ceil_mode() {
-        let attrs = kernel(&[2, 2])
-            .with("strides", Attr::Ints(vec![2, 2]))
-            .with("ceil_mode", Attr::Int(1));
+        let attrs = kernel(&[2, 2]).with("strides", Attr::Ints(vec![2, 2])).with("ceil_mode", Attr::Int(1));
+        assert_eq!(shape("MaxPool", 12, attrs.clone(), &[f(&[1, 1, 5, 5])]), vec![1, 1, 3, 3]);
         assert_eq!(
-            shape("MaxPool", 12, attrs.clone(), &[f(&[1, 1, 5, 5])]),
-            vec![1, 1, 3, 3]
-        );
-        assert_eq!(
-            shape(
-                "MaxPool",
-                12,
-                kernel(&[2, 2]).with("strides", Attr::Ints(vec![2, 2])),
-                &[f(&[1, 1, 5, 5])]
-            ),
+            shape("MaxPool", 12, kernel(&[2, 2]).with("strides", Attr::Ints(vec![2, 2])), &[f(&[1, 1, 5, 5])]),
             vec![1, 1, 2, 2]
         );
         // A last window that would start in the end padding is dropped:
@@ -118,39 +99,19 @@ mod tests {
             .with("strides", Attr::Ints(vec![2]))
             .with("pads", Attr::Ints(vec![1, 1]))
             .with("ceil_mode", Attr::Int(1));
-        assert_eq!(
-            shape("AveragePool", 19, padded.clone(), &[f(&[1, 1, 5])]),
-            vec![1, 1, 3]
-        );
-        assert_eq!(
-            shape("AveragePool", 19, padded, &[f(&[1, 1, 6])]),
-            vec![1, 1, 4]
-        );
+        assert_eq!(shape("AveragePool", 19, padded.clone(), &[f(&[1, 1, 5])]), vec![1, 1, 3]);
+        assert_eq!(shape("AveragePool", 19, padded, &[f(&[1, 1, 6])]), vec![1, 1, 4]);
     }
 
     #[test]
     fn global_and_lrn() {
+        assert_eq!(shape("GlobalAveragePool", 1, Attrs::new(), &[f(&[2, 512, 7, 7])]), vec![2, 512, 1, 1]);
+        assert_eq!(shape("GlobalMaxPool", 1, Attrs::new(), &[f(&[2, 8, 3, 4, 5])]), vec![2, 8, 1, 1, 1]);
         assert_eq!(
-            shape("GlobalAveragePool", 1, Attrs::new(), &[f(&[2, 512, 7, 7])]),
-            vec![2, 512, 1, 1]
-        );
-        assert_eq!(
-            shape("GlobalMaxPool", 1, Attrs::new(), &[f(&[2, 8, 3, 4, 5])]),
-            vec![2, 8, 1, 1, 1]
-        );
-        assert_eq!(
-            shape(
-                "LRN",
-                13,
-                Attrs::new().with("size", Attr::Int(5)),
-                &[f(&[1, 96, 55, 55])]
-            ),
+            shape("LRN", 13, Attrs::new().with("size", Attr::Int(5)), &[f(&[1, 96, 55, 55])]),
             vec![1, 96, 55, 55]
         );
-        assert_eq!(
-            error("LRN", 13, Attrs::new(), &[f(&[1, 3, 4, 4])]),
-            "missing required attribute 'size'"
-        );
+        assert_eq!(error("LRN", 13, Attrs::new(), &[f(&[1, 3, 4, 4])]), "missing required attribute 'size'");
     }
 
     #[test]
@@ -164,18 +125,10 @@ mod tests {
             "attribute 'kernel_shape' has 1 values, expected 2"
         );
         assert_eq!(
-            error(
-                "AveragePool",
-                12,
-                kernel(&[2]),
-                &[t(DType::I32, &[1, 1, 4])]
-            ),
+            error("AveragePool", 12, kernel(&[2]), &[t(DType::I32, &[1, 1, 4])]),
             "input 0 must be a float tensor, got i32"
         );
-        assert_eq!(
-            shape("MaxPool", 12, kernel(&[2]), &[t(DType::U8, &[1, 1, 4])]),
-            vec![1, 1, 3]
-        );
+        assert_eq!(shape("MaxPool", 12, kernel(&[2]), &[t(DType::U8, &[1, 1, 4])]), vec![1, 1, 3]);
         assert_eq!(
             error("MaxPool", 12, kernel(&[2, -1]), &[f(&[1, 1, 4, 4])]),
             "unsupported value [2, -1] for attribute 'kernel_shape'"

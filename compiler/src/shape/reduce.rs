@@ -1,9 +1,7 @@
 //! Shape inference for reductions: `ReduceMean`, `ReduceSum`, `ReduceMax`,
 //! `ReduceMin`.
 
-use super::util::{
-    check_dtype, expect_inputs, input, normalize_axes, optional_const_i64s, typed, Accepts,
-};
+use super::util::{check_dtype, expect_inputs, input, normalize_axes, optional_const_i64s, typed, Accepts};
 use super::{InferFn, Node, ShapeResult, Value};
 
 /// The reductions, each with the opset from which `axes` is an input.
@@ -34,11 +32,7 @@ fn reduce(node: &Node<'_>, axes_input_opset: i64, numeric_only: bool) -> ShapeRe
         return Ok(vec![Value::of_type(x.ty.clone())]);
     }
     let rank = x.ty.rank();
-    let reduced = if axes.is_empty() {
-        (0..rank).collect()
-    } else {
-        normalize_axes(&axes, rank)?
-    };
+    let reduced = if axes.is_empty() { (0..rank).collect() } else { normalize_axes(&axes, rank)? };
     let keepdims = node.attrs.int("keepdims", 1)? != 0;
     let shape = (0..rank)
         .filter_map(|i| match (reduced.contains(&i), keepdims) {
@@ -58,82 +52,40 @@ mod tests {
     #[test]
     fn axes_as_attribute_and_input() {
         let attrs = Attrs::new().with("axes", Attr::Ints(vec![-1, 1]));
-        assert_eq!(
-            shape("ReduceMean", 13, attrs.clone(), &[f(&[2, 3, 4])]),
-            vec![2, 1, 1]
-        );
+        assert_eq!(shape("ReduceMean", 13, attrs.clone(), &[f(&[2, 3, 4])]), vec![2, 1, 1]);
         let flat = attrs.with("keepdims", Attr::Int(0));
         assert_eq!(shape("ReduceMax", 13, flat, &[f(&[2, 3, 4])]), vec![2]);
+        assert_eq!(shape("ReduceSum", 13, Attrs::new(), &[f(&[2, 3, 4]), ints(&[0])]), vec![1, 3, 4]);
         assert_eq!(
-            shape("ReduceSum", 13, Attrs::new(), &[f(&[2, 3, 4]), ints(&[0])]),
-            vec![1, 3, 4]
-        );
-        assert_eq!(
-            shape(
-                "ReduceMean",
-                18,
-                Attrs::new().with("keepdims", Attr::Int(0)),
-                &[f(&[2, 3]), ints(&[1])]
-            ),
+            shape("ReduceMean", 18, Attrs::new().with("keepdims", Attr::Int(0)), &[f(&[2, 3]), ints(&[1])]),
             vec![2]
         );
-        assert_eq!(
-            shape("ReduceMin", 13, Attrs::new(), &[f(&[2, 3])]),
-            vec![1, 1]
-        );
+        assert_eq!(shape("ReduceMin", 13, Attrs::new(), &[f(&[2, 3])]), vec![1, 1]);
     }
 
     #[test]
     fn empty_axes() {
         let x = f(&[2, 3]);
         let noop = Attrs::new().with("noop_with_empty_axes", Attr::Int(1));
-        assert_eq!(
-            run_opt("ReduceSum", 13, noop, &[Some(&x), None], 1).unwrap()[0]
-                .ty
-                .shape,
-            vec![2, 3]
-        );
+        assert_eq!(run_opt("ReduceSum", 13, noop, &[Some(&x), None], 1).unwrap()[0].ty.shape, vec![2, 3]);
         let all = Attrs::new().with("keepdims", Attr::Int(0));
-        assert_eq!(
-            run_opt("ReduceSum", 13, all, &[Some(&x)], 1).unwrap()[0]
-                .ty
-                .shape,
-            Vec::<usize>::new()
-        );
+        assert_eq!(run_opt("ReduceSum", 13, all, &[Some(&x)], 1).unwrap()[0].ty.shape, Vec::<usize>::new());
     }
 
     #[test]
     fn reduce_errors() {
         assert_eq!(
-            error(
-                "ReduceSum",
-                13,
-                Attrs::new(),
-                &[f(&[2, 3]), t(DType::I64, &[1])]
-            ),
+            error("ReduceSum", 13, Attrs::new(), &[f(&[2, 3]), t(DType::I64, &[1])]),
             "input 1 must be known at compile time (it gives the reduction axes)"
         );
         assert_eq!(
-            error(
-                "ReduceMean",
-                13,
-                Attrs::new().with("axes", Attr::Ints(vec![2])),
-                &[f(&[2, 3])]
-            ),
+            error("ReduceMean", 13, Attrs::new().with("axes", Attr::Ints(vec![2])), &[f(&[2, 3])]),
             "axis 2 is out of range for rank 2"
         );
         assert_eq!(
-            error(
-                "ReduceMean",
-                13,
-                Attrs::new().with("axes", Attr::Ints(vec![1, -1])),
-                &[f(&[2, 3])]
-            ),
+            error("ReduceMean", 13, Attrs::new().with("axes", Attr::Ints(vec![1, -1])), &[f(&[2, 3])]),
             "axis -1 is repeated"
         );
-        assert_eq!(
-            error("ReduceMean", 13, Attrs::new(), &[f(&[2, 3]), ints(&[0])]),
-            "expected 1 inputs, got 2"
-        );
+        assert_eq!(error("ReduceMean", 13, Attrs::new(), &[f(&[2, 3]), ints(&[0])]), "expected 1 inputs, got 2");
     }
 }

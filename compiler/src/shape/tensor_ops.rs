@@ -4,9 +4,8 @@
 //! contents are folded.
 
 use super::util::{
-    affine_gather, broadcast, broadcast_data, checked_numel, const_i64s, expect_inputs, fmt_shape,
-    fold, input, int_data, normalize_axes, normalize_axis, optional_const_i64s, strides, to_dim,
-    too_large, typed,
+    affine_gather, broadcast, broadcast_data, checked_numel, const_i64s, expect_inputs, fmt_shape, fold, input,
+    int_data, normalize_axes, normalize_axis, optional_const_i64s, strides, to_dim, too_large, typed,
 };
 use super::window::length_error;
 use super::{InferFn, Node, ShapeError, ShapeResult, Value};
@@ -26,9 +25,7 @@ pub(super) const OPS: &[(&str, InferFn)] = &[
 /// The output of an op that keeps the elements in order and changes only
 /// the shape; integer contents pass through.
 fn same_elements(x: &Value, shape: Shape) -> ShapeResult<Vec<Value>> {
-    Ok(vec![fold(TensorType::new(x.ty.dtype, shape), || {
-        Ok(int_data(x))
-    })?])
+    Ok(vec![fold(TensorType::new(x.ty.dtype, shape), || Ok(int_data(x)))?])
 }
 
 /// Formats a list of integers as `[4,-1]`.
@@ -56,10 +53,7 @@ fn reshaped(input: &[usize], target: &[i64], allowzero: bool) -> ShapeResult<Sha
     for (i, &d) in target.iter().enumerate() {
         dims.push(match d {
             -1 if inferred.is_some() => {
-                return Err(ShapeError::Invalid(format!(
-                    "target shape {} has more than one -1",
-                    fmt_ints(target)
-                )))
+                return Err(ShapeError::Invalid(format!("target shape {} has more than one -1", fmt_ints(target))))
             }
             -1 => {
                 inferred = Some(i);
@@ -103,15 +97,8 @@ fn flatten(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
     let rank = x.ty.rank();
     let axis = node.attrs.int("axis", 1)?;
     // The axis may equal the rank, so normalise against rank + 1.
-    let split = if axis < 0 {
-        normalize_axis(axis, rank)?
-    } else {
-        normalize_axis(axis, rank + 1)?
-    };
-    let shape = vec![
-        checked_numel(&x.ty.shape[..split])?,
-        checked_numel(&x.ty.shape[split..])?,
-    ];
+    let split = if axis < 0 { normalize_axis(axis, rank)? } else { normalize_axis(axis, rank + 1)? };
+    let shape = vec![checked_numel(&x.ty.shape[..split])?, checked_numel(&x.ty.shape[split..])?];
     same_elements(x, shape)
 }
 
@@ -129,9 +116,7 @@ fn transpose(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
     let in_strides = strides(&x.ty.shape);
     let coefs: Vec<i64> = perm.iter().map(|&p| in_strides[p] as i64).collect();
     let ty = TensorType::new(x.ty.dtype, shape);
-    Ok(vec![fold(ty.clone(), || {
-        Ok(int_data(x).and_then(|d| affine_gather(&d, &ty.shape, 0, &coefs)))
-    })?])
+    Ok(vec![fold(ty.clone(), || Ok(int_data(x).and_then(|d| affine_gather(&d, &ty.shape, 0, &coefs))))?])
 }
 
 /// The axes of `Unsqueeze`/`Squeeze`: an attribute before opset 13, an input
@@ -172,28 +157,19 @@ fn squeeze(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
         Some(axes) => {
             let axes = normalize_axes(&axes, shape.len())?;
             if let Some(&a) = axes.iter().find(|&&a| shape[a] != 1) {
-                return Err(ShapeError::Invalid(format!(
-                    "cannot squeeze axis {a} of size {}",
-                    shape[a]
-                )));
+                return Err(ShapeError::Invalid(format!("cannot squeeze axis {a} of size {}", shape[a])));
             }
             axes
         }
         None => (0..shape.len()).filter(|&i| shape[i] == 1).collect(),
     };
-    let kept = (0..shape.len())
-        .filter(|i| !removed.contains(i))
-        .map(|i| shape[i])
-        .collect();
+    let kept = (0..shape.len()).filter(|i| !removed.contains(i)).map(|i| shape[i]).collect();
     same_elements(x, kept)
 }
 
 /// The dimensions in the constant input at `index`.
 fn const_dims(node: &Node<'_>, index: usize, what: &'static str) -> ShapeResult<Shape> {
-    const_i64s(node, index, what)?
-        .iter()
-        .map(|&d| to_dim(d, "a dimension"))
-        .collect()
+    const_i64s(node, index, what)?.iter().map(|&d| to_dim(d, "a dimension")).collect()
 }
 
 /// `Expand`: the input broadcast with a constant shape (both ways).
@@ -211,18 +187,10 @@ fn tile(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
     let x = input(node, 0)?;
     let repeats = const_dims(node, 1, "the repeats")?;
     if repeats.len() != x.ty.rank() {
-        return Err(ShapeError::Invalid(format!(
-            "{} repeats for rank {}",
-            repeats.len(),
-            x.ty.rank()
-        )));
+        return Err(ShapeError::Invalid(format!("{} repeats for rank {}", repeats.len(), x.ty.rank())));
     }
     let shape: ShapeResult<Shape> =
-        x.ty.shape
-            .iter()
-            .zip(&repeats)
-            .map(|(&d, &r)| d.checked_mul(r).ok_or_else(too_large))
-            .collect();
+        x.ty.shape.iter().zip(&repeats).map(|(&d, &r)| d.checked_mul(r).ok_or_else(too_large)).collect();
     Ok(vec![typed(x.ty.dtype, shape?)])
 }
 
@@ -238,29 +206,10 @@ mod tests {
 
     #[test]
     fn reshape_zero_and_minus_one() {
-        assert_eq!(
-            shape(
-                "Reshape",
-                13,
-                Attrs::new(),
-                &[f(&[2, 3, 4]), ints(&[0, -1])]
-            ),
-            vec![2, 12]
-        );
-        assert_eq!(
-            shape(
-                "Reshape",
-                13,
-                Attrs::new(),
-                &[f(&[2, 3, 4]), ints(&[-1, 0, 2])]
-            ),
-            vec![4, 3, 2]
-        );
+        assert_eq!(shape("Reshape", 13, Attrs::new(), &[f(&[2, 3, 4]), ints(&[0, -1])]), vec![2, 12]);
+        assert_eq!(shape("Reshape", 13, Attrs::new(), &[f(&[2, 3, 4]), ints(&[-1, 0, 2])]), vec![4, 3, 2]);
         let allowzero = Attrs::new().with("allowzero", Attr::Int(1));
-        assert_eq!(
-            shape("Reshape", 14, allowzero, &[f(&[0, 3]), ints(&[3, 0])]),
-            vec![3, 0]
-        );
+        assert_eq!(shape("Reshape", 14, allowzero, &[f(&[0, 3]), ints(&[3, 0])]), vec![3, 0]);
         assert_eq!(
             error("Reshape", 13, Attrs::new(), &[f(&[2, 3]), ints(&[4, 2])]),
             "cannot reshape [2,3] (6 elements) to [4,2] (8 elements)"
@@ -277,129 +226,53 @@ mod tests {
             error("Reshape", 13, Attrs::new(), &[f(&[6]), t(DType::I64, &[2])]),
             "input 1 must be known at compile time (it gives the target shape)"
         );
-        let folded = run(
-            "Reshape",
-            13,
-            Attrs::new(),
-            &[ints(&[1, 2, 3, 4]), ints(&[2, 2])],
-            1,
-        )
-        .unwrap();
-        assert_eq!(
-            (folded[0].ty.shape.clone(), data(&folded[0])),
-            (vec![2, 2], vec![1, 2, 3, 4])
-        );
+        let folded = run("Reshape", 13, Attrs::new(), &[ints(&[1, 2, 3, 4]), ints(&[2, 2])], 1).unwrap();
+        assert_eq!((folded[0].ty.shape.clone(), data(&folded[0])), (vec![2, 2], vec![1, 2, 3, 4]));
     }
 
     #[test]
     fn flatten_and_transpose() {
-        assert_eq!(
-            shape("Flatten", 13, Attrs::new(), &[f(&[2, 3, 4, 5])]),
-            vec![2, 60]
-        );
+        assert_eq!(shape("Flatten", 13, Attrs::new(), &[f(&[2, 3, 4, 5])]), vec![2, 60]);
         let axis = |a| Attrs::new().with("axis", Attr::Int(a));
         assert_eq!(shape("Flatten", 13, axis(0), &[f(&[2, 3, 4])]), vec![1, 24]);
         assert_eq!(shape("Flatten", 13, axis(3), &[f(&[2, 3, 4])]), vec![24, 1]);
         assert_eq!(shape("Flatten", 13, axis(-1), &[f(&[2, 3, 4])]), vec![6, 4]);
-        assert_eq!(
-            error("Flatten", 13, axis(4), &[f(&[2, 3, 4])]),
-            "axis 4 is out of range for rank 4"
-        );
-        assert_eq!(
-            shape("Transpose", 13, Attrs::new(), &[f(&[2, 3, 4])]),
-            vec![4, 3, 2]
-        );
+        assert_eq!(error("Flatten", 13, axis(4), &[f(&[2, 3, 4])]), "axis 4 is out of range for rank 4");
+        assert_eq!(shape("Transpose", 13, Attrs::new(), &[f(&[2, 3, 4])]), vec![4, 3, 2]);
         let perm = Attrs::new().with("perm", Attr::Ints(vec![0, 2, 1]));
-        assert_eq!(
-            shape("Transpose", 13, perm, &[f(&[2, 3, 4])]),
-            vec![2, 4, 3]
-        );
+        assert_eq!(shape("Transpose", 13, perm, &[f(&[2, 3, 4])]), vec![2, 4, 3]);
         let m = Value::constant(TensorData::from_i64(vec![2, 3], &[1, 2, 3, 4, 5, 6]));
-        assert_eq!(
-            data(&run("Transpose", 13, Attrs::new(), &[m], 1).unwrap()[0]),
-            vec![1, 4, 2, 5, 3, 6]
-        );
+        assert_eq!(data(&run("Transpose", 13, Attrs::new(), &[m], 1).unwrap()[0]), vec![1, 4, 2, 5, 3, 6]);
     }
 
     #[test]
     fn unsqueeze_both_forms() {
-        assert_eq!(
-            shape("Unsqueeze", 11, axes(&[0, -1]), &[f(&[3, 4])]),
-            vec![1, 3, 4, 1]
-        );
-        assert_eq!(
-            shape("Unsqueeze", 13, Attrs::new(), &[f(&[3, 4]), ints(&[1])]),
-            vec![3, 1, 4]
-        );
+        assert_eq!(shape("Unsqueeze", 11, axes(&[0, -1]), &[f(&[3, 4])]), vec![1, 3, 4, 1]);
+        assert_eq!(shape("Unsqueeze", 13, Attrs::new(), &[f(&[3, 4]), ints(&[1])]), vec![3, 1, 4]);
         let folded = run("Unsqueeze", 13, Attrs::new(), &[scalar(7), ints(&[0])], 1).unwrap();
-        assert_eq!(
-            (folded[0].ty.shape.clone(), data(&folded[0])),
-            (vec![1], vec![7])
-        );
-        assert_eq!(
-            error("Unsqueeze", 11, Attrs::new(), &[f(&[3])]),
-            "missing required attribute 'axes'"
-        );
-        assert_eq!(
-            error("Unsqueeze", 13, Attrs::new(), &[f(&[3])]),
-            "input 1 is required"
-        );
-        assert_eq!(
-            error("Unsqueeze", 13, Attrs::new(), &[f(&[3]), ints(&[3])]),
-            "axis 3 is out of range for rank 2"
-        );
+        assert_eq!((folded[0].ty.shape.clone(), data(&folded[0])), (vec![1], vec![7]));
+        assert_eq!(error("Unsqueeze", 11, Attrs::new(), &[f(&[3])]), "missing required attribute 'axes'");
+        assert_eq!(error("Unsqueeze", 13, Attrs::new(), &[f(&[3])]), "input 1 is required");
+        assert_eq!(error("Unsqueeze", 13, Attrs::new(), &[f(&[3]), ints(&[3])]), "axis 3 is out of range for rank 2");
     }
 
     #[test]
     fn squeeze_forms() {
-        assert_eq!(
-            shape("Squeeze", 11, Attrs::new(), &[f(&[1, 3, 1, 2])]),
-            vec![3, 2]
-        );
-        assert_eq!(
-            shape("Squeeze", 11, axes(&[-2]), &[f(&[1, 3, 1, 2])]),
-            vec![1, 3, 2]
-        );
-        assert_eq!(
-            shape("Squeeze", 13, Attrs::new(), &[f(&[1, 3, 1]), ints(&[0])]),
-            vec![3, 1]
-        );
-        assert_eq!(
-            error("Squeeze", 13, Attrs::new(), &[f(&[1, 3]), ints(&[1])]),
-            "cannot squeeze axis 1 of size 3"
-        );
+        assert_eq!(shape("Squeeze", 11, Attrs::new(), &[f(&[1, 3, 1, 2])]), vec![3, 2]);
+        assert_eq!(shape("Squeeze", 11, axes(&[-2]), &[f(&[1, 3, 1, 2])]), vec![1, 3, 2]);
+        assert_eq!(shape("Squeeze", 13, Attrs::new(), &[f(&[1, 3, 1]), ints(&[0])]), vec![3, 1]);
+        assert_eq!(error("Squeeze", 13, Attrs::new(), &[f(&[1, 3]), ints(&[1])]), "cannot squeeze axis 1 of size 3");
     }
 
     #[test]
     fn expand_tile_pad() {
-        assert_eq!(
-            shape("Expand", 13, Attrs::new(), &[f(&[3, 1]), ints(&[2, 1, 6])]),
-            vec![2, 3, 6]
-        );
-        let folded = run(
-            "Expand",
-            13,
-            Attrs::new(),
-            &[ints(&[1, 2]), ints(&[2, 2])],
-            1,
-        )
-        .unwrap();
+        assert_eq!(shape("Expand", 13, Attrs::new(), &[f(&[3, 1]), ints(&[2, 1, 6])]), vec![2, 3, 6]);
+        let folded = run("Expand", 13, Attrs::new(), &[ints(&[1, 2]), ints(&[2, 2])], 1).unwrap();
         assert_eq!(data(&folded[0]), vec![1, 2, 1, 2]);
+        assert_eq!(error("Expand", 13, Attrs::new(), &[f(&[3]), ints(&[2])]), "cannot broadcast [3] with [2]");
+        assert_eq!(shape("Tile", 13, Attrs::new(), &[f(&[2, 3]), ints(&[3, 1])]), vec![6, 3]);
         assert_eq!(
-            error("Expand", 13, Attrs::new(), &[f(&[3]), ints(&[2])]),
-            "cannot broadcast [3] with [2]"
-        );
-        assert_eq!(
-            shape("Tile", 13, Attrs::new(), &[f(&[2, 3]), ints(&[3, 1])]),
-            vec![6, 3]
-        );
-        assert_eq!(
-            error(
-                "Tile",
-                13,
-                Attrs::new(),
-                &[f(&[2, 3]), ints(&[1 << 30, 1 << 20])]
-            ),
+            error("Tile", 13, Attrs::new(), &[f(&[2, 3]), ints(&[1 << 30, 1 << 20])]),
             "shape too large: [2147483648,3145728] has more than 2^40 elements"
         );
     }

@@ -46,9 +46,7 @@ pub(super) fn normalize_axis(axis: i64, rank: usize) -> ShapeResult<usize> {
     if (0..r).contains(&a) {
         Ok(a as usize)
     } else {
-        Err(ShapeError::Invalid(format!(
-            "axis {axis} is out of range for rank {rank}"
-        )))
+        Err(ShapeError::Invalid(format!("axis {axis} is out of range for rank {rank}")))
     }
 }
 
@@ -72,26 +70,19 @@ pub(super) fn too_large() -> ShapeError {
 
 /// Number of elements of a shape, failing on overflow.
 pub(super) fn checked_numel(shape: &[usize]) -> ShapeResult<usize> {
-    shape
-        .iter()
-        .try_fold(1usize, |n, &d| n.checked_mul(d))
-        .ok_or_else(too_large)
+    shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d)).ok_or_else(too_large)
 }
 
 /// A dimension from a (possibly negative) integer read from a model.
 pub(super) fn to_dim(value: i64, what: &str) -> ShapeResult<usize> {
-    usize::try_from(value)
-        .map_err(|_| ShapeError::Invalid(format!("{what} must not be negative, got {value}")))
+    usize::try_from(value).map_err(|_| ShapeError::Invalid(format!("{what} must not be negative, got {value}")))
 }
 
 /// A positive integer attribute value, e.g. `group`.
 pub(super) fn positive_attr(name: &str, value: i64) -> ShapeResult<usize> {
     match usize::try_from(value) {
         Ok(v) if v > 0 => Ok(v),
-        _ => Err(ShapeError::UnsupportedAttr {
-            name: name.into(),
-            value: value.to_string(),
-        }),
+        _ => Err(ShapeError::UnsupportedAttr { name: name.into(), value: value.to_string() }),
     }
 }
 
@@ -114,11 +105,7 @@ pub(super) fn broadcast(a: &[usize], b: &[usize]) -> ShapeResult<Shape> {
         .map(|i| match (dim_at(a, i), dim_at(b, i)) {
             (x, y) if x == y || y == 1 => Ok(x),
             (1, y) => Ok(y),
-            _ => Err(ShapeError::Invalid(format!(
-                "cannot broadcast {} with {}",
-                fmt_shape(a),
-                fmt_shape(b)
-            ))),
+            _ => Err(ShapeError::Invalid(format!("cannot broadcast {} with {}", fmt_shape(a), fmt_shape(b)))),
         })
         .collect()
 }
@@ -128,11 +115,7 @@ pub(super) fn broadcast_to(from: &[usize], to: &[usize], what: &str) -> ShapeRes
     if broadcast(from, to).ok().as_deref() == Some(to) {
         Ok(())
     } else {
-        Err(ShapeError::Invalid(format!(
-            "{what} {} does not broadcast to {}",
-            fmt_shape(from),
-            fmt_shape(to)
-        )))
+        Err(ShapeError::Invalid(format!("{what} {} does not broadcast to {}", fmt_shape(from), fmt_shape(to))))
     }
 }
 
@@ -141,10 +124,7 @@ pub(super) fn same_dtype(a: &Value, b: &Value) -> ShapeResult<DType> {
     if a.ty.dtype == b.ty.dtype {
         Ok(a.ty.dtype)
     } else {
-        Err(ShapeError::Invalid(format!(
-            "input dtypes differ: {} and {}",
-            a.ty.dtype, b.ty.dtype
-        )))
+        Err(ShapeError::Invalid(format!("input dtypes differ: {} and {}", a.ty.dtype, b.ty.dtype)))
     }
 }
 
@@ -182,11 +162,7 @@ impl Accepts {
 }
 
 /// The required input at `index`, checked to have an accepted dtype.
-pub(super) fn input_of<'a>(
-    node: &Node<'a>,
-    index: usize,
-    accepts: Accepts,
-) -> ShapeResult<&'a Value> {
+pub(super) fn input_of<'a>(node: &Node<'a>, index: usize, accepts: Accepts) -> ShapeResult<&'a Value> {
     let value = input(node, index)?;
     check_dtype(value, index, accepts)?;
     Ok(value)
@@ -197,11 +173,7 @@ pub(super) fn check_dtype(value: &Value, index: usize, accepts: Accepts) -> Shap
     if accepts.allows(value.ty.dtype) {
         Ok(())
     } else {
-        Err(ShapeError::Invalid(format!(
-            "input {index} must be {} tensor, got {}",
-            accepts.name(),
-            value.ty.dtype
-        )))
+        Err(ShapeError::Invalid(format!("input {index} must be {} tensor, got {}", accepts.name(), value.ty.dtype)))
     }
 }
 
@@ -210,10 +182,7 @@ pub(super) fn check_rank(value: &Value, index: usize, min: usize) -> ShapeResult
     if value.ty.rank() >= min {
         Ok(())
     } else {
-        Err(ShapeError::Invalid(format!(
-            "input {index} has rank {}, expected at least {min}",
-            value.ty.rank()
-        )))
+        Err(ShapeError::Invalid(format!("input {index} has rank {}, expected at least {min}", value.ty.rank())))
     }
 }
 
@@ -225,41 +194,26 @@ pub(super) fn int_data(value: &Value) -> Option<Vec<i64>> {
 
 /// The integer contents of the required input at `index`, which must be
 /// known at compile time because it gives `what`.
-pub(super) fn const_i64s(
-    node: &Node<'_>,
-    index: usize,
-    what: &'static str,
-) -> ShapeResult<Vec<i64>> {
+pub(super) fn const_i64s(node: &Node<'_>, index: usize, what: &'static str) -> ShapeResult<Vec<i64>> {
     optional_const_i64s(node, index, what)?.ok_or(ShapeError::MissingInput { index })
 }
 
 /// Like [`const_i64s`], for an optional input: `None` when it is omitted.
-pub(super) fn optional_const_i64s(
-    node: &Node<'_>,
-    index: usize,
-    what: &'static str,
-) -> ShapeResult<Option<Vec<i64>>> {
+pub(super) fn optional_const_i64s(node: &Node<'_>, index: usize, what: &'static str) -> ShapeResult<Option<Vec<i64>>> {
     let Some(value) = optional_input(node, index) else {
         return Ok(None);
     };
     if value.ty.dtype.is_float() {
-        return Err(ShapeError::Invalid(format!(
-            "input {index} must be an integer tensor, got {}",
-            value.ty.dtype
-        )));
+        return Err(ShapeError::Invalid(format!("input {index} must be an integer tensor, got {}", value.ty.dtype)));
     }
-    int_data(value)
-        .map(Some)
-        .ok_or(ShapeError::NotConstant { index, what })
+    int_data(value).map(Some).ok_or(ShapeError::NotConstant { index, what })
 }
 
 /// The single integer in a constant input (e.g. a scalar bound).
 pub(super) fn const_scalar(node: &Node<'_>, index: usize, what: &'static str) -> ShapeResult<i64> {
     match const_i64s(node, index, what)?[..] {
         [v] => Ok(v),
-        _ => Err(ShapeError::Invalid(format!(
-            "input {index} must hold a single value"
-        ))),
+        _ => Err(ShapeError::Invalid(format!("input {index} must hold a single value"))),
     }
 }
 
@@ -290,10 +244,7 @@ pub(super) fn foldable(shape: &[usize]) -> bool {
 /// The output value of type `ty`; when it is small enough, its contents are
 /// computed by `compute`, which returns `None` when some input is unknown.
 /// An empty tensor's contents are always known (and `compute` not called).
-pub(super) fn fold(
-    ty: TensorType,
-    compute: impl FnOnce() -> ShapeResult<Option<Vec<i64>>>,
-) -> ShapeResult<Value> {
+pub(super) fn fold(ty: TensorType, compute: impl FnOnce() -> ShapeResult<Option<Vec<i64>>>) -> ShapeResult<Value> {
     let values = match checked_numel(&ty.shape) {
         Ok(0) => Some(Vec::new()),
         Ok(n) if n <= MAX_FOLDED_ELEMENTS => compute()?,
@@ -315,12 +266,7 @@ pub(super) fn strides(shape: &[usize]) -> Vec<usize> {
 /// Reads an affine view of `values`: the output element with multi-index
 /// `i` (row major over `out_shape`) is `values[base + Σ i_j·coefs_j]`.
 /// `None` if an index falls outside `values`.
-pub(super) fn affine_gather(
-    values: &[i64],
-    out_shape: &[usize],
-    base: i64,
-    coefs: &[i64],
-) -> Option<Vec<i64>> {
+pub(super) fn affine_gather(values: &[i64], out_shape: &[usize], base: i64, coefs: &[i64]) -> Option<Vec<i64>> {
     let n = checked_numel(out_shape).ok()?;
     if coefs.len() != out_shape.len() {
         return None;
@@ -360,12 +306,7 @@ pub(super) fn broadcast_coefs(shape: &[usize], out_shape: &[usize]) -> Vec<i64> 
 /// The contents of `value` broadcast to `out_shape`, when known.
 pub(super) fn broadcast_data(value: &Value, out_shape: &[usize]) -> Option<Vec<i64>> {
     let data = int_data(value)?;
-    affine_gather(
-        &data,
-        out_shape,
-        0,
-        &broadcast_coefs(&value.ty.shape, out_shape),
-    )
+    affine_gather(&data, out_shape, 0, &broadcast_coefs(&value.ty.shape, out_shape))
 }
 
 #[cfg(test)]
@@ -396,13 +337,7 @@ pub(super) mod testing {
     }
 
     /// Runs inference on a node with all inputs present.
-    pub fn run(
-        op: &str,
-        opset: i64,
-        attrs: Attrs,
-        inputs: &[Value],
-        num_outputs: usize,
-    ) -> ShapeResult<Vec<Value>> {
+    pub fn run(op: &str, opset: i64, attrs: Attrs, inputs: &[Value], num_outputs: usize) -> ShapeResult<Vec<Value>> {
         let slots: Vec<Option<&Value>> = inputs.iter().map(Some).collect();
         run_opt(op, opset, attrs, &slots, num_outputs)
     }
@@ -415,13 +350,7 @@ pub(super) mod testing {
         inputs: &[Option<&Value>],
         num_outputs: usize,
     ) -> ShapeResult<Vec<Value>> {
-        infer(&Node {
-            op,
-            opset,
-            attrs: &attrs,
-            inputs,
-            num_outputs,
-        })
+        infer(&Node { op, opset, attrs: &attrs, inputs, num_outputs })
     }
 
     /// The shape of the single output of a node.
@@ -432,18 +361,11 @@ pub(super) mod testing {
 
     /// The error message of a node that must fail.
     pub fn error(op: &str, opset: i64, attrs: Attrs, inputs: &[Value]) -> String {
-        run(op, opset, attrs, inputs, 1)
-            .expect_err("inference succeeded")
-            .to_string()
+        run(op, opset, attrs, inputs, 1).expect_err("inference succeeded").to_string()
     }
 
     /// The folded integer contents of a value.
     pub fn data(value: &Value) -> Vec<i64> {
-        value
-            .data
-            .as_ref()
-            .expect("not folded")
-            .to_i64()
-            .expect("not integer")
+        value.data.as_ref().expect("not folded").to_i64().expect("not integer")
     }
 }

@@ -27,10 +27,7 @@ impl AutoPad {
             "SAME_UPPER" => Ok(AutoPad::SameUpper),
             "SAME_LOWER" => Ok(AutoPad::SameLower),
             "VALID" => Ok(AutoPad::Valid),
-            other => Err(ShapeError::UnsupportedAttr {
-                name: "auto_pad".into(),
-                value: other.into(),
-            }),
+            other => Err(ShapeError::UnsupportedAttr { name: "auto_pad".into(), value: other.into() }),
         }
     }
 
@@ -56,11 +53,7 @@ pub(super) struct Window {
 impl Window {
     /// Reads the window attributes; `kernel` is `kernel_shape` when absent
     /// (convolutions take it from the weight; pooling requires the attribute).
-    pub(super) fn parse(
-        node: &Node<'_>,
-        n: usize,
-        kernel: Option<&[usize]>,
-    ) -> ShapeResult<Window> {
+    pub(super) fn parse(node: &Node<'_>, n: usize, kernel: Option<&[usize]>) -> ShapeResult<Window> {
         let attrs = node.attrs;
         let kernel = match (attrs.ints_opt("kernel_shape")?, kernel) {
             (Some(k), weight) => {
@@ -91,22 +84,12 @@ impl Window {
                 if p.len() != 2 * n {
                     return Err(length_error("pads", p.len(), 2 * n));
                 }
-                let p = p
-                    .iter()
-                    .map(|&v| to_dim(v, "pads"))
-                    .collect::<ShapeResult<Vec<_>>>()?;
+                let p = p.iter().map(|&v| to_dim(v, "pads")).collect::<ShapeResult<Vec<_>>>()?;
                 (p[..n].to_vec(), p[n..].to_vec())
             }
             _ => (vec![0; n], vec![0; n]),
         };
-        Ok(Window {
-            kernel,
-            strides,
-            dilations,
-            pads_begin,
-            pads_end,
-            auto_pad,
-        })
+        Ok(Window { kernel, strides, dilations, pads_begin, pads_end, auto_pad })
     }
 
     /// The extent of the dilated kernel along `axis`.
@@ -162,17 +145,12 @@ fn positive_list(values: &[i64], n: usize, name: &str) -> ShapeResult<Vec<usize>
         .iter()
         .map(|&v| match usize::try_from(v) {
             Ok(d) if d > 0 => Ok(d),
-            _ => Err(ShapeError::UnsupportedAttr {
-                name: name.into(),
-                value: format!("{values:?}"),
-            }),
+            _ => Err(ShapeError::UnsupportedAttr { name: name.into(), value: format!("{values:?}") }),
         })
         .collect()
 }
 
 /// The error for a list attribute of the wrong length.
 pub(super) fn length_error(name: &str, got: usize, expected: usize) -> ShapeError {
-    ShapeError::Invalid(format!(
-        "attribute '{name}' has {got} values, expected {expected}"
-    ))
+    ShapeError::Invalid(format!("attribute '{name}' has {got} values, expected {expected}"))
 }

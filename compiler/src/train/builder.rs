@@ -35,10 +35,22 @@ impl Builder {
 
     /// Adds a node with the given outputs; tensors are named after the node
     /// (`name` for one output, `name.i` for several).
-    pub fn add(&mut self, name: &str, op: &str, domain: &str, attrs: Attrs, inputs: Vec<Option<TensorId>>, outputs: Vec<TensorType>) -> NodeId {
+    pub fn add(
+        &mut self,
+        name: &str,
+        op: &str,
+        domain: &str,
+        attrs: Attrs,
+        inputs: Vec<Option<TensorId>>,
+        outputs: Vec<TensorType>,
+    ) -> NodeId {
         let name = self.unique(name);
         let single = outputs.len() == 1;
-        let outs = outputs.into_iter().enumerate().map(|(i, ty)| (if single { name.clone() } else { format!("{name}.{i}") }, ty)).collect();
+        let outs = outputs
+            .into_iter()
+            .enumerate()
+            .map(|(i, ty)| (if single { name.clone() } else { format!("{name}.{i}") }, ty))
+            .collect();
         let node = Node {
             name,
             op: op.to_string(),
@@ -64,17 +76,30 @@ impl Builder {
 
     /// Adds an ONNX op whose outputs shape inference types (and folds when
     /// constant); returns its outputs.
-    pub fn onnx(&mut self, name: &str, op: &str, attrs: Attrs, inputs: &[Option<TensorId>], num_outputs: usize) -> Result<Vec<TensorId>> {
+    pub fn onnx(
+        &mut self,
+        name: &str,
+        op: &str,
+        attrs: Attrs,
+        inputs: &[Option<TensorId>],
+        num_outputs: usize,
+    ) -> Result<Vec<TensorId>> {
         let values: Vec<Option<Value>> = inputs
             .iter()
-            .map(|t| t.map(|t| {
-                let tensor = self.graph.tensor(t);
-                Value { ty: tensor.ty.clone(), data: tensor.data.clone() }
-            }))
+            .map(|t| {
+                t.map(|t| {
+                    let tensor = self.graph.tensor(t);
+                    Value { ty: tensor.ty.clone(), data: tensor.data.clone() }
+                })
+            })
             .collect();
         let refs: Vec<Option<&Value>> = values.iter().map(Option::as_ref).collect();
         let request = shape::Node { op, opset: self.graph.opset, attrs: &attrs, inputs: &refs, num_outputs };
-        let outputs = shape::infer(&request).map_err(|source| Error::Shape { node: name.to_string(), op: op.to_string(), source })?;
+        let outputs = shape::infer(&request).map_err(|source| Error::Shape {
+            node: name.to_string(),
+            op: op.to_string(),
+            source,
+        })?;
         let types = outputs.iter().map(|v| v.ty.clone()).collect();
         let id = self.add(name, op, "", attrs, inputs.to_vec(), types);
         let outs = self.graph.node(id).outputs.clone();
@@ -91,7 +116,14 @@ impl Builder {
     }
 
     /// Adds an lms-domain op with the given output types; returns its outputs.
-    pub fn lms(&mut self, name: &str, op: &str, attrs: Attrs, inputs: &[Option<TensorId>], outputs: Vec<TensorType>) -> Vec<TensorId> {
+    pub fn lms(
+        &mut self,
+        name: &str,
+        op: &str,
+        attrs: Attrs,
+        inputs: &[Option<TensorId>],
+        outputs: Vec<TensorType>,
+    ) -> Vec<TensorId> {
         let id = self.add(name, op, LMS_DOMAIN, attrs, inputs.to_vec(), outputs);
         self.graph.node(id).outputs.clone()
     }

@@ -45,7 +45,8 @@ pub fn build(b: &mut Builder, f: &Graph, trainable: &[String], fold_softmax: boo
         }
     }
     // A final Softmax folded into the loss is not copied.
-    let softmax = f.outputs.first().map(|&t| f.tensor(t).producer.0).filter(|&p| fold_softmax && f.node(p).op == "Softmax");
+    let softmax =
+        f.outputs.first().map(|&t| f.tensor(t).producer.0).filter(|&p| fold_softmax && f.node(p).op == "Softmax");
     // Constant nodes are copied only when a data op needs them other than as a parameter.
     let mut needed = vec![false; f.node_bound()];
     for &id in schedule.iter().rev() {
@@ -77,7 +78,8 @@ pub fn build(b: &mut Builder, f: &Graph, trainable: &[String], fold_softmax: boo
         };
         let v = b.add_leaf(&tensor.name, VARIABLE_OP, attrs, tensor.ty.clone());
         b.graph.tensor_mut(v).data = tensor.data.clone();
-        if !running_stats[t.index()] && (trainable.is_empty() || trainable.iter().any(|p| glob_match(p, &tensor.name))) {
+        if !running_stats[t.index()] && (trainable.is_empty() || trainable.iter().any(|p| glob_match(p, &tensor.name)))
+        {
             out.trainable.push(v);
         }
         map.insert(t, v);
@@ -107,7 +109,9 @@ fn initialisation(f: &Graph, t: TensorId) -> Attrs {
     let big_dims = shape.iter().filter(|&&d| d > 1).count();
     let reader_is_scale = f.readers(t).any(|(r, slot)| {
         let op = f.node(r).op.as_str();
-        op == "Mul" || (op == "BatchNormalization" && (slot == 1 || slot == 4)) || (op == "LayerNormalization" && slot == 1)
+        op == "Mul"
+            || (op == "BatchNormalization" && (slot == 1 || slot == 4))
+            || (op == "LayerNormalization" && slot == 1)
     });
     let init = if big_dims >= 2 && shape.len() >= 3 {
         "he"
@@ -132,7 +136,10 @@ fn copy_node(b: &mut Builder, f: &Graph, id: NodeId, map: &mut HashMap<TensorId,
     let fail = |reason: String| Error::Node { node: node.name.clone(), op: node.op.clone(), reason };
     let inputs: Vec<Option<TensorId>> = copied_inputs(node)
         .iter()
-        .map(|t| t.map(|t| map.get(&t).copied().ok_or_else(|| fail(format!("input '{}' was not copied", f.tensor(t).name)))).transpose())
+        .map(|t| {
+            t.map(|t| map.get(&t).copied().ok_or_else(|| fail(format!("input '{}' was not copied", f.tensor(t).name))))
+                .transpose()
+        })
         .collect::<Result<_>>()?;
     let types: Vec<TensorType> = node.outputs.iter().map(|&t| f.tensor(t).ty.clone()).collect();
     let new_outputs: Vec<TensorId> = match (node.op.as_str(), node.parameterized) {
@@ -144,7 +151,12 @@ fn copy_node(b: &mut Builder, f: &Graph, id: NodeId, map: &mut HashMap<TensorId,
             vec![v]
         }
         (_, true) => {
-            let v = b.add_leaf(&node.name, VARIABLE_OP, Attrs::new().with("init", Attr::String("data".into())), types[0].clone());
+            let v = b.add_leaf(
+                &node.name,
+                VARIABLE_OP,
+                Attrs::new().with("init", Attr::String("data".into())),
+                types[0].clone(),
+            );
             b.graph.tensor_mut(v).data = f.tensor(node.outputs[0]).data.clone();
             vec![v]
         }
@@ -184,7 +196,13 @@ fn copied_inputs(node: &crate::ir::Node) -> &[Option<TensorId>] {
 
 /// BatchNormTrain in place of BatchNormalization, with update edges that
 /// write the running statistics back.
-fn batch_norm(b: &mut Builder, f: &Graph, id: NodeId, inputs: &[Option<TensorId>], types: &[TensorType]) -> std::result::Result<Vec<TensorId>, String> {
+fn batch_norm(
+    b: &mut Builder,
+    f: &Graph,
+    id: NodeId,
+    inputs: &[Option<TensorId>],
+    types: &[TensorType],
+) -> std::result::Result<Vec<TensorId>, String> {
     let node = f.node(id);
     if inputs.len() != 5 || inputs.iter().any(Option::is_none) {
         return Err("training needs all five inputs".into());
@@ -205,7 +223,13 @@ fn batch_norm(b: &mut Builder, f: &Graph, id: NodeId, inputs: &[Option<TensorId>
     let epsilon = node.attrs.float("epsilon", 1e-5).map_err(|e| e.to_string())?;
     let momentum = node.attrs.float("momentum", 0.9).map_err(|e| e.to_string())?;
     let attrs = Attrs::new().with("epsilon", Attr::Float(epsilon)).with("momentum", Attr::Float(momentum));
-    let outs = b.lms(&node.name, "BatchNormTrain", attrs, inputs, vec![types[0].clone(), stat_ty.clone(), stat_ty.clone(), stat_ty.clone(), stat_ty]);
+    let outs = b.lms(
+        &node.name,
+        "BatchNormTrain",
+        attrs,
+        inputs,
+        vec![types[0].clone(), stat_ty.clone(), stat_ty.clone(), stat_ty.clone(), stat_ty],
+    );
     b.graph.add_update_edge(outs[1], vars[0]);
     b.graph.add_update_edge(outs[2], vars[1]);
     Ok(vec![outs[0]])
@@ -238,4 +262,3 @@ fn input_range(f: &Graph, t: TensorId) -> Option<usize> {
         data.ty.shape.get(usize::try_from(axis).ok()?).copied()
     })
 }
-

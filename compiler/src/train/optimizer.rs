@@ -9,7 +9,12 @@ use crate::ir::{Attr, Attrs, DType, NodeId, Phase, TensorId, TensorType, VARIABL
 use std::collections::HashMap;
 
 /// Adds the update of every trained variable that has a gradient.
-pub fn attach(b: &mut Builder, trainable: &[TensorId], grads: &HashMap<TensorId, TensorId>, optimizer: Optimizer) -> Result<()> {
+pub fn attach(
+    b: &mut Builder,
+    trainable: &[TensorId],
+    grads: &HashMap<TensorId, TensorId>,
+    optimizer: Optimizer,
+) -> Result<()> {
     b.phase = Phase::Update;
     let zeros = || Attrs::new().with("init", Attr::String("zeros".into()));
     let step = match optimizer {
@@ -46,7 +51,13 @@ pub fn attach(b: &mut Builder, trainable: &[TensorId], grads: &HashMap<TensorId,
                     .with("beta2", Attr::Float(beta2))
                     .with("epsilon", Attr::Float(epsilon));
                 let t = step.expect("Adam has a step counter");
-                let outs = b.lms(&update, "AdamUpdate", attrs, &[Some(w), Some(m), Some(v), Some(dw), Some(t)], vec![ty.clone(), ty.clone(), ty]);
+                let outs = b.lms(
+                    &update,
+                    "AdamUpdate",
+                    attrs,
+                    &[Some(w), Some(m), Some(v), Some(dw), Some(t)],
+                    vec![ty.clone(), ty.clone(), ty],
+                );
                 vec![(outs[0], w), (outs[1], m), (outs[2], v)]
             }
         };

@@ -53,19 +53,13 @@ impl CpuBackend {
     }
 
     fn error(&self, message: String) -> RuntimeError {
-        RuntimeError::Backend {
-            backend: self.name().to_string(),
-            message,
-        }
+        RuntimeError::Backend { backend: self.name().to_string(), message }
     }
 
     /// Issues one work item on `queue` that reads buffers written by `reads`.
     fn issue(&mut self, queue: Queue, reads: &[Stamp]) -> Result<Stamp, RuntimeError> {
         let q = queue.index();
-        if let Some(s) = reads
-            .iter()
-            .find(|s| self.clocks[q][s.queue.index()] < s.seq)
-        {
+        if let Some(s) = reads.iter().find(|s| self.clocks[q][s.queue.index()] < s.seq) {
             return Err(self.error(format!(
                 "work on the {queue} queue reads a buffer written on the {} queue without waiting for it",
                 s.queue
@@ -73,10 +67,7 @@ impl CpuBackend {
         }
         self.issued[q] += 1;
         self.clocks[q][q] = self.issued[q];
-        Ok(Stamp {
-            queue,
-            seq: self.issued[q],
-        })
+        Ok(Stamp { queue, seq: self.issued[q] })
     }
 }
 
@@ -90,39 +81,25 @@ impl Backend for CpuBackend {
     }
 
     fn host_buffer(&mut self, tensor: HostTensor) -> Result<CpuBuffer, RuntimeError> {
-        Ok(CpuBuffer {
-            tensor,
-            written: Stamp {
-                queue: Queue::Compute,
-                seq: 0,
-            },
-        })
+        Ok(CpuBuffer { tensor, written: Stamp { queue: Queue::Compute, seq: 0 } })
     }
 
     fn read_host(&self, buffer: &CpuBuffer) -> Result<HostTensor, RuntimeError> {
         let Stamp { queue, seq } = buffer.written;
         if self.host_clock[queue.index()] < seq {
-            return Err(self.error(format!(
-                "a host buffer written on the {queue} queue is read before synchronizing"
-            )));
+            return Err(self.error(format!("a host buffer written on the {queue} queue is read before synchronizing")));
         }
         Ok(buffer.tensor.clone())
     }
 
     fn upload(&mut self, src: &CpuBuffer) -> Result<CpuBuffer, RuntimeError> {
         let written = self.issue(Queue::HostToDevice, &[src.written])?;
-        Ok(CpuBuffer {
-            tensor: src.tensor.clone(),
-            written,
-        })
+        Ok(CpuBuffer { tensor: src.tensor.clone(), written })
     }
 
     fn download(&mut self, src: &CpuBuffer) -> Result<CpuBuffer, RuntimeError> {
         let written = self.issue(Queue::DeviceToHost, &[src.written])?;
-        Ok(CpuBuffer {
-            tensor: src.tensor.clone(),
-            written,
-        })
+        Ok(CpuBuffer { tensor: src.tensor.clone(), written })
     }
 
     fn execute(
@@ -135,27 +112,18 @@ impl Backend for CpuBackend {
         let reads: Vec<Stamp> = inputs.iter().flatten().map(|b| b.written).collect();
         let written = self.issue(Queue::Compute, &reads)?;
         let n = program.node(node);
-        let tensors: Vec<Option<&HostTensor>> =
-            inputs.iter().map(|b| b.map(|b| &b.tensor)).collect();
+        let tensors: Vec<Option<&HostTensor>> = inputs.iter().map(|b| b.map(|b| &b.tensor)).collect();
         let (attrs, types) = (Attrs::new(&n.attributes), program.output_types(node));
         let outputs = match n.domain.as_str() {
             LMS_DOMAIN => kernels::lms(&n.op, &attrs, &tensors, &types, context),
             _ => kernels::forward(&n.op, program.opset(node), &attrs, &tensors, &types),
         }
-        .map_err(|source| RuntimeError::Kernel {
-            node: n.name.clone(),
-            source,
-        })?;
-        Ok(outputs
-            .into_iter()
-            .map(|tensor| CpuBuffer { tensor, written })
-            .collect())
+        .map_err(|source| RuntimeError::Kernel { node: n.name.clone(), source })?;
+        Ok(outputs.into_iter().map(|tensor| CpuBuffer { tensor, written }).collect())
     }
 
     fn record(&mut self, queue: Queue) -> Result<CpuEvent, RuntimeError> {
-        Ok(CpuEvent {
-            clock: self.clocks[queue.index()],
-        })
+        Ok(CpuEvent { clock: self.clocks[queue.index()] })
     }
 
     fn wait(&mut self, queue: Queue, event: &CpuEvent) -> Result<(), RuntimeError> {

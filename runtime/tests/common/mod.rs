@@ -21,24 +21,15 @@ fn size(dtype: DType) -> u64 {
 }
 
 pub fn int(name: &str, v: i64) -> Attribute {
-    Attribute {
-        name: name.into(),
-        value: Some(Value::Int(v)),
-    }
+    Attribute { name: name.into(), value: Some(Value::Int(v)) }
 }
 
 pub fn string(name: &str, v: &str) -> Attribute {
-    Attribute {
-        name: name.into(),
-        value: Some(Value::String(v.into())),
-    }
+    Attribute { name: name.into(), value: Some(Value::String(v.into())) }
 }
 
 pub fn float(name: &str, v: f32) -> Attribute {
-    Attribute {
-        name: name.into(),
-        value: Some(Value::Float(v)),
-    }
+    Attribute { name: name.into(), value: Some(Value::Float(v)) }
 }
 
 pub fn f32_bytes(values: &[f32]) -> Vec<u8> {
@@ -48,12 +39,7 @@ pub fn f32_bytes(values: &[f32]) -> Vec<u8> {
 impl Builder {
     /// An empty graph of the current format, ONNX opset 17.
     pub fn new(name: &str) -> Builder {
-        let graph = Graph {
-            format_version: LMS_FORMAT_VERSION,
-            name: name.into(),
-            opset: 17,
-            ..Graph::default()
-        };
+        let graph = Graph { format_version: LMS_FORMAT_VERSION, name: name.into(), opset: 17, ..Graph::default() };
         Builder { graph }
     }
 
@@ -97,20 +83,10 @@ impl Builder {
         }
         let slots = inputs
             .iter()
-            .map(|i| Slot {
-                value: Some(i.map_or(slot::Value::Missing(true), slot::Value::Tensor)),
-            })
+            .map(|i| Slot { value: Some(i.map_or(slot::Value::Missing(true), slot::Value::Tensor)) })
             .collect();
-        let domain = if matches!(op, "SwapOut" | "SwapIn") {
-            "lms"
-        } else {
-            ""
-        };
-        let device = if op == "SwapOut" || op == "SwapIn" {
-            Device::Cpu
-        } else {
-            Device::Gpu
-        };
+        let domain = if matches!(op, "SwapOut" | "SwapIn") { "lms" } else { "" };
+        let device = if op == "SwapOut" || op == "SwapIn" { Device::Cpu } else { Device::Gpu };
         self.graph.nodes.push(Node {
             name: name.into(),
             op: op.into(),
@@ -129,36 +105,14 @@ impl Builder {
     }
 
     /// A one-input, one-output f32 op.
-    pub fn op(
-        &mut self,
-        name: &str,
-        op: &str,
-        inputs: &[u32],
-        shape: &[u64],
-        attributes: Vec<Attribute>,
-    ) -> u32 {
+    pub fn op(&mut self, name: &str, op: &str, inputs: &[u32], shape: &[u64], attributes: Vec<Attribute>) -> u32 {
         let ins: Vec<Option<u32>> = inputs.iter().map(|&t| Some(t)).collect();
-        self.node(
-            name,
-            op,
-            &ins,
-            &[(name, DType::DtypeF32, shape)],
-            attributes,
-        )
-        .1[0]
+        self.node(name, op, &ins, &[(name, DType::DtypeF32, shape)], attributes).1[0]
     }
 
     /// A node `name` of op `op` with no inputs and one output tensor, also named `name`.
-    fn source(
-        &mut self,
-        name: &str,
-        op: &str,
-        dtype: DType,
-        shape: &[u64],
-        attributes: Vec<Attribute>,
-    ) -> u32 {
-        self.node(name, op, &[], &[(name, dtype, shape)], attributes)
-            .1[0]
+    fn source(&mut self, name: &str, op: &str, dtype: DType, shape: &[u64], attributes: Vec<Attribute>) -> u32 {
+        self.node(name, op, &[], &[(name, dtype, shape)], attributes).1[0]
     }
 
     /// An f32 variable initialised from `data`.
@@ -170,24 +124,12 @@ impl Builder {
     }
 
     /// A variable initialised by its attributes only.
-    pub fn variable_init(
-        &mut self,
-        name: &str,
-        dtype: DType,
-        shape: &[u64],
-        attributes: Vec<Attribute>,
-    ) -> u32 {
+    pub fn variable_init(&mut self, name: &str, dtype: DType, shape: &[u64], attributes: Vec<Attribute>) -> u32 {
         self.source(name, "Variable", dtype, shape, attributes)
     }
 
     /// An input listed in `Graph.inputs`.
-    pub fn input(
-        &mut self,
-        name: &str,
-        dtype: DType,
-        shape: &[u64],
-        attributes: Vec<Attribute>,
-    ) -> u32 {
+    pub fn input(&mut self, name: &str, dtype: DType, shape: &[u64], attributes: Vec<Attribute>) -> u32 {
         let t = self.source(name, "Input", dtype, shape, attributes);
         self.graph.inputs.push(t);
         t
@@ -209,16 +151,8 @@ impl Builder {
 
     /// A control edge between the producers of two tensors.
     pub fn control(&mut self, before: u32, after: u32) {
-        let (b, a) = (
-            self.graph.tensors[before as usize].producer,
-            self.graph.tensors[after as usize].producer,
-        );
-        self.graph.edges.push(Edge {
-            producer: b,
-            consumer: a,
-            action: Action::Control as i32,
-            ..Edge::default()
-        });
+        let (b, a) = (self.graph.tensors[before as usize].producer, self.graph.tensors[after as usize].producer);
+        self.graph.edges.push(Edge { producer: b, consumer: a, action: Action::Control as i32, ..Edge::default() });
     }
 
     /// The node producing tensor `t`.
@@ -228,9 +162,7 @@ impl Builder {
 }
 
 /// W's initial value in the training graphs below.
-pub const W0: [f32; 16] = [
-    0.1, -0.2, 0.3, 0.05, -0.4, 0.5, 0.2, -0.1, 0.3, 0.1, -0.3, 0.2, 0.05, 0.4, 0.1, -0.25,
-];
+pub const W0: [f32; 16] = [0.1, -0.2, 0.3, 0.05, -0.4, 0.5, 0.2, -0.1, 0.3, 0.1, -0.3, 0.2, 0.05, 0.4, 0.1, -0.25];
 
 /// A small training graph on ONNX ops only (node ids in brackets, bytes in parentheses):
 ///
@@ -250,18 +182,8 @@ pub fn training_graph(swap: bool) -> Builder {
     let w = b.variable("W", &[4, 4], &W0);
     let x = b.input("x", DType::DtypeF32, &[2, 4], vec![]);
     let lr = b.variable("lr", &[], &[0.1]);
-    let ones_row = b.variable_init(
-        "ones_row",
-        DType::DtypeF32,
-        &[1, 2],
-        vec![string("init", "ones")],
-    );
-    let ones_col = b.variable_init(
-        "ones_col",
-        DType::DtypeF32,
-        &[4, 1],
-        vec![string("init", "ones")],
-    );
+    let ones_row = b.variable_init("ones_row", DType::DtypeF32, &[1, 2], vec![string("init", "ones")]);
+    let ones_col = b.variable_init("ones_col", DType::DtypeF32, &[4, 1], vec![string("init", "ones")]);
     let y = b.op("y", "MatMul", &[x, w], &[2, 4], vec![]);
     let r = b.op("r", "Relu", &[y], &[2, 4], vec![]);
     let rs = b.op("rs", "MatMul", &[ones_row, r], &[1, 4], vec![]);

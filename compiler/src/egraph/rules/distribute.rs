@@ -20,12 +20,8 @@ pub fn rules() -> Vec<TermRewrite> {
     FAMILIES
         .iter()
         .map(|family| {
-            Rewrite::new(
-                format!("distribute-{}", family.name),
-                Distribute(family),
-                Distribute(family),
-            )
-            .unwrap_or_else(|e| panic!("{e}"))
+            Rewrite::new(format!("distribute-{}", family.name), Distribute(family), Distribute(family))
+                .unwrap_or_else(|e| panic!("{e}"))
         })
         .collect()
 }
@@ -62,10 +58,7 @@ impl Applier<Term, TermAnalysis> for Distribute {
         _: Option<&PatternAst<Term>>,
         _: Symbol,
     ) -> Vec<Id> {
-        distributions(egraph, eclass, self.0)
-            .into_iter()
-            .flat_map(|d| d.apply(egraph))
-            .collect()
+        distributions(egraph, eclass, self.0).into_iter().flat_map(|d| d.apply(egraph)).collect()
     }
 }
 
@@ -95,14 +88,10 @@ fn distributions(egraph: &TermGraph, class: Id, family: &Family) -> Vec<Distribu
         let Some(first) = head.outputs.first() else {
             continue;
         };
-        if !children
-            .iter()
-            .any(|&c| concats(egraph, c).next().is_some())
-        {
+        if !children.iter().any(|&c| concats(egraph, c).next().is_some()) {
             continue;
         }
-        let shapes: Vec<Option<&Shape>> =
-            children.iter().map(|&c| egraph[c].data.shape()).collect();
+        let shapes: Vec<Option<&Shape>> = children.iter().map(|&c| egraph[c].data.shape()).collect();
         for axis in 0..first.rank() {
             if let Some(splits) = family.split_inputs(head, &shapes, axis, egraph.analysis.opset) {
                 found.extend(match_parts(egraph, class, head, children, &splits, axis));
@@ -126,10 +115,7 @@ fn concats(egraph: &TermGraph, class: Id) -> impl Iterator<Item = (usize, &[Id])
 
 /// Lengths of parts along an axis.
 fn lens(egraph: &TermGraph, parts: &[Id], axis: usize) -> Option<Vec<usize>> {
-    parts
-        .iter()
-        .map(|&p| egraph[p].data.shape().and_then(|s| s.get(axis).copied()))
-        .collect()
+    parts.iter().map(|&p| egraph[p].data.shape().and_then(|s| s.get(axis).copied())).collect()
 }
 
 /// The distributions of one op along output axis `axis`, whose inputs split
@@ -147,11 +133,7 @@ fn match_parts(
     if !head.outputs.iter().all(|t| t.shape.get(axis) == Some(&len)) {
         return Vec::new();
     }
-    let split: Vec<(usize, usize)> = splits
-        .iter()
-        .enumerate()
-        .filter_map(|(slot, a)| a.map(|a| (slot, a)))
-        .collect();
+    let split: Vec<(usize, usize)> = splits.iter().enumerate().filter_map(|(slot, a)| a.map(|a| (slot, a))).collect();
     let Some((&(first, first_axis), others)) = split.split_first() else {
         return Vec::new();
     };
@@ -176,21 +158,9 @@ fn match_parts(
             continue;
         }
         let parts = (0..part_lens.len())
-            .map(|k| {
-                children
-                    .iter()
-                    .zip(&slot_parts)
-                    .map(|(&whole, ps)| ps.map_or(whole, |ps| ps[k]))
-                    .collect()
-            })
+            .map(|k| children.iter().zip(&slot_parts).map(|(&whole, ps)| ps.map_or(whole, |ps| ps[k])).collect())
             .collect();
-        found.push(Distribution {
-            class,
-            head: head.clone(),
-            axis,
-            lens: part_lens,
-            parts,
-        });
+        found.push(Distribution { class, head: head.clone(), axis, lens: part_lens, parts });
     }
     found
 }
@@ -221,9 +191,7 @@ impl Distribution {
             .collect();
         let mut changed = Vec::new();
         if self.head.outputs.len() == 1 {
-            let concat = egraph.add(Term::Concat(
-                std::iter::once(axis).chain(part_ops).collect(),
-            ));
+            let concat = egraph.add(Term::Concat(std::iter::once(axis).chain(part_ops).collect()));
             if egraph.union(concat, self.class) {
                 changed.push(concat);
             }
@@ -232,10 +200,7 @@ impl Distribution {
         for j in 0..self.head.outputs.len() {
             let j = egraph.add(Term::Int(j as i64));
             let whole = egraph.add(Term::Out([j, self.class]));
-            let parts: Vec<Id> = part_ops
-                .iter()
-                .map(|&p| egraph.add(Term::Out([j, p])))
-                .collect();
+            let parts: Vec<Id> = part_ops.iter().map(|&p| egraph.add(Term::Out([j, p]))).collect();
             let concat = egraph.add(Term::Concat(std::iter::once(axis).chain(parts).collect()));
             if egraph.union(concat, whole) {
                 changed.push(concat);
@@ -255,10 +220,7 @@ mod tests {
     use egg::Id;
 
     fn rule(name: &str) -> Vec<TermRewrite> {
-        rules()
-            .into_iter()
-            .filter(|r| r.name.as_str() == name)
-            .collect()
+        rules().into_iter().filter(|r| r.name.as_str() == name).collect()
     }
 
     /// `x` of shape `[4, rest...]` as the concatenation of two halves along
@@ -266,10 +228,7 @@ mod tests {
     fn halves(t: &mut Terms, name: &str, shape: &[usize], d: usize) -> (Vec<Id>, Id) {
         let mut half = shape.to_vec();
         half[d] /= 2;
-        let parts = vec![
-            t.leaf(&format!("{name}0"), &half),
-            t.leaf(&format!("{name}1"), &half),
-        ];
+        let parts = vec![t.leaf(&format!("{name}0"), &half), t.leaf(&format!("{name}1"), &half)];
         let whole = t.concat(d as i64, &parts);
         (parts, whole)
     }
@@ -301,15 +260,8 @@ mod tests {
         let add = t.op("Add", Attrs::new(), &[x, bias], &[4, 6]);
         let (b, y) = halves(&mut t, "b", &[4, 6], 0);
         let mul = t.op("Mul", Attrs::new(), &[x, y], &[4, 6]);
-        let add_parts: Vec<Id> = a
-            .iter()
-            .map(|&p| t.op("Add", Attrs::new(), &[p, bias], &[2, 6]))
-            .collect();
-        let mul_parts: Vec<Id> = a
-            .iter()
-            .zip(&b)
-            .map(|(&p, &q)| t.op("Mul", Attrs::new(), &[p, q], &[2, 6]))
-            .collect();
+        let add_parts: Vec<Id> = a.iter().map(|&p| t.op("Add", Attrs::new(), &[p, bias], &[2, 6])).collect();
+        let mul_parts: Vec<Id> = a.iter().zip(&b).map(|(&p, &q)| t.op("Mul", Attrs::new(), &[p, q], &[2, 6])).collect();
         let (add_split, mul_split) = (t.concat(0, &add_parts), t.concat(0, &mul_parts));
         t.run(&rule("distribute-elementwise"));
         assert!(t.equal(add, add_split));
@@ -338,19 +290,13 @@ mod tests {
         let w = t.leaf("w", &[6, 3, 3, 3]);
         let conv_attrs = with("pads", Attr::Ints(vec![1, 1, 1, 1]));
         let conv = t.op("Conv", conv_attrs.clone(), &[x, w], &[4, 6, 8, 8]);
-        let parts: Vec<Id> = xs
-            .iter()
-            .map(|&p| t.op("Conv", conv_attrs.clone(), &[p, w], &[2, 6, 8, 8]))
-            .collect();
+        let parts: Vec<Id> = xs.iter().map(|&p| t.op("Conv", conv_attrs.clone(), &[p, w], &[2, 6, 8, 8])).collect();
         let conv_split = t.concat(0, &parts);
         let (cs, c) = halves(&mut t, "c", &[2, 4, 8, 8], 1);
-        let pool_attrs =
-            with("kernel_shape", Attr::Ints(vec![2, 2])).with("strides", Attr::Ints(vec![2, 2]));
+        let pool_attrs = with("kernel_shape", Attr::Ints(vec![2, 2])).with("strides", Attr::Ints(vec![2, 2]));
         let pool = t.op("MaxPool", pool_attrs.clone(), &[c], &[2, 4, 4, 4]);
-        let pool_parts: Vec<Id> = cs
-            .iter()
-            .map(|&p| t.op("MaxPool", pool_attrs.clone(), &[p], &[2, 2, 4, 4]))
-            .collect();
+        let pool_parts: Vec<Id> =
+            cs.iter().map(|&p| t.op("MaxPool", pool_attrs.clone(), &[p], &[2, 2, 4, 4])).collect();
         let pool_split = t.concat(1, &pool_parts);
         t.run(&rule("distribute-windowed"));
         assert!(t.equal(conv, conv_split));
@@ -362,24 +308,13 @@ mod tests {
         let mut t = Terms::new();
         let w = t.leaf("w", &[6, 3, 3, 3]);
         let (_, rows) = halves(&mut t, "h", &[2, 3, 8, 8], 2);
-        let spatial = t.op(
-            "Conv",
-            with("pads", Attr::Ints(vec![1, 1, 1, 1])),
-            &[rows, w],
-            &[2, 6, 8, 8],
-        );
+        let spatial = t.op("Conv", with("pads", Attr::Ints(vec![1, 1, 1, 1])), &[rows, w], &[2, 6, 8, 8]);
         let (_, channels) = halves(&mut t, "c", &[2, 4, 8, 8], 1);
         let w4 = t.leaf("w4", &[6, 4, 1, 1]);
         let across = t.op("Conv", Attrs::new(), &[channels, w4], &[2, 6, 8, 8]);
         let (_, dy) = halves(&mut t, "dy", &[4, 6, 8, 8], 0);
         let (_, x) = halves(&mut t, "x", &[4, 3, 8, 8], 0);
-        let dw = t.ops(
-            "ConvGradWeight",
-            "lms",
-            with("pads", Attr::Ints(vec![1, 1, 1, 1])),
-            &[dy, x],
-            &[&[6, 3, 3, 3]],
-        );
+        let dw = t.ops("ConvGradWeight", "lms", with("pads", Attr::Ints(vec![1, 1, 1, 1])), &[dy, x], &[&[6, 3, 3, 3]]);
         let db = t.ops("ConvGradBias", "lms", Attrs::new(), &[dy], &[&[6]]);
         let before = t.egraph.total_number_of_nodes();
         t.run(&rule("distribute-windowed"));
@@ -393,18 +328,9 @@ mod tests {
     fn batch_norm_in_training_does_not_distribute_across_the_batch() {
         let mut t = Terms::new();
         let (_, x) = halves(&mut t, "x", &[4, 3, 2, 2], 0);
-        let c: Vec<Id> = ["scale", "bias", "mean", "var"]
-            .iter()
-            .map(|n| t.leaf(n, &[3]))
-            .collect();
+        let c: Vec<Id> = ["scale", "bias", "mean", "var"].iter().map(|n| t.leaf(n, &[3])).collect();
         let shapes: &[&[usize]] = &[&[4, 3, 2, 2], &[3], &[3], &[3], &[3]];
-        let bn = t.ops(
-            "BatchNormTrain",
-            "lms",
-            Attrs::new(),
-            &[x, c[0], c[1], c[2], c[3]],
-            shapes,
-        );
+        let bn = t.ops("BatchNormTrain", "lms", Attrs::new(), &[x, c[0], c[1], c[2], c[3]], shapes);
         let y = t.out(0, bn);
         let before = t.egraph.total_number_of_nodes();
         t.run(&rules());
@@ -417,20 +343,14 @@ mod tests {
         let mut t = Terms::new();
         let (rows, x) = halves(&mut t, "x", &[4, 10], 0);
         let softmax = t.op("Softmax", with("axis", Attr::Int(-1)), &[x], &[4, 10]);
-        let parts: Vec<Id> = rows
-            .iter()
-            .map(|&p| t.op("Softmax", with("axis", Attr::Int(-1)), &[p], &[2, 10]))
-            .collect();
+        let parts: Vec<Id> =
+            rows.iter().map(|&p| t.op("Softmax", with("axis", Attr::Int(-1)), &[p], &[2, 10])).collect();
         let split_form = t.concat(0, &parts);
         let (_, cols) = halves(&mut t, "y", &[4, 10], 1);
         let own_axis = t.op("Softmax", with("axis", Attr::Int(1)), &[cols], &[4, 10]);
         t.run(&rule("distribute-normalization"));
         assert!(t.equal(softmax, split_form));
-        assert_eq!(
-            t.egraph[own_axis].nodes.len(),
-            1,
-            "Softmax along its own axis"
-        );
+        assert_eq!(t.egraph[own_axis].nodes.len(), 1, "Softmax along its own axis");
     }
 
     #[test]
@@ -439,24 +359,10 @@ mod tests {
         let (rows, x) = halves(&mut t, "x", &[4, 8], 0);
         let (scale, bias) = (t.leaf("scale", &[8]), t.leaf("bias", &[8]));
         let attrs = with("axis", Attr::Int(-1));
-        let ln = t.ops(
-            "LayerNormalization",
-            "",
-            attrs.clone(),
-            &[x, scale, bias],
-            &[&[4, 8], &[4, 1], &[4, 1]],
-        );
+        let ln = t.ops("LayerNormalization", "", attrs.clone(), &[x, scale, bias], &[&[4, 8], &[4, 1], &[4, 1]]);
         let parts: Vec<Id> = rows
             .iter()
-            .map(|&p| {
-                t.ops(
-                    "LayerNormalization",
-                    "",
-                    attrs.clone(),
-                    &[p, scale, bias],
-                    &[&[2, 8], &[2, 1], &[2, 1]],
-                )
-            })
+            .map(|&p| t.ops("LayerNormalization", "", attrs.clone(), &[p, scale, bias], &[&[2, 8], &[2, 1], &[2, 1]]))
             .collect();
         let mut pairs = Vec::new();
         for j in 0..3 {
@@ -465,23 +371,13 @@ mod tests {
             pairs.push((whole, t.concat(0, &outs)));
         }
         let (_, cols) = halves(&mut t, "y", &[4, 8], 1);
-        let own = t.ops(
-            "LayerNormalization",
-            "",
-            attrs,
-            &[cols, scale, bias],
-            &[&[4, 8], &[4, 1], &[4, 1]],
-        );
+        let own = t.ops("LayerNormalization", "", attrs, &[cols, scale, bias], &[&[4, 8], &[4, 1], &[4, 1]]);
         let own_y = t.out(0, own);
         t.run(&rule("distribute-normalization"));
         for (whole, split_form) in pairs {
             assert!(t.equal(whole, split_form));
         }
-        assert_eq!(
-            t.egraph[own_y].nodes.len(),
-            1,
-            "LayerNormalization along its normalized axis"
-        );
+        assert_eq!(t.egraph[own_y].nodes.len(), 1, "LayerNormalization along its normalized axis");
     }
 
     #[test]
@@ -490,25 +386,16 @@ mod tests {
         let (a_rows, a) = halves(&mut t, "a", &[4, 8], 0);
         let b = t.leaf("b", &[8, 6]);
         let rows = t.op("MatMul", Attrs::new(), &[a, b], &[4, 6]);
-        let row_parts: Vec<Id> = a_rows
-            .iter()
-            .map(|&p| t.op("MatMul", Attrs::new(), &[p, b], &[2, 6]))
-            .collect();
+        let row_parts: Vec<Id> = a_rows.iter().map(|&p| t.op("MatMul", Attrs::new(), &[p, b], &[2, 6])).collect();
         let rows_split = t.concat(0, &row_parts);
         let whole_a = t.leaf("whole_a", &[4, 8]);
         let (b_cols, b_split) = halves(&mut t, "c", &[8, 6], 1);
         let cols = t.op("MatMul", Attrs::new(), &[whole_a, b_split], &[4, 6]);
-        let col_parts: Vec<Id> = b_cols
-            .iter()
-            .map(|&p| t.op("MatMul", Attrs::new(), &[whole_a, p], &[4, 3]))
-            .collect();
+        let col_parts: Vec<Id> = b_cols.iter().map(|&p| t.op("MatMul", Attrs::new(), &[whole_a, p], &[4, 3])).collect();
         let cols_split = t.concat(1, &col_parts);
         let bias = t.leaf("bias", &[6]);
         let gemm = t.op("Gemm", Attrs::new(), &[a, b, bias], &[4, 6]);
-        let gemm_parts: Vec<Id> = a_rows
-            .iter()
-            .map(|&p| t.op("Gemm", Attrs::new(), &[p, b, bias], &[2, 6]))
-            .collect();
+        let gemm_parts: Vec<Id> = a_rows.iter().map(|&p| t.op("Gemm", Attrs::new(), &[p, b, bias], &[2, 6])).collect();
         let gemm_split = t.concat(0, &gemm_parts);
         t.run(&rule("distribute-matmul"));
         assert!(t.equal(rows, rows_split));
@@ -534,41 +421,25 @@ mod tests {
         let (xs, x) = halves(&mut t, "x", &[4, 6], 0);
         let perm = with("perm", Attr::Ints(vec![1, 0]));
         let transposed = t.op("Transpose", perm.clone(), &[x], &[6, 4]);
-        let parts: Vec<Id> = xs
-            .iter()
-            .map(|&p| t.op("Transpose", perm.clone(), &[p], &[6, 2]))
-            .collect();
+        let parts: Vec<Id> = xs.iter().map(|&p| t.op("Transpose", perm.clone(), &[p], &[6, 2])).collect();
         let transposed_split = t.concat(1, &parts);
         let (ys, y) = halves(&mut t, "y", &[4, 2, 3], 0);
         let flat = t.op("Flatten", Attrs::new(), &[y], &[4, 6]);
-        let flat_parts: Vec<Id> = ys
-            .iter()
-            .map(|&p| t.op("Flatten", Attrs::new(), &[p], &[2, 6]))
-            .collect();
+        let flat_parts: Vec<Id> = ys.iter().map(|&p| t.op("Flatten", Attrs::new(), &[p], &[2, 6])).collect();
         let flat_split = t.concat(0, &flat_parts);
         let (_, z) = halves(&mut t, "z", &[4, 2, 3], 0);
         let merged = t.op("Flatten", with("axis", Attr::Int(2)), &[z], &[8, 3]);
         let reshaped = t.ops("ReshapeTo", "lms", Attrs::new(), &[y], &[&[4, 6]]);
-        let reshaped_parts: Vec<Id> = ys
-            .iter()
-            .map(|&p| t.ops("ReshapeTo", "lms", Attrs::new(), &[p], &[&[2, 6]]))
-            .collect();
+        let reshaped_parts: Vec<Id> =
+            ys.iter().map(|&p| t.ops("ReshapeTo", "lms", Attrs::new(), &[p], &[&[2, 6]])).collect();
         let reshaped_split = t.concat(0, &reshaped_parts);
         let regrouped = t.ops("ReshapeTo", "lms", Attrs::new(), &[y], &[&[2, 12]]);
         t.run(&rule("distribute-layout"));
         assert!(t.equal(reshaped, reshaped_split));
-        assert_eq!(
-            t.egraph[regrouped].nodes.len(),
-            1,
-            "a reshape that changes the leading axis mixes samples"
-        );
+        assert_eq!(t.egraph[regrouped].nodes.len(), 1, "a reshape that changes the leading axis mixes samples");
         assert!(t.equal(transposed, transposed_split));
         assert!(t.equal(flat, flat_split));
-        assert_eq!(
-            t.egraph[merged].nodes.len(),
-            1,
-            "Flatten at axis 2 merges samples with the next axis"
-        );
+        assert_eq!(t.egraph[merged].nodes.len(), 1, "Flatten at axis 2 merges samples with the next axis");
     }
 
     #[test]
@@ -579,10 +450,7 @@ mod tests {
         let x = t.leaf("x", &[4, 6]);
         let parts = t.splits(0, 2, x);
         let relu = t.op("Relu", Attrs::new(), &[x], &[4, 6]);
-        let relu_parts: Vec<Id> = parts
-            .iter()
-            .map(|&p| t.op("Relu", Attrs::new(), &[p], &[2, 6]))
-            .collect();
+        let relu_parts: Vec<Id> = parts.iter().map(|&p| t.op("Relu", Attrs::new(), &[p], &[2, 6])).collect();
         let split_form = t.concat(0, &relu_parts);
         let mut all = split::rules();
         all.extend(rules());

@@ -6,10 +6,7 @@ use egg::rewrite;
 
 /// `id-of-id`: `(id (id x)) = (id x)`; `id-elim`: `(id x) = x`.
 pub fn rules() -> Vec<TermRewrite> {
-    vec![
-        rewrite!("id-of-id"; "(id (id ?x))" => "(id ?x)"),
-        rewrite!("id-elim"; "(id ?x)" => "?x"),
-    ]
+    vec![rewrite!("id-of-id"; "(id (id ?x))" => "(id ?x)"), rewrite!("id-elim"; "(id ?x)" => "?x")]
 }
 
 #[cfg(test)]
@@ -26,20 +23,11 @@ mod tests {
         let id_id_x = t.egraph.add(Term::Identity(id_x));
         let swap_out = t.egraph.add(Term::SwapOut(x));
         let id_swap_out = t.egraph.add(Term::Identity(swap_out));
-        let id_of_id = rules()
-            .into_iter()
-            .filter(|r| r.name.as_str() == "id-of-id")
-            .collect::<Vec<_>>();
+        let id_of_id = rules().into_iter().filter(|r| r.name.as_str() == "id-of-id").collect::<Vec<_>>();
         t.run(&id_of_id);
         assert!(t.equal(id_id_x, id_x));
-        assert!(
-            !t.equal(id_x, x),
-            "id-of-id alone does not remove the last id"
-        );
-        assert!(
-            !t.equal(id_swap_out, swap_out),
-            "a swap-out is not an id for id-of-id"
-        );
+        assert!(!t.equal(id_x, x), "id-of-id alone does not remove the last id");
+        assert!(!t.equal(id_swap_out, swap_out), "a swap-out is not an id for id-of-id");
     }
 
     #[test]
@@ -51,9 +39,6 @@ mod tests {
         t.run(&rules());
         assert!(t.equal(id_x, x));
         assert!(!t.equal(id_x, y));
-        assert!(
-            !t.equal(swap_out, x),
-            "swap ops are removed only in pairs (swap rules)"
-        );
+        assert!(!t.equal(swap_out, x), "swap ops are removed only in pairs (swap rules)");
     }
 }

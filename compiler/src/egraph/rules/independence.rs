@@ -40,13 +40,7 @@ pub struct Family {
 impl Family {
     /// How a split of `head`'s outputs along `axis` splits its inputs, or
     /// `None` when the op is not independent along it (or not in the family).
-    pub fn split_inputs(
-        &self,
-        head: &Head,
-        inputs: &[Option<&Shape>],
-        axis: usize,
-        opset: i64,
-    ) -> Option<InputSplits> {
+    pub fn split_inputs(&self, head: &Head, inputs: &[Option<&Shape>], axis: usize, opset: i64) -> Option<InputSplits> {
         if !self.ops.iter().any(|op| head.is(op)) {
             return None;
         }
@@ -56,31 +50,11 @@ impl Family {
 
 /// Every family, in rule order.
 pub const FAMILIES: &[Family] = &[
-    Family {
-        name: "elementwise",
-        ops: ELEMENTWISE,
-        condition: elementwise,
-    },
-    Family {
-        name: "windowed",
-        ops: WINDOWED,
-        condition: per_sample,
-    },
-    Family {
-        name: "normalization",
-        ops: NORMALIZATION,
-        condition: outside_normalized_axes,
-    },
-    Family {
-        name: "matmul",
-        ops: &["MatMul", "Gemm"],
-        condition: matmul,
-    },
-    Family {
-        name: "layout",
-        ops: &["Transpose", "Flatten", "ReshapeTo"],
-        condition: layout,
-    },
+    Family { name: "elementwise", ops: ELEMENTWISE, condition: elementwise },
+    Family { name: "windowed", ops: WINDOWED, condition: per_sample },
+    Family { name: "normalization", ops: NORMALIZATION, condition: outside_normalized_axes },
+    Family { name: "matmul", ops: &["MatMul", "Gemm"], condition: matmul },
+    Family { name: "layout", ops: &["Transpose", "Flatten", "ReshapeTo"], condition: layout },
 ];
 
 /// The family `head`'s op belongs to.
@@ -161,14 +135,12 @@ fn elementwise(head: &Head, inputs: &[Option<&Shape>], axis: usize, _: i64) -> O
     let len = *out.shape.get(axis)?;
     inputs
         .iter()
-        .map(
-            |input| match input.and_then(|s| aligned(s, out.rank(), axis).map(|a| (a, s[a]))) {
-                None => Some(None),
-                Some((a, l)) if l == len => Some(Some(a)),
-                Some((_, 1)) => Some(None),
-                Some(_) => None,
-            },
-        )
+        .map(|input| match input.and_then(|s| aligned(s, out.rank(), axis).map(|a| (a, s[a]))) {
+            None => Some(None),
+            Some((a, l)) if l == len => Some(Some(a)),
+            Some((_, 1)) => Some(None),
+            Some(_) => None,
+        })
         .collect()
 }
 
@@ -214,11 +186,7 @@ fn per_sample(head: &Head, inputs: &[Option<&Shape>], axis: usize, _: i64) -> Op
     }
     let len = *out.shape.get(axis)?;
     // MaxPoolGrad and LRNGrad read the forward input beside the gradient.
-    let data_inputs = if head.is("MaxPoolGrad") || head.is("LRNGrad") {
-        2
-    } else {
-        1
-    };
+    let data_inputs = if head.is("MaxPoolGrad") || head.is("LRNGrad") { 2 } else { 1 };
     inputs
         .iter()
         .enumerate()
@@ -236,40 +204,21 @@ pub fn needs_halo(axis: usize) -> bool {
 }
 
 /// Ops that normalise along some axes.
-const NORMALIZATION: &[&str] = &[
-    "Softmax",
-    "LogSoftmax",
-    "SoftmaxGrad",
-    "LogSoftmaxGrad",
-    "LayerNormalization",
-];
+const NORMALIZATION: &[&str] = &["Softmax", "LogSoftmax", "SoftmaxGrad", "LogSoftmaxGrad", "LayerNormalization"];
 
 /// Softmax and LogSoftmax (and their gradients) normalise along `axis`
 /// (opset 13 and on) or, coerced to 2-D, along every axis from `axis` on;
 /// LayerNormalization along every axis from `axis` on. Independent along
 /// the other axes; scale and bias are read whole.
-fn outside_normalized_axes(
-    head: &Head,
-    inputs: &[Option<&Shape>],
-    axis: usize,
-    opset: i64,
-) -> Option<InputSplits> {
+fn outside_normalized_axes(head: &Head, inputs: &[Option<&Shape>], axis: usize, opset: i64) -> Option<InputSplits> {
     let rank = head.outputs.first()?.rank();
     let (first, coerced) = normalized_axes(head, rank, opset)?;
     let independent = if coerced { axis < first } else { axis != first };
     if !independent {
         return None;
     }
-    let split_inputs = if head.is("SoftmaxGrad") || head.is("LogSoftmaxGrad") {
-        2
-    } else {
-        1
-    };
-    Some(
-        (0..inputs.len())
-            .map(|slot| (slot < split_inputs).then_some(axis))
-            .collect(),
-    )
+    let split_inputs = if head.is("SoftmaxGrad") || head.is("LogSoftmaxGrad") { 2 } else { 1 };
+    Some((0..inputs.len()).map(|slot| (slot < split_inputs).then_some(axis)).collect())
 }
 
 /// The first normalised axis, and whether every later axis is normalised too.
@@ -278,16 +227,10 @@ fn normalized_axes(head: &Head, rank: usize, opset: i64) -> Option<(usize, bool)
         return Some((onnx_axis(head.int("axis", -1), rank)?, true));
     }
     if head.is("SoftmaxGrad") || head.is("LogSoftmaxGrad") {
-        return Some((
-            onnx_axis(head.int("axis", -1), rank)?,
-            head.int("coerce", 0) == 1,
-        ));
+        return Some((onnx_axis(head.int("axis", -1), rank)?, head.int("coerce", 0) == 1));
     }
     let coerced = opset < 13;
-    Some((
-        onnx_axis(head.int("axis", if coerced { 1 } else { -1 }), rank)?,
-        coerced,
-    ))
+    Some((onnx_axis(head.int("axis", if coerced { 1 } else { -1 }), rank)?, coerced))
 }
 
 /// MatMul `[..., M, K] @ [..., K, N]`: independent along the batch axes
@@ -312,12 +255,7 @@ fn matmul(head: &Head, inputs: &[Option<&Shape>], axis: usize, _: i64) -> Option
             Some(c) if c.len() == 2 && c[0] == len && len > 1 => Some(0),
             _ => None,
         };
-        return Some(
-            [Some(a_rows), None]
-                .into_iter()
-                .chain(c.iter().map(|_| c_split))
-                .collect(),
-        );
+        return Some([Some(a_rows), None].into_iter().chain(c.iter().map(|_| c_split)).collect());
     }
     let [Some(a), Some(b)] = inputs else {
         return None;

@@ -25,31 +25,25 @@ pub fn rules() -> Vec<TermRewrite> {
 }
 
 fn pattern(text: &str) -> Pattern<Term> {
-    text.parse()
-        .unwrap_or_else(|e| panic!("rule pattern '{text}' does not parse: {e}"))
+    text.parse().unwrap_or_else(|e| panic!("rule pattern '{text}' does not parse: {e}"))
 }
 
 fn var(name: &str) -> Var {
-    name.parse()
-        .unwrap_or_else(|e| panic!("'{name}' is not a pattern variable: {e}"))
+    name.parse().unwrap_or_else(|e| panic!("'{name}' is not a pattern variable: {e}"))
 }
 
 /// `concat-of-splits-{n}`: `(concat d (split d 0 n x) ... (split d n-1 n x)) = x`.
 fn concat_of_splits(n: usize) -> TermRewrite {
     let parts: Vec<String> = (0..n).map(|i| format!("(split ?d {i} {n} ?x)")).collect();
     let lhs = pattern(&format!("(concat ?d {})", parts.join(" ")));
-    Rewrite::new(format!("concat-of-splits-{n}"), lhs, pattern("?x"))
-        .unwrap_or_else(|e| panic!("{e}"))
+    Rewrite::new(format!("concat-of-splits-{n}"), lhs, pattern("?x")).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// `split-of-concat-{n}-{i}`: `(split d i n (concat d x0 ... x{n-1})) = xi`
 /// when the parts have the split's lengths ([`parts_fit`]).
 fn split_of_concat(n: usize, i: usize) -> TermRewrite {
     let parts: Vec<String> = (0..n).map(|k| format!("?x{k}")).collect();
-    let lhs = pattern(&format!(
-        "(split ?d {i} {n} (concat ?d {}))",
-        parts.join(" ")
-    ));
+    let lhs = pattern(&format!("(split ?d {i} {n} (concat ?d {}))", parts.join(" ")));
     let applier = ConditionalApplier {
         condition: parts_fit(parts.iter().map(|p| var(p)).collect()),
         applier: pattern(&format!("?x{i}")),
@@ -62,27 +56,14 @@ fn split_of_concat(n: usize, i: usize) -> TermRewrite {
 fn parts_fit(parts: Vec<Var>) -> impl Fn(&mut TermGraph, Id, &Subst) -> bool {
     let d = var("?d");
     move |egraph, _, subst| {
-        let Some(d) = egraph[subst[d]]
-            .data
-            .int()
-            .and_then(|d| usize::try_from(d).ok())
-        else {
+        let Some(d) = egraph[subst[d]].data.int().and_then(|d| usize::try_from(d).ok()) else {
             return false;
         };
-        let lens: Option<Vec<usize>> = parts
-            .iter()
-            .map(|&p| {
-                egraph[subst[p]]
-                    .data
-                    .shape()
-                    .and_then(|s| s.get(d).copied())
-            })
-            .collect();
+        let lens: Option<Vec<usize>> =
+            parts.iter().map(|&p| egraph[subst[p]].data.shape().and_then(|s| s.get(d).copied())).collect();
         let Some(lens) = lens else { return false };
         let total = lens.iter().sum();
-        lens.iter()
-            .enumerate()
-            .all(|(k, &len)| len == part_len(total, k, lens.len()))
+        lens.iter().enumerate().all(|(k, &len)| len == part_len(total, k, lens.len()))
     }
 }
 
@@ -91,16 +72,8 @@ fn parts_fit(parts: Vec<Var>) -> impl Fn(&mut TermGraph, Id, &Subst) -> bool {
 /// `concat-of-splits`, applied only to tensors that are split somewhere, so
 /// that splitting `x` lets ops on `x` distribute over its parts).
 fn split_parts() -> TermRewrite {
-    Rewrite::new(
-        "split-parts",
-        pattern("(split ?d ?i ?n ?x)"),
-        SplitParts {
-            d: var("?d"),
-            n: var("?n"),
-            x: var("?x"),
-        },
-    )
-    .unwrap_or_else(|e| panic!("{e}"))
+    Rewrite::new("split-parts", pattern("(split ?d ?i ?n ?x)"), SplitParts { d: var("?d"), n: var("?n"), x: var("?x") })
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// The applier of `split-parts`.
@@ -153,10 +126,7 @@ mod tests {
     use crate::egraph::testing::Terms;
 
     fn named(prefix: &str) -> Vec<TermRewrite> {
-        rules()
-            .into_iter()
-            .filter(|r| r.name.as_str().starts_with(prefix))
-            .collect()
+        rules().into_iter().filter(|r| r.name.as_str().starts_with(prefix)).collect()
     }
 
     #[test]
@@ -242,10 +212,6 @@ mod tests {
         t.split(0, 0, many, y);
         let before = t.egraph.total_number_of_nodes();
         t.run(&named("split-parts"));
-        assert_eq!(
-            t.egraph.total_number_of_nodes(),
-            before,
-            "no concatenation was added"
-        );
+        assert_eq!(t.egraph.total_number_of_nodes(), before, "no concatenation was added");
     }
 }

@@ -29,14 +29,8 @@ mod tests {
         let other_back = t.egraph.add(Term::SwapIn(other));
         t.run(&rules());
         assert!(t.equal(back, x));
-        assert!(
-            t.equal(relu_back, relu_x),
-            "consumers of the swap-in equal the original consumers"
-        );
-        assert!(
-            !t.equal(other_back, x),
-            "a swap-in of another tensor's swap-out is that tensor"
-        );
+        assert!(t.equal(relu_back, relu_x), "consumers of the swap-in equal the original consumers");
+        assert!(!t.equal(other_back, x), "a swap-in of another tensor's swap-out is that tensor");
         assert!(t.equal(other_back, y));
     }
 

@@ -30,13 +30,7 @@ pub(super) struct ControlSearch<'a> {
 impl<'a> ControlSearch<'a> {
     /// A search over `g`, ordered by `order`.
     pub(super) fn new(g: &'a Graph, order: &'a Order) -> ControlSearch<'a> {
-        ControlSearch {
-            g,
-            order,
-            walked: vec![0; g.node_bound()],
-            reached: vec![0; g.node_bound()],
-            epoch: 0,
-        }
+        ControlSearch { g, order, walked: vec![0; g.node_bound()], reached: vec![0; g.node_bound()], epoch: 0 }
     }
 
     /// The control op for a swap-in of the tensor made by `f1` that `f2`
@@ -111,10 +105,7 @@ impl<'a> ControlSearch<'a> {
                 if depth >= lb {
                     for &f in &successors {
                         let gamma = self.order.gamma(f);
-                        if self.g.node(f).phase == Phase::Backward
-                            && low < gamma
-                            && gamma < high
-                            && self.reaches(f, f2)
+                        if self.g.node(f).phase == Phase::Backward && low < gamma && gamma < high && self.reaches(f, f2)
                         {
                             return Some(f);
                         }
@@ -125,10 +116,7 @@ impl<'a> ControlSearch<'a> {
                     // An op's successors have a larger γ, so below an op with
                     // γ ≥ γ(f2) − 1 no candidate is left: the walk stops there.
                     let useful = self.order.gamma(f) + 1 < high;
-                    if useful
-                        && node.phase == Phase::Forward
-                        && !node.parameterized
-                        && self.walked[f.index()] != epoch
+                    if useful && node.phase == Phase::Forward && !node.parameterized && self.walked[f.index()] != epoch
                     {
                         self.walked[f.index()] = epoch;
                         next.push(f);
@@ -142,12 +130,7 @@ impl<'a> ControlSearch<'a> {
 
     /// The ops `of` orders directly (read and control edges), in schedule order.
     fn successors(&self, of: NodeId) -> Vec<NodeId> {
-        let mut out: Vec<NodeId> = self
-            .g
-            .out_edges(of)
-            .filter(|(_, e)| orders(e.action))
-            .map(|(dst, _)| dst)
-            .collect();
+        let mut out: Vec<NodeId> = self.g.out_edges(of).filter(|(_, e)| orders(e.action)).map(|(dst, _)| dst).collect();
         out.sort_by_key(|&id| self.order.position(id));
         out.dedup();
         out

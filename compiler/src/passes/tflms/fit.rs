@@ -55,28 +55,14 @@ pub struct Plan {
 /// [`Error::OverBudget`], naming the memory, the overshoot and the peak op
 /// of the closest plan, when no plan fits.
 pub fn fit(g: &Graph, cfg: &TflmsConfig, budget_bytes: u64, host_budget_bytes: u64) -> Result<Fit> {
-    let budgets = Budgets {
-        device: budget_bytes,
-        host: host_budget_bytes,
-    };
+    let budgets = Budgets { device: budget_bytes, host: host_budget_bytes };
     let before = Peaks::of(g)?;
     if budgets.fit(&before) {
         let (device_peak, host_peak) = (before.device, before.host);
-        return Ok(Fit {
-            graph: g.clone(),
-            plan: None,
-            device_peak_before: device_peak,
-            device_peak,
-            host_peak,
-        });
+        return Ok(Fit { graph: g.clone(), plan: None, device_peak_before: device_peak, device_peak, host_peak });
     }
-    let mut search = Search {
-        analysis: Analysis::new(g, cfg)?,
-        base: cfg,
-        budgets,
-        tried: HashMap::new(),
-        closest: before.clone(),
-    };
+    let mut search =
+        Search { analysis: Analysis::new(g, cfg)?, base: cfg, budgets, tried: HashMap::new(), closest: before.clone() };
     let total = search.analysis.candidates.len();
     let mut fewest: Option<usize> = None;
     for lb in 1..=MAX_LB {
@@ -126,19 +112,9 @@ impl Budgets {
     /// The error for a plan that does not fit: the memory it overshoots most.
     fn error(&self, peaks: &Peaks) -> Error {
         if peaks.device.saturating_sub(self.device) >= peaks.host.saturating_sub(self.host) {
-            Error::OverBudget {
-                pool: "device",
-                needed: peaks.device,
-                budget: self.device,
-                op: peaks.device_op.clone(),
-            }
+            Error::OverBudget { pool: "device", needed: peaks.device, budget: self.device, op: peaks.device_op.clone() }
         } else {
-            Error::OverBudget {
-                pool: "host",
-                needed: peaks.host,
-                budget: self.host,
-                op: peaks.host_op.clone(),
-            }
+            Error::OverBudget { pool: "host", needed: peaks.host, budget: self.host, op: peaks.host_op.clone() }
         }
     }
 }
@@ -156,11 +132,7 @@ impl Peaks {
     fn of(g: &Graph) -> Result<Peaks> {
         let schedule = order::schedule(g)?;
         let profile = memory::simulate(g, &schedule);
-        let op = |step: usize| {
-            schedule
-                .get(step)
-                .map_or_else(String::new, |&id| g.node(id).name.clone())
-        };
+        let op = |step: usize| schedule.get(step).map_or_else(String::new, |&id| g.node(id).name.clone());
         Ok(Peaks {
             device: profile.peak_bytes,
             device_op: op(profile.peak_step),
@@ -217,10 +189,6 @@ impl Search<'_, '_> {
 
     /// The base configuration with these knobs.
     fn config(&self, n_tensors: usize, lb: u32) -> TflmsConfig {
-        TflmsConfig {
-            n_tensors: Some(n_tensors),
-            lb,
-            ..self.base.clone()
-        }
+        TflmsConfig { n_tensors: Some(n_tensors), lb, ..self.base.clone() }
     }
 }

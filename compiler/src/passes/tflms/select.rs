@@ -32,19 +32,12 @@ pub(super) fn candidates(g: &Graph, order: &Order, cfg: &TflmsConfig) -> Result<
             if !g.tensor(tensor).ty.dtype.is_float() || is_output[tensor.index()] {
                 continue;
             }
-            let mut consumers: Vec<NodeId> = g
-                .readers(tensor)
-                .map(|(r, _)| r)
-                .filter(|&r| qualifies(g, order, cfg, producer, r))
-                .collect();
+            let mut consumers: Vec<NodeId> =
+                g.readers(tensor).map(|(r, _)| r).filter(|&r| qualifies(g, order, cfg, producer, r)).collect();
             consumers.sort_by_key(|&c| order.position(c));
             consumers.dedup();
             if !consumers.is_empty() {
-                found.push(Candidate {
-                    tensor,
-                    producer,
-                    consumers,
-                });
+                found.push(Candidate { tensor, producer, consumers });
             }
         }
     }
@@ -55,17 +48,12 @@ pub(super) fn candidates(g: &Graph, order: &Order, cfg: &TflmsConfig) -> Result<
 /// a swap-in: one consumer per group, or with `fuse_swapins` every consumer
 /// whose γ is within the fusing distance of its group's first consumer.
 /// Every group is non-empty.
-pub(super) fn group_consumers(
-    consumers: &[NodeId],
-    order: &Order,
-    cfg: &TflmsConfig,
-) -> Vec<Vec<NodeId>> {
+pub(super) fn group_consumers(consumers: &[NodeId], order: &Order, cfg: &TflmsConfig) -> Vec<Vec<NodeId>> {
     let mut groups: Vec<Vec<NodeId>> = Vec::new();
     for &c in consumers {
         match groups.last_mut() {
             Some(group)
-                if cfg.fuse_swapins
-                    && order.gamma(c).abs_diff(order.gamma(group[0])) <= cfg.fuse_distance() =>
+                if cfg.fuse_swapins && order.gamma(c).abs_diff(order.gamma(group[0])) <= cfg.fuse_distance() =>
             {
                 group.push(c)
             }
@@ -79,28 +67,17 @@ pub(super) fn group_consumers(
 /// prefix of it ending just before a `/`. The empty scope holds every node.
 pub(super) fn in_scope(name: &str, scope: &str) -> bool {
     let scope = scope.trim_end_matches('/');
-    scope.is_empty()
-        || name
-            .strip_prefix(scope)
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    scope.is_empty() || name.strip_prefix(scope).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
 /// The edge from `producer` (a forward op) to `consumer` qualifies: the
 /// consumer is a backward op, or with `swap_branches` a forward op more than
 /// `branch_threshold` later in γ.
-fn qualifies(
-    g: &Graph,
-    order: &Order,
-    cfg: &TflmsConfig,
-    producer: NodeId,
-    consumer: NodeId,
-) -> bool {
+fn qualifies(g: &Graph, order: &Order, cfg: &TflmsConfig, producer: NodeId, consumer: NodeId) -> bool {
     match g.node(consumer).phase {
         Phase::Backward => true,
         Phase::Forward => {
-            cfg.swap_branches
-                && order.gamma(consumer).saturating_sub(order.gamma(producer))
-                    > cfg.branch_threshold
+            cfg.swap_branches && order.gamma(consumer).saturating_sub(order.gamma(producer)) > cfg.branch_threshold
         }
         Phase::Update => false,
     }
@@ -112,8 +89,7 @@ fn eligible(node: &Node, cfg: &TflmsConfig) -> bool {
     let included = (cfg.incl_types.is_empty() && cfg.incl_scopes.is_empty())
         || cfg.incl_types.contains(&node.op)
         || cfg.incl_scopes.iter().any(|s| in_scope(&node.name, s));
-    let excluded = cfg.excl_types.contains(&node.op)
-        || cfg.excl_scopes.iter().any(|s| in_scope(&node.name, s));
+    let excluded = cfg.excl_types.contains(&node.op) || cfg.excl_scopes.iter().any(|s| in_scope(&node.name, s));
     included && !excluded
 }
 
@@ -122,27 +98,14 @@ fn eligible(node: &Node, cfg: &TflmsConfig) -> bool {
 /// parameterized vertex (variables and inputs).
 fn start_ops(g: &Graph, order: &Order, cfg: &TflmsConfig) -> Result<Vec<NodeId>> {
     if cfg.starting_scope.is_none() && cfg.starting_op_names.is_empty() {
-        return Ok(order
-            .schedule
-            .iter()
-            .copied()
-            .filter(|&id| g.node(id).parameterized)
-            .collect());
+        return Ok(order.schedule.iter().copied().filter(|&id| g.node(id).parameterized).collect());
     }
     let mut start = Vec::new();
     if let Some(scope) = &cfg.starting_scope {
         let before = start.len();
-        start.extend(
-            order
-                .schedule
-                .iter()
-                .copied()
-                .filter(|&id| in_scope(&g.node(id).name, scope)),
-        );
+        start.extend(order.schedule.iter().copied().filter(|&id| in_scope(&g.node(id).name, scope)));
         if start.len() == before {
-            return Err(Error::Usage(format!(
-                "TFLMS starting scope '{scope}' holds no op"
-            )));
+            return Err(Error::Usage(format!("TFLMS starting scope '{scope}' holds no op")));
         }
     }
     for name in &cfg.starting_op_names {
@@ -151,9 +114,7 @@ fn start_ops(g: &Graph, order: &Order, cfg: &TflmsConfig) -> Result<Vec<NodeId>>
             .iter()
             .copied()
             .find(|&id| g.node(id).name == *name)
-            .ok_or_else(|| {
-                Error::Usage(format!("TFLMS starting op '{name}' is not in the graph"))
-            })?;
+            .ok_or_else(|| Error::Usage(format!("TFLMS starting op '{name}' is not in the graph")))?;
         start.push(id);
     }
     Ok(start)
@@ -163,10 +124,8 @@ fn start_ops(g: &Graph, order: &Order, cfg: &TflmsConfig) -> Result<Vec<NodeId>>
 /// each depth in schedule order.
 fn breadth_first(g: &Graph, order: &Order, start: Vec<NodeId>) -> Vec<NodeId> {
     let mut seen = vec![false; g.node_bound()];
-    let mut level: Vec<NodeId> = start
-        .into_iter()
-        .filter(|id| !std::mem::replace(&mut seen[id.index()], true))
-        .collect();
+    let mut level: Vec<NodeId> =
+        start.into_iter().filter(|id| !std::mem::replace(&mut seen[id.index()], true)).collect();
     let mut visited = Vec::with_capacity(g.node_count());
     while !level.is_empty() {
         level.sort_by_key(|&id| order.position(id));

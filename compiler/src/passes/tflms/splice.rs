@@ -8,9 +8,7 @@
 use super::{Order, SwapInReport, SwapPlan, SwappedTensor, TflmsReport, Trigger};
 use crate::analysis::order;
 use crate::error::Result;
-use crate::ir::{
-    Action, Attrs, Device, Graph, Node, NodeId, Phase, TensorId, SWAP_IN_OP, SWAP_OUT_OP,
-};
+use crate::ir::{Action, Attrs, Device, Graph, Node, NodeId, Phase, TensorId, SWAP_IN_OP, SWAP_OUT_OP};
 use crate::train::LMS_DOMAIN;
 use std::collections::{HashMap, HashSet};
 
@@ -19,11 +17,7 @@ type SwapInRef = (usize, usize);
 
 /// Copies `g` with the swaps of `plans` spliced in; checks that the result
 /// is well formed and acyclic.
-pub(super) fn splice(
-    g: &Graph,
-    order: &Order,
-    plans: &[SwapPlan<'_>],
-) -> Result<(Graph, TflmsReport)> {
+pub(super) fn splice(g: &Graph, order: &Order, plans: &[SwapPlan<'_>]) -> Result<(Graph, TflmsReport)> {
     let mut splicer = Splicer::new(g, order, plans);
     for &id in &order.schedule {
         // Each input node is visited once, so its slots can be taken.
@@ -97,10 +91,7 @@ impl<'a> Splicer<'a> {
             name
         };
         let bound = g.node_bound();
-        let mut names = Names {
-            swap_outs: Vec::new(),
-            swap_ins: Vec::new(),
-        };
+        let mut names = Names { swap_outs: Vec::new(), swap_ins: Vec::new() };
         let mut slots = Slots {
             swap_outs: vec![Vec::new(); bound],
             before: vec![Vec::new(); bound],
@@ -111,21 +102,13 @@ impl<'a> Splicer<'a> {
             let (tensor, producer) = (plan.candidate.tensor, plan.candidate.producer);
             let base = &g.tensor(tensor).name;
             names.swap_outs.push(unique(format!("{base}/swap_out")));
-            names.swap_ins.push(
-                plan.swap_ins
-                    .iter()
-                    .map(|_| unique(format!("{base}/swap_in")))
-                    .collect(),
-            );
+            names.swap_ins.push(plan.swap_ins.iter().map(|_| unique(format!("{base}/swap_in"))).collect());
             slots.swap_outs[producer.index()].push(i);
             for (j, swap_in) in plan.swap_ins.iter().enumerate() {
                 match swap_in.control {
                     Some(control) => {
-                        let anchor = if order.position(control) > order.position(producer) {
-                            control
-                        } else {
-                            producer
-                        };
+                        let anchor =
+                            if order.position(control) > order.position(producer) { control } else { producer };
                         slots.after[anchor.index()].push((i, j));
                     }
                     None => slots.before[swap_in.consumers[0].index()].push((i, j)),
@@ -152,24 +135,10 @@ impl<'a> Splicer<'a> {
     /// Copies an input node; its qualifying reads go to their swap-ins.
     fn copy(&mut self, id: NodeId) {
         let node = self.g.node(id);
-        let inputs = node
-            .inputs
-            .iter()
-            .map(|slot| slot.map(|t| self.read(id, t)))
-            .collect();
-        let outputs = node
-            .outputs
-            .iter()
-            .map(|&t| (self.g.tensor(t).name.clone(), self.g.tensor(t).ty.clone()))
-            .collect();
-        let new = self.out.add_node(
-            Node {
-                inputs,
-                outputs: Vec::new(),
-                ..node.clone()
-            },
-            outputs,
-        );
+        let inputs = node.inputs.iter().map(|slot| slot.map(|t| self.read(id, t))).collect();
+        let outputs =
+            node.outputs.iter().map(|&t| (self.g.tensor(t).name.clone(), self.g.tensor(t).ty.clone())).collect();
+        let new = self.out.add_node(Node { inputs, outputs: Vec::new(), ..node.clone() }, outputs);
         let new_outputs = self.out.node(new).outputs.clone();
         for (&old, &t) in node.outputs.iter().zip(&new_outputs) {
             self.out.tensor_mut(t).data = self.g.tensor(old).data.clone();
@@ -210,12 +179,10 @@ impl<'a> Splicer<'a> {
         let name = self.names.swap_ins[i][j].clone();
         let id = self.add_lms_op(name, SWAP_IN_OP, phase, input);
         if let Some(control) = plan.control {
-            let before =
-                self.node_map[control.index()].expect("a swap-in is placed after its control op");
+            let before = self.node_map[control.index()].expect("a swap-in is placed after its control op");
             self.out.add_control_edge(before, id);
         }
-        self.swap_in_tensors
-            .insert((i, j), self.out.node(id).outputs[0]);
+        self.swap_in_tensors.insert((i, j), self.out.node(id).outputs[0]);
     }
 
     /// Adds a swap op on the CPU device whose one output is a copy of `input`
@@ -264,34 +231,19 @@ fn report(g: &Graph, order: &Order, plans: &[SwapPlan<'_>], names: &Names) -> Tf
     let mut report = TflmsReport::default();
     for (i, plan) in plans.iter().enumerate() {
         let (tensor, producer) = (plan.candidate.tensor, plan.candidate.producer);
-        let last = plan
-            .candidate
-            .consumers
-            .iter()
-            .map(|&c| order.gamma(c))
-            .max()
-            .unwrap_or(0);
+        let last = plan.candidate.consumers.iter().map(|&c| order.gamma(c)).max().unwrap_or(0);
         let swap_ins = plan
             .swap_ins
             .iter()
             .zip(&names.swap_ins[i])
             .map(|(swap_in, name)| SwapInReport {
                 node: name.clone(),
-                consumers: swap_in
-                    .consumers
-                    .iter()
-                    .map(|&c| g.node(c).name.clone())
-                    .collect(),
-                trigger: swap_in.control.map_or(Trigger::Consumer, |c| {
-                    Trigger::After(g.node(c).name.clone())
-                }),
+                consumers: swap_in.consumers.iter().map(|&c| g.node(c).name.clone()).collect(),
+                trigger: swap_in.control.map_or(Trigger::Consumer, |c| Trigger::After(g.node(c).name.clone())),
             })
             .collect::<Vec<_>>();
         report.ops_added += 1 + swap_ins.len();
-        report.swap_ins_without_control += swap_ins
-            .iter()
-            .filter(|s| s.trigger == Trigger::Consumer)
-            .count();
+        report.swap_ins_without_control += swap_ins.iter().filter(|s| s.trigger == Trigger::Consumer).count();
         report.tensors.push(SwappedTensor {
             tensor: g.tensor(tensor).name.clone(),
             bytes: g.tensor(tensor).ty.bytes(),

@@ -3,9 +3,9 @@
 
 use super::{only_needed, sum_to, Ctx};
 use crate::error::Result;
+use crate::ir::TensorId;
 use crate::ir::{Attr, Attrs};
 use crate::train::builder::Builder;
-use crate::ir::TensorId;
 
 /// Unary ops whose gradient is `UnaryGrad(dY, X)`, and the attributes it needs.
 const UNARY: &[(&str, &[&str])] = &[

@@ -63,7 +63,12 @@ fn gemm_attrs(b: &Builder, trans_a: bool, trans_b: bool, alpha: f32) -> Attrs {
 /// A constant float as a one-element tensor.
 fn scalar(b: &mut Builder, ctx: &Ctx<'_>, what: &str, value: f32) -> TensorId {
     let data = TensorData::from_f32(vec![1], &[value]);
-    let k = b.add_leaf(&ctx.name(what), VARIABLE_OP, Attrs::new().with("init", Attr::String("data".into())), data.ty.clone());
+    let k = b.add_leaf(
+        &ctx.name(what),
+        VARIABLE_OP,
+        Attrs::new().with("init", Attr::String("data".into())),
+        data.ty.clone(),
+    );
     b.graph.tensor_mut(k).data = Some(data);
     k
 }

@@ -25,7 +25,8 @@ pub fn rule(b: &mut Builder, ctx: &Ctx<'_>, op: &str) -> Result<Option<Vec<Optio
         "Softmax" | "LogSoftmax" => {
             let default_axis = if b.graph.opset < 13 { 1 } else { -1 };
             let axis = ctx.node.attrs.int("axis", default_axis).map_err(|e| attr_fail(ctx, e))?;
-            let attrs = Attrs::new().with("axis", Attr::Int(axis)).with("coerce", Attr::Int((b.graph.opset < 13) as i64));
+            let attrs =
+                Attrs::new().with("axis", Attr::Int(axis)).with("coerce", Attr::Int((b.graph.opset < 13) as i64));
             let y = ctx.node.outputs[0];
             let ty = b.ty(y);
             let grad_op = if op == "Softmax" { "SoftmaxGrad" } else { "LogSoftmaxGrad" };
@@ -38,8 +39,13 @@ pub fn rule(b: &mut Builder, ctx: &Ctx<'_>, op: &str) -> Result<Option<Vec<Optio
             };
             let axis = ctx.node.attrs.int("axis", -1).map_err(|e| attr_fail(ctx, e))?;
             let (tx, ts) = (b.ty(x), b.ty(scale));
-            let outs = b.lms(&ctx.name("layernorm"), "LayerNormGrad", Attrs::new().with("axis", Attr::Int(axis)),
-                &[Some(ctx.dy(0)?), Some(x), Some(scale), Some(mean), Some(invstd)], vec![tx, ts.clone(), ts]);
+            let outs = b.lms(
+                &ctx.name("layernorm"),
+                "LayerNormGrad",
+                Attrs::new().with("axis", Attr::Int(axis)),
+                &[Some(ctx.dy(0)?), Some(x), Some(scale), Some(mean), Some(invstd)],
+                vec![tx, ts.clone(), ts],
+            );
             let bias = ctx.node.inputs.get(2).copied().flatten().map(|_| outs[2]);
             vec![Some(outs[0]), Some(outs[1]), bias]
         }
@@ -52,7 +58,16 @@ pub fn rule(b: &mut Builder, ctx: &Ctx<'_>, op: &str) -> Result<Option<Vec<Optio
             let axis = ctx.node.attrs.int("axis", 0).map_err(|e| attr_fail(ctx, e))?;
             let axis = if axis < 0 { axis + rank } else { axis };
             let ty = b.ty(data);
-            vec![Some(b.lms1(&ctx.name("gather"), "GatherGrad", Attrs::new().with("axis", Attr::Int(axis)), &[ctx.dy(0)?, indices], ty)), None]
+            vec![
+                Some(b.lms1(
+                    &ctx.name("gather"),
+                    "GatherGrad",
+                    Attrs::new().with("axis", Attr::Int(axis)),
+                    &[ctx.dy(0)?, indices],
+                    ty,
+                )),
+                None,
+            ]
         }
         _ => return Ok(None),
     }))
@@ -71,8 +86,13 @@ pub fn lms_op(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
             let (x, scale) = (ctx.input(0)?, ctx.input(1)?);
             let outs = &ctx.node.outputs;
             let (tx, ts) = (b.ty(x), b.ty(scale));
-            let grads = b.lms(&ctx.name("batchnorm"), "BatchNormGrad", Attrs::new(),
-                &[Some(ctx.dy(0)?), Some(x), Some(scale), Some(outs[3]), Some(outs[4])], vec![tx, ts.clone(), ts]);
+            let grads = b.lms(
+                &ctx.name("batchnorm"),
+                "BatchNormGrad",
+                Attrs::new(),
+                &[Some(ctx.dy(0)?), Some(x), Some(scale), Some(outs[3]), Some(outs[4])],
+                vec![tx, ts.clone(), ts],
+            );
             vec![Some(grads[0]), Some(grads[1]), Some(grads[2]), None, None]
         }
         "DropoutTrain" => {
@@ -101,7 +121,14 @@ fn copy_attrs(ctx: &Ctx<'_>, attrs: &mut Attrs, names: &[&str]) {
 
 /// Explicit begin/end pads of a windowed op (resolving `auto_pad`), from the
 /// input and output spatial sizes.
-fn explicit_pads(ctx: &Ctx<'_>, x: &TensorType, y: &TensorType, kernel: &[usize], strides: &[i64], dilations: &[i64]) -> Result<Vec<i64>> {
+fn explicit_pads(
+    ctx: &Ctx<'_>,
+    x: &TensorType,
+    y: &TensorType,
+    kernel: &[usize],
+    strides: &[i64],
+    dilations: &[i64],
+) -> Result<Vec<i64>> {
     let attrs = &ctx.node.attrs;
     let auto = attrs.string("auto_pad", "NOTSET".into()).map_err(|e| attr_fail(ctx, e))?;
     let n = kernel.len();
@@ -143,7 +170,8 @@ fn conv(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
     let (tx, tw, ty) = (b.ty(x), b.ty(w), b.ty(ctx.node.outputs[0]));
     let mut attrs = window_attrs(ctx, &tx, &ty, &tw.shape[2..])?;
     attrs.set("group", Attr::Int(ctx.node.attrs.int("group", 1).map_err(|e| attr_fail(ctx, e))?));
-    let dx = if ctx.needs(0) { Some(b.lms1(&ctx.name("data"), "ConvGradData", attrs.clone(), &[dy, w], tx)) } else { None };
+    let dx =
+        if ctx.needs(0) { Some(b.lms1(&ctx.name("data"), "ConvGradData", attrs.clone(), &[dy, w], tx)) } else { None };
     let dw = if ctx.needs(1) { Some(b.lms1(&ctx.name("weight"), "ConvGradWeight", attrs, &[dy, x], tw)) } else { None };
     let db = match ctx.node.inputs.get(2).copied().flatten() {
         Some(bias) if ctx.needs(2) => {

@@ -16,19 +16,39 @@ pub fn rule(b: &mut Builder, ctx: &Ctx<'_>, op: &str) -> Result<Option<Vec<Optio
         "Expand" => vec![Some(sum_to(b, ctx, ctx.dy(0)?, ctx.input(0)?))],
         "Transpose" => {
             let rank = b.ty(ctx.input(0)?).rank();
-            let perm = ctx.node.attrs.ints("perm", (0..rank as i64).rev().collect()).map_err(|e| ctx.fail(e.to_string()))?;
+            let perm =
+                ctx.node.attrs.ints("perm", (0..rank as i64).rev().collect()).map_err(|e| ctx.fail(e.to_string()))?;
             let mut inverse = vec![0i64; perm.len()];
             for (i, &p) in perm.iter().enumerate() {
-                let slot = usize::try_from(p).ok().and_then(|p| inverse.get_mut(p)).ok_or_else(|| ctx.fail(format!("bad perm {perm:?}")))?;
+                let slot = usize::try_from(p)
+                    .ok()
+                    .and_then(|p| inverse.get_mut(p))
+                    .ok_or_else(|| ctx.fail(format!("bad perm {perm:?}")))?;
                 *slot = i as i64;
             }
-            vec![Some(b.onnx1(&ctx.name("transpose"), "Transpose", Attrs::new().with("perm", Attr::Ints(inverse)), &[ctx.dy(0)?])?)]
+            vec![Some(b.onnx1(
+                &ctx.name("transpose"),
+                "Transpose",
+                Attrs::new().with("perm", Attr::Ints(inverse)),
+                &[ctx.dy(0)?],
+            )?)]
         }
         "Concat" => {
             let rank = b.ty(ctx.node.outputs[0]).rank() as i64;
             let axis = normalize(ctx, ctx.node.attrs.req_int("axis").map_err(|e| ctx.fail(e.to_string()))?, rank)?;
-            let types = ctx.node.inputs.iter().map(|t| t.map(|t| b.ty(t)).ok_or_else(|| ctx.fail("missing input".into()))).collect::<Result<Vec<_>>>()?;
-            let outs = b.lms(&ctx.name("concat"), "ConcatGrad", Attrs::new().with("axis", Attr::Int(axis)), &[Some(ctx.dy(0)?)], types);
+            let types = ctx
+                .node
+                .inputs
+                .iter()
+                .map(|t| t.map(|t| b.ty(t)).ok_or_else(|| ctx.fail("missing input".into())))
+                .collect::<Result<Vec<_>>>()?;
+            let outs = b.lms(
+                &ctx.name("concat"),
+                "ConcatGrad",
+                Attrs::new().with("axis", Attr::Int(axis)),
+                &[Some(ctx.dy(0)?)],
+                types,
+            );
             outs.into_iter().map(Some).collect()
         }
         "Split" => {
@@ -68,7 +88,12 @@ fn normalize(ctx: &Ctx<'_>, axis: i64, rank: i64) -> Result<i64> {
 /// The values of a constant input, or of an attribute in older opsets.
 fn ints_from(b: &Builder, ctx: &Ctx<'_>, attr: &str, input: usize) -> Result<Option<Vec<i64>>> {
     if let Some(t) = ctx.node.inputs.get(input).copied().flatten() {
-        let data = b.graph.tensor(t).data.as_ref().ok_or_else(|| ctx.fail(format!("input {input} must be a constant to differentiate")))?;
+        let data = b
+            .graph
+            .tensor(t)
+            .data
+            .as_ref()
+            .ok_or_else(|| ctx.fail(format!("input {input} must be a constant to differentiate")))?;
         return Ok(Some(data.to_i64().ok_or_else(|| ctx.fail(format!("input {input} must hold integers")))?));
     }
     ctx.node.attrs.ints_opt(attr).map_err(|e| ctx.fail(e.to_string()))

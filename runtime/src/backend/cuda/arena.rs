@@ -72,9 +72,7 @@ pub struct Fences<M> {
 
 impl<M> Default for Fences<M> {
     fn default() -> Self {
-        Fences {
-            by_queue: [None, None, None],
-        }
+        Fences { by_queue: [None, None, None] }
     }
 }
 
@@ -212,10 +210,7 @@ impl<M: Clone> OffsetAllocator<M> {
 
     fn remove_free(&mut self, offset: u64, len: u64) -> FreeBlock<M> {
         self.by_size.remove(&(len, offset));
-        self.free.remove(&offset).unwrap_or(FreeBlock {
-            len,
-            fences: Fences::default(),
-        })
+        self.free.remove(&offset).unwrap_or(FreeBlock { len, fences: Fences::default() })
     }
 }
 
@@ -246,10 +241,7 @@ mod tests {
             a.free(offset, Fences::default()).unwrap();
         }
         let stats = a.stats();
-        assert_eq!(
-            (stats.used, stats.free_blocks, stats.largest_free),
-            (0, 1, 4096)
-        );
+        assert_eq!((stats.used, stats.free_blocks, stats.largest_free), (0, 1, 4096));
         assert_eq!(stats.fragmentation(), 0.0);
         assert_eq!(a.free(12345, Fences::default()), None);
     }
@@ -261,10 +253,7 @@ mod tests {
         a.free(offsets[0], Fences::default()).unwrap();
         a.free(offsets[2], Fences::default()).unwrap();
         let err = a.alloc(512).unwrap_err();
-        assert_eq!(
-            (err.free(), err.largest_free, err.free_blocks),
-            (512, 256, 2)
-        );
+        assert_eq!((err.free(), err.largest_free, err.free_blocks), (512, 256, 2));
         assert!((err.fragmentation() - 0.5).abs() < 1e-12);
         assert_eq!(
             err.to_string(),

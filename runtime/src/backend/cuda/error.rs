@@ -62,10 +62,7 @@ pub enum CudaError {
 
 impl From<CudaError> for RuntimeError {
     fn from(error: CudaError) -> RuntimeError {
-        RuntimeError::Backend {
-            backend: "cuda".to_string(),
-            message: error.to_string(),
-        }
+        RuntimeError::Backend { backend: "cuda".to_string(), message: error.to_string() }
     }
 }
 

@@ -13,10 +13,7 @@ const COMMON: &str = include_str!("../../../kernels/common.cuh");
 
 /// The kernel sources, by file name.
 pub const SOURCES: &[(&str, &str)] = &[
-    (
-        "elementwise.cu",
-        include_str!("../../../kernels/elementwise.cu"),
-    ),
+    ("elementwise.cu", include_str!("../../../kernels/elementwise.cu")),
     ("indexing.cu", include_str!("../../../kernels/indexing.cu")),
     ("norm.cu", include_str!("../../../kernels/norm.cu")),
     ("pool.cu", include_str!("../../../kernels/pool.cu")),
@@ -41,11 +38,7 @@ pub fn kernel_names(code: &str) -> Vec<String> {
         let continued = in_macro;
         in_macro = line.ends_with('\\') && (continued || line.starts_with("#define "));
         if let Some(rest) = line.strip_prefix("#define ") {
-            let body = if line.ends_with('\\') {
-                lines.get(i + 1).copied().unwrap_or_default()
-            } else {
-                rest
-            };
+            let body = if line.ends_with('\\') { lines.get(i + 1).copied().unwrap_or_default() } else { rest };
             if body.contains("__global__") {
                 macros.extend(rest.split('(').next());
             }
@@ -87,10 +80,7 @@ pub enum Param {
 impl Param {
     /// The kind of a C parameter declaration such as `const float* x` or `i64 n`.
     fn of(declaration: &str) -> Option<Param> {
-        let words: Vec<&str> = declaration
-            .split_whitespace()
-            .filter(|w| *w != "const")
-            .collect();
+        let words: Vec<&str> = declaration.split_whitespace().filter(|w| *w != "const").collect();
         let ty = words.first()?;
         Some(match *ty {
             _ if declaration.contains('*') => Param::Ptr,
@@ -99,9 +89,7 @@ impl Param {
             "u64" => Param::U64,
             "float" => Param::F32,
             "double" => Param::F64,
-            t if t.starts_with(|c: char| c.is_ascii_uppercase()) && words.len() == 2 => {
-                Param::Struct
-            }
+            t if t.starts_with(|c: char| c.is_ascii_uppercase()) && words.len() == 2 => Param::Struct,
             _ => return None,
         })
     }
@@ -128,9 +116,7 @@ pub fn signatures() -> &'static HashMap<String, Vec<Param>> {
             for name in kernel_names(code) {
                 let plain = parameters(code, &format!("__global__ void {name}("));
                 let made = || {
-                    let call = code
-                        .lines()
-                        .find(|l| l.trim().contains(&format!("({name},")))?;
+                    let call = code.lines().find(|l| l.trim().contains(&format!("({name},")))?;
                     let macro_name = call.trim().split('(').next()?;
                     let body = code.split(&format!("#define {macro_name}(")).nth(1)?;
                     parameters(body, "__global__ void NAME(")
@@ -170,9 +156,7 @@ fn cache() -> &'static Mutex<HashMap<Option<&'static str>, Arc<Compiled>>> {
 
 /// Compiles every source for `arch` with NVRTC, or returns the process's earlier result.
 pub fn compile_all(arch: Option<&'static str>) -> Result<Arc<Compiled>, CudaError> {
-    let mut cache = cache()
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut cache = cache().lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     if let Some(compiled) = cache.get(&arch) {
         return Ok(Arc::clone(compiled));
     }
@@ -184,12 +168,8 @@ pub fn compile_all(arch: Option<&'static str>) -> Result<Arc<Compiled>, CudaErro
             options: vec!["--std=c++17".to_string()],
             ..CompileOptions::default()
         };
-        let ptx = compile_ptx_with_opts(program_text(code), options).map_err(|error| {
-            CudaError::Compile {
-                source_name: name,
-                error,
-            }
-        })?;
+        let ptx = compile_ptx_with_opts(program_text(code), options)
+            .map_err(|error| CudaError::Compile { source_name: name, error })?;
         compiled.push((name, ptx));
     }
     let compiled = Arc::new(compiled);
@@ -216,10 +196,7 @@ impl Kernels {
                 owners.insert(name, Arc::clone(&module));
             }
         }
-        Ok(Kernels {
-            owners,
-            functions: RefCell::new(HashMap::new()),
-        })
+        Ok(Kernels { owners, functions: RefCell::new(HashMap::new()) })
     }
 
     /// The kernel function `name`.
@@ -227,10 +204,7 @@ impl Kernels {
         if let Some(f) = self.functions.borrow().get(name) {
             return Ok(f.clone());
         }
-        let module = self
-            .owners
-            .get(name)
-            .ok_or_else(|| CudaError::MissingFunction(name.to_string()))?;
+        let module = self.owners.get(name).ok_or_else(|| CudaError::MissingFunction(name.to_string()))?;
         let function = module.load_function(name)?;
         self.functions.borrow_mut().insert(name, function.clone());
         Ok(function)
@@ -253,14 +227,7 @@ mod tests {
         all.sort();
         all.dedup();
         assert_eq!(all.len(), count, "a kernel name is defined twice");
-        for name in [
-            "binary_f32",
-            "copy_4",
-            "where_8",
-            "gather_grad_f32",
-            "dropout_f32",
-            "pad_2",
-        ] {
+        for name in ["binary_f32", "copy_4", "where_8", "gather_grad_f32", "dropout_f32", "pad_2"] {
             assert!(all.iter().any(|n| n == name), "{name} not found in {all:?}");
         }
     }
@@ -305,10 +272,7 @@ mod tests {
             for ((file, ptx), &(_, code)) in compiled.iter().zip(SOURCES) {
                 let text = ptx.to_src();
                 for name in kernel_names(code) {
-                    assert!(
-                        text.contains(&format!(".entry {name}(")),
-                        "{file}: {name} missing from the PTX"
-                    );
+                    assert!(text.contains(&format!(".entry {name}(")), "{file}: {name} missing from the PTX");
                 }
             }
         }

@@ -45,12 +45,7 @@ pub fn contiguous(shape: &[usize]) -> Vec<i64> {
 /// Strides that read `shape` broadcast to `out` (numpy rules, shapes right-aligned; 0 on
 /// broadcast axes); `what` names the operand in errors.
 pub fn broadcast(shape: &[usize], out: &[usize], what: &str) -> Result<Vec<i64>, KernelError> {
-    let fail = || {
-        KernelError::shape(
-            what,
-            format!("shape {shape:?} does not broadcast to {out:?}"),
-        )
-    };
+    let fail = || KernelError::shape(what, format!("shape {shape:?} does not broadcast to {out:?}"));
     if shape.len() > out.len() {
         return Err(fail());
     }
@@ -102,10 +97,7 @@ impl Layout {
             let strides: Vec<i64> = views.iter().map(|v| v.strides[d]).collect();
             match axes.last_mut() {
                 Some((outer, outer_strides))
-                    if outer_strides
-                        .iter()
-                        .zip(&strides)
-                        .all(|(&o, &s)| o == s * n as i64) =>
+                    if outer_strides.iter().zip(&strides).all(|(&o, &s)| o == s * n as i64) =>
                 {
                     *outer *= n as i64;
                     *outer_strides = strides;
@@ -166,11 +158,8 @@ mod tests {
     fn broadcast_and_transpose_views_index_like_numpy() {
         // A [2,1,3] + B [4,1] broadcast to [2,4,3].
         let out = [2usize, 4, 3];
-        let (so, sa, sb) = (
-            contiguous(&out),
-            broadcast(&[2, 1, 3], &out, "A").unwrap(),
-            broadcast(&[4, 1], &out, "B").unwrap(),
-        );
+        let (so, sa, sb) =
+            (contiguous(&out), broadcast(&[2, 1, 3], &out, "A").unwrap(), broadcast(&[4, 1], &out, "B").unwrap());
         assert_eq!(sa, vec![3, 0, 1]);
         assert_eq!(sb, vec![0, 1, 0]);
         let l = Layout::new(&out, &[View::new(&so), View::new(&sa), View::new(&sb)]).unwrap();
@@ -184,17 +173,7 @@ mod tests {
         let src = contiguous(&[2, 3, 4]);
         let view = [src[2], src[0], src[1]];
         let dst = contiguous(&[4, 2, 3]);
-        let l = Layout::new(
-            &[4, 2, 3],
-            &[
-                View {
-                    strides: &dst,
-                    offset: 5,
-                },
-                View::new(&view),
-            ],
-        )
-        .unwrap();
+        let l = Layout::new(&[4, 2, 3], &[View { strides: &dst, offset: 5 }, View::new(&view)]).unwrap();
         assert_eq!(l.offset(0, 7), 12);
         // Output index 7 is (1, 0, 1): source (0, 1, 1) = 5.
         assert_eq!(l.offset(1, 7), 5);

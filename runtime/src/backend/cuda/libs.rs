@@ -61,11 +61,7 @@ pub struct Blas {
 
 impl Blas {
     /// A handle on `stream` using `workspace`; FP32 math unless `tf32`.
-    pub fn new(
-        stream: &Arc<CudaStream>,
-        workspace: DeviceBlock,
-        tf32: bool,
-    ) -> Result<Blas, CudaError> {
+    pub fn new(stream: &Arc<CudaStream>, workspace: DeviceBlock, tf32: bool) -> Result<Blas, CudaError> {
         let blas = CudaBlas::new(Arc::clone(stream))?;
         let mode = if tf32 {
             blas_sys::cublasMath_t::CUBLAS_TF32_TENSOR_OP_MATH
@@ -83,10 +79,7 @@ impl Blas {
             .result()?;
             blas_sys::cublasSetMathMode(*blas.handle(), mode).result()?;
         }
-        Ok(Blas {
-            blas,
-            _workspace: workspace,
-        })
+        Ok(Blas { blas, _workspace: workspace })
     }
 
     /// Issues `g` on the compute stream.
@@ -100,8 +93,7 @@ impl Blas {
         // Row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ: B comes first.
         let lda = if g.trans_a { g.m } else { g.k };
         let ldb = if g.trans_b { g.k } else { g.n };
-        let stride =
-            |s: usize| i64::try_from(s).map_err(|_| CudaError::TooLarge(format!("stride {s}")));
+        let stride = |s: usize| i64::try_from(s).map_err(|_| CudaError::TooLarge(format!("stride {s}")));
         blas::sgemm_strided_batched(
             *self.blas.handle(),
             op(g.trans_b),
@@ -168,20 +160,15 @@ impl Dnn {
     pub fn new(stream: &Arc<CudaStream>) -> Result<Dnn, String> {
         // SAFETY: only probes whether the shared library can be opened.
         if !unsafe { dnn_sys::is_culib_present() } {
-            return Err(
-                "cuDNN (libcudnn.so.9) could not be loaded; convolutions need it: \
+            return Err("cuDNN (libcudnn.so.9) could not be loaded; convolutions need it: \
                         add its directory to LD_LIBRARY_PATH"
-                    .to_string(),
-            );
+                .to_string());
         }
         let created = catch_unwind(AssertUnwindSafe(|| -> Result<Dnn, CudaError> {
             let handle = dnn::create_handle()?;
             // SAFETY: the handle was just created and the stream is live.
             unsafe { dnn::set_stream(handle, stream.cu_stream() as _) }?;
-            Ok(Dnn {
-                handle,
-                choices: RefCell::new(HashMap::new()),
-            })
+            Ok(Dnn { handle, choices: RefCell::new(HashMap::new()) })
         }));
         match created {
             Ok(Ok(dnn)) => Ok(dnn),

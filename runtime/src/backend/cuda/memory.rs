@@ -152,16 +152,8 @@ impl Device {
             .borrow_mut()
             .arena
             .alloc(bytes)
-            .map_err(|stats| CudaError::ArenaFull {
-                wanted: bytes,
-                stats,
-            })?;
-        let block = DeviceBlock {
-            device: Rc::clone(self),
-            offset,
-            bytes,
-            used: Cell::new(1 << queue.index()),
-        };
+            .map_err(|stats| CudaError::ArenaFull { wanted: bytes, stats })?;
+        let block = DeviceBlock { device: Rc::clone(self), offset, bytes, used: Cell::new(1 << queue.index()) };
         for mark in fences.others(queue.index()) {
             self.wait(queue, mark)?;
         }
@@ -171,8 +163,7 @@ impl Device {
     /// A pinned host block of at least `bytes`: a pooled one whose last uses have
     /// completed (the smallest that fits, at most twice the size), else a new one.
     pub fn alloc_host(self: &Rc<Self>, bytes: u64) -> Result<HostBlock, CudaError> {
-        let len = usize::try_from(bytes)
-            .map_err(|_| CudaError::TooLarge(format!("a host buffer of {bytes} bytes")))?;
+        let len = usize::try_from(bytes).map_err(|_| CudaError::TooLarge(format!("a host buffer of {bytes} bytes")))?;
         let reuse = {
             let state = self.state.borrow();
             let mut best: Option<(usize, usize)> = None;
@@ -195,12 +186,7 @@ impl Device {
                 slice
             }
         };
-        Ok(HostBlock {
-            device: Rc::clone(self),
-            slice: Some(slice),
-            len,
-            used: Cell::new(0),
-        })
+        Ok(HostBlock { device: Rc::clone(self), slice: Some(slice), len, used: Cell::new(0) })
     }
 
     fn release_device(&self, offset: u64, used: u8) {
@@ -301,19 +287,13 @@ impl HostBlock {
     /// the block meanwhile.
     pub fn bytes_mut(&mut self) -> Result<&mut [u8], CudaError> {
         let len = self.len;
-        let slice = self
-            .slice
-            .as_mut()
-            .ok_or(CudaError::HostMemory(len as u64))?;
+        let slice = self.slice.as_mut().ok_or(CudaError::HostMemory(len as u64))?;
         Ok(&mut slice.as_mut_slice()?[..len])
     }
 
     /// The block's bytes.
     pub fn bytes(&self) -> Result<&[u8], CudaError> {
-        let slice = self
-            .slice
-            .as_ref()
-            .ok_or(CudaError::HostMemory(self.len as u64))?;
+        let slice = self.slice.as_ref().ok_or(CudaError::HostMemory(self.len as u64))?;
         Ok(&slice.as_slice()?[..self.len])
     }
 

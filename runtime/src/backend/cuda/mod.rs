@@ -102,11 +102,7 @@ impl CudaBuffer {
             block: Rc::clone(&self.block),
             dtype: self.dtype,
             shape: shape.to_vec(),
-            host: self.host.as_ref().and_then(|h| {
-                HostTensor::new(shape.to_vec(), h.data.clone())
-                    .ok()
-                    .map(Rc::new)
-            }),
+            host: self.host.as_ref().and_then(|h| HostTensor::new(shape.to_vec(), h.data.clone()).ok().map(Rc::new)),
         }
     }
 }
@@ -145,9 +141,7 @@ impl Gpu {
     /// blocks in use, and what fits in one free block of the arena.
     fn workspace_limit(&self) -> u64 {
         let stats = self.device.arena_stats();
-        stats
-            .largest_free
-            .min(self.budget.saturating_sub(stats.used))
+        stats.largest_free.min(self.budget.saturating_sub(stats.used))
     }
 }
 
@@ -176,29 +170,19 @@ pub struct CudaBackend {
 pub fn unavailable() -> Option<String> {
     // SAFETY: only probes whether the shared library can be opened.
     if !unsafe { cudarc::driver::sys::is_culib_present() } {
-        return Some(
-            "no CUDA driver found (libcuda.so could not be loaded); use --device cpu".to_string(),
-        );
+        return Some("no CUDA driver found (libcuda.so could not be loaded); use --device cpu".to_string());
     }
     match catch_unwind(CudaContext::device_count) {
         Ok(Ok(n)) if n > 0 => None,
         Ok(Ok(_)) => Some("no CUDA device found; use --device cpu".to_string()),
-        Ok(Err(e)) => Some(format!(
-            "the CUDA driver failed to start: {e}; use --device cpu"
-        )),
-        Err(_) => Some(
-            "the CUDA driver library is unusable (a symbol is missing); use --device cpu"
-                .to_string(),
-        ),
+        Ok(Err(e)) => Some(format!("the CUDA driver failed to start: {e}; use --device cpu")),
+        Err(_) => Some("the CUDA driver library is unusable (a symbol is missing); use --device cpu".to_string()),
     }
 }
 
 /// An error of the CUDA backend.
 fn backend_error(message: impl Into<String>) -> RuntimeError {
-    RuntimeError::Backend {
-        backend: "cuda".to_string(),
-        message: message.into(),
-    }
+    RuntimeError::Backend { backend: "cuda".to_string(), message: message.into() }
 }
 
 impl CudaBackend {
@@ -212,24 +196,14 @@ impl CudaBackend {
     }
 
     /// [`CudaBackend::new`] with explicit options.
-    pub fn with_options(
-        ordinal: usize,
-        device_memory: u64,
-        options: CudaOptions,
-    ) -> Result<CudaBackend, RuntimeError> {
+    pub fn with_options(ordinal: usize, device_memory: u64, options: CudaOptions) -> Result<CudaBackend, RuntimeError> {
         if let Some(reason) = unavailable() {
             return Err(backend_error(reason));
         }
         for (present, library) in [
             // SAFETY: each only probes whether a shared library can be opened.
-            (
-                unsafe { cudarc::nvrtc::sys::is_culib_present() },
-                "NVRTC (libnvrtc.so)",
-            ),
-            (
-                unsafe { cudarc::cublas::sys::is_culib_present() },
-                "cuBLAS (libcublas.so)",
-            ),
+            (unsafe { cudarc::nvrtc::sys::is_culib_present() }, "NVRTC (libnvrtc.so)"),
+            (unsafe { cudarc::cublas::sys::is_culib_present() }, "cuBLAS (libcublas.so)"),
         ] {
             if !present {
                 return Err(backend_error(format!(
@@ -240,23 +214,16 @@ impl CudaBackend {
         }
         // Dynamic loading panics on a library without an expected symbol; that is an
         // error here, not a crash.
-        catch_unwind(AssertUnwindSafe(|| {
-            CudaBackend::create(ordinal, device_memory, options)
-        }))
-        .unwrap_or_else(|_| {
+        catch_unwind(AssertUnwindSafe(|| CudaBackend::create(ordinal, device_memory, options))).unwrap_or_else(|_| {
             Err(backend_error(
                 "a CUDA library lacks a function this build expects (CUDA 13 and cuDNN 9 are); use --device cpu",
             ))
         })
     }
 
-    fn create(
-        ordinal: usize,
-        device_memory: u64,
-        options: CudaOptions,
-    ) -> Result<CudaBackend, RuntimeError> {
-        let ctx = CudaContext::new(ordinal)
-            .map_err(|e| backend_error(format!("cannot open CUDA device {ordinal}: {e}")))?;
+    fn create(ordinal: usize, device_memory: u64, options: CudaOptions) -> Result<CudaBackend, RuntimeError> {
+        let ctx =
+            CudaContext::new(ordinal).map_err(|e| backend_error(format!("cannot open CUDA device {ordinal}: {e}")))?;
         // SAFETY: the backend orders all work with its own events; cudarc's automatic
         // per-buffer events would only add synchronization.
         unsafe { ctx.disable_event_tracking() };
@@ -268,17 +235,7 @@ impl CudaBackend {
         let workspace = device.alloc(CUBLAS_WORKSPACE, Queue::Compute)?;
         let blas = Blas::new(device.stream(Queue::Compute), workspace, options.tf32)?;
         let dnn = Dnn::new(device.stream(Queue::Compute));
-        Ok(CudaBackend {
-            gpu: Gpu {
-                device,
-                kernels,
-                blas,
-                dnn,
-                options,
-                budget: device_memory.min(arena),
-            },
-            name,
-        })
+        Ok(CudaBackend { gpu: Gpu { device, kernels, blas, dnn, options, budget: device_memory.min(arena) }, name })
     }
 
     /// The GPU's name, e.g. `NVIDIA H100 80GB HBM3`.
@@ -307,10 +264,7 @@ impl CudaBackend {
 /// cuBLAS's workspace, within the free memory less [`RESERVE`].
 fn arena_bytes(budget: u64, free: u64) -> u64 {
     let available = free.saturating_sub(RESERVE);
-    let wanted = budget
-        .saturating_add(budget / 64)
-        .saturating_add(8 << 20)
-        .saturating_add(CUBLAS_WORKSPACE);
+    let wanted = budget.saturating_add(budget / 64).saturating_add(8 << 20).saturating_add(CUBLAS_WORKSPACE);
     wanted.min(available)
 }
 
@@ -327,18 +281,11 @@ impl Backend for CudaBackend {
         self.gpu.device.take_deferred()?;
         let bytes = tensor.to_le_bytes();
         if dtype_size(tensor.dtype()).is_none() {
-            return Err(backend_error(format!(
-                "dtype {} has no host buffer",
-                dtype_name(tensor.dtype())
-            )));
+            return Err(backend_error(format!("dtype {} has no host buffer", dtype_name(tensor.dtype()))));
         }
         let mut block = self.gpu.device.alloc_host(bytes.len() as u64)?;
         block.bytes_mut()?.copy_from_slice(&bytes);
-        Ok(CudaHostBuffer {
-            block,
-            dtype: tensor.dtype(),
-            shape: tensor.shape,
-        })
+        Ok(CudaHostBuffer { block, dtype: tensor.dtype(), shape: tensor.shape })
     }
 
     fn read_host(&self, buffer: &CudaHostBuffer) -> Result<HostTensor, RuntimeError> {
@@ -354,19 +301,12 @@ impl Backend for CudaBackend {
             let stream = device.stream(Queue::HostToDevice);
             // SAFETY: the destination block holds the source's bytes; the pinned source
             // stays alive (pooled with a fence) until the copy is done.
-            unsafe {
-                result::memcpy_htod_async(block.ptr(), src.block.bytes()?, stream.cu_stream())
-            }
-            .map_err(CudaError::from)?;
+            unsafe { result::memcpy_htod_async(block.ptr(), src.block.bytes()?, stream.cu_stream()) }
+                .map_err(CudaError::from)?;
             device.issued(Queue::HostToDevice);
         }
         src.block.touch(Queue::HostToDevice);
-        Ok(CudaBuffer {
-            block: Rc::new(block),
-            dtype: src.dtype,
-            shape: src.shape.clone(),
-            host: None,
-        })
+        Ok(CudaBuffer { block: Rc::new(block), dtype: src.dtype, shape: src.shape.clone(), host: None })
     }
 
     fn download(&mut self, src: &CudaBuffer) -> Result<CudaHostBuffer, RuntimeError> {
@@ -383,11 +323,7 @@ impl Backend for CudaBackend {
         }
         block.touch(Queue::DeviceToHost);
         src.block.touch(Queue::DeviceToHost);
-        Ok(CudaHostBuffer {
-            block,
-            dtype: src.dtype,
-            shape: src.shape.clone(),
-        })
+        Ok(CudaHostBuffer { block, dtype: src.dtype, shape: src.shape.clone() })
     }
 
     fn execute(
@@ -417,10 +353,7 @@ impl Backend for CudaBackend {
         let made = result.map_err(|error| match error {
             OpError::Kernel(source) => RuntimeError::Kernel {
                 node: n.name.clone(),
-                source: KernelError::Op {
-                    op: n.op.clone(),
-                    error: Box::new(source),
-                },
+                source: KernelError::Op { op: n.op.clone(), error: Box::new(source) },
             },
             OpError::Cuda(e) => backend_error(format!("node '{}' ({}): {e}", n.name, n.op)),
         })?;
@@ -428,10 +361,7 @@ impl Backend for CudaBackend {
             input.block.touch(Queue::Compute);
         }
         let declared = made.len() == outputs.len()
-            && made
-                .iter()
-                .zip(&outputs)
-                .all(|(b, (dtype, shape))| b.dtype == *dtype && b.shape == *shape);
+            && made.iter().zip(&outputs).all(|(b, (dtype, shape))| b.dtype == *dtype && b.shape == *shape);
         if !declared {
             return Err(RuntimeError::Internal(format!(
                 "node '{}' ({}): the CUDA kernel made outputs other than the declared ones",
@@ -450,11 +380,7 @@ impl Backend for CudaBackend {
     }
 
     fn synchronize(&mut self) -> Result<(), RuntimeError> {
-        self.gpu
-            .device
-            .context()
-            .synchronize()
-            .map_err(CudaError::from)?;
+        self.gpu.device.context().synchronize().map_err(CudaError::from)?;
         Ok(self.gpu.device.take_deferred()?)
     }
 }
@@ -467,10 +393,7 @@ mod tests {
     fn arena_is_the_budget_plus_an_allowance_within_free_memory() {
         let gib = 1u64 << 30;
         let arena = arena_bytes(16 * gib, 80 * gib);
-        assert_eq!(
-            arena,
-            16 * gib + (16 * gib) / 64 + (8 << 20) + CUBLAS_WORKSPACE
-        );
+        assert_eq!(arena, 16 * gib + (16 * gib) / 64 + (8 << 20) + CUBLAS_WORKSPACE);
         assert_eq!(arena_bytes(u64::MAX, 80 * gib), 79 * gib);
         assert_eq!(arena_bytes(100 * gib, 80 * gib), 79 * gib);
         assert_eq!(arena_bytes(gib, 0), 0);

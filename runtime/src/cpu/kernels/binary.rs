@@ -42,15 +42,10 @@ pub(super) fn zip_broadcast<A: Copy, B: Copy, O>(
     if sa == sb {
         return Ok((shape, a.iter().zip(b).map(|(&x, &y)| f(x, y)).collect()));
     }
-    let (ta, tb) = (
-        broadcast_strides(sa, &shape, what)?,
-        broadcast_strides(sb, &shape, what)?,
-    );
+    let (ta, tb) = (broadcast_strides(sa, &shape, what)?, broadcast_strides(sb, &shape, what)?);
     let mut out = Vec::with_capacity(numel(&shape));
     for_each_row(&shape, [&ta, &tb], |[oa, ob], len, [ia, ib]| {
-        out.extend(
-            (0..len as isize).map(|j| f(a[(oa + j * ia) as usize], b[(ob + j * ib) as usize])),
-        );
+        out.extend((0..len as isize).map(|j| f(a[(oa + j * ia) as usize], b[(ob + j * ib) as usize])));
     });
     Ok((shape, out))
 }
@@ -102,10 +97,7 @@ fn pow(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
 fn prelu(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     let (x, slope) = (ctx.input(0, "X")?, ctx.input(1, "slope")?);
     let mut slope_shape = slope.shape.clone();
-    if ctx.opset < 7
-        && slope.rank() < x.rank()
-        && x.shape.get(1..1 + slope.rank()) == Some(&slope.shape[..])
-    {
+    if ctx.opset < 7 && slope.rank() < x.rank() && x.shape.get(1..1 + slope.rank()) == Some(&slope.shape[..]) {
         slope_shape.resize(x.rank() - 1, 1);
     }
     let out = dispatch_float!(x.dtype(), "input X", T => {
@@ -166,11 +158,7 @@ fn logic(ctx: &Ctx<'_>, f: fn(bool, bool) -> bool) -> Result<Vec<HostTensor>> {
 
 /// Where(condition, X, Y) with three-way broadcasting.
 fn where_(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
-    let (c, x, y) = (
-        ctx.input(0, "condition")?,
-        ctx.input(1, "X")?,
-        ctx.input(2, "Y")?,
-    );
+    let (c, x, y) = (ctx.input(0, "condition")?, ctx.input(1, "X")?, ctx.input(2, "Y")?);
     let cond = c.as_bool("input condition")?;
     let what = "inputs condition, X, Y";
     let shape = broadcast_shapes(&broadcast_shapes(&c.shape, &x.shape, what)?, &y.shape, what)?;
@@ -201,15 +189,9 @@ enum Fold {
 
 /// Folds the inputs left to right with broadcasting: the fixed order keeps results
 /// deterministic.
-fn fold_inputs<T: Num>(
-    ctx: &Ctx<'_>,
-    f: impl Fn(T, T) -> T + Copy,
-) -> Result<(Vec<usize>, Vec<T>)> {
+fn fold_inputs<T: Num>(ctx: &Ctx<'_>, f: impl Fn(T, T) -> T + Copy) -> Result<(Vec<usize>, Vec<T>)> {
     let first = ctx.input(0, "data_0")?;
-    let (mut shape, mut acc) = (
-        first.shape.clone(),
-        first.view::<T>("input data_0")?.to_vec(),
-    );
+    let (mut shape, mut acc) = (first.shape.clone(), first.view::<T>("input data_0")?.to_vec());
     for i in 1..ctx.inputs.len() {
         let name = format!("data_{i}");
         let t = ctx.input(i, &name)?;
@@ -272,10 +254,7 @@ mod tests {
         assert_eq!(y, vec![0.0, 2.0, 4.0, 6.0, 8.0, 10.0]);
         let bad = tensor(&[2], vec![1.0f32, 2.0]);
         let err = run("Sub", 17, &[], &[&a, &bad], &[(DtypeF32, vec![2, 1, 3])]).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "Sub: inputs A, B: shapes [2, 1, 3] and [2] do not broadcast"
-        );
+        assert_eq!(err.to_string(), "Sub: inputs A, B: shapes [2, 1, 3] and [2] do not broadcast");
     }
 
     #[test]
@@ -292,15 +271,9 @@ mod tests {
     fn pow_prelu_and_mixed_dtypes() {
         let x = tensor(&[3], vec![-2.0f32, 3.0, 0.5]);
         let e = tensor::<i64>(&[], vec![3]);
-        assert_close(
-            &f32s(&run1("Pow", &[], &[&x, &e], DtypeF32, &[3])),
-            &[-8.0, 27.0, 0.125],
-        );
+        assert_close(&f32s(&run1("Pow", &[], &[&x, &e], DtypeF32, &[3])), &[-8.0, 27.0, 0.125]);
         let slope = tensor(&[1], vec![0.25f32]);
-        assert_eq!(
-            f32s(&run1("PRelu", &[], &[&x, &slope], DtypeF32, &[3])),
-            vec![-0.5, 3.0, 0.5]
-        );
+        assert_eq!(f32s(&run1("PRelu", &[], &[&x, &slope], DtypeF32, &[3])), vec![-0.5, 3.0, 0.5]);
         let e = tensor(&[3], vec![1i64, 2, 3]);
         assert!(run("Add", 17, &[], &[&x, &e], &[(DtypeF32, vec![3])]).is_err());
     }
@@ -309,32 +282,12 @@ mod tests {
     fn comparisons_logic_and_where() {
         let a = tensor(&[3], vec![1.0f32, 2.0, 3.0]);
         let b = tensor::<f32>(&[], vec![2.0]);
-        assert_eq!(
-            run1("Less", &[], &[&a, &b], DtypeBool, &[3])
-                .as_bool("y")
-                .unwrap(),
-            &[true, false, false]
-        );
-        assert_eq!(
-            run1("Greater", &[], &[&a, &b], DtypeBool, &[3])
-                .as_bool("y")
-                .unwrap(),
-            &[false, false, true]
-        );
-        assert_eq!(
-            run1("Equal", &[], &[&a, &b], DtypeBool, &[3])
-                .as_bool("y")
-                .unwrap(),
-            &[false, true, false]
-        );
+        assert_eq!(run1("Less", &[], &[&a, &b], DtypeBool, &[3]).as_bool("y").unwrap(), &[true, false, false]);
+        assert_eq!(run1("Greater", &[], &[&a, &b], DtypeBool, &[3]).as_bool("y").unwrap(), &[false, false, true]);
+        assert_eq!(run1("Equal", &[], &[&a, &b], DtypeBool, &[3]).as_bool("y").unwrap(), &[false, true, false]);
         let p = tensor(&[2], vec![true, false]);
         let q = tensor(&[2, 1], vec![true, false]);
-        assert_eq!(
-            run1("And", &[], &[&p, &q], DtypeBool, &[2, 2])
-                .as_bool("y")
-                .unwrap(),
-            &[true, false, false, false]
-        );
+        assert_eq!(run1("And", &[], &[&p, &q], DtypeBool, &[2, 2]).as_bool("y").unwrap(), &[true, false, false, false]);
         let c = tensor(&[2, 1], vec![true, false]);
         let x = tensor(&[3], vec![1i64, 2, 3]);
         let y = tensor::<i64>(&[], vec![0]);
@@ -349,21 +302,9 @@ mod tests {
         let c = tensor::<f32>(&[], vec![3.0]);
         let sum = f32s(&run1("Sum", &[], &[&a, &b, &c], DtypeF32, &[2, 2]));
         assert_eq!(sum, vec![6.0, 10.0, 8.0, 9.0]);
-        assert_eq!(
-            f32s(&run1("Max", &[], &[&a, &b, &c], DtypeF32, &[2, 2])),
-            vec![3.0, 5.0, 3.0, 4.0]
-        );
-        assert_eq!(
-            f32s(&run1("Min", &[], &[&a, &b], DtypeF32, &[2, 2])),
-            vec![1.0, 2.0, 2.0, 2.0]
-        );
-        assert_close(
-            &f32s(&run1("Mean", &[], &[&a, &b, &c], DtypeF32, &[2, 2])),
-            &[2.0, 10.0 / 3.0, 8.0 / 3.0, 3.0],
-        );
-        assert_eq!(
-            f32s(&run1("Sum", &[], &[&a], DtypeF32, &[2, 2])),
-            vec![1.0, 5.0, 3.0, 4.0]
-        );
+        assert_eq!(f32s(&run1("Max", &[], &[&a, &b, &c], DtypeF32, &[2, 2])), vec![3.0, 5.0, 3.0, 4.0]);
+        assert_eq!(f32s(&run1("Min", &[], &[&a, &b], DtypeF32, &[2, 2])), vec![1.0, 2.0, 2.0, 2.0]);
+        assert_close(&f32s(&run1("Mean", &[], &[&a, &b, &c], DtypeF32, &[2, 2])), &[2.0, 10.0 / 3.0, 8.0 / 3.0, 3.0]);
+        assert_eq!(f32s(&run1("Sum", &[], &[&a], DtypeF32, &[2, 2])), vec![1.0, 5.0, 3.0, 4.0]);
     }
 }

@@ -18,10 +18,7 @@ fn conv(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
 pub(super) fn groups(ctx: &Ctx<'_>, channels: usize, what: &str) -> Result<(usize, usize)> {
     let group = ctx.attrs.int("group", 1)?;
     if group < 1 || channels % group as usize != 0 {
-        return Err(KernelError::attr(
-            "group",
-            format!("{group} does not divide the {channels} channels of {what}"),
-        ));
+        return Err(KernelError::attr("group", format!("{group} does not divide the {channels} channels of {what}")));
     }
     Ok((channels / group as usize, group as usize))
 }
@@ -29,16 +26,8 @@ pub(super) fn groups(ctx: &Ctx<'_>, channels: usize, what: &str) -> Result<(usiz
 /// Checks that attribute `kernel_shape`, when given, matches the weights' spatial shape.
 pub(super) fn check_kernel_shape(ctx: &Ctx<'_>, spatial: &[usize]) -> Result<()> {
     match ctx.attrs.ints_opt("kernel_shape")? {
-        Some(k)
-            if !k
-                .iter()
-                .map(|&v| usize::try_from(v).ok())
-                .eq(spatial.iter().map(|&v| Some(v))) =>
-        {
-            Err(KernelError::attr(
-                "kernel_shape",
-                format!("{k:?} differs from the weights' spatial shape {spatial:?}"),
-            ))
+        Some(k) if !k.iter().map(|&v| usize::try_from(v).ok()).eq(spatial.iter().map(|&v| Some(v))) => {
+            Err(KernelError::attr("kernel_shape", format!("{k:?} differs from the weights' spatial shape {spatial:?}")))
         }
         _ => Ok(()),
     }
@@ -48,10 +37,7 @@ pub(super) fn check_kernel_shape(ctx: &Ctx<'_>, spatial: &[usize]) -> Result<()>
 pub(super) fn bias<T: Float>(b: Option<&HostTensor>, channels: usize) -> Result<Option<&[T]>> {
     let Some(b) = b else { return Ok(None) };
     if b.shape != [channels] {
-        return Err(KernelError::shape(
-            "input B",
-            format!("expected shape [{channels}], found {:?}", b.shape),
-        ));
+        return Err(KernelError::shape("input B", format!("expected shape [{channels}], found {:?}", b.shape)));
     }
     b.view::<T>("input B").map(Some)
 }
@@ -69,10 +55,7 @@ fn conv_typed<T: Float>(ctx: &Ctx<'_>, x: &HostTensor) -> Result<Vec<HostTensor>
     if w.shape[1] != cg || m % group != 0 {
         return Err(KernelError::shape(
             "input W",
-            format!(
-                "shape {:?} does not fit {c} channels in {group} groups",
-                w.shape
-            ),
+            format!("shape {:?} does not fit {c} channels in {group} groups", w.shape),
         ));
     }
     check_kernel_shape(ctx, &w.shape[2..])?;
@@ -81,8 +64,7 @@ fn conv_typed<T: Float>(ctx: &Ctx<'_>, x: &HostTensor) -> Result<Vec<HostTensor>
     let (xs, ws) = (x.view::<T>("input X")?, w.view::<T>("input W")?);
     let (mg, kk) = (m / group, numel(&win.kernel));
     let (in_sp, out_sp) = (numel(&win.input), numel(&win.output));
-    let pointwise =
-        kk == 1 && win.stride == [1; 3] && win.pad_begin == [0; 3] && win.pad_end == [0; 3];
+    let pointwise = kk == 1 && win.stride == [1; 3] && win.pad_begin == [0; 3] && win.pad_end == [0; 3];
     let mut y = vec![T::ZERO; n * m * out_sp];
     let mut col = vec![T::ZERO; if pointwise { 0 } else { cg * kk * out_sp }];
     for ni in 0..n {
@@ -96,15 +78,7 @@ fn conv_typed<T: Float>(ctx: &Ctx<'_>, x: &HostTensor) -> Result<Vec<HostTensor>
             };
             let w_g = &ws[g * mg * cg * kk..][..mg * cg * kk];
             let y_g = &mut y[(ni * m + g * mg) * out_sp..][..mg * out_sp];
-            gemm(
-                (mg, cg * kk, out_sp),
-                T::ONE,
-                (w_g, cg * kk, 1),
-                (cols, out_sp, 1),
-                T::ZERO,
-                y_g,
-                out_sp,
-            )?;
+            gemm((mg, cg * kk, out_sp), T::ONE, (w_g, cg * kk, 1), (cols, out_sp, 1), T::ZERO, y_g, out_sp)?;
         }
     }
     if let Some(b) = b {
@@ -192,12 +166,9 @@ mod tests {
                                 for kz in 0..kd {
                                     for ky in 0..kh {
                                         for kx in 0..kw {
-                                            let z = (oz * stride[0] + kz * dil[0]) as isize
-                                                - pad[0] as isize;
-                                            let yy = (oy * stride[1] + ky * dil[1]) as isize
-                                                - pad[1] as isize;
-                                            let xx = (ox * stride[2] + kx * dil[2]) as isize
-                                                - pad[2] as isize;
+                                            let z = (oz * stride[0] + kz * dil[0]) as isize - pad[0] as isize;
+                                            let yy = (oy * stride[1] + ky * dil[1]) as isize - pad[1] as isize;
+                                            let xx = (ox * stride[2] + kx * dil[2]) as isize - pad[2] as isize;
                                             if z < 0
                                                 || yy < 0
                                                 || xx < 0
@@ -207,14 +178,9 @@ mod tests {
                                             {
                                                 continue;
                                             }
-                                            let (z, yy, xx) =
-                                                (z as usize, yy as usize, xx as usize);
-                                            let xv = x[(((ni * c + g * cg + ci) * id + z) * ih
-                                                + yy)
-                                                * iw
-                                                + xx];
-                                            let wv =
-                                                w[(((mi * cg + ci) * kd + kz) * kh + ky) * kw + kx];
+                                            let (z, yy, xx) = (z as usize, yy as usize, xx as usize);
+                                            let xv = x[(((ni * c + g * cg + ci) * id + z) * ih + yy) * iw + xx];
+                                            let wv = w[(((mi * cg + ci) * kd + kz) * kh + ky) * kw + kx];
                                             acc += xv as f64 * wv as f64;
                                         }
                                     }
@@ -229,21 +195,8 @@ mod tests {
         y
     }
 
-    fn conv(
-        attrs: &[Attribute],
-        x: &HostTensor,
-        w: &HostTensor,
-        b: Option<&HostTensor>,
-        out: &[usize],
-    ) -> Vec<f32> {
-        let outs = run_opt(
-            "Conv",
-            17,
-            attrs,
-            &[Some(x), Some(w), b],
-            &[(DtypeF32, out.to_vec())],
-        )
-        .unwrap();
+    fn conv(attrs: &[Attribute], x: &HostTensor, w: &HostTensor, b: Option<&HostTensor>, out: &[usize]) -> Vec<f32> {
+        let outs = run_opt("Conv", 17, attrs, &[Some(x), Some(w), b], &[(DtypeF32, out.to_vec())]).unwrap();
         f32s(&outs[0])
     }
 
@@ -254,12 +207,8 @@ mod tests {
         let w = rng.tensor(&[6, 2, 3, 2]);
         let b = rng.tensor(&[6]);
         // pads: top 1, left 0, bottom 2, right 1 -> padded 10 x 7.
-        let attrs = [
-            int("group", 2),
-            ints("strides", &[2, 1]),
-            ints("dilations", &[1, 2]),
-            ints("pads", &[1, 0, 2, 1]),
-        ];
+        let attrs =
+            [int("group", 2), ints("strides", &[2, 1]), ints("dilations", &[1, 2]), ints("pads", &[1, 0, 2, 1])];
         // out h = (10 - 3) / 2 + 1 = 4; out w = (7 - 3) / 1 + 1 = 5.
         let got = conv(&attrs, &x, &w, Some(&b), &[2, 6, 4, 5]);
         // The reference skips reads past the end, which is the end padding.
@@ -283,13 +232,7 @@ mod tests {
         let mut rng = Rng::new(11);
         let x = rng.tensor(&[1, 3, 10]);
         let w = rng.tensor(&[2, 3, 3]);
-        let got = conv(
-            &[ints("strides", &[2]), ints("pads", &[1, 1])],
-            &x,
-            &w,
-            None,
-            &[1, 2, 5],
-        );
+        let got = conv(&[ints("strides", &[2]), ints("pads", &[1, 1])], &x, &w, None, &[1, 2, 5]);
         let want = naive_conv3d(
             &f32s(&x),
             [1, 3, 1, 1, 10],
@@ -353,13 +296,7 @@ mod tests {
 
         // SAME_UPPER, 3x3, stride 1: pads 1 on each side.
         let w = rng.tensor(&[2, 5, 3, 3]);
-        let got = conv(
-            &[string("auto_pad", "SAME_UPPER")],
-            &x,
-            &w,
-            None,
-            &[2, 2, 3, 4],
-        );
+        let got = conv(&[string("auto_pad", "SAME_UPPER")], &x, &w, None, &[2, 2, 3, 4]);
         let want = naive_conv3d(
             &f32s(&x),
             [2, 5, 1, 3, 4],
@@ -381,10 +318,7 @@ mod tests {
         let x = rng.tensor(&[1, 4, 5, 5]);
         let w = rng.tensor(&[2, 3, 3, 3]);
         let err = run("Conv", 17, &[], &[&x, &w], &[(DtypeF32, vec![1, 2, 3, 3])]).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "Conv: input W: shape [2, 3, 3, 3] does not fit 4 channels in 1 groups"
-        );
+        assert_eq!(err.to_string(), "Conv: input W: shape [2, 3, 3, 3] does not fit 4 channels in 1 groups");
         let w = rng.tensor(&[2, 4, 7, 7]);
         assert!(run("Conv", 17, &[], &[&x, &w], &[(DtypeF32, vec![1, 2, 1, 1])]).is_err());
     }

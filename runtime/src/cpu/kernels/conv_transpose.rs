@@ -2,9 +2,7 @@
 
 use super::conv::{add_channel_bias, bias, check_kernel_shape, groups};
 use super::num::{gemm, Float};
-use super::window::{
-    check_spatial_rank, explicit_pads, strides_dilations, to3, window_attr, Window,
-};
+use super::window::{check_spatial_rank, explicit_pads, strides_dilations, to3, window_attr, Window};
 use super::{dispatch_float, Ctx, Kernel};
 use crate::error::{KernelError, Result};
 use crate::tensor::{numel, HostTensor};
@@ -23,53 +21,34 @@ fn geometry(ctx: &Ctx<'_>, input: &[usize], kernel: &[usize]) -> Result<Window> 
     let rank = input.len();
     let (stride, dilation) = strides_dilations(&ctx.attrs, rank)?;
     if kernel.contains(&0) {
-        return Err(KernelError::shape(
-            "input W",
-            format!("empty kernel {kernel:?}"),
-        ));
+        return Err(KernelError::shape("input W", format!("empty kernel {kernel:?}")));
     }
-    let out_pad =
-        window_attr(&ctx.attrs, "output_padding", rank, 0)?.unwrap_or_else(|| vec![0; rank]);
+    let out_pad = window_attr(&ctx.attrs, "output_padding", rank, 0)?.unwrap_or_else(|| vec![0; rank]);
     let output_shape = window_attr(&ctx.attrs, "output_shape", rank, 0)?;
     let auto_pad = ctx.attrs.string("auto_pad", "NOTSET")?;
     let (mut begin, mut end) = explicit_pads(&ctx.attrs, rank)?;
     let mut output = vec![0; rank];
     for d in 0..rank {
-        let full =
-            stride[d] * (input[d].max(1) - 1) + out_pad[d] + (kernel[d] - 1) * dilation[d] + 1;
+        let full = stride[d] * (input[d].max(1) - 1) + out_pad[d] + (kernel[d] - 1) * dilation[d] + 1;
         let target = match (&output_shape, auto_pad) {
             (Some(s), _) => Some(s[d]),
             (None, "SAME_UPPER" | "SAME_LOWER") => Some(input[d] * stride[d]),
             (None, "VALID") => Some(full),
             (None, "NOTSET") => None,
-            (None, other) => {
-                return Err(KernelError::attr(
-                    "auto_pad",
-                    format!("unknown value `{other}`"),
-                ))
-            }
+            (None, other) => return Err(KernelError::attr("auto_pad", format!("unknown value `{other}`"))),
         };
         match target {
             Some(out) => {
                 let total = full.checked_sub(out).ok_or_else(|| {
-                    KernelError::unsupported(format!(
-                        "output size {out} on axis {d} beyond the full size {full}"
-                    ))
+                    KernelError::unsupported(format!("output size {out} on axis {d} beyond the full size {full}"))
                 })?;
                 let half = total / 2;
-                (begin[d], end[d]) = if auto_pad == "SAME_UPPER" {
-                    (half, total - half)
-                } else {
-                    (total - half, half)
-                };
+                (begin[d], end[d]) = if auto_pad == "SAME_UPPER" { (half, total - half) } else { (total - half, half) };
                 output[d] = out;
             }
             None => {
                 output[d] = full.checked_sub(begin[d] + end[d]).ok_or_else(|| {
-                    KernelError::attr(
-                        "pads",
-                        format!("remove more than the {full} elements of axis {d}"),
-                    )
+                    KernelError::attr("pads", format!("remove more than the {full} elements of axis {d}"))
                 })?;
             }
         }
@@ -111,15 +90,7 @@ fn conv_transpose_typed<T: Float>(ctx: &Ctx<'_>, x: &HostTensor) -> Result<Vec<H
             let x_g = &xs[(ni * c + g * cg) * in_sp..][..cg * in_sp];
             let w_g = &ws[g * cg * mg * kk..][..cg * mg * kk];
             // col[mg·kk, in_sp] = W_gᵀ · X_g, W_g read transposed through its strides.
-            gemm(
-                (mg * kk, cg, in_sp),
-                T::ONE,
-                (w_g, 1, mg * kk),
-                (x_g, in_sp, 1),
-                T::ZERO,
-                &mut col,
-                in_sp,
-            )?;
+            gemm((mg * kk, cg, in_sp), T::ONE, (w_g, 1, mg * kk), (x_g, in_sp, 1), T::ZERO, &mut col, in_sp)?;
             let y_g = &mut y[(ni * m + g * mg) * out_sp..][..mg * out_sp];
             col2im(&col, mg, &win, y_g);
         }
@@ -152,9 +123,7 @@ pub(super) fn col2im<T: Float>(col: &[T], channels: usize, win: &Window, y: &mut
                         for iy in 0..ih {
                             let yy = win.source(1, iy, ky);
                             for ix in 0..iw {
-                                if let (Some(z), Some(yy), Some(xx)) =
-                                    (z, yy, win.source(2, ix, kx))
-                                {
+                                if let (Some(z), Some(yy), Some(xx)) = (z, yy, win.source(2, ix, kx)) {
                                     let e = &mut plane[(z * oh + yy) * ow + xx];
                                     *e = *e + src[i];
                                 }
@@ -186,12 +155,8 @@ mod tests {
         out: [usize; 2],
     ) -> Vec<f32> {
         let (xs, ws) = (f32s(x), f32s(w));
-        let [n, c, ih, iw] = x.shape[..] else {
-            panic!()
-        };
-        let [_, mg, kh, kw] = w.shape[..] else {
-            panic!()
-        };
+        let [n, c, ih, iw] = x.shape[..] else { panic!() };
+        let [_, mg, kh, kw] = w.shape[..] else { panic!() };
         let cg = c / group;
         let m = mg * group;
         let mut y = vec![0.0f64; n * m * out[0] * out[1]];
@@ -205,17 +170,13 @@ mod tests {
                                 for kj in 0..kw {
                                     let oy = (i * s[0] + ki * d[0]) as isize - pad[0] as isize;
                                     let ox = (j * s[1] + kj * d[1]) as isize - pad[1] as isize;
-                                    if oy < 0
-                                        || ox < 0
-                                        || oy >= out[0] as isize
-                                        || ox >= out[1] as isize
-                                    {
+                                    if oy < 0 || ox < 0 || oy >= out[0] as isize || ox >= out[1] as isize {
                                         continue;
                                     }
                                     let xv = xs[((ni * c + ci) * ih + i) * iw + j] as f64;
                                     let wv = ws[((ci * mg + mj) * kh + ki) * kw + kj] as f64;
-                                    y[((ni * m + g * mg + mj) * out[0] + oy as usize) * out[1]
-                                        + ox as usize] += xv * wv;
+                                    y[((ni * m + g * mg + mj) * out[0] + oy as usize) * out[1] + ox as usize] +=
+                                        xv * wv;
                                 }
                             }
                         }
@@ -235,10 +196,7 @@ mod tests {
         let x = tensor(&[1, 1, 2], vec![1.0f32, 2.0]);
         let w = tensor(&[1, 1, 3], vec![1.0f32, 1.0, 1.0]);
         assert_eq!(run_ct(&[], &x, &w, &[1, 1, 4]), vec![1.0, 3.0, 3.0, 2.0]);
-        assert_eq!(
-            run_ct(&[ints("strides", &[2])], &x, &w, &[1, 1, 5]),
-            vec![1.0, 1.0, 3.0, 2.0, 2.0]
-        );
+        assert_eq!(run_ct(&[ints("strides", &[2])], &x, &w, &[1, 1, 5]), vec![1.0, 1.0, 3.0, 2.0, 2.0]);
     }
 
     #[test]
@@ -270,20 +228,10 @@ mod tests {
         let x = tensor(&[1, 1, 3, 3], (0..9).map(|v| v as f32).collect());
         let w = tensor(&[1, 2, 3, 3], vec![1.0f32; 18]);
         let attrs = [ints("strides", &[3, 2]), ints("pads", &[1, 2, 1, 2])];
-        let rows: [[f32; 3]; 7] = [
-            [1., 1., 3.],
-            [1., 1., 3.],
-            [7., 4., 9.],
-            [7., 4., 9.],
-            [7., 4., 9.],
-            [13., 7., 15.],
-            [13., 7., 15.],
-        ];
+        let rows: [[f32; 3]; 7] =
+            [[1., 1., 3.], [1., 1., 3.], [7., 4., 9.], [7., 4., 9.], [7., 4., 9.], [13., 7., 15.], [13., 7., 15.]];
         let plane: Vec<f32> = rows.concat();
-        assert_eq!(
-            run_ct(&attrs, &x, &w, &[1, 2, 7, 3]),
-            [plane.clone(), plane].concat()
-        );
+        assert_eq!(run_ct(&attrs, &x, &w, &[1, 2, 7, 3]), [plane.clone(), plane].concat());
     }
 
     #[test]

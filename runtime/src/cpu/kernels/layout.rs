@@ -17,9 +17,7 @@ pub fn strides(shape: &[usize]) -> Vec<isize> {
 pub fn norm_axis(axis: i64, rank: usize, what: &str) -> Result<usize> {
     let r = rank as i64;
     if axis < -r || axis >= r {
-        return Err(KernelError::invalid(format!(
-            "{what} {axis} is out of range for rank {rank}"
-        )));
+        return Err(KernelError::invalid(format!("{what} {axis} is out of range for rank {rank}")));
     }
     Ok(if axis < 0 { axis + r } else { axis } as usize)
 }
@@ -61,10 +59,7 @@ pub fn broadcast_shapes(a: &[usize], b: &[usize], what: &str) -> Result<Vec<usiz
         .map(|i| match (dim(a, i), dim(b, i)) {
             (x, y) if x == y || y == 1 => Ok(x),
             (1, y) => Ok(y),
-            _ => Err(KernelError::shape(
-                what,
-                format!("shapes {a:?} and {b:?} do not broadcast"),
-            )),
+            _ => Err(KernelError::shape(what, format!("shapes {a:?} and {b:?} do not broadcast"))),
         })
         .collect()
 }
@@ -72,10 +67,7 @@ pub fn broadcast_shapes(a: &[usize], b: &[usize], what: &str) -> Result<Vec<usiz
 /// Strides that read `shape` as if broadcast to `out` (0 on broadcast axes).
 pub fn broadcast_strides(shape: &[usize], out: &[usize], what: &str) -> Result<Vec<isize>> {
     if shape.len() > out.len() {
-        return Err(KernelError::shape(
-            what,
-            format!("shape {shape:?} does not broadcast to {out:?}"),
-        ));
+        return Err(KernelError::shape(what, format!("shape {shape:?} does not broadcast to {out:?}")));
     }
     let lead = out.len() - shape.len();
     let own = strides(shape);
@@ -84,10 +76,7 @@ pub fn broadcast_strides(shape: &[usize], out: &[usize], what: &str) -> Result<V
         if d == out[lead + i] {
             s[lead + i] = if d == 1 { 0 } else { st };
         } else if d != 1 {
-            return Err(KernelError::shape(
-                what,
-                format!("shape {shape:?} does not broadcast to {out:?}"),
-            ));
+            return Err(KernelError::shape(what, format!("shape {shape:?} does not broadcast to {out:?}")));
         }
     }
     Ok(s)
@@ -138,12 +127,7 @@ pub fn for_each_row<const N: usize>(
 
 /// Copies the elements of a strided view (`base`, `shape`, `strides`) of `data` into a new
 /// row-major vector. The caller guarantees that the view lies inside `data`.
-pub fn strided_copy<T: Copy>(
-    data: &[T],
-    base: isize,
-    shape: &[usize],
-    strides: &[isize],
-) -> Vec<T> {
+pub fn strided_copy<T: Copy>(data: &[T], base: isize, shape: &[usize], strides: &[isize]) -> Vec<T> {
     let mut out = Vec::with_capacity(shape.iter().product());
     for_each_row(shape, [strides], |[o], len, [s]| {
         let start = base + o;
@@ -155,13 +139,7 @@ pub fn strided_copy<T: Copy>(
 /// Writes the row-major elements of `src` into the strided view (`base`, `shape`,
 /// `strides`) of `dst`: the inverse of [`strided_copy`]. The caller guarantees that the
 /// view lies inside `dst` and that `src` has its element count.
-pub fn strided_scatter<T: Copy>(
-    src: &[T],
-    dst: &mut [T],
-    base: isize,
-    shape: &[usize],
-    strides: &[isize],
-) {
+pub fn strided_scatter<T: Copy>(src: &[T], dst: &mut [T], base: isize, shape: &[usize], strides: &[isize]) {
     let mut next = src.iter();
     for_each_row(shape, [strides], |[o], len, [s]| {
         for (j, v) in (0..len as isize).zip(next.by_ref()) {
@@ -183,16 +161,10 @@ mod tests {
 
     #[test]
     fn broadcasting_rules() {
-        assert_eq!(
-            broadcast_shapes(&[2, 1, 4], &[3, 1], "x").unwrap(),
-            vec![2, 3, 4]
-        );
+        assert_eq!(broadcast_shapes(&[2, 1, 4], &[3, 1], "x").unwrap(), vec![2, 3, 4]);
         assert_eq!(broadcast_shapes(&[], &[5], "x").unwrap(), vec![5]);
         assert!(broadcast_shapes(&[2, 3], &[4], "x").is_err());
-        assert_eq!(
-            broadcast_strides(&[3, 1], &[2, 3, 4], "b").unwrap(),
-            vec![0, 1, 0]
-        );
+        assert_eq!(broadcast_strides(&[3, 1], &[2, 3, 4], "b").unwrap(), vec![0, 1, 0]);
         assert!(broadcast_strides(&[3], &[2, 4], "b").is_err());
     }
 
@@ -200,15 +172,9 @@ mod tests {
     fn strided_copy_transposes_and_reverses() {
         let data: Vec<i32> = (0..6).collect();
         // transpose of [2, 3]
-        assert_eq!(
-            strided_copy(&data, 0, &[3, 2], &[1, 3]),
-            vec![0, 3, 1, 4, 2, 5]
-        );
+        assert_eq!(strided_copy(&data, 0, &[3, 2], &[1, 3]), vec![0, 3, 1, 4, 2, 5]);
         // reverse the last axis
-        assert_eq!(
-            strided_copy(&data, 2, &[2, 3], &[3, -1]),
-            vec![2, 1, 0, 5, 4, 3]
-        );
+        assert_eq!(strided_copy(&data, 2, &[2, 3], &[3, -1]), vec![2, 1, 0, 5, 4, 3]);
         assert_eq!(strided_copy(&data, 4, &[], &[]), vec![4]);
         assert!(strided_copy(&data, 0, &[0, 3], &[3, 1]).is_empty());
     }

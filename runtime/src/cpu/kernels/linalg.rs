@@ -17,16 +17,9 @@ fn gemm_op(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
 /// A 2-D operand's (rows, cols) after an optional transpose, and its (row, col) strides.
 fn matrix(t: &HostTensor, transpose: bool, what: &str) -> Result<((usize, usize), (usize, usize))> {
     let [r, c] = t.shape[..] else {
-        return Err(KernelError::shape(
-            what,
-            format!("expected a matrix, found shape {:?}", t.shape),
-        ));
+        return Err(KernelError::shape(what, format!("expected a matrix, found shape {:?}", t.shape)));
     };
-    Ok(if transpose {
-        ((c, r), (1, c))
-    } else {
-        ((r, c), (c, 1))
-    })
+    Ok(if transpose { ((c, r), (1, c)) } else { ((r, c), (c, 1)) })
 }
 
 /// Y = alpha · A' · B' + beta · C, with A' and B' optionally transposed and C broadcast.
@@ -35,10 +28,7 @@ fn gemm_typed<T: Float>(ctx: &Ctx<'_>, a: &HostTensor) -> Result<Vec<HostTensor>
     let ((m, k), sa) = matrix(a, ctx.attrs.int("transA", 0)? != 0, "input A")?;
     let ((kb, n), sb) = matrix(b, ctx.attrs.int("transB", 0)? != 0, "input B")?;
     if k != kb {
-        return Err(KernelError::shape(
-            "input B",
-            format!("inner dimension {kb} differs from A's {k}"),
-        ));
+        return Err(KernelError::shape("input B", format!("inner dimension {kb} differs from A's {k}")));
     }
     let alpha = T::from_f32(ctx.attrs.float("alpha", 1.0)?);
     let mut beta = T::from_f32(ctx.attrs.float("beta", 1.0)?);
@@ -51,15 +41,7 @@ fn gemm_typed<T: Float>(ctx: &Ctx<'_>, a: &HostTensor) -> Result<Vec<HostTensor>
         _ => beta = T::ZERO,
     }
     let (av, bv) = (a.view::<T>("input A")?, b.view::<T>("input B")?);
-    gemm(
-        (m, k, n),
-        alpha,
-        (av, sa.0, sa.1),
-        (bv, sb.0, sb.1),
-        beta,
-        &mut y,
-        n,
-    )?;
+    gemm((m, k, n), alpha, (av, sa.0, sa.1), (bv, sb.0, sb.1), beta, &mut y, n)?;
     Ok(vec![HostTensor::from_vec(vec![m, n], y)?])
 }
 
@@ -72,48 +54,23 @@ fn matmul(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
 /// a 1-D B a trailing 1.
 fn matmul_typed<T: Float>(ctx: &Ctx<'_>, a: &HostTensor) -> Result<Vec<HostTensor>> {
     let b = ctx.input(1, "B")?;
-    let MatmulShape {
-        a_batch,
-        b_batch,
-        batch,
-        m,
-        k,
-        n,
-    } = matmul_shape(&a.shape, &b.shape)?;
+    let MatmulShape { a_batch, b_batch, batch, m, k, n } = matmul_shape(&a.shape, &b.shape)?;
     let (av, bv) = (a.view::<T>("input A")?, b.view::<T>("input B")?);
     let count = numel(&batch);
     let mut y = vec![T::ZERO; count * m * n];
     if b_batch.is_empty() {
         // B is shared by every batch: one GEMM over all rows of A (contiguous).
-        gemm(
-            (count * m, k, n),
-            T::ONE,
-            (av, k, 1),
-            (bv, n, 1),
-            T::ZERO,
-            &mut y,
-            n,
-        )?;
+        gemm((count * m, k, n), T::ONE, (av, k, 1), (bv, n, 1), T::ZERO, &mut y, n)?;
     } else {
         let sa = broadcast_strides(&a_batch, &batch, "input A")?;
         let sb = broadcast_strides(&b_batch, &batch, "input B")?;
         let mut pairs = Vec::with_capacity(count);
         for_each_row(&batch, [&sa, &sb], |[oa, ob], len, [ia, ib]| {
-            pairs.extend(
-                (0..len as isize).map(|j| ((oa + j * ia) as usize, (ob + j * ib) as usize)),
-            );
+            pairs.extend((0..len as isize).map(|j| ((oa + j * ia) as usize, (ob + j * ib) as usize)));
         });
         for (i, (pa, pb)) in pairs.into_iter().enumerate() {
             let (am, bm) = (&av[pa * m * k..][..m * k], &bv[pb * k * n..][..k * n]);
-            gemm(
-                (m, k, n),
-                T::ONE,
-                (am, k, 1),
-                (bm, n, 1),
-                T::ZERO,
-                &mut y[i * m * n..][..m * n],
-                n,
-            )?;
+            gemm((m, k, n), T::ONE, (am, k, 1), (bm, n, 1), T::ZERO, &mut y[i * m * n..][..m * n], n)?;
         }
     }
     let mut shape = batch;
@@ -146,28 +103,14 @@ pub(crate) struct MatmulShape {
 /// Checks the shapes `a` and `b` of a numpy matmul against each other and splits them.
 pub(crate) fn matmul_shape(a: &[usize], b: &[usize]) -> Result<MatmulShape> {
     if a.is_empty() || b.is_empty() {
-        return Err(KernelError::shape(
-            "inputs A, B",
-            "MatMul needs operands of rank 1 or more",
-        ));
+        return Err(KernelError::shape("inputs A, B", "MatMul needs operands of rank 1 or more"));
     }
-    let a_shape = if a.len() == 1 {
-        vec![1, a[0]]
-    } else {
-        a.to_vec()
-    };
-    let b_shape = if b.len() == 1 {
-        vec![b[0], 1]
-    } else {
-        b.to_vec()
-    };
+    let a_shape = if a.len() == 1 { vec![1, a[0]] } else { a.to_vec() };
+    let b_shape = if b.len() == 1 { vec![b[0], 1] } else { b.to_vec() };
     let (a_batch, [m, k]) = split_matrix(&a_shape);
     let (b_batch, [kb, n]) = split_matrix(&b_shape);
     if k != kb {
-        return Err(KernelError::shape(
-            "input B",
-            format!("inner dimension {kb} differs from A's {k}"),
-        ));
+        return Err(KernelError::shape("input B", format!("inner dimension {kb} differs from A's {k}")));
     }
     Ok(MatmulShape {
         batch: broadcast_shapes(a_batch, b_batch, "inputs A, B")?,
@@ -202,11 +145,7 @@ mod tests {
             let (oa, ob) = (batch_a(bi) * m * k, batch_b(bi) * k * n);
             for i in 0..m {
                 for j in 0..n {
-                    y.push(
-                        (0..k)
-                            .map(|p| a[oa + i * k + p] as f64 * b[ob + p * n + j] as f64)
-                            .sum::<f64>() as f32,
-                    );
+                    y.push((0..k).map(|p| a[oa + i * k + p] as f64 * b[ob + p * n + j] as f64).sum::<f64>() as f32);
                 }
             }
         }
@@ -233,11 +172,7 @@ mod tests {
     fn matmul_promotes_vectors() {
         let mut rng = Rng::new(2);
         let (v, w) = (rng.tensor(&[5]), rng.tensor(&[5]));
-        let dot: f64 = f32s(&v)
-            .iter()
-            .zip(f32s(&w))
-            .map(|(x, y)| *x as f64 * y as f64)
-            .sum();
+        let dot: f64 = f32s(&v).iter().zip(f32s(&w)).map(|(x, y)| *x as f64 * y as f64).sum();
         assert_close(&matmul(&v, &w, &[]), &[dot as f32]);
         let b = rng.tensor(&[2, 5, 3]);
         let want = naive(&f32s(&v), &f32s(&b), &|_| 0, &|i| i, 2, 1, 5, 3);
@@ -247,10 +182,7 @@ mod tests {
         assert_close(&matmul(&a, &v, &[2, 4]), &want);
         let bad = rng.tensor(&[2, 4, 3]);
         let err = run("MatMul", 17, &[], &[&a, &bad], &[(DtypeF32, vec![2, 4, 3])]).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "MatMul: input B: inner dimension 4 differs from A's 5"
-        );
+        assert_eq!(err.to_string(), "MatMul: input B: inner dimension 4 differs from A's 5");
     }
 
     #[test]
@@ -273,40 +205,24 @@ mod tests {
         let (a, b) = (rng.tensor(&[5, 3]), rng.tensor(&[4, 5]));
         // Y = 0.5 · Aᵀ · Bᵀ + 2 · C with C of shape [4] broadcast over rows.
         let c = rng.tensor(&[4]);
-        let attrs = [
-            int("transA", 1),
-            int("transB", 1),
-            float("alpha", 0.5),
-            float("beta", 2.0),
-        ];
+        let attrs = [int("transA", 1), int("transB", 1), float("alpha", 0.5), float("beta", 2.0)];
         let got = f32s(&run1("Gemm", &attrs, &[&a, &b, &c], DtypeF32, &[3, 4]));
         let (av, bv, cv) = (f32s(&a), f32s(&b), f32s(&c));
         let mut want = Vec::new();
         for i in 0..3 {
             for j in 0..4 {
-                let dot: f64 = (0..5)
-                    .map(|p| av[p * 3 + i] as f64 * bv[j * 5 + p] as f64)
-                    .sum();
+                let dot: f64 = (0..5).map(|p| av[p * 3 + i] as f64 * bv[j * 5 + p] as f64).sum();
                 want.push((0.5 * dot + 2.0 * cv[j] as f64) as f32);
             }
         }
         assert_close(&got, &want);
         // Without C, and with C of shape [3, 1].
         let at = rng.tensor(&[3, 5]);
-        let got = f32s(&run1(
-            "Gemm",
-            &[],
-            &[&at, &rng.tensor(&[5, 4])],
-            DtypeF32,
-            &[3, 4],
-        ));
+        let got = f32s(&run1("Gemm", &[], &[&at, &rng.tensor(&[5, 4])], DtypeF32, &[3, 4]));
         assert_eq!(got.len(), 12);
         let c = tensor(&[3, 1], vec![1.0f32, 2.0, 3.0]);
         let z = tensor(&[5, 4], vec![0.0f32; 20]);
         let got = f32s(&run1("Gemm", &[], &[&at, &z, &c], DtypeF32, &[3, 4]));
-        assert_eq!(
-            got,
-            vec![1.0, 1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 2.0, 3.0, 3.0, 3.0, 3.0]
-        );
+        assert_eq!(got, vec![1.0, 1.0, 1.0, 1.0, 2.0, 2.0, 2.0, 2.0, 3.0, 3.0, 3.0, 3.0]);
     }
 }

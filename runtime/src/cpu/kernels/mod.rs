@@ -54,8 +54,7 @@ struct Ctx<'a> {
 impl<'a> Ctx<'a> {
     /// Input `i`, named `name` in errors, which must be present.
     fn input(&self, i: usize, name: &str) -> Result<&'a HostTensor> {
-        self.opt_input(i)
-            .ok_or_else(|| KernelError::MissingInput(name.to_string()))
+        self.opt_input(i).ok_or_else(|| KernelError::MissingInput(name.to_string()))
     }
 
     /// Input `i` when present.
@@ -65,18 +64,12 @@ impl<'a> Ctx<'a> {
 
     /// The declared dtype of output `i`.
     fn out_dtype(&self, i: usize) -> Result<DType> {
-        self.outputs
-            .get(i)
-            .map(|o| o.0)
-            .ok_or_else(|| KernelError::invalid(format!("output {i} is not declared")))
+        self.outputs.get(i).map(|o| o.0).ok_or_else(|| KernelError::invalid(format!("output {i} is not declared")))
     }
 
     /// The declared shape of output `i`.
     fn out_shape(&self, i: usize) -> Result<&'a [usize]> {
-        self.outputs
-            .get(i)
-            .map(|o| &o.1[..])
-            .ok_or_else(|| KernelError::invalid(format!("output {i} is not declared")))
+        self.outputs.get(i).map(|o| &o.1[..]).ok_or_else(|| KernelError::invalid(format!("output {i} is not declared")))
     }
 
     /// Checks a shape computed from input values against the declared output `i`
@@ -98,10 +91,7 @@ impl<'a> Ctx<'a> {
             (Some(v), None) => Ok(Some(v.to_vec())),
             (None, Some(t)) => t.to_i64s(&format!("input {name}")).map(Some),
             (None, None) => Ok(None),
-            (Some(_), Some(_)) => Err(KernelError::attr(
-                attr,
-                format!("given both as attribute and as input {name}"),
-            )),
+            (Some(_), Some(_)) => Err(KernelError::attr(attr, format!("given both as attribute and as input {name}"))),
         }
     }
 }
@@ -132,11 +122,7 @@ use {dispatch_float, dispatch_num};
 
 /// A dtype error about `what`.
 fn dtype_error(what: &str, expected: &str, found: DType) -> KernelError {
-    KernelError::Dtype {
-        what: what.to_string(),
-        expected: expected.to_string(),
-        found: dtype_name(found).to_string(),
-    }
+    KernelError::Dtype { what: what.to_string(), expected: expected.to_string(), found: dtype_name(found).to_string() }
 }
 
 /// A family's table of (op type, kernel).
@@ -171,10 +157,7 @@ pub fn supported_lms_ops() -> Vec<&'static str> {
 
 /// The op types of some families' tables, sorted.
 fn op_names(families: &[Table]) -> Vec<&'static str> {
-    let mut ops: Vec<_> = families
-        .iter()
-        .flat_map(|f| f.iter().map(|(op, _)| *op))
-        .collect();
+    let mut ops: Vec<_> = families.iter().flat_map(|f| f.iter().map(|(op, _)| *op)).collect();
     ops.sort_unstable();
     ops
 }
@@ -193,13 +176,7 @@ pub fn forward(
     inputs: &[Option<&HostTensor>],
     outputs: &[(DType, Vec<usize>)],
 ) -> Result<Vec<HostTensor>> {
-    let ctx = Ctx {
-        opset,
-        attrs: *attrs,
-        inputs,
-        outputs,
-        exec: &KernelContext::default(),
-    };
+    let ctx = Ctx { opset, attrs: *attrs, inputs, outputs, exec: &KernelContext::default() };
     run_kernel(FAMILIES, node_op, &ctx)
 }
 
@@ -215,13 +192,7 @@ pub fn lms(
     outputs: &[(DType, Vec<usize>)],
     exec: &KernelContext,
 ) -> Result<Vec<HostTensor>> {
-    let ctx = Ctx {
-        opset: crate::program::LMS_DOMAIN_VERSION,
-        attrs: *attrs,
-        inputs,
-        outputs,
-        exec,
-    };
+    let ctx = Ctx { opset: crate::program::LMS_DOMAIN_VERSION, attrs: *attrs, inputs, outputs, exec };
     run_kernel(training::FAMILIES, node_op, &ctx)
 }
 
@@ -241,10 +212,7 @@ fn run_kernel(families: &[Table], node_op: &str, ctx: &Ctx<'_>) -> Result<Vec<Ho
             });
         }
     }
-    let in_op = |error| KernelError::Op {
-        op: node_op.to_string(),
-        error: Box::new(error),
-    };
+    let in_op = |error| KernelError::Op { op: node_op.to_string(), error: Box::new(error) };
     let results = kernel(ctx).map_err(in_op)?;
     check_outputs(&results, ctx.outputs).map_err(in_op)?;
     Ok(results)
@@ -287,44 +255,20 @@ mod tests {
         let err = run("NoSuchOp", 17, &[], &[&x], &[(DType::DtypeF32, vec![2])]).unwrap_err();
         assert_eq!(err.to_string(), "no CPU kernel for op `NoSuchOp`");
         let err = run("Relu", 17, &[], &[&x], &[(DType::DtypeF32, vec![3])]).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "Relu: output 0: kernel made f32 [2], the graph declares f32 [3]"
-        );
+        assert_eq!(err.to_string(), "Relu: output 0: kernel made f32 [2], the graph declares f32 [3]");
         let err = run("Relu", 17, &[], &[], &[(DType::DtypeF32, vec![2])]).unwrap_err();
         assert_eq!(err.to_string(), "Relu: input X is missing");
     }
 
     #[test]
     fn inconsistent_inputs_and_data_shaped_outputs_are_checked() {
-        let broken = HostTensor {
-            shape: vec![3],
-            data: crate::tensor::Buffer::F32(vec![1.0]),
-        };
+        let broken = HostTensor { shape: vec![3], data: crate::tensor::Buffer::F32(vec![1.0]) };
         let err = run("Relu", 17, &[], &[&broken], &[(DType::DtypeF32, vec![3])]).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "Relu: input 0: 1 elements do not fill shape [3]"
-        );
+        assert_eq!(err.to_string(), "Relu: input 0: 1 elements do not fill shape [3]");
         // A Range whose values disagree with the graph fails before allocating.
-        let (s, l, d) = (
-            tensor::<i64>(&[], vec![0]),
-            tensor::<i64>(&[], vec![i64::MAX]),
-            tensor::<i64>(&[], vec![1]),
-        );
-        let err = run(
-            "Range",
-            17,
-            &[],
-            &[&s, &l, &d],
-            &[(DType::DtypeI64, vec![4])],
-        )
-        .unwrap_err();
-        assert!(
-            err.to_string()
-                .starts_with("Range: output 0: inputs give shape"),
-            "{err}"
-        );
+        let (s, l, d) = (tensor::<i64>(&[], vec![0]), tensor::<i64>(&[], vec![i64::MAX]), tensor::<i64>(&[], vec![1]));
+        let err = run("Range", 17, &[], &[&s, &l, &d], &[(DType::DtypeI64, vec![4])]).unwrap_err();
+        assert!(err.to_string().starts_with("Range: output 0: inputs give shape"), "{err}");
     }
 
     #[test]
@@ -364,13 +308,7 @@ mod tests {
         let exec = KernelContext::default();
         let loss = lms("MeanSquaredError", &Attrs::new(&[]), &slots, &spec, &exec).unwrap();
         assert_eq!(loss[0], HostTensor::scalar(0.0f32));
-        let err = lms(
-            "Relu",
-            &Attrs::new(&[]),
-            &slots[..1],
-            &[(DType::DtypeF32, vec![2])],
-            &exec,
-        );
+        let err = lms("Relu", &Attrs::new(&[]), &slots[..1], &[(DType::DtypeF32, vec![2])], &exec);
         assert_eq!(err.unwrap_err().to_string(), "no CPU kernel for op `Relu`");
     }
 }

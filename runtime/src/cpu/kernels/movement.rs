@@ -1,8 +1,6 @@
 //! Data movement on any dtype: Transpose, Concat, Split, Gather, Expand, Tile.
 
-use super::layout::{
-    broadcast_shapes, broadcast_strides, norm_axis, split_at_axis, strided_copy, strides, to_dim,
-};
+use super::layout::{broadcast_shapes, broadcast_strides, norm_axis, split_at_axis, strided_copy, strides, to_dim};
 use super::{Ctx, Kernel};
 use crate::error::{KernelError, Result};
 use crate::tensor::{dispatch, numel, Elem, HostTensor};
@@ -18,12 +16,7 @@ pub(super) const KERNELS: &[(&str, Kernel)] = &[
 ];
 
 /// A new tensor reading `x` through a strided view (any dtype).
-pub(super) fn view_copy(
-    x: &HostTensor,
-    base: isize,
-    shape: Vec<usize>,
-    view_strides: &[isize],
-) -> Result<HostTensor> {
+pub(super) fn view_copy(x: &HostTensor, base: isize, shape: Vec<usize>, view_strides: &[isize]) -> Result<HostTensor> {
     let data = dispatch!(x.dtype(), T => Ok(T::wrap(strided_copy(x.view::<T>("input")?, base, &shape, view_strides))))?;
     HostTensor::new(shape, data)
 }
@@ -32,22 +25,12 @@ pub(super) fn view_copy(
 fn transpose(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     let x = ctx.input(0, "data")?;
     let perm: Vec<usize> = match ctx.attrs.ints_opt("perm")? {
-        Some(p) => p
-            .iter()
-            .map(|&a| usize::try_from(a).unwrap_or(usize::MAX))
-            .collect(),
+        Some(p) => p.iter().map(|&a| usize::try_from(a).unwrap_or(usize::MAX)).collect(),
         None => (0..x.rank()).rev().collect(),
     };
     let mut seen = vec![false; x.rank()];
-    if perm.len() != x.rank()
-        || !perm
-            .iter()
-            .all(|&a| a < x.rank() && !std::mem::replace(&mut seen[a], true))
-    {
-        return Err(KernelError::attr(
-            "perm",
-            format!("{perm:?} is not a permutation of {} axes", x.rank()),
-        ));
+    if perm.len() != x.rank() || !perm.iter().all(|&a| a < x.rank() && !std::mem::replace(&mut seen[a], true)) {
+        return Err(KernelError::attr("perm", format!("{perm:?} is not a permutation of {} axes", x.rank())));
     }
     let own = strides(&x.shape);
     let shape = perm.iter().map(|&a| x.shape[a]).collect();
@@ -59,27 +42,19 @@ fn transpose(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
 fn concat(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     let first = ctx.input(0, "inputs_0")?;
     let axis = norm_axis(
-        ctx.attrs
-            .int_opt("axis")?
-            .ok_or_else(|| KernelError::attr("axis", "is required"))?,
+        ctx.attrs.int_opt("axis")?.ok_or_else(|| KernelError::attr("axis", "is required"))?,
         first.rank(),
         "axis",
     )?;
-    let parts = (0..ctx.inputs.len())
-        .map(|i| ctx.input(i, &format!("inputs_{i}")))
-        .collect::<Result<Vec<_>>>()?;
+    let parts = (0..ctx.inputs.len()).map(|i| ctx.input(i, &format!("inputs_{i}"))).collect::<Result<Vec<_>>>()?;
     let mut shape = first.shape.clone();
     shape[axis] = 0;
     for (i, p) in parts.iter().enumerate() {
-        let same = p.rank() == first.rank()
-            && (0..p.rank()).all(|d| d == axis || p.shape[d] == first.shape[d]);
+        let same = p.rank() == first.rank() && (0..p.rank()).all(|d| d == axis || p.shape[d] == first.shape[d]);
         if !same {
             return Err(KernelError::shape(
                 format!("input inputs_{i}"),
-                format!(
-                    "shape {:?} does not concat with {:?} on axis {axis}",
-                    p.shape, first.shape
-                ),
+                format!("shape {:?} does not concat with {:?} on axis {axis}", p.shape, first.shape),
             ));
         }
         shape[axis] += p.shape[axis];
@@ -107,15 +82,10 @@ fn split(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     let dim = x.shape[axis];
     let count = ctx.outputs.len();
     let sizes: Vec<usize> = match ctx.ints_attr_or_input("split", 1, "split")? {
-        Some(s) => s
-            .iter()
-            .map(|&v| to_dim(v, "split size"))
-            .collect::<Result<_>>()?,
+        Some(s) => s.iter().map(|&v| to_dim(v, "split size")).collect::<Result<_>>()?,
         None => {
             let part = dim.div_ceil(count.max(1));
-            (0..count)
-                .map(|i| part.min(dim.saturating_sub(i * part)))
-                .collect()
+            (0..count).map(|i| part.min(dim.saturating_sub(i * part))).collect()
         }
     };
     let total = sizes.iter().try_fold(0usize, |acc, &n| acc.checked_add(n));
@@ -149,9 +119,7 @@ fn gather(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
         .map(|i| {
             let j = if i < 0 { i + dim as i64 } else { i };
             usize::try_from(j).ok().filter(|&j| j < dim).ok_or_else(|| {
-                KernelError::invalid(format!(
-                    "index {i} is out of bounds for axis {axis} of size {dim}"
-                ))
+                KernelError::invalid(format!("index {i} is out of bounds for axis {axis} of size {dim}"))
             })
         })
         .collect::<Result<Vec<_>>>()?;
@@ -191,10 +159,7 @@ fn tile(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     let x = ctx.input(0, "input")?;
     let repeats = ctx.input(1, "repeats")?.to_i64s("input repeats")?;
     if repeats.len() != x.rank() {
-        return Err(KernelError::shape(
-            "input repeats",
-            format!("{} values for rank {}", repeats.len(), x.rank()),
-        ));
+        return Err(KernelError::shape("input repeats", format!("{} values for rank {}", repeats.len(), x.rank())));
     }
     // The output [r0·d0, r1·d1, ...] is row-major [r0, d0, r1, d1, ...] reading X with
     // stride 0 on each repeat axis.
@@ -204,10 +169,10 @@ fn tile(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
         let r = to_dim(r, "repeat")?;
         split_shape.extend([r, x.shape[d]]);
         view.extend([0, own[d]]);
-        shape
-            .push(r.checked_mul(x.shape[d]).ok_or_else(|| {
-                KernelError::invalid(format!("repeat {r} of axis {d} overflows"))
-            })?);
+        shape.push(
+            r.checked_mul(x.shape[d])
+                .ok_or_else(|| KernelError::invalid(format!("repeat {r} of axis {d} overflows")))?,
+        );
     }
     ctx.check_declared(0, &shape)?;
     let tiled = view_copy(x, 0, split_shape, &view)?;
@@ -231,13 +196,7 @@ mod tests {
     #[test]
     fn transpose_general_permutation() {
         let x = iota(&[2, 3, 4]);
-        let y = run1(
-            "Transpose",
-            &[ints("perm", &[1, 2, 0])],
-            &[&x],
-            DtypeI64,
-            &[3, 4, 2],
-        );
+        let y = run1("Transpose", &[ints("perm", &[1, 2, 0])], &[&x], DtypeI64, &[3, 4, 2]);
         let mut want = Vec::new();
         for j in 0..3 {
             for k in 0..4 {
@@ -249,79 +208,37 @@ mod tests {
         assert_eq!(i64s(&y), want);
         let y = run1("Transpose", &[], &[&iota(&[2, 3])], DtypeI64, &[3, 2]);
         assert_eq!(i64s(&y), vec![0, 3, 1, 4, 2, 5]);
-        assert!(run(
-            "Transpose",
-            17,
-            &[ints("perm", &[0, 0, 1])],
-            &[&x],
-            &[(DtypeI64, vec![2, 2, 3])]
-        )
-        .is_err());
+        assert!(run("Transpose", 17, &[ints("perm", &[0, 0, 1])], &[&x], &[(DtypeI64, vec![2, 2, 3])]).is_err());
     }
 
     #[test]
     fn concat_and_split_invert_each_other() {
-        let (a, b) = (
-            iota(&[2, 1, 2]),
-            tensor(&[2, 2, 2], vec![10i64, 11, 12, 13, 14, 15, 16, 17]),
-        );
-        let y = run1(
-            "Concat",
-            &[int("axis", -2)],
-            &[&a, &b],
-            DtypeI64,
-            &[2, 3, 2],
-        );
+        let (a, b) = (iota(&[2, 1, 2]), tensor(&[2, 2, 2], vec![10i64, 11, 12, 13, 14, 15, 16, 17]));
+        let y = run1("Concat", &[int("axis", -2)], &[&a, &b], DtypeI64, &[2, 3, 2]);
         assert_eq!(i64s(&y), vec![0, 1, 10, 11, 12, 13, 2, 3, 14, 15, 16, 17]);
         let split = tensor(&[2], vec![1i64, 2]);
         let spec = [(DtypeI64, vec![2, 1, 2]), (DtypeI64, vec![2, 2, 2])];
         let parts = run("Split", 13, &[int("axis", 1)], &[&y, &split], &spec).unwrap();
         assert_eq!((&parts[0], &parts[1]), (&a, &b));
-        let parts = run(
-            "Split",
-            11,
-            &[int("axis", 1), ints("split", &[1, 2])],
-            &[&y],
-            &spec,
-        )
-        .unwrap();
+        let parts = run("Split", 11, &[int("axis", 1), ints("split", &[1, 2])], &[&y], &spec).unwrap();
         assert_eq!((&parts[0], &parts[1]), (&a, &b));
         // Equal parts, the last one smaller.
-        let spec = [
-            (DtypeI64, vec![2]),
-            (DtypeI64, vec![2]),
-            (DtypeI64, vec![1]),
-        ];
+        let spec = [(DtypeI64, vec![2]), (DtypeI64, vec![2]), (DtypeI64, vec![1])];
         let parts = run("Split", 18, &[int("num_outputs", 3)], &[&iota(&[5])], &spec).unwrap();
-        assert_eq!(
-            parts.iter().map(i64s).collect::<Vec<_>>(),
-            vec![vec![0, 1], vec![2, 3], vec![4]]
-        );
+        assert_eq!(parts.iter().map(i64s).collect::<Vec<_>>(), vec![vec![0, 1], vec![2, 3], vec![4]]);
     }
 
     #[test]
     fn gather_with_negative_indices_and_bounds_checks() {
         let x = iota(&[3, 4]);
         let idx = tensor(&[2, 2], vec![0i64, -1, 2, -4]);
-        let y = run1(
-            "Gather",
-            &[int("axis", 1)],
-            &[&x, &idx],
-            DtypeI64,
-            &[3, 2, 2],
-        );
+        let y = run1("Gather", &[int("axis", 1)], &[&x, &idx], DtypeI64, &[3, 2, 2]);
         assert_eq!(i64s(&y), vec![0, 3, 2, 0, 4, 7, 6, 4, 8, 11, 10, 8]);
         let idx = tensor(&[], vec![-1i32]);
-        assert_eq!(
-            i64s(&run1("Gather", &[], &[&x, &idx], DtypeI64, &[4])),
-            vec![8, 9, 10, 11]
-        );
+        assert_eq!(i64s(&run1("Gather", &[], &[&x, &idx], DtypeI64, &[4])), vec![8, 9, 10, 11]);
         let bad = tensor(&[1], vec![3i64]);
         let err = run("Gather", 17, &[], &[&x, &bad], &[(DtypeI64, vec![1, 4])]).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "Gather: index 3 is out of bounds for axis 0 of size 3"
-        );
+        assert_eq!(err.to_string(), "Gather: index 3 is out of bounds for axis 0 of size 3");
     }
 
     #[test]
@@ -329,10 +246,7 @@ mod tests {
         let x = tensor(&[3, 1], vec![1.0f32, 2.0, 3.0]);
         let shape = tensor(&[3], vec![2i64, 1, 2]);
         let y = run1("Expand", &[], &[&x, &shape], DtypeF32, &[2, 3, 2]);
-        assert_eq!(
-            f32s(&y),
-            vec![1.0, 1.0, 2.0, 2.0, 3.0, 3.0, 1.0, 1.0, 2.0, 2.0, 3.0, 3.0]
-        );
+        assert_eq!(f32s(&y), vec![1.0, 1.0, 2.0, 2.0, 3.0, 3.0, 1.0, 1.0, 2.0, 2.0, 3.0, 3.0]);
         let reps = tensor(&[2], vec![2i64, 3]);
         let y = run1("Tile", &[], &[&iota(&[2, 2]), &reps], DtypeI64, &[4, 6]);
         let row0 = [0, 1, 0, 1, 0, 1];

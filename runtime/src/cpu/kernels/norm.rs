@@ -10,11 +10,8 @@ use crate::tensor::{numel, Elem, HostTensor};
 use lms_proto::lms::DType;
 
 /// The normalization kernels.
-pub(super) const KERNELS: &[(&str, Kernel)] = &[
-    ("BatchNormalization", batch_norm),
-    ("InstanceNormalization", instance_norm),
-    ("LayerNormalization", layer_norm),
-];
+pub(super) const KERNELS: &[(&str, Kernel)] =
+    &[("BatchNormalization", batch_norm), ("InstanceNormalization", instance_norm), ("LayerNormalization", layer_norm)];
 
 /// Mean and population variance of `xs`, two-pass in f64.
 pub(super) fn moments<T: Elem>(xs: &[T]) -> (f64, f64) {
@@ -25,46 +22,28 @@ pub(super) fn moments<T: Elem>(xs: &[T]) -> (f64, f64) {
 }
 
 /// A per-channel parameter: shape `[c]`, elements widened to f64.
-pub(super) fn per_channel<T: Float>(
-    ctx: &Ctx<'_>,
-    i: usize,
-    name: &str,
-    c: usize,
-) -> Result<Vec<f64>> {
+pub(super) fn per_channel<T: Float>(ctx: &Ctx<'_>, i: usize, name: &str, c: usize) -> Result<Vec<f64>> {
     let t = ctx.input(i, name)?;
     if t.shape != [c] {
-        return Err(KernelError::shape(
-            format!("input {name}"),
-            format!("expected shape [{c}], found {:?}", t.shape),
-        ));
+        return Err(KernelError::shape(format!("input {name}"), format!("expected shape [{c}], found {:?}", t.shape)));
     }
-    Ok(t.view::<T>(&format!("input {name}"))?
-        .iter()
-        .map(|v| v.to_f64())
-        .collect())
+    Ok(t.view::<T>(&format!("input {name}"))?.iter().map(|v| v.to_f64()).collect())
 }
 
 /// Checks that X is `[N, C, ...]` and returns (N, C, elements per channel plane).
 pub(super) fn channels(x: &HostTensor) -> Result<(usize, usize, usize)> {
     if x.rank() < 2 {
-        return Err(KernelError::shape(
-            "input X",
-            format!("expected [N, C, ...], found {:?}", x.shape),
-        ));
+        return Err(KernelError::shape("input X", format!("expected [N, C, ...], found {:?}", x.shape)));
     }
     Ok((x.shape[0], x.shape[1], numel(&x.shape[2..])))
 }
 
 fn batch_norm(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     if ctx.attrs.int("training_mode", 0)? != 0 || ctx.outputs.len() > 1 {
-        return Err(KernelError::unsupported(
-            "BatchNormalization in training mode (inference form only)",
-        ));
+        return Err(KernelError::unsupported("BatchNormalization in training mode (inference form only)"));
     }
     if ctx.attrs.int("spatial", 1)? == 0 {
-        return Err(KernelError::unsupported(
-            "BatchNormalization with spatial = 0",
-        ));
+        return Err(KernelError::unsupported("BatchNormalization with spatial = 0"));
     }
     let x = ctx.input(0, "X")?;
     dispatch_float!(x.dtype(), "input X", T => batch_norm_typed::<T>(ctx, x))
@@ -83,11 +62,7 @@ fn batch_norm_typed<T: Float>(ctx: &Ctx<'_>, x: &HostTensor) -> Result<Vec<HostT
     for (i, chunk) in xs.chunks(plane.max(1)).enumerate() {
         let ch = i % c;
         let a = scale[ch] / (var[ch] + eps).sqrt();
-        y.extend(
-            chunk
-                .iter()
-                .map(|v| T::from_f64((v.to_f64() - mean[ch]) * a + bias[ch])),
-        );
+        y.extend(chunk.iter().map(|v| T::from_f64((v.to_f64() - mean[ch]) * a + bias[ch])));
     }
     Ok(vec![HostTensor::from_vec(x.shape.clone(), y)?])
 }
@@ -109,11 +84,7 @@ fn instance_norm_typed<T: Float>(ctx: &Ctx<'_>, x: &HostTensor) -> Result<Vec<Ho
         let ch = i % c;
         let (mean, var) = moments(chunk);
         let a = scale[ch] / (var + eps).sqrt();
-        y.extend(
-            chunk
-                .iter()
-                .map(|v| T::from_f64((v.to_f64() - mean) * a + bias[ch])),
-        );
+        y.extend(chunk.iter().map(|v| T::from_f64((v.to_f64() - mean) * a + bias[ch])));
     }
     Ok(vec![HostTensor::from_vec(x.shape.clone(), y)?])
 }
@@ -124,26 +95,14 @@ fn layer_norm(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
 }
 
 /// A parameter broadcast (unidirectionally) to the normalized shape, widened to f64.
-pub(super) fn expand_param<T: Float>(
-    t: &HostTensor,
-    shape: &[usize],
-    name: &str,
-) -> Result<Vec<f64>> {
+pub(super) fn expand_param<T: Float>(t: &HostTensor, shape: &[usize], name: &str) -> Result<Vec<f64>> {
     let what = format!("input {name}");
     let strides = broadcast_strides(&t.shape, shape, &what)?;
-    Ok(strided_copy(t.view::<T>(&what)?, 0, shape, &strides)
-        .iter()
-        .map(|v| v.to_f64())
-        .collect())
+    Ok(strided_copy(t.view::<T>(&what)?, 0, shape, &strides).iter().map(|v| v.to_f64()).collect())
 }
 
 /// A float tensor of `dtype` from f64 values.
-pub(super) fn float_tensor(
-    dtype: DType,
-    shape: Vec<usize>,
-    values: &[f64],
-    what: &str,
-) -> Result<HostTensor> {
+pub(super) fn float_tensor(dtype: DType, shape: Vec<usize>, values: &[f64], what: &str) -> Result<HostTensor> {
     dispatch_float!(dtype, what, U => HostTensor::from_vec(shape, values.iter().map(|&v| U::from_f64(v)).collect::<Vec<U>>()))
 }
 
@@ -161,19 +120,12 @@ fn layer_norm_typed<T: Float>(ctx: &Ctx<'_>, x: &HostTensor) -> Result<Vec<HostT
     };
     let xs = x.view::<T>("input X")?;
     let rows = numel(&x.shape[..axis]);
-    let (mut y, mut means, mut inv_stds) = (
-        Vec::with_capacity(xs.len()),
-        Vec::with_capacity(rows),
-        Vec::with_capacity(rows),
-    );
+    let (mut y, mut means, mut inv_stds) =
+        (Vec::with_capacity(xs.len()), Vec::with_capacity(rows), Vec::with_capacity(rows));
     for row in xs.chunks(n.max(1)).take(rows) {
         let (mean, var) = moments(row);
         let inv = 1.0 / (var + eps).sqrt();
-        y.extend(
-            row.iter()
-                .enumerate()
-                .map(|(j, v)| T::from_f64((v.to_f64() - mean) * inv * scale[j] + bias[j])),
-        );
+        y.extend(row.iter().enumerate().map(|(j, v)| T::from_f64((v.to_f64() - mean) * inv * scale[j] + bias[j])));
         means.push(mean);
         inv_stds.push(inv);
     }
@@ -182,12 +134,7 @@ fn layer_norm_typed<T: Float>(ctx: &Ctx<'_>, x: &HostTensor) -> Result<Vec<HostT
     stat_shape.resize(x.rank(), 1);
     for (i, values) in [(1, &means), (2, &inv_stds)] {
         if i < ctx.outputs.len() {
-            outs.push(float_tensor(
-                ctx.out_dtype(i)?,
-                stat_shape.clone(),
-                values,
-                &format!("output {i}"),
-            )?);
+            outs.push(float_tensor(ctx.out_dtype(i)?, stat_shape.clone(), values, &format!("output {i}"))?);
         }
     }
     Ok(outs)
@@ -213,42 +160,18 @@ mod tests {
             &[1, 2, 2],
         ));
         assert_close(&y, &[-0.5, 1.5, -2.0, 0.0]);
-        let spec = [
-            (DtypeF32, vec![1, 2, 2]),
-            (DtypeF32, vec![2]),
-            (DtypeF32, vec![2]),
-        ];
-        assert!(run(
-            "BatchNormalization",
-            15,
-            &[],
-            &[&x, &scale, &b, &mean, &var],
-            &spec
-        )
-        .is_err());
+        let spec = [(DtypeF32, vec![1, 2, 2]), (DtypeF32, vec![2]), (DtypeF32, vec![2])];
+        assert!(run("BatchNormalization", 15, &[], &[&x, &scale, &b, &mean, &var], &spec).is_err());
     }
 
     #[test]
     fn instance_norm_normalizes_each_plane() {
-        let x = tensor(
-            &[1, 2, 4],
-            vec![1.0f32, 2.0, 3.0, 4.0, 10.0, 10.0, 10.0, 10.0],
-        );
+        let x = tensor(&[1, 2, 4], vec![1.0f32, 2.0, 3.0, 4.0, 10.0, 10.0, 10.0, 10.0]);
         let scale = tensor(&[2], vec![1.0f32, 3.0]);
         let b = tensor(&[2], vec![0.0f32, 7.0]);
-        let y = f32s(&run1(
-            "InstanceNormalization",
-            &[],
-            &[&x, &scale, &b],
-            DtypeF32,
-            &[1, 2, 4],
-        ));
+        let y = f32s(&run1("InstanceNormalization", &[], &[&x, &scale, &b], DtypeF32, &[1, 2, 4]));
         let s = (1.25f64 + 1e-5).sqrt();
-        let want: Vec<f32> = [-1.5, -0.5, 0.5, 1.5]
-            .iter()
-            .map(|v| (v / s) as f32)
-            .chain([7.0; 4])
-            .collect();
+        let want: Vec<f32> = [-1.5, -0.5, 0.5, 1.5].iter().map(|v| (v / s) as f32).chain([7.0; 4]).collect();
         assert_close(&y, &want);
     }
 
@@ -258,11 +181,7 @@ mod tests {
         let x = rng.tensor(&[2, 3, 4]);
         let scale = rng.tensor(&[4]);
         let b = rng.tensor(&[4]);
-        let spec = [
-            (DtypeF32, vec![2, 3, 4]),
-            (DtypeF32, vec![2, 3, 1]),
-            (DtypeF32, vec![2, 3, 1]),
-        ];
+        let spec = [(DtypeF32, vec![2, 3, 4]), (DtypeF32, vec![2, 3, 1]), (DtypeF32, vec![2, 3, 1])];
         let out = run("LayerNormalization", 17, &[], &[&x, &scale, &b], &spec).unwrap();
         let (xs, ss, bs) = (f32s(&x), f32s(&scale), f32s(&b));
         let (mut y, mut means, mut invs) = (Vec::new(), Vec::new(), Vec::new());
@@ -271,9 +190,7 @@ mod tests {
             let var = row.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / 4.0;
             let inv = 1.0 / (var + 1e-5).sqrt();
             y.extend(
-                row.iter()
-                    .enumerate()
-                    .map(|(j, &v)| ((v as f64 - mean) * inv * ss[j] as f64 + bs[j] as f64) as f32),
+                row.iter().enumerate().map(|(j, &v)| ((v as f64 - mean) * inv * ss[j] as f64 + bs[j] as f64) as f32),
             );
             means.push(mean as f32);
             invs.push(inv as f32);
@@ -283,24 +200,11 @@ mod tests {
         assert_close(&f32s(&out[2]), &invs);
         // Normalizing over the last two axes: every [3, 4] block has mean 0 and variance ~1.
         let scale = tensor(&[1], vec![1.0f32]);
-        let y = f32s(&run1(
-            "LayerNormalization",
-            &[int("axis", 1)],
-            &[&x, &scale],
-            DtypeF32,
-            &[2, 3, 4],
-        ));
+        let y = f32s(&run1("LayerNormalization", &[int("axis", 1)], &[&x, &scale], DtypeF32, &[2, 3, 4]));
         for block in y.chunks(12) {
             let mean = block.iter().map(|&v| v as f64).sum::<f64>() / 12.0;
-            let var = block
-                .iter()
-                .map(|&v| (v as f64 - mean).powi(2))
-                .sum::<f64>()
-                / 12.0;
-            assert!(
-                mean.abs() < 1e-6 && (var - 1.0).abs() < 1e-3,
-                "mean {mean} var {var}"
-            );
+            let var = block.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / 12.0;
+            assert!(mean.abs() < 1e-6 && (var - 1.0).abs() < 1e-3, "mean {mean} var {var}");
         }
     }
 }

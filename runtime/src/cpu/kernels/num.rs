@@ -148,11 +148,7 @@ macro_rules! float_impl {
                 c: (*mut Self, isize, isize),
             ) {
                 // SAFETY: forwarded from the caller's contract.
-                unsafe {
-                    $gemm(
-                        m, k, n, alpha, a.0, a.1, a.2, b.0, b.1, b.2, beta, c.0, c.1, c.2,
-                    )
-                }
+                unsafe { $gemm(m, k, n, alpha, a.0, a.1, a.2, b.0, b.1, b.2, beta, c.0, c.1, c.2) }
             }
         }
     };
@@ -181,13 +177,9 @@ pub fn gemm<T: Float>(
     c: &mut [T],
     ldc: usize,
 ) -> Result<()> {
-    let ok = fits(a.0.len(), m, k, a.1, a.2)
-        && fits(b.0.len(), k, n, b.1, b.2)
-        && fits(c.len(), m, n, ldc, 1);
+    let ok = fits(a.0.len(), m, k, a.1, a.2) && fits(b.0.len(), k, n, b.1, b.2) && fits(c.len(), m, n, ldc, 1);
     if !ok || ldc < n {
-        return Err(KernelError::invalid(format!(
-            "gemm {m}x{k}x{n} exceeds its operands"
-        )));
+        return Err(KernelError::invalid(format!("gemm {m}x{k}x{n} exceeds its operands")));
     }
     // SAFETY: every element reached by the strides was checked to lie inside its slice,
     // and C has unit column stride with ldc >= n, so its elements do not alias.

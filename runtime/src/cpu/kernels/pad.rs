@@ -21,9 +21,7 @@ enum Mode {
 /// constant).
 fn axis_map(dim: usize, begin: i64, out: usize, mode: Mode) -> Result<Vec<Option<usize>>> {
     if dim == 0 && mode != Mode::Constant && out > 0 {
-        return Err(KernelError::invalid(
-            "cannot pad an empty axis except with a constant",
-        ));
+        return Err(KernelError::invalid("cannot pad an empty axis except with a constant"));
     }
     let n = dim as i128;
     Ok((0..out as i128)
@@ -56,26 +54,15 @@ fn pad(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
         "reflect" => Mode::Reflect,
         "edge" => Mode::Edge,
         "wrap" => Mode::Wrap,
-        other => {
-            return Err(KernelError::attr(
-                "mode",
-                format!("unknown value `{other}`"),
-            ))
-        }
+        other => return Err(KernelError::attr("mode", format!("unknown value `{other}`"))),
     };
-    let pads = ctx
-        .ints_attr_or_input("pads", 1, "pads")?
-        .ok_or_else(|| KernelError::MissingInput("pads".into()))?;
+    let pads = ctx.ints_attr_or_input("pads", 1, "pads")?.ok_or_else(|| KernelError::MissingInput("pads".into()))?;
     let axes = match ctx.opt_input(3) {
         Some(t) => norm_axes(&t.to_i64s("input axes")?, x.rank(), "axis")?,
         None => (0..x.rank()).collect(),
     };
     if pads.len() != 2 * axes.len() {
-        return Err(KernelError::invalid(format!(
-            "{} pads for {} axes",
-            pads.len(),
-            axes.len()
-        )));
+        return Err(KernelError::invalid(format!("{} pads for {} axes", pads.len(), axes.len())));
     }
     let (mut begin, mut end) = (vec![0i64; x.rank()], vec![0i64; x.rank()]);
     for (k, &a) in axes.iter().enumerate() {
@@ -88,9 +75,7 @@ fn pad(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
         })
         .collect::<Result<Vec<_>>>()?;
     ctx.check_declared(0, &shape)?;
-    let maps = (0..x.rank())
-        .map(|d| axis_map(x.shape[d], begin[d], shape[d], mode))
-        .collect::<Result<Vec<_>>>()?;
+    let maps = (0..x.rank()).map(|d| axis_map(x.shape[d], begin[d], shape[d], mode)).collect::<Result<Vec<_>>>()?;
     let data = dispatch!(x.dtype(), T => {
         let value = match (ctx.opt_input(2), ctx.attrs.float_opt("value")?) {
             (Some(t), _) => *t.view::<T>("input constant_value")?.first().ok_or_else(|| KernelError::shape("input constant_value", "is empty"))?,
@@ -140,56 +125,23 @@ mod tests {
     fn pad_modes() {
         let x = tensor(&[1, 3], vec![1.0f32, 2.0, 3.0]);
         let pads = tensor(&[4], vec![0i64, 2, 0, 3]);
-        let run_mode = |mode: &str| {
-            f32s(&run1(
-                "Pad",
-                &[string("mode", mode)],
-                &[&x, &pads],
-                DtypeF32,
-                &[1, 8],
-            ))
-        };
-        assert_eq!(
-            run_mode("constant"),
-            vec![0.0, 0.0, 1.0, 2.0, 3.0, 0.0, 0.0, 0.0]
-        );
-        assert_eq!(
-            run_mode("edge"),
-            vec![1.0, 1.0, 1.0, 2.0, 3.0, 3.0, 3.0, 3.0]
-        );
-        assert_eq!(
-            run_mode("reflect"),
-            vec![3.0, 2.0, 1.0, 2.0, 3.0, 2.0, 1.0, 2.0]
-        );
-        assert_eq!(
-            run_mode("wrap"),
-            vec![2.0, 3.0, 1.0, 2.0, 3.0, 1.0, 2.0, 3.0]
-        );
+        let run_mode = |mode: &str| f32s(&run1("Pad", &[string("mode", mode)], &[&x, &pads], DtypeF32, &[1, 8]));
+        assert_eq!(run_mode("constant"), vec![0.0, 0.0, 1.0, 2.0, 3.0, 0.0, 0.0, 0.0]);
+        assert_eq!(run_mode("edge"), vec![1.0, 1.0, 1.0, 2.0, 3.0, 3.0, 3.0, 3.0]);
+        assert_eq!(run_mode("reflect"), vec![3.0, 2.0, 1.0, 2.0, 3.0, 2.0, 1.0, 2.0]);
+        assert_eq!(run_mode("wrap"), vec![2.0, 3.0, 1.0, 2.0, 3.0, 1.0, 2.0, 3.0]);
     }
 
     #[test]
     fn pad_value_forms_axes_and_cropping() {
         let x = tensor(&[2, 2], vec![1i64, 2, 3, 4]);
-        let y = run(
-            "Pad",
-            2,
-            &[ints("pads", &[1, 0, 0, 1]), float("value", 9.0)],
-            &[&x],
-            &[(DtypeI64, vec![3, 3])],
-        )
-        .unwrap();
+        let y = run("Pad", 2, &[ints("pads", &[1, 0, 0, 1]), float("value", 9.0)], &[&x], &[(DtypeI64, vec![3, 3])])
+            .unwrap();
         assert_eq!(y[0].as_i64("y").unwrap(), &[9, 9, 9, 1, 2, 9, 3, 4, 9]);
         let pads = tensor(&[2], vec![1i64, -1]);
         let value = tensor::<i64>(&[], vec![7]);
         let axes = tensor(&[1], vec![-1i64]);
-        let y = run(
-            "Pad",
-            18,
-            &[],
-            &[&x, &pads, &value, &axes],
-            &[(DtypeI64, vec![2, 2])],
-        )
-        .unwrap();
+        let y = run("Pad", 18, &[], &[&x, &pads, &value, &axes], &[(DtypeI64, vec![2, 2])]).unwrap();
         assert_eq!(y[0].as_i64("y").unwrap(), &[7, 1, 7, 3]);
         let too_much = tensor(&[4], vec![0i64, -3, 0, 0]);
         assert!(run("Pad", 13, &[], &[&x, &too_much], &[(DtypeI64, vec![2, 0])]).is_err());

@@ -32,10 +32,7 @@ fn pool(ctx: &Ctx<'_>, kind: Pool) -> Result<Vec<HostTensor>> {
 /// `kernel_shape`, `ceil_mode` and the pad attributes.
 pub(crate) fn pool_window(attrs: &Attrs<'_>, x: &[usize]) -> Result<Window> {
     if x.len() < 3 {
-        return Err(KernelError::shape(
-            "input X",
-            format!("expected [N, C, spatial...], found {x:?}"),
-        ));
+        return Err(KernelError::shape("input X", format!("expected [N, C, spatial...], found {x:?}")));
     }
     let kernel = window_attr(attrs, "kernel_shape", x.len() - 2, 1)?
         .ok_or_else(|| KernelError::attr("kernel_shape", "is required"))?;
@@ -45,10 +42,7 @@ pub(crate) fn pool_window(attrs: &Attrs<'_>, x: &[usize]) -> Result<Window> {
 /// The first maximum of `plane` over the plane offsets `reads` and its offset, in window
 /// order: a later equal value does not replace it and NaN never wins, so a window of -inf
 /// and NaN picks its first read (-inf). `None` when the window reads nothing.
-pub(super) fn first_max<T: Num>(
-    plane: &[T],
-    reads: impl Iterator<Item = usize>,
-) -> Option<(T, usize)> {
+pub(super) fn first_max<T: Num>(plane: &[T], reads: impl Iterator<Item = usize>) -> Option<(T, usize)> {
     let mut reads = reads.peekable();
     let mut best = (T::LOWEST, *reads.peek()?);
     for at in reads {
@@ -74,10 +68,7 @@ pub(super) struct Windows {
 impl Windows {
     /// The windows of `win`.
     pub(super) fn new(win: &Window) -> Windows {
-        Windows {
-            taps: [0, 1, 2].map(|a| axis_taps(win, a)),
-            inner: [win.input[1], win.input[2]],
-        }
+        Windows { taps: [0, 1, 2].map(|a| axis_taps(win, a)), inner: [win.input[1], win.input[2]] }
     }
 
     /// Calls `f(axes, count)` for every window in output order: `axes` are the coordinates
@@ -88,11 +79,7 @@ impl Windows {
         for (zs, pz) in tz {
             for (ys, py) in ty {
                 for (xs, px) in tx {
-                    let count = if include_pad {
-                        pz * py * px
-                    } else {
-                        zs.len() * ys.len() * xs.len()
-                    };
+                    let count = if include_pad { pz * py * px } else { zs.len() * ys.len() * xs.len() };
                     f((zs, ys, xs), count);
                 }
             }
@@ -120,11 +107,7 @@ fn pool_typed<T: Float>(ctx: &Ctx<'_>, x: &HostTensor, kind: Pool) -> Result<Vec
     // Row-major or column-major flat index of a plane offset, as MaxPool's Indices want.
     let index = |p: usize, at: usize| {
         let (z, yy, xx) = (at / (ih * iw), at / iw % ih, at % iw);
-        let at = if column_major {
-            (xx * ih + yy) * id + z
-        } else {
-            at
-        };
+        let at = if column_major { (xx * ih + yy) * id + z } else { at };
         (p * in_sp + at) as i64
     };
     let windows = Windows::new(&win);
@@ -166,9 +149,7 @@ fn axis_taps(win: &Window, axis: usize) -> Vec<(Vec<usize>, usize)> {
     (0..win.output[axis])
         .map(|o| {
             let reads = ks.clone().filter_map(|k| win.source(axis, o, k)).collect();
-            let padded = ks
-                .clone()
-                .filter(|&k| o * win.stride[axis] + k * win.dilation[axis] < end);
+            let padded = ks.clone().filter(|&k| o * win.stride[axis] + k * win.dilation[axis] < end);
             (reads, padded.count())
         })
         .collect()
@@ -177,10 +158,7 @@ fn axis_taps(win: &Window, axis: usize) -> Vec<(Vec<usize>, usize)> {
 fn global_pool(ctx: &Ctx<'_>, kind: Pool) -> Result<Vec<HostTensor>> {
     let x = ctx.input(0, "X")?;
     if x.rank() < 2 {
-        return Err(KernelError::shape(
-            "input X",
-            format!("expected [N, C, spatial...], found {:?}", x.shape),
-        ));
+        return Err(KernelError::shape("input X", format!("expected [N, C, spatial...], found {:?}", x.shape)));
     }
     let planes = x.shape[0] * x.shape[1];
     let sp = numel(&x.shape[2..]);
@@ -223,10 +201,7 @@ pub(super) struct Lrn {
 impl Lrn {
     /// The attributes `size`, `alpha`, `beta`, `bias` with ONNX's defaults.
     pub(super) fn from_attrs(ctx: &Ctx<'_>) -> Result<Lrn> {
-        let size = ctx
-            .attrs
-            .int_opt("size")?
-            .ok_or_else(|| KernelError::attr("size", "is required"))?;
+        let size = ctx.attrs.int_opt("size")?.ok_or_else(|| KernelError::attr("size", "is required"))?;
         if size < 1 {
             return Err(KernelError::attr("size", format!("{size} is not positive")));
         }
@@ -244,19 +219,9 @@ impl Lrn {
 
 fn lrn(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     let x = ctx.input(0, "X")?;
-    let Lrn {
-        size,
-        alpha,
-        beta,
-        bias,
-        before,
-        after,
-    } = Lrn::from_attrs(ctx)?;
+    let Lrn { size, alpha, beta, bias, before, after } = Lrn::from_attrs(ctx)?;
     if x.rank() < 2 {
-        return Err(KernelError::shape(
-            "input X",
-            format!("expected [N, C, ...], found {:?}", x.shape),
-        ));
+        return Err(KernelError::shape("input X", format!("expected [N, C, ...], found {:?}", x.shape)));
     }
     let (n, c, sp) = (x.shape[0], x.shape[1], numel(&x.shape[2..]));
     let out = dispatch_float!(x.dtype(), "input X", T => {
@@ -309,11 +274,7 @@ mod tests {
                             if py < pads[0] + h + pads[2] && px < pads[1] + w + pads[3] {
                                 padded += 1;
                             }
-                            if py < pads[0]
-                                || px < pads[1]
-                                || py - pads[0] >= h
-                                || px - pads[1] >= w
-                            {
+                            if py < pads[0] || px < pads[1] || py - pads[0] >= h || px - pads[1] >= w {
                                 continue;
                             }
                             let v = xs[(p * h + py - pads[0]) * w + px - pads[1]];
@@ -336,21 +297,14 @@ mod tests {
 
     #[test]
     fn max_pool_with_indices_in_both_storage_orders() {
-        let x = tensor(
-            &[1, 1, 4, 4],
-            (0..16).map(|v| ((v * 7) % 16) as f32).collect(),
-        );
+        let x = tensor(&[1, 1, 4, 4], (0..16).map(|v| ((v * 7) % 16) as f32).collect());
         // x = [0 7 14 5 / 12 3 10 1 / 8 15 6 13 / 4 11 2 9]
         let attrs = [ints("kernel_shape", &[2, 2]), ints("strides", &[2, 2])];
         let spec = [(DtypeF32, vec![1, 1, 2, 2]), (DtypeI64, vec![1, 1, 2, 2])];
         let out = run("MaxPool", 12, &attrs, &[&x], &spec).unwrap();
         assert_eq!(f32s(&out[0]), vec![12.0, 14.0, 15.0, 13.0]);
         assert_eq!(out[1].as_i64("i").unwrap(), &[4, 2, 9, 11]);
-        let attrs = [
-            ints("kernel_shape", &[2, 2]),
-            ints("strides", &[2, 2]),
-            int("storage_order", 1),
-        ];
+        let attrs = [ints("kernel_shape", &[2, 2]), ints("strides", &[2, 2]), int("storage_order", 1)];
         let out = run("MaxPool", 12, &attrs, &[&x], &spec).unwrap();
         // (row, col) -> col * 4 + row
         assert_eq!(out[1].as_i64("i").unwrap(), &[1, 8, 6, 14]);
@@ -359,26 +313,15 @@ mod tests {
     #[test]
     fn ceil_mode_rounds_up_and_drops_windows_starting_in_padding() {
         let x = tensor(&[1, 1, 5, 5], (0..25).map(|v| v as f32).collect());
-        let attrs = [
-            ints("kernel_shape", &[2, 2]),
-            ints("strides", &[2, 2]),
-            int("ceil_mode", 1),
-        ];
-        assert_eq!(
-            pool("MaxPool", &attrs, &x, &[1, 1, 3, 3]),
-            vec![6.0, 8.0, 9.0, 16.0, 18.0, 19.0, 21.0, 23.0, 24.0]
-        );
+        let attrs = [ints("kernel_shape", &[2, 2]), ints("strides", &[2, 2]), int("ceil_mode", 1)];
+        assert_eq!(pool("MaxPool", &attrs, &x, &[1, 1, 3, 3]), vec![6.0, 8.0, 9.0, 16.0, 18.0, 19.0, 21.0, 23.0, 24.0]);
         let avg = pool("AveragePool", &attrs, &x, &[1, 1, 3, 3]);
         assert_close(&avg, &[3.0, 5.0, 6.5, 13.0, 15.0, 16.5, 20.5, 22.5, 24.0]);
         // 4 wide with one end pad: ceil((4 + 1 - 2) / 2) + 1 = 3, but the third window
         // would start at 4, inside the padding, so 2 remain.
         let x = tensor(&[1, 1, 1, 4], vec![1.0f32, 2.0, 3.0, 4.0]);
-        let attrs = [
-            ints("kernel_shape", &[1, 2]),
-            ints("strides", &[1, 2]),
-            ints("pads", &[0, 0, 0, 1]),
-            int("ceil_mode", 1),
-        ];
+        let attrs =
+            [ints("kernel_shape", &[1, 2]), ints("strides", &[1, 2]), ints("pads", &[0, 0, 0, 1]), int("ceil_mode", 1)];
         assert_eq!(pool("MaxPool", &attrs, &x, &[1, 1, 1, 2]), vec![2.0, 4.0]);
     }
 
@@ -401,12 +344,8 @@ mod tests {
             assert_close(&pool("AveragePool", &attrs, &x, &[2, 3, 5, 3]), &avg);
         }
         // ceil mode adds a partial window: w 8 with k 2, s 3 -> floor 3, ceil 4 (start 9 < 8 + 1? no: 9 >= 9 -> dropped).
-        let attrs = [
-            ints("kernel_shape", &[2, 2]),
-            ints("strides", &[2, 2]),
-            ints("pads", &[0, 0, 1, 1]),
-            int("ceil_mode", 1),
-        ];
+        let attrs =
+            [ints("kernel_shape", &[2, 2]), ints("strides", &[2, 2]), ints("pads", &[0, 0, 1, 1]), int("ceil_mode", 1)];
         // h: 10 - 2 = 8 -> ceil 4 + 1 = 5, start 8 < 9 kept; w: 9 - 2 = 7 -> ceil 4 + 1 = 5, start 8 < 8? no -> 4.
         let (mx, avg) = naive_pool(&x, [2, 2], [2, 2], [1, 1], [0, 0, 1, 1], [5, 4], false);
         assert_close(&pool("MaxPool", &attrs, &x, &[2, 3, 5, 4]), &mx);
@@ -415,25 +354,11 @@ mod tests {
 
     #[test]
     fn global_pools_and_lrn() {
-        let x = tensor(
-            &[1, 2, 2, 2],
-            vec![1.0f32, 2.0, 3.0, 4.0, -1.0, -2.0, -3.0, -4.0],
-        );
-        assert_eq!(
-            pool("GlobalAveragePool", &[], &x, &[1, 2, 1, 1]),
-            vec![2.5, -2.5]
-        );
-        assert_eq!(
-            pool("GlobalMaxPool", &[], &x, &[1, 2, 1, 1]),
-            vec![4.0, -1.0]
-        );
+        let x = tensor(&[1, 2, 2, 2], vec![1.0f32, 2.0, 3.0, 4.0, -1.0, -2.0, -3.0, -4.0]);
+        assert_eq!(pool("GlobalAveragePool", &[], &x, &[1, 2, 1, 1]), vec![2.5, -2.5]);
+        assert_eq!(pool("GlobalMaxPool", &[], &x, &[1, 2, 1, 1]), vec![4.0, -1.0]);
         let x = tensor(&[1, 3, 1, 1], vec![1.0f32, 2.0, 3.0]);
-        let attrs = [
-            int("size", 3),
-            float("alpha", 0.3),
-            float("beta", 0.5),
-            float("bias", 2.0),
-        ];
+        let attrs = [int("size", 3), float("alpha", 0.3), float("beta", 0.5), float("bias", 2.0)];
         let y = pool("LRN", &attrs, &x, &[1, 3, 1, 1]);
         let f = |v: f64, sq: f64| (v / (2.0 + 0.1 * sq).sqrt()) as f32;
         assert_close(&y, &[f(1.0, 5.0), f(2.0, 14.0), f(3.0, 13.0)]);

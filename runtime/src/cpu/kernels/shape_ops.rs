@@ -28,10 +28,7 @@ pub(super) const KERNELS: &[(&str, Kernel)] = &[
 /// A copy of `x` with a new shape of the same element count.
 fn with_shape(x: &HostTensor, shape: Vec<usize>) -> Result<Vec<HostTensor>> {
     if checked_numel(&shape) != Some(x.numel()) {
-        return Err(KernelError::shape(
-            "input data",
-            format!("{:?} cannot be viewed as {shape:?}", x.shape),
-        ));
+        return Err(KernelError::shape("input data", format!("{:?} cannot be viewed as {shape:?}", x.shape)));
     }
     Ok(vec![HostTensor::new(shape, x.data.clone())?])
 }
@@ -46,9 +43,7 @@ fn dropout(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     let x = ctx.input(0, "data")?;
     if let Some(t) = ctx.opt_input(2) {
         if t.as_bool("input training_mode")?.iter().any(|&b| b) {
-            return Err(KernelError::unsupported(
-                "Dropout in training mode (inference form only)",
-            ));
+            return Err(KernelError::unsupported("Dropout in training mode (inference form only)"));
         }
     }
     let mut outs = vec![x.clone()];
@@ -64,9 +59,7 @@ fn dropout(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
 /// dimension (unless `allowzero`), -1 is inferred.
 fn reshape(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     let x = ctx.input(0, "data")?;
-    let spec = ctx
-        .ints_attr_or_input("shape", 1, "shape")?
-        .ok_or_else(|| KernelError::MissingInput("shape".into()))?;
+    let spec = ctx.ints_attr_or_input("shape", 1, "shape")?.ok_or_else(|| KernelError::MissingInput("shape".into()))?;
     let allow_zero = ctx.attrs.int("allowzero", 0)? != 0;
     let mut shape = Vec::with_capacity(spec.len());
     let mut inferred = None;
@@ -76,21 +69,17 @@ fn reshape(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
                 inferred = Some(i);
                 1
             }
-            0 if !allow_zero => *x.shape.get(i).ok_or_else(|| {
-                KernelError::invalid(format!("shape {spec:?} copies a missing dimension {i}"))
-            })?,
+            0 if !allow_zero => *x
+                .shape
+                .get(i)
+                .ok_or_else(|| KernelError::invalid(format!("shape {spec:?} copies a missing dimension {i}")))?,
             d => to_dim(d, "shape dimension")?,
         });
     }
     if let Some(i) = inferred {
         let known = checked_numel(&shape)
             .filter(|&k| k != 0 && x.numel() % k == 0)
-            .ok_or_else(|| {
-                KernelError::shape(
-                    "input data",
-                    format!("{:?} cannot be viewed as {spec:?}", x.shape),
-                )
-            })?;
+            .ok_or_else(|| KernelError::shape("input data", format!("{:?} cannot be viewed as {spec:?}", x.shape)))?;
         shape[i] = x.numel() / known;
     }
     with_shape(x, shape)
@@ -101,10 +90,7 @@ fn flatten(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     let x = ctx.input(0, "input")?;
     let (a, r) = (ctx.attrs.int("axis", 1)?, x.rank() as i64);
     if a < -r || a > r {
-        return Err(KernelError::attr(
-            "axis",
-            format!("{a} is out of range for rank {r}"),
-        ));
+        return Err(KernelError::attr("axis", format!("{a} is out of range for rank {r}")));
     }
     let axis = if a < 0 { a + r } else { a } as usize;
     with_shape(x, vec![numel(&x.shape[..axis]), numel(&x.shape[axis..])])
@@ -118,39 +104,20 @@ fn squeeze(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
         None => (0..x.rank()).filter(|&d| x.shape[d] == 1).collect(),
     };
     if let Some(&a) = axes.iter().find(|&&a| x.shape[a] != 1) {
-        return Err(KernelError::invalid(format!(
-            "cannot squeeze axis {a} of size {}",
-            x.shape[a]
-        )));
+        return Err(KernelError::invalid(format!("cannot squeeze axis {a} of size {}", x.shape[a])));
     }
-    let shape = x
-        .shape
-        .iter()
-        .enumerate()
-        .filter(|(d, _)| !axes.contains(d))
-        .map(|(_, &n)| n)
-        .collect();
+    let shape = x.shape.iter().enumerate().filter(|(d, _)| !axes.contains(d)).map(|(_, &n)| n).collect();
     with_shape(x, shape)
 }
 
 /// Insert size-1 axes at the given positions of the output (attribute or input).
 fn unsqueeze(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     let x = ctx.input(0, "data")?;
-    let axes = ctx
-        .ints_attr_or_input("axes", 1, "axes")?
-        .ok_or_else(|| KernelError::MissingInput("axes".into()))?;
+    let axes = ctx.ints_attr_or_input("axes", 1, "axes")?.ok_or_else(|| KernelError::MissingInput("axes".into()))?;
     let rank = x.rank() + axes.len();
     let axes = norm_axes(&axes, rank, "axis")?;
     let mut dims = x.shape.iter();
-    let shape = (0..rank)
-        .map(|d| {
-            if axes.contains(&d) {
-                1
-            } else {
-                dims.next().copied().unwrap_or(1)
-            }
-        })
-        .collect();
+    let shape = (0..rank).map(|d| if axes.contains(&d) { 1 } else { dims.next().copied().unwrap_or(1) }).collect();
     with_shape(x, shape)
 }
 
@@ -159,39 +126,22 @@ fn shape(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     let x = ctx.input(0, "data")?;
     let r = x.rank() as i64;
     let clamp = |v: i64| (if v < 0 { v + r } else { v }).max(0).min(r) as usize;
-    let (start, end) = (
-        clamp(ctx.attrs.int("start", 0)?),
-        clamp(ctx.attrs.int("end", r)?),
-    );
-    let dims: Vec<i64> = x.shape[start..end.max(start)]
-        .iter()
-        .map(|&d| d as i64)
-        .collect();
+    let (start, end) = (clamp(ctx.attrs.int("start", 0)?), clamp(ctx.attrs.int("end", r)?));
+    let dims: Vec<i64> = x.shape[start..end.max(start)].iter().map(|&d| d as i64).collect();
     Ok(vec![HostTensor::from_vec(vec![dims.len()], dims)?])
 }
 
 fn size(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
-    Ok(vec![HostTensor::scalar(
-        ctx.input(0, "data")?.numel() as i64
-    )])
+    Ok(vec![HostTensor::scalar(ctx.input(0, "data")?.numel() as i64)])
 }
 
 /// A tensor of the shape given by the input, filled with attribute `value` (f32 0 by default).
 fn constant_of_shape(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     let dims = ctx.input(0, "input")?.to_i64s("input input")?;
-    let shape = dims
-        .iter()
-        .map(|&d| to_dim(d, "dimension"))
-        .collect::<Result<Vec<_>>>()?;
-    let value = ctx
-        .attrs
-        .tensor_opt("value")?
-        .unwrap_or_else(|| HostTensor::scalar(0.0f32));
+    let shape = dims.iter().map(|&d| to_dim(d, "dimension")).collect::<Result<Vec<_>>>()?;
+    let value = ctx.attrs.tensor_opt("value")?.unwrap_or_else(|| HostTensor::scalar(0.0f32));
     if value.numel() != 1 {
-        return Err(KernelError::attr(
-            "value",
-            format!("expected one element, found {}", value.numel()),
-        ));
+        return Err(KernelError::attr("value", format!("expected one element, found {}", value.numel())));
     }
     ctx.check_declared(0, &shape)?;
     let n = numel(&shape);
@@ -216,9 +166,7 @@ fn constant(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     } else if let Some(v) = a.ints_opt("value_ints")? {
         HostTensor::from_vec(vec![v.len()], v.to_vec())?
     } else {
-        return Err(KernelError::unsupported(
-            "Constant without a value, value_float(s) or value_int(s) attribute",
-        ));
+        return Err(KernelError::unsupported("Constant without a value, value_float(s) or value_int(s) attribute"));
     };
     Ok(vec![t])
 }
@@ -262,10 +210,7 @@ fn convert<S: Elem, D: Elem>(v: S) -> D {
 /// Cast to the dtype of attribute `to`.
 fn cast(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     let x = ctx.input(0, "input")?;
-    let to = ctx
-        .attrs
-        .int_opt("to")?
-        .ok_or_else(|| KernelError::attr("to", "is required"))?;
+    let to = ctx.attrs.int_opt("to")?.ok_or_else(|| KernelError::attr("to", "is required"))?;
     let to = i32::try_from(to)
         .ok()
         .and_then(|v| DType::try_from(v).ok())
@@ -294,72 +239,26 @@ mod tests {
         assert_eq!(f32s(&y), f32s(&x()));
         let bad = tensor(&[2], vec![5i64, -1]);
         assert!(run("Reshape", 17, &[], &[&x(), &bad], &[(DtypeF32, vec![5, 5])]).is_err());
-        let y = run(
-            "Reshape",
-            1,
-            &[ints("shape", &[4, 6])],
-            &[&x()],
-            &[(DtypeF32, vec![4, 6])],
-        )
-        .unwrap();
+        let y = run("Reshape", 1, &[ints("shape", &[4, 6])], &[&x()], &[(DtypeF32, vec![4, 6])]).unwrap();
         assert_eq!(y[0].shape, vec![4, 6]);
     }
 
     #[test]
     fn flatten_squeeze_unsqueeze() {
-        assert_eq!(
-            run1("Flatten", &[], &[&x()], DtypeF32, &[2, 12]).shape,
-            vec![2, 12]
-        );
-        assert_eq!(
-            run1("Flatten", &[int("axis", 0)], &[&x()], DtypeF32, &[1, 24]).shape,
-            vec![1, 24]
-        );
-        assert_eq!(
-            run1("Flatten", &[int("axis", -1)], &[&x()], DtypeF32, &[6, 4]).shape,
-            vec![6, 4]
-        );
-        assert_eq!(
-            run1("Flatten", &[int("axis", 3)], &[&x()], DtypeF32, &[24, 1]).shape,
-            vec![24, 1]
-        );
+        assert_eq!(run1("Flatten", &[], &[&x()], DtypeF32, &[2, 12]).shape, vec![2, 12]);
+        assert_eq!(run1("Flatten", &[int("axis", 0)], &[&x()], DtypeF32, &[1, 24]).shape, vec![1, 24]);
+        assert_eq!(run1("Flatten", &[int("axis", -1)], &[&x()], DtypeF32, &[6, 4]).shape, vec![6, 4]);
+        assert_eq!(run1("Flatten", &[int("axis", 3)], &[&x()], DtypeF32, &[24, 1]).shape, vec![24, 1]);
         let u = tensor(&[1, 3, 1], vec![1.0f32, 2.0, 3.0]);
         assert_eq!(run1("Squeeze", &[], &[&u], DtypeF32, &[3]).shape, vec![3]);
         let axes = tensor(&[1], vec![-1i64]);
-        assert_eq!(
-            run1("Squeeze", &[], &[&u, &axes], DtypeF32, &[1, 3]).shape,
-            vec![1, 3]
-        );
-        let y = run(
-            "Squeeze",
-            11,
-            &[ints("axes", &[0])],
-            &[&u],
-            &[(DtypeF32, vec![3, 1])],
-        )
-        .unwrap();
+        assert_eq!(run1("Squeeze", &[], &[&u, &axes], DtypeF32, &[1, 3]).shape, vec![1, 3]);
+        let y = run("Squeeze", 11, &[ints("axes", &[0])], &[&u], &[(DtypeF32, vec![3, 1])]).unwrap();
         assert_eq!(y[0].shape, vec![3, 1]);
-        assert!(run(
-            "Squeeze",
-            11,
-            &[ints("axes", &[1])],
-            &[&u],
-            &[(DtypeF32, vec![1, 1])]
-        )
-        .is_err());
+        assert!(run("Squeeze", 11, &[ints("axes", &[1])], &[&u], &[(DtypeF32, vec![1, 1])]).is_err());
         let axes = tensor(&[2], vec![0i64, -1]);
-        assert_eq!(
-            run1("Unsqueeze", &[], &[&u, &axes], DtypeF32, &[1, 1, 3, 1, 1]).shape,
-            vec![1, 1, 3, 1, 1]
-        );
-        let y = run(
-            "Unsqueeze",
-            11,
-            &[ints("axes", &[1])],
-            &[&u],
-            &[(DtypeF32, vec![1, 1, 3, 1])],
-        )
-        .unwrap();
+        assert_eq!(run1("Unsqueeze", &[], &[&u, &axes], DtypeF32, &[1, 1, 3, 1, 1]).shape, vec![1, 1, 3, 1, 1]);
+        let y = run("Unsqueeze", 11, &[ints("axes", &[1])], &[&u], &[(DtypeF32, vec![1, 1, 3, 1])]).unwrap();
         assert_eq!(y[0].shape, vec![1, 1, 3, 1]);
     }
 
@@ -380,55 +279,18 @@ mod tests {
 
     #[test]
     fn shape_size_constants_and_range() {
-        assert_eq!(
-            run1("Shape", &[], &[&x()], DtypeI64, &[3])
-                .as_i64("s")
-                .unwrap(),
-            &[2, 3, 4]
-        );
-        assert_eq!(
-            run1("Shape", &[int("start", -2)], &[&x()], DtypeI64, &[2])
-                .as_i64("s")
-                .unwrap(),
-            &[3, 4]
-        );
-        assert_eq!(
-            run1("Size", &[], &[&x()], DtypeI64, &[])
-                .as_i64("s")
-                .unwrap(),
-            &[24]
-        );
+        assert_eq!(run1("Shape", &[], &[&x()], DtypeI64, &[3]).as_i64("s").unwrap(), &[2, 3, 4]);
+        assert_eq!(run1("Shape", &[int("start", -2)], &[&x()], DtypeI64, &[2]).as_i64("s").unwrap(), &[3, 4]);
+        assert_eq!(run1("Size", &[], &[&x()], DtypeI64, &[]).as_i64("s").unwrap(), &[24]);
         let dims = tensor(&[2], vec![2i64, 2]);
         let y = run1("ConstantOfShape", &[], &[&dims], DtypeF32, &[2, 2]);
         assert_eq!(f32s(&y), vec![0.0; 4]);
-        let y = run1(
-            "Constant",
-            &[ints("value_ints", &[4, 5])],
-            &[],
-            DtypeI64,
-            &[2],
-        );
+        let y = run1("Constant", &[ints("value_ints", &[4, 5])], &[], DtypeI64, &[2]);
         assert_eq!(y.as_i64("c").unwrap(), &[4, 5]);
-        let (s, l, d) = (
-            tensor::<f32>(&[], vec![1.0]),
-            tensor::<f32>(&[], vec![2.0]),
-            tensor::<f32>(&[], vec![0.25]),
-        );
-        assert_eq!(
-            f32s(&run1("Range", &[], &[&s, &l, &d], DtypeF32, &[4])),
-            vec![1.0, 1.25, 1.5, 1.75]
-        );
-        let (s, l, d) = (
-            tensor::<i64>(&[], vec![10]),
-            tensor::<i64>(&[], vec![3]),
-            tensor::<i64>(&[], vec![-3]),
-        );
-        assert_eq!(
-            run1("Range", &[], &[&s, &l, &d], DtypeI64, &[3])
-                .as_i64("r")
-                .unwrap(),
-            &[10, 7, 4]
-        );
+        let (s, l, d) = (tensor::<f32>(&[], vec![1.0]), tensor::<f32>(&[], vec![2.0]), tensor::<f32>(&[], vec![0.25]));
+        assert_eq!(f32s(&run1("Range", &[], &[&s, &l, &d], DtypeF32, &[4])), vec![1.0, 1.25, 1.5, 1.75]);
+        let (s, l, d) = (tensor::<i64>(&[], vec![10]), tensor::<i64>(&[], vec![3]), tensor::<i64>(&[], vec![-3]));
+        assert_eq!(run1("Range", &[], &[&s, &l, &d], DtypeI64, &[3]).as_i64("r").unwrap(), &[10, 7, 4]);
     }
 
     #[test]
@@ -436,13 +298,7 @@ mod tests {
         let f = tensor(&[4], vec![-1.7f32, 0.0, 2.9, 300.0]);
         let y = run1("Cast", &[int("to", DtypeI64 as i64)], &[&f], DtypeI64, &[4]);
         assert_eq!(y.as_i64("y").unwrap(), &[-1, 0, 2, 300]);
-        let y = run1(
-            "Cast",
-            &[int("to", DtypeBool as i64)],
-            &[&f],
-            DtypeBool,
-            &[4],
-        );
+        let y = run1("Cast", &[int("to", DtypeBool as i64)], &[&f], DtypeBool, &[4]);
         assert_eq!(y.as_bool("y").unwrap(), &[true, false, true, true]);
         let y = run1("Cast", &[int("to", DtypeU8 as i64)], &[&f], DtypeU8, &[4]);
         assert_eq!(y.view::<u8>("y").unwrap(), &[0, 0, 2, 255]);
@@ -451,13 +307,6 @@ mod tests {
         assert_eq!(y.view::<i8>("y").unwrap(), &[44, -1]);
         let y = run1("Cast", &[int("to", DtypeF64 as i64)], &[&i], DtypeF64, &[2]);
         assert_eq!(y.view::<f64>("y").unwrap(), &[300.0, -1.0]);
-        assert!(run(
-            "Cast",
-            17,
-            &[int("to", DtypeF16 as i64)],
-            &[&i],
-            &[(DtypeF16, vec![2])]
-        )
-        .is_err());
+        assert!(run("Cast", 17, &[int("to", DtypeF16 as i64)], &[&i], &[(DtypeF16, vec![2])]).is_err());
     }
 }

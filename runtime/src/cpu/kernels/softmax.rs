@@ -10,24 +10,14 @@ use crate::error::Result;
 use crate::tensor::{numel, HostTensor};
 
 /// The softmax kernels.
-pub(super) const KERNELS: &[(&str, Kernel)] = &[
-    ("LogSoftmax", |c| softmax(c, true)),
-    ("Softmax", |c| softmax(c, false)),
-];
+pub(super) const KERNELS: &[(&str, Kernel)] =
+    &[("LogSoftmax", |c| softmax(c, true)), ("Softmax", |c| softmax(c, false))];
 
 /// `shape` viewed as [outer, n, inner] for a softmax at `axis`: along that axis, or with
 /// `coerce` (opset < 13) over the input coerced to 2-D at `axis` (inner is 1).
-pub(crate) fn softmax_layout(
-    shape: &[usize],
-    axis: i64,
-    coerce: bool,
-) -> Result<(usize, usize, usize)> {
+pub(crate) fn softmax_layout(shape: &[usize], axis: i64, coerce: bool) -> Result<(usize, usize, usize)> {
     let axis = norm_axis(axis, shape.len(), "axis")?;
-    Ok(if coerce {
-        (numel(&shape[..axis]), numel(&shape[axis..]), 1)
-    } else {
-        split_at_axis(shape, axis)
-    })
+    Ok(if coerce { (numel(&shape[..axis]), numel(&shape[axis..]), 1) } else { split_at_axis(shape, axis) })
 }
 
 fn softmax(ctx: &Ctx<'_>, log: bool) -> Result<Vec<HostTensor>> {
@@ -42,11 +32,7 @@ fn softmax(ctx: &Ctx<'_>, log: bool) -> Result<Vec<HostTensor>> {
 }
 
 /// Softmax over the middle axis of `xs` viewed as [outer, n, inner].
-fn softmax_typed<T: Float>(
-    xs: &[T],
-    (outer, n, inner): (usize, usize, usize),
-    log: bool,
-) -> Vec<T> {
+fn softmax_typed<T: Float>(xs: &[T], (outer, n, inner): (usize, usize, usize), log: bool) -> Vec<T> {
     let mut y = vec![T::ZERO; xs.len()];
     let mut shifted = vec![0.0f64; n];
     for o in 0..outer {
@@ -75,13 +61,7 @@ mod tests {
     fn softmax_sums_to_one_along_the_axis() {
         let mut rng = Rng::new(6);
         let x = rng.tensor(&[2, 3, 4]);
-        let y = f32s(&run1(
-            "Softmax",
-            &[int("axis", 1)],
-            &[&x],
-            DtypeF32,
-            &[2, 3, 4],
-        ));
+        let y = f32s(&run1("Softmax", &[int("axis", 1)], &[&x], DtypeF32, &[2, 3, 4]));
         for o in 0..2 {
             for i in 0..4 {
                 let s: f32 = (0..3).map(|j| y[(o * 3 + j) * 4 + i]).sum();
@@ -94,19 +74,13 @@ mod tests {
         let want: Vec<f32> = e.iter().map(|v| (v / total) as f32).collect();
         assert_close(&f32s(&run1("Softmax", &[], &[&x], DtypeF32, &[3])), &want);
         let want_log: Vec<f32> = e.iter().map(|v| (v / total).ln() as f32).collect();
-        assert_close(
-            &f32s(&run1("LogSoftmax", &[], &[&x], DtypeF32, &[3])),
-            &want_log,
-        );
+        assert_close(&f32s(&run1("LogSoftmax", &[], &[&x], DtypeF32, &[3])), &want_log);
     }
 
     #[test]
     fn large_inputs_are_stable() {
         let x = tensor(&[2], vec![1000.0f32, 1000.0]);
-        assert_eq!(
-            f32s(&run1("Softmax", &[], &[&x], DtypeF32, &[2])),
-            vec![0.5, 0.5]
-        );
+        assert_eq!(f32s(&run1("Softmax", &[], &[&x], DtypeF32, &[2])), vec![0.5, 0.5]);
         let y = f32s(&run1("LogSoftmax", &[], &[&x], DtypeF32, &[2]));
         assert_close(&y, &[-std::f32::consts::LN_2, -std::f32::consts::LN_2]);
     }

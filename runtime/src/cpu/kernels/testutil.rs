@@ -38,15 +38,8 @@ pub fn run_opt(
 }
 
 /// Runs a single-output op at opset 17 and returns its output; panics on error.
-pub fn run1(
-    op: &str,
-    attrs: &[Attribute],
-    inputs: &[&HostTensor],
-    dtype: DType,
-    shape: &[usize],
-) -> HostTensor {
-    let mut out =
-        run(op, 17, attrs, inputs, &[(dtype, shape.to_vec())]).unwrap_or_else(|e| panic!("{e}"));
+pub fn run1(op: &str, attrs: &[Attribute], inputs: &[&HostTensor], dtype: DType, shape: &[usize]) -> HostTensor {
+    let mut out = run(op, 17, attrs, inputs, &[(dtype, shape.to_vec())]).unwrap_or_else(|e| panic!("{e}"));
     out.remove(0)
 }
 

@@ -57,11 +57,7 @@ fn abs(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
 
 fn leaky_relu(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     let alpha = ctx.attrs.float("alpha", 0.01)?;
-    map_input!(ctx, dispatch_float, T, |x| if x < T::ZERO {
-        T::from_f32(alpha) * x
-    } else {
-        x
-    })
+    map_input!(ctx, dispatch_float, T, |x| if x < T::ZERO { T::from_f32(alpha) * x } else { x })
 }
 
 fn sigmoid(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
@@ -84,22 +80,14 @@ fn tanh(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
 
 fn elu(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     let alpha = ctx.attrs.float("alpha", 1.0)?;
-    map_input!(ctx, dispatch_float, T, |x| if x > T::ZERO {
-        x
-    } else {
-        T::from_f32(alpha) * (x.exp() - T::ONE)
-    })
+    map_input!(ctx, dispatch_float, T, |x| if x > T::ZERO { x } else { T::from_f32(alpha) * (x.exp() - T::ONE) })
 }
 
 fn selu(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     let alpha = ctx.attrs.float("alpha", 1.673_263_2)?;
     let gamma = ctx.attrs.float("gamma", 1.050_701)?;
     map_input!(ctx, dispatch_float, T, |x| {
-        let y = if x > T::ZERO {
-            x
-        } else {
-            T::from_f32(alpha) * (x.exp() - T::ONE)
-        };
+        let y = if x > T::ZERO { x } else { T::from_f32(alpha) * (x.exp() - T::ONE) };
         T::from_f32(gamma) * y
     })
 }
@@ -120,28 +108,20 @@ fn hard_sigmoid(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     let alpha = ctx.attrs.float("alpha", 0.2)?;
     let beta = ctx.attrs.float("beta", 0.5)?;
     map_input!(ctx, dispatch_float, T, |x| {
-        (T::from_f32(alpha) * x + T::from_f32(beta))
-            .max_nan(T::ZERO)
-            .min_nan(T::ONE)
+        (T::from_f32(alpha) * x + T::from_f32(beta)).max_nan(T::ZERO).min_nan(T::ONE)
     })
 }
 
 fn gelu(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     match ctx.attrs.string("approximate", "none")? {
         "none" => map_input!(ctx, dispatch_float, T, |x| {
-            T::from_f64(0.5)
-                * x
-                * (T::ONE + (x * T::from_f64(std::f64::consts::FRAC_1_SQRT_2)).erf_libm())
+            T::from_f64(0.5) * x * (T::ONE + (x * T::from_f64(std::f64::consts::FRAC_1_SQRT_2)).erf_libm())
         }),
         "tanh" => map_input!(ctx, dispatch_float, T, |x| {
-            let inner = T::from_f64((2.0 / std::f64::consts::PI).sqrt())
-                * (x + T::from_f64(0.044715) * x * x * x);
+            let inner = T::from_f64((2.0 / std::f64::consts::PI).sqrt()) * (x + T::from_f64(0.044715) * x * x * x);
             T::from_f64(0.5) * x * (T::ONE + inner.tanh())
         }),
-        other => Err(KernelError::attr(
-            "approximate",
-            format!("unknown value `{other}`"),
-        )),
+        other => Err(KernelError::attr("approximate", format!("unknown value `{other}`"))),
     }
 }
 
@@ -175,11 +155,7 @@ fn ceil(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
 
 fn not(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     let x = ctx.input(0, "X")?;
-    let data = x
-        .as_bool("input X")?
-        .iter()
-        .map(|&b| !b)
-        .collect::<Vec<_>>();
+    let data = x.as_bool("input X")?.iter().map(|&b| !b).collect::<Vec<_>>();
     Ok(vec![HostTensor::from_vec(x.shape.clone(), data)?])
 }
 
@@ -201,10 +177,7 @@ fn clip_typed<T: Num>(ctx: &Ctx<'_>, x: &HostTensor) -> Result<Vec<HostTensor>> 
                 )),
             };
         }
-        Ok(ctx
-            .attrs
-            .float_opt(attr)?
-            .map_or(default, |b| T::from_f64(f64::from(b))))
+        Ok(ctx.attrs.float_opt(attr)?.map_or(default, |b| T::from_f64(f64::from(b))))
     };
     let lo = bound("min", 1, "min", T::LOWEST)?;
     let hi = bound("max", 2, "max", T::HIGHEST)?;
@@ -226,56 +199,26 @@ mod tests {
     #[test]
     fn activations_match_their_formulas() {
         let xs = [-3.0f32, -0.5, 0.0, 0.5, 3.0];
-        let each = |f: fn(f64) -> f64| {
-            xs.iter()
-                .map(|&x| f(f64::from(x)) as f32)
-                .collect::<Vec<_>>()
-        };
+        let each = |f: fn(f64) -> f64| xs.iter().map(|&x| f(f64::from(x)) as f32).collect::<Vec<_>>();
         assert_close(&apply("Relu", &[], &xs), &each(|x| x.max(0.0)));
-        assert_close(
-            &apply("LeakyRelu", &[float("alpha", 0.1)], &xs),
-            &each(|x| if x < 0.0 { 0.1 * x } else { x }),
-        );
-        assert_close(
-            &apply("Sigmoid", &[], &xs),
-            &each(|x| 1.0 / (1.0 + (-x).exp())),
-        );
+        assert_close(&apply("LeakyRelu", &[float("alpha", 0.1)], &xs), &each(|x| if x < 0.0 { 0.1 * x } else { x }));
+        assert_close(&apply("Sigmoid", &[], &xs), &each(|x| 1.0 / (1.0 + (-x).exp())));
         assert_close(&apply("Tanh", &[], &xs), &each(f64::tanh));
-        assert_close(
-            &apply("Elu", &[], &xs),
-            &each(|x| if x > 0.0 { x } else { x.exp() - 1.0 }),
-        );
+        assert_close(&apply("Elu", &[], &xs), &each(|x| if x > 0.0 { x } else { x.exp() - 1.0 }));
         assert_close(
             &apply("Selu", &[], &xs),
-            &each(|x| {
-                1.0507009873554805
-                    * if x > 0.0 {
-                        x
-                    } else {
-                        1.6732632423543772 * (x.exp() - 1.0)
-                    }
-            }),
+            &each(|x| 1.0507009873554805 * if x > 0.0 { x } else { 1.6732632423543772 * (x.exp() - 1.0) }),
         );
-        assert_close(
-            &apply("Softplus", &[], &xs),
-            &each(|x| (1.0 + x.exp()).ln()),
-        );
+        assert_close(&apply("Softplus", &[], &xs), &each(|x| (1.0 + x.exp()).ln()));
         assert_close(&apply("Softsign", &[], &xs), &each(|x| x / (1.0 + x.abs())));
         assert_close(&apply("Neg", &[], &xs), &each(|x| -x));
         assert_close(&apply("Abs", &[], &xs), &each(f64::abs));
         assert_close(&apply("Exp", &[], &xs), &each(f64::exp));
         assert_close(&apply("Floor", &[], &xs), &each(f64::floor));
         assert_close(&apply("Ceil", &[], &xs), &each(f64::ceil));
-        assert_close(
-            &apply("HardSigmoid", &[], &xs),
-            &each(|x| (0.2 * x + 0.5).clamp(0.0, 1.0)),
-        );
+        assert_close(&apply("HardSigmoid", &[], &xs), &each(|x| (0.2 * x + 0.5).clamp(0.0, 1.0)));
         let pos = [0.25f32, 1.0, 4.0];
-        let each_pos = |f: fn(f64) -> f64| {
-            pos.iter()
-                .map(|&x| f(f64::from(x)) as f32)
-                .collect::<Vec<_>>()
-        };
+        let each_pos = |f: fn(f64) -> f64| pos.iter().map(|&x| f(f64::from(x)) as f32).collect::<Vec<_>>();
         assert_close(&apply("Log", &[], &pos), &each_pos(f64::ln));
         assert_close(&apply("Sqrt", &[], &pos), &each_pos(f64::sqrt));
         assert_close(&apply("Reciprocal", &[], &pos), &each_pos(|x| 1.0 / x));
@@ -293,13 +236,7 @@ mod tests {
     fn erf_is_precise() {
         // Reference values of erf to 10 digits.
         let y = apply("Erf", &[], &[0.1, 0.5, 1.0, 2.0, -1.5]);
-        let want = [
-            0.1124629160f64,
-            0.5204998778,
-            0.8427007929,
-            0.9953222650,
-            -0.9661051465,
-        ];
+        let want = [0.1124629160f64, 0.5204998778, 0.8427007929, 0.9953222650, -0.9661051465];
         assert_close(&y, &want.map(|v| v as f32));
         let y = apply("Gelu", &[], &[1.0]);
         assert_close(&y, &[0.8413447461f64 as f32]);
@@ -308,35 +245,14 @@ mod tests {
     #[test]
     fn clip_reads_attributes_or_inputs() {
         let x = tensor(&[4], vec![-2.0f32, -0.5, 0.5, 2.0]);
-        let y = run(
-            "Clip",
-            6,
-            &[float("min", -1.0), float("max", 1.0)],
-            &[&x],
-            &[(DtypeF32, vec![4])],
-        )
-        .unwrap();
+        let y = run("Clip", 6, &[float("min", -1.0), float("max", 1.0)], &[&x], &[(DtypeF32, vec![4])]).unwrap();
         assert_eq!(f32s(&y[0]), vec![-1.0, -0.5, 0.5, 1.0]);
         let lo = tensor::<f32>(&[], vec![0.0]);
-        let y = run_opt(
-            "Clip",
-            13,
-            &[],
-            &[Some(&x), Some(&lo), None],
-            &[(DtypeF32, vec![4])],
-        )
-        .unwrap();
+        let y = run_opt("Clip", 13, &[], &[Some(&x), Some(&lo), None], &[(DtypeF32, vec![4])]).unwrap();
         assert_eq!(f32s(&y[0]), vec![0.0, 0.0, 0.5, 2.0]);
         let xi = tensor(&[3], vec![-5i64, 0, 5]);
         let hi = tensor::<i64>(&[], vec![1]);
-        let y = run_opt(
-            "Clip",
-            13,
-            &[],
-            &[Some(&xi), None, Some(&hi)],
-            &[(DtypeI64, vec![3])],
-        )
-        .unwrap();
+        let y = run_opt("Clip", 13, &[], &[Some(&xi), None, Some(&hi)], &[(DtypeI64, vec![3])]).unwrap();
         assert_eq!(y[0].as_i64("y").unwrap(), &[-5, 0, 1]);
     }
 
@@ -349,9 +265,6 @@ mod tests {
         let y = run1("Relu", &[], &[&xi], DtypeI32, &[2]);
         assert_eq!(y.view::<i32>("y").unwrap(), &[0, 4]);
         let err = run("Exp", 17, &[], &[&xi], &[(DtypeI32, vec![2])]).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "Exp: input X: expected f32 or f64, found i32"
-        );
+        assert_eq!(err.to_string(), "Exp: input X: expected f32 or f64, found i32");
     }
 }

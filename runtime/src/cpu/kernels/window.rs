@@ -36,20 +36,12 @@ pub(crate) fn to3(v: &[usize], fill: usize) -> [usize; 3] {
 const MAX_WINDOW: i64 = i32::MAX as i64;
 
 /// Attribute `name` as `len` sizes in `[min, MAX_WINDOW]`, `None` when absent.
-pub(crate) fn window_attr(
-    attrs: &Attrs<'_>,
-    name: &str,
-    len: usize,
-    min: i64,
-) -> Result<Option<Vec<usize>>> {
+pub(crate) fn window_attr(attrs: &Attrs<'_>, name: &str, len: usize, min: i64) -> Result<Option<Vec<usize>>> {
     let Some(v) = attrs.ints_opt(name)? else {
         return Ok(None);
     };
     if v.len() != len || v.iter().any(|s| !(min..=MAX_WINDOW).contains(s)) {
-        return Err(KernelError::attr(
-            name,
-            format!("expected {len} values in [{min}, {MAX_WINDOW}], found {v:?}"),
-        ));
+        return Err(KernelError::attr(name, format!("expected {len} values in [{min}, {MAX_WINDOW}], found {v:?}")));
     }
     Ok(Some(v.iter().map(|&s| s as usize).collect()))
 }
@@ -61,10 +53,7 @@ pub(crate) fn explicit_pads(attrs: &Attrs<'_>, rank: usize) -> Result<(Vec<usize
 }
 
 /// The `strides` and `dilations` attributes of an op with `rank` spatial axes.
-pub(crate) fn strides_dilations(
-    attrs: &Attrs<'_>,
-    rank: usize,
-) -> Result<(Vec<usize>, Vec<usize>)> {
+pub(crate) fn strides_dilations(attrs: &Attrs<'_>, rank: usize) -> Result<(Vec<usize>, Vec<usize>)> {
     let ones = || vec![1; rank];
     Ok((
         window_attr(attrs, "strides", rank, 1)?.unwrap_or_else(ones),
@@ -77,9 +66,7 @@ pub(crate) fn check_spatial_rank(rank: usize, what: &str) -> Result<()> {
     if (1..=3).contains(&rank) {
         Ok(())
     } else {
-        Err(KernelError::unsupported(format!(
-            "{what} with {rank} spatial axes (1 to 3 are)"
-        )))
+        Err(KernelError::unsupported(format!("{what} with {rank} spatial axes (1 to 3 are)")))
     }
 }
 
@@ -88,19 +75,11 @@ impl Window {
     /// `auto_pad`) for an input of spatial size `input` and a kernel of size `kernel`.
     /// `ceil_mode` rounds the output size up, dropping a last window that would start
     /// in the end padding.
-    pub fn from_attrs(
-        attrs: &Attrs<'_>,
-        input: &[usize],
-        kernel: &[usize],
-        ceil_mode: bool,
-    ) -> Result<Window> {
+    pub fn from_attrs(attrs: &Attrs<'_>, input: &[usize], kernel: &[usize], ceil_mode: bool) -> Result<Window> {
         let rank = input.len();
         check_spatial_rank(rank, "window op")?;
         if kernel.len() != rank || kernel.contains(&0) {
-            return Err(KernelError::attr(
-                "kernel_shape",
-                format!("{kernel:?} does not fit {rank} spatial axes"),
-            ));
+            return Err(KernelError::attr("kernel_shape", format!("{kernel:?} does not fit {rank} spatial axes")));
         }
         let (stride, dilation) = strides_dilations(attrs, rank)?;
         let (mut begin, mut end) = explicit_pads(attrs, rank)?;
@@ -115,18 +94,10 @@ impl Window {
                     let out = input[d].div_ceil(stride[d]);
                     let total = ((out.max(1) - 1) * stride[d] + span).saturating_sub(input[d]);
                     let small = total / 2;
-                    (begin[d], end[d]) = if auto_pad == "SAME_UPPER" {
-                        (small, total - small)
-                    } else {
-                        (total - small, small)
-                    };
+                    (begin[d], end[d]) =
+                        if auto_pad == "SAME_UPPER" { (small, total - small) } else { (total - small, small) };
                 }
-                other => {
-                    return Err(KernelError::attr(
-                        "auto_pad",
-                        format!("unknown value `{other}`"),
-                    ))
-                }
+                other => return Err(KernelError::attr("auto_pad", format!("unknown value `{other}`"))),
             }
             let padded = input[d] + begin[d] + end[d];
             if padded < span {

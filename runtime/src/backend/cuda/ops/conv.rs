@@ -26,10 +26,7 @@ use std::mem::MaybeUninit;
 pub(super) const ONNX: Table = &[("Conv", conv)];
 
 /// The `lms` convolution gradients.
-pub(super) const LMS: Table = &[
-    ("ConvGradData", conv_grad_data),
-    ("ConvGradWeight", conv_grad_weight),
-];
+pub(super) const LMS: Table = &[("ConvGradData", conv_grad_data), ("ConvGradWeight", conv_grad_weight)];
 
 /// A Conv's shapes and window, in cuDNN's terms (at least two spatial axes: a 1-D conv
 /// gains a trailing axis of size 1).
@@ -47,16 +44,10 @@ impl Geometry {
     /// The geometry of a Conv of X `x` and W `w` with the node's attributes.
     fn new(exec: &Exec<'_>, x: &[usize], w: &[usize]) -> OpResult<Geometry> {
         if x.len() < 3 || w.len() != x.len() {
-            return Err(KernelError::shape(
-                "input W",
-                format!("shapes X {x:?} and W {w:?} do not fit a Conv"),
-            )
-            .into());
+            return Err(KernelError::shape("input W", format!("shapes X {x:?} and W {w:?} do not fit a Conv")).into());
         }
         let group = exec.attrs.int("group", 1)?;
-        let groups = usize::try_from(group)
-            .ok()
-            .filter(|&g| g > 0 && x[1] % g == 0 && w[0] % g == 0);
+        let groups = usize::try_from(group).ok().filter(|&g| g > 0 && x[1] % g == 0 && w[0] % g == 0);
         let Some(groups) = groups else {
             return Err(KernelError::attr(
                 "group",
@@ -67,25 +58,15 @@ impl Geometry {
         if w[1] * groups != x[1] {
             return Err(KernelError::shape(
                 "input W",
-                format!(
-                    "shape {w:?} does not fit {} channels in {groups} groups",
-                    x[1]
-                ),
+                format!("shape {w:?} does not fit {} channels in {groups} groups", x[1]),
             )
             .into());
         }
         if let Some(k) = exec.attrs.ints_opt("kernel_shape")? {
-            if !k
-                .iter()
-                .map(|&v| usize::try_from(v).ok())
-                .eq(w[2..].iter().map(|&v| Some(v)))
-            {
+            if !k.iter().map(|&v| usize::try_from(v).ok()).eq(w[2..].iter().map(|&v| Some(v))) {
                 return Err(KernelError::attr(
                     "kernel_shape",
-                    format!(
-                        "{k:?} differs from the weights' spatial shape {:?}",
-                        &w[2..]
-                    ),
+                    format!("{k:?} differs from the weights' spatial shape {:?}", &w[2..]),
                 )
                 .into());
             }
@@ -99,17 +80,14 @@ impl Geometry {
         let mut y = vec![x[0], w[0]];
         y.extend_from_slice(win.output_dims());
         let (mut x, mut w) = (x.to_vec(), w.to_vec());
-        let (mut pads, mut strides, mut dilations) =
-            (tail(&win.pad_begin), tail(&win.stride), tail(&win.dilation));
+        let (mut pads, mut strides, mut dilations) = (tail(&win.pad_begin), tail(&win.stride), tail(&win.dilation));
         if spatial == 1 {
             for v in [&mut x, &mut w, &mut y, &mut strides, &mut dilations] {
                 v.push(1);
             }
             pads.push(0);
         }
-        let ints = |v: &[usize]| -> OpResult<Vec<c_int>> {
-            v.iter().map(|&d| Ok(int(d, "Conv size")?)).collect()
-        };
+        let ints = |v: &[usize]| -> OpResult<Vec<c_int>> { v.iter().map(|&d| Ok(int(d, "Conv size")?)).collect() };
         Ok(Geometry {
             x: ints(&x)?,
             w: ints(&w)?,
@@ -128,10 +106,7 @@ impl Geometry {
             .flat_map(|v| v.iter().map(|&d| i64::from(d)))
             .chain([i64::from(self.group)])
             .collect();
-        ConvKey {
-            direction,
-            geometry,
-        }
+        ConvKey { direction, geometry }
     }
 }
 
@@ -147,9 +122,9 @@ struct Descriptors {
 fn packed(dims: &[c_int]) -> Result<Vec<c_int>, CudaError> {
     let mut strides: Vec<c_int> = vec![1; dims.len()];
     for d in (0..dims.len().saturating_sub(1)).rev() {
-        strides[d] = strides[d + 1].checked_mul(dims[d + 1]).ok_or_else(|| {
-            CudaError::TooLarge(format!("a convolution tensor of shape {dims:?}"))
-        })?;
+        strides[d] = strides[d + 1]
+            .checked_mul(dims[d + 1])
+            .ok_or_else(|| CudaError::TooLarge(format!("a convolution tensor of shape {dims:?}")))?;
     }
     Ok(strides)
 }
@@ -167,28 +142,12 @@ impl Descriptors {
         d.y = dnn::create_tensor_descriptor()?;
         d.w = dnn::create_filter_descriptor()?;
         d.conv = dnn::create_convolution_descriptor()?;
-        let math = if tf32 {
-            sys::cudnnMathType_t::CUDNN_DEFAULT_MATH
-        } else {
-            sys::cudnnMathType_t::CUDNN_FMA_MATH
-        };
+        let math = if tf32 { sys::cudnnMathType_t::CUDNN_DEFAULT_MATH } else { sys::cudnnMathType_t::CUDNN_FMA_MATH };
         let (sx, sy) = (packed(&g.x)?, packed(&g.y)?);
         // SAFETY: the descriptors were just created; the arrays hold `len` entries.
         unsafe {
-            dnn::set_tensornd_descriptor(
-                d.x,
-                float,
-                g.x.len() as c_int,
-                g.x.as_ptr(),
-                sx.as_ptr(),
-            )?;
-            dnn::set_tensornd_descriptor(
-                d.y,
-                float,
-                g.y.len() as c_int,
-                g.y.as_ptr(),
-                sy.as_ptr(),
-            )?;
+            dnn::set_tensornd_descriptor(d.x, float, g.x.len() as c_int, g.x.as_ptr(), sx.as_ptr())?;
+            dnn::set_tensornd_descriptor(d.y, float, g.y.len() as c_int, g.y.as_ptr(), sy.as_ptr())?;
             dnn::set_filternd_descriptor(
                 d.w,
                 float,
@@ -247,16 +206,7 @@ fn candidates(dnn: &Dnn, d: &Descriptors, direction: u8) -> Result<Vec<Candidate
     macro_rules! ranked {
         ($perf:ty, $get:path, $variant:path, $a:ident, $b:ident, $c:ident) => {{
             let mut perf = [MaybeUninit::<$perf>::uninit(); CANDIDATES];
-            $get(
-                dnn.handle,
-                d.$a,
-                d.$b,
-                d.conv,
-                d.$c,
-                CANDIDATES as c_int,
-                &mut returned,
-                perf[0].as_mut_ptr(),
-            )?;
+            $get(dnn.handle, d.$a, d.$b, d.conv, d.$c, CANDIDATES as c_int, &mut returned, perf[0].as_mut_ptr())?;
             Ok(perf[..returned.clamp(0, CANDIDATES as c_int) as usize]
                 .iter()
                 .map(|p| p.assume_init())
@@ -301,15 +251,11 @@ fn workspace_size(dnn: &Dnn, d: &Descriptors, algo: Algo) -> Result<usize, CudaE
     // SAFETY: the handle and descriptors are live.
     Ok(unsafe {
         match algo {
-            Algo::Forward(a) => {
-                dnn::get_convolution_forward_workspace_size(dnn.handle, d.x, d.w, d.conv, d.y, a)?
+            Algo::Forward(a) => dnn::get_convolution_forward_workspace_size(dnn.handle, d.x, d.w, d.conv, d.y, a)?,
+            Algo::Data(a) => dnn::get_convolution_backward_data_workspace_size(dnn.handle, d.w, d.y, d.conv, d.x, a)?,
+            Algo::Filter(a) => {
+                dnn::get_convolution_backward_filter_workspace_size(dnn.handle, d.x, d.y, d.conv, d.w, a)?
             }
-            Algo::Data(a) => dnn::get_convolution_backward_data_workspace_size(
-                dnn.handle, d.w, d.y, d.conv, d.x, a,
-            )?,
-            Algo::Filter(a) => dnn::get_convolution_backward_filter_workspace_size(
-                dnn.handle, d.x, d.y, d.conv, d.w, a,
-            )?,
         }
     })
 }
@@ -333,19 +279,8 @@ fn choose(dnn: &Dnn, d: &Descriptors, direction: u8, limit: u64) -> OpResult<Con
 
 /// Runs one direction: forward (x, w → y), backward data (w, dy → dx) or backward filter
 /// (x, dy → dw); `a` and `b` are the two inputs in that order and `out` the result.
-fn run(
-    exec: &Exec<'_>,
-    g: &Geometry,
-    direction: u8,
-    a: &CudaBuffer,
-    b: &CudaBuffer,
-    out: &CudaBuffer,
-) -> OpResult<()> {
-    let dnn = exec
-        .gpu
-        .dnn
-        .as_ref()
-        .map_err(|reason| CudaError::Library(reason.clone()))?;
+fn run(exec: &Exec<'_>, g: &Geometry, direction: u8, a: &CudaBuffer, b: &CudaBuffer, out: &CudaBuffer) -> OpResult<()> {
+    let dnn = exec.gpu.dnn.as_ref().map_err(|reason| CudaError::Library(reason.clone()))?;
     let d = Descriptors::new(g, exec.gpu.options.tf32)?;
     let key = g.key(direction);
     let cached = dnn.choices.borrow().get(&key).copied();
@@ -365,23 +300,16 @@ fn run(
         }
     };
     let (alpha, beta) = (1.0f32, 0.0f32);
-    let (one, zero) = (
-        (&alpha as *const f32).cast::<c_void>(),
-        (&beta as *const f32).cast::<c_void>(),
-    );
-    let (pa, pb, po) = (
-        a.ptr() as *const c_void,
-        b.ptr() as *const c_void,
-        out.ptr() as *mut c_void,
-    );
+    let (one, zero) = ((&alpha as *const f32).cast::<c_void>(), (&beta as *const f32).cast::<c_void>());
+    let (pa, pb, po) = (a.ptr() as *const c_void, b.ptr() as *const c_void, out.ptr() as *mut c_void);
     let (ws, bytes) = (workspace.ptr() as *mut c_void, choice.workspace as usize);
     // SAFETY: descriptors describe the buffers, which are live f32 blocks of these shapes;
     // the workspace block is at least `bytes` long.
     unsafe {
         match choice.algo {
-            Algo::Forward(algo) => dnn::convolution_forward(
-                dnn.handle, one, d.x, pa, d.w, pb, d.conv, algo, ws, bytes, zero, d.y, po,
-            ),
+            Algo::Forward(algo) => {
+                dnn::convolution_forward(dnn.handle, one, d.x, pa, d.w, pb, d.conv, algo, ws, bytes, zero, d.y, po)
+            }
             Algo::Data(algo) => dnn::convolution_backward_data(
                 dnn.handle, one, d.w, pa, d.y, pb, d.conv, algo, ws, bytes, zero, d.x, po,
             ),
@@ -433,9 +361,6 @@ fn conv_grad_weight(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
 
 /// Checks that dY has the forward Conv's output shape.
 fn check_conv_output(g: &Geometry, dy: &CudaBuffer) -> OpResult<()> {
-    let want: Vec<usize> = g.y[..dy.shape.len().min(g.y.len())]
-        .iter()
-        .map(|&d| d as usize)
-        .collect();
+    let want: Vec<usize> = g.y[..dy.shape.len().min(g.y.len())].iter().map(|&d| d as usize).collect();
     check_shape(dy, &want, "input dY")
 }

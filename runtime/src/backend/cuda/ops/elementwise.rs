@@ -133,25 +133,11 @@ pub(super) fn broadcast_layout(out: &[usize], operands: &[(&[usize], &str)]) -> 
 }
 
 /// Runs the unary kernel `op` with parameters (a, b) from `x` into `y` (may be `x`).
-pub(super) fn launch_unary(
-    exec: &Exec<'_>,
-    op: Unary,
-    x: &CudaBuffer,
-    y: &CudaBuffer,
-    a: f32,
-    b: f32,
-) -> OpResult<()> {
+pub(super) fn launch_unary(exec: &Exec<'_>, op: Unary, x: &CudaBuffer, y: &CudaBuffer, a: f32, b: f32) -> OpResult<()> {
     exec.launch(
         "unary_f32",
         x.numel() as u64,
-        &[
-            Arg::I32(op as i32),
-            count(x),
-            ptr(x),
-            ptr(y),
-            Arg::F32(a),
-            Arg::F32(b),
-        ],
+        &[Arg::I32(op as i32), count(x), ptr(x), ptr(y), Arg::F32(a), Arg::F32(b)],
     )
 }
 
@@ -162,10 +148,7 @@ fn unary(exec: &Exec<'_>, op: Unary) -> OpResult<Vec<CudaBuffer>> {
     let (a, b) = match op {
         Unary::LeakyRelu => (attrs.float("alpha", 0.01)?, 0.0),
         Unary::Elu => (attrs.float("alpha", 1.0)?, 0.0),
-        Unary::Selu => (
-            attrs.float("alpha", 1.673_263_2)?,
-            attrs.float("gamma", 1.050_701)?,
-        ),
+        Unary::Selu => (attrs.float("alpha", 1.673_263_2)?, attrs.float("gamma", 1.050_701)?),
         Unary::HardSigmoid => (attrs.float("alpha", 0.2)?, attrs.float("beta", 0.5)?),
         _ => (0.0, 0.0),
     };
@@ -195,10 +178,7 @@ fn clip(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
         }
         Ok(exec.attrs.float_opt(attr)?.unwrap_or(default))
     };
-    let (lo, hi) = (
-        bound("min", 1, f32::NEG_INFINITY)?,
-        bound("max", 2, f32::INFINITY)?,
-    );
+    let (lo, hi) = (bound("min", 1, f32::NEG_INFINITY)?, bound("max", 2, f32::INFINITY)?);
     let y = exec.output(0)?;
     launch_unary(exec, Unary::Clip, x, &y, lo, hi)?;
     Ok(vec![y])
@@ -217,9 +197,7 @@ fn binary_kernel(dtype: DType, op: Binary) -> OpResult<&'static str> {
         (DType::DtypeF32, _) => Ok("binary_f32"),
         (DType::DtypeI64, op) if !matches!(op, Binary::Pow | Binary::PRelu) => Ok("binary_i64"),
         (DType::DtypeI32, op) if !matches!(op, Binary::Pow | Binary::PRelu) => Ok("binary_i32"),
-        (other, _) => {
-            Err(KernelError::NoCudaKernel(format!("{op:?} on {}", dtype_name(other))).into())
-        }
+        (other, _) => Err(KernelError::NoCudaKernel(format!("{op:?} on {}", dtype_name(other))).into()),
     }
 }
 
@@ -236,13 +214,7 @@ pub(super) fn launch_binary(
     exec.launch(
         binary_kernel(a.dtype, op)?,
         y.numel() as u64,
-        &[
-            Arg::I32(op as i32),
-            Arg::layout(&layout),
-            ptr(y),
-            ptr(a),
-            ptr(b),
-        ],
+        &[Arg::I32(op as i32), Arg::layout(&layout), ptr(y), ptr(a), ptr(b)],
     )
 }
 
@@ -284,11 +256,7 @@ fn variadic(exec: &Exec<'_>, op: Binary) -> OpResult<Vec<CudaBuffer>> {
     for i in 1..n {
         let next = exec.input(i, &format!("data_{i}"))?;
         let shape = broadcast_shapes(&acc.shape, &next.shape, &format!("input data_{i}"))?;
-        let out = if i + 1 == n {
-            y.clone()
-        } else {
-            exec.buffer(acc.dtype, &shape)?
-        };
+        let out = if i + 1 == n { y.clone() } else { exec.buffer(acc.dtype, &shape)? };
         launch_binary(exec, op, &acc, next, &out)?;
         acc = out;
     }
@@ -311,25 +279,11 @@ fn compare(exec: &Exec<'_>, op: Compare) -> OpResult<Vec<CudaBuffer>> {
         DType::DtypeI64 => "compare_i64",
         DType::DtypeI32 => "compare_i32",
         DType::DtypeBool | DType::DtypeU8 if op == Compare::Equal => "compare_u8",
-        other => {
-            return Err(
-                KernelError::NoCudaKernel(format!("{op:?} on {}", dtype_name(other))).into(),
-            )
-        }
+        other => return Err(KernelError::NoCudaKernel(format!("{op:?} on {}", dtype_name(other))).into()),
     };
     let y = exec.output(0)?;
     let layout = broadcast_layout(&y.shape, &[(&a.shape, "input A"), (&b.shape, "input B")])?;
-    exec.launch(
-        kernel,
-        y.numel() as u64,
-        &[
-            Arg::I32(op as i32),
-            Arg::layout(&layout),
-            ptr(&y),
-            ptr(a),
-            ptr(b),
-        ],
-    )?;
+    exec.launch(kernel, y.numel() as u64, &[Arg::I32(op as i32), Arg::layout(&layout), ptr(&y), ptr(a), ptr(b)])?;
     Ok(vec![y])
 }
 
@@ -339,11 +293,7 @@ fn logic(exec: &Exec<'_>, op: i32) -> OpResult<Vec<CudaBuffer>> {
     let b = exec.typed_input(1, "B", DType::DtypeBool)?;
     let y = exec.output(0)?;
     let layout = broadcast_layout(&y.shape, &[(&a.shape, "input A"), (&b.shape, "input B")])?;
-    exec.launch(
-        "logic_bool",
-        y.numel() as u64,
-        &[Arg::I32(op), Arg::layout(&layout), ptr(&y), ptr(a), ptr(b)],
-    )?;
+    exec.launch("logic_bool", y.numel() as u64, &[Arg::I32(op), Arg::layout(&layout), ptr(&y), ptr(a), ptr(b)])?;
     Ok(vec![y])
 }
 
@@ -354,11 +304,7 @@ pub(super) fn by_size(family: &'static [&'static str; 4], dtype: DType) -> OpRes
         Some(2) => Ok(family[1]),
         Some(4) => Ok(family[2]),
         Some(8) => Ok(family[3]),
-        _ => Err(KernelError::unsupported(format!(
-            "dtype {} on the CUDA backend",
-            dtype_name(dtype)
-        ))
-        .into()),
+        _ => Err(KernelError::unsupported(format!("dtype {} on the CUDA backend", dtype_name(dtype))).into()),
     }
 }
 
@@ -367,14 +313,8 @@ fn where_(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let (x, y) = (exec.input(1, "X")?, exec.input(2, "Y")?);
     check_dtype(y, x.dtype, "input Y")?;
     let out = exec.output(0)?;
-    let layout = broadcast_layout(
-        &out.shape,
-        &[
-            (&c.shape, "input condition"),
-            (&x.shape, "input X"),
-            (&y.shape, "input Y"),
-        ],
-    )?;
+    let layout =
+        broadcast_layout(&out.shape, &[(&c.shape, "input condition"), (&x.shape, "input X"), (&y.shape, "input Y")])?;
     exec.launch(
         by_size(&["where_1", "where_2", "where_4", "where_8"], x.dtype)?,
         out.numel() as u64,
@@ -393,11 +333,7 @@ fn dtype_code(dtype: DType) -> OpResult<i32> {
         DType::DtypeBool => 4,
         DType::DtypeU8 => 5,
         DType::DtypeI8 => 6,
-        other => {
-            return Err(
-                KernelError::NoCudaKernel(format!("Cast from or to {}", dtype_name(other))).into(),
-            )
-        }
+        other => return Err(KernelError::NoCudaKernel(format!("Cast from or to {}", dtype_name(other))).into()),
     })
 }
 
@@ -410,13 +346,7 @@ fn cast(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     exec.launch(
         "cast",
         x.numel() as u64,
-        &[
-            count(x),
-            Arg::I32(dtype_code(x.dtype)?),
-            Arg::I32(dtype_code(y.dtype)?),
-            ptr(x),
-            ptr(&y),
-        ],
+        &[count(x), Arg::I32(dtype_code(x.dtype)?), Arg::I32(dtype_code(y.dtype)?), ptr(x), ptr(&y)],
     )?;
     Ok(vec![y])
 }
@@ -432,11 +362,7 @@ fn unary_grad(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
         "Sigmoid" => (Unary::Sigmoid, 0.0, 0.0),
         "Tanh" => (Unary::Tanh, 0.0, 0.0),
         "Elu" => (Unary::Elu, alpha(1.0)?, 0.0),
-        "Selu" => (
-            Unary::Selu,
-            alpha(1.673_263_2)?,
-            exec.float_attr("gamma", 1.050_701)?,
-        ),
+        "Selu" => (Unary::Selu, alpha(1.673_263_2)?, exec.float_attr("gamma", 1.050_701)?),
         "Softplus" => (Unary::Softplus, 0.0, 0.0),
         "Softsign" => (Unary::Softsign, 0.0, 0.0),
         "Exp" => (Unary::Exp, 0.0, 0.0),
@@ -452,47 +378,20 @@ fn unary_grad(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     exec.launch(
         "unary_grad_f32",
         x.numel() as u64,
-        &[
-            Arg::I32(op as i32),
-            count(x),
-            ptr(dy),
-            ptr(x),
-            ptr(&dx),
-            Arg::F64(alpha),
-            Arg::F64(gamma),
-        ],
+        &[Arg::I32(op as i32), count(x), ptr(dy), ptr(x), ptr(&dx), Arg::F64(alpha), Arg::F64(gamma)],
     )?;
     Ok(vec![dx])
 }
 
 /// PowGrad: dX = dY · P · X^(P−1) over the broadcast of X and P, summed back to X.
 fn pow_grad(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
-    let (dy, x, p) = (
-        exec.f32_input(0, "dY")?,
-        exec.f32_input(1, "X")?,
-        exec.f32_input(2, "P")?,
-    );
+    let (dy, x, p) = (exec.f32_input(0, "dY")?, exec.f32_input(1, "X")?, exec.f32_input(2, "P")?);
     let shape = broadcast_shapes(&x.shape, &p.shape, "inputs X, P")?;
     check_shape(dy, &shape, "input dY")?;
     let dx = exec.output(0)?;
-    let full = if shape == x.shape {
-        dx.clone()
-    } else {
-        exec.buffer(DType::DtypeF32, &shape)?
-    };
-    let layout = broadcast_layout(
-        &shape,
-        &[
-            (&dy.shape, "input dY"),
-            (&x.shape, "input X"),
-            (&p.shape, "input P"),
-        ],
-    )?;
-    exec.launch(
-        "pow_grad_f32",
-        full.numel() as u64,
-        &[Arg::layout(&layout), ptr(&full), ptr(dy), ptr(x), ptr(p)],
-    )?;
+    let full = if shape == x.shape { dx.clone() } else { exec.buffer(DType::DtypeF32, &shape)? };
+    let layout = broadcast_layout(&shape, &[(&dy.shape, "input dY"), (&x.shape, "input X"), (&p.shape, "input P")])?;
+    exec.launch("pow_grad_f32", full.numel() as u64, &[Arg::layout(&layout), ptr(&full), ptr(dy), ptr(x), ptr(p)])?;
     if shape != x.shape {
         super::reduce::sum_to(exec, &full, &dx)?;
     }
@@ -543,30 +442,14 @@ impl ChaChaKey {
 fn dropout_train(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let x = exec.f32_input(0, "X")?;
     let ratio = ratio(exec)?;
-    let key = ChaChaKey::new(
-        exec.context.run_seed,
-        exec.attrs.int("seed", 0)?,
-        exec.context.step,
-    );
+    let key = ChaChaKey::new(exec.context.run_seed, exec.attrs.int("seed", 0)?, exec.context.step);
     let y = exec.output(0)?;
-    let mask = if exec.outputs.len() > 1 {
-        exec.output(1)?
-    } else {
-        exec.buffer(DType::DtypeBool, &x.shape)?
-    };
+    let mask = if exec.outputs.len() > 1 { exec.output(1)? } else { exec.buffer(DType::DtypeBool, &x.shape)? };
     check_dtype(&mask, DType::DtypeBool, "output mask")?;
     exec.launch(
         "dropout_f32",
         (x.numel() as u64).div_ceil(8),
-        &[
-            count(x),
-            Arg::params(&key),
-            Arg::F64(ratio),
-            Arg::F64(1.0 - ratio),
-            ptr(x),
-            ptr(&y),
-            ptr(&mask),
-        ],
+        &[count(x), Arg::params(&key), Arg::F64(ratio), Arg::F64(1.0 - ratio), ptr(x), ptr(&y), ptr(&mask)],
     )?;
     let mut outs = vec![y, mask];
     outs.truncate(exec.outputs.len());
@@ -579,11 +462,7 @@ fn dropout_grad(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     check_shape(mask, &dy.shape, "input mask")?;
     let keep = 1.0 - ratio(exec)?;
     let dx = exec.output(0)?;
-    exec.launch(
-        "dropout_grad_f32",
-        dy.numel() as u64,
-        &[count(dy), Arg::F64(keep), ptr(dy), ptr(mask), ptr(&dx)],
-    )?;
+    exec.launch("dropout_grad_f32", dy.numel() as u64, &[count(dy), Arg::F64(keep), ptr(dy), ptr(mask), ptr(&dx)])?;
     Ok(vec![dx])
 }
 
@@ -603,11 +482,7 @@ fn sgd_update(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let lr = exec.required_float("lr")?;
     let v = optimizer_operands(exec, &["dW"])?;
     let w = exec.output(0)?;
-    exec.launch(
-        "sgd_f32",
-        w.numel() as u64,
-        &[count(&w), Arg::F64(lr), ptr(v[0]), ptr(v[1]), ptr(&w)],
-    )?;
+    exec.launch("sgd_f32", w.numel() as u64, &[count(&w), Arg::F64(lr), ptr(v[0]), ptr(v[1]), ptr(&w)])?;
     Ok(vec![w])
 }
 
@@ -618,16 +493,7 @@ fn momentum_update(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     exec.launch(
         "momentum_f32",
         w.numel() as u64,
-        &[
-            count(&w),
-            Arg::F64(lr),
-            Arg::F64(momentum),
-            ptr(v[0]),
-            ptr(v[1]),
-            ptr(v[2]),
-            ptr(&w),
-            ptr(&vel),
-        ],
+        &[count(&w), Arg::F64(lr), Arg::F64(momentum), ptr(v[0]), ptr(v[1]), ptr(v[2]), ptr(&w), ptr(&vel)],
     )?;
     Ok(vec![w, vel])
 }
@@ -635,20 +501,13 @@ fn momentum_update(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
 fn adam_step(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let t = exec.f32_input(0, "t")?;
     let next = exec.output(0)?;
-    exec.launch(
-        "adam_step_f32",
-        t.numel() as u64,
-        &[count(t), ptr(t), ptr(&next)],
-    )?;
+    exec.launch("adam_step_f32", t.numel() as u64, &[count(t), ptr(t), ptr(&next)])?;
     Ok(vec![next])
 }
 
 fn adam_update(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let lr = exec.required_float("lr")?;
-    let (beta1, beta2) = (
-        exec.float_attr("beta1", 0.9)?,
-        exec.float_attr("beta2", 0.999)?,
-    );
+    let (beta1, beta2) = (exec.float_attr("beta1", 0.9)?, exec.float_attr("beta2", 0.999)?);
     let eps = exec.float_attr("epsilon", 1e-8)?;
     let v = optimizer_operands(exec, &["M", "V", "dW"])?;
     let t = exec.f32_input(4, "t")?;
@@ -745,12 +604,7 @@ mod tests {
         body.split(',')
             .map(|v| v.split('=').next().unwrap_or("").trim())
             .filter(|v| !v.is_empty())
-            .map(|v| {
-                v.split_once('_')
-                    .map_or(v, |(_, rest)| rest)
-                    .replace('_', "")
-                    .to_lowercase()
-            })
+            .map(|v| v.split_once('_').map_or(v, |(_, rest)| rest).replace('_', "").to_lowercase())
             .collect()
     }
 
@@ -786,42 +640,22 @@ mod tests {
         let names: Vec<String> = unary.iter().map(|v| lower(v)).collect();
         assert_eq!(names, c_enum(source, "UnaryOp"));
         assert!(unary.iter().enumerate().all(|(i, &v)| v as usize == i));
-        let binary = [
-            Binary::Add,
-            Binary::Sub,
-            Binary::Mul,
-            Binary::Div,
-            Binary::Pow,
-            Binary::Max,
-            Binary::Min,
-            Binary::PRelu,
-        ];
+        let binary =
+            [Binary::Add, Binary::Sub, Binary::Mul, Binary::Div, Binary::Pow, Binary::Max, Binary::Min, Binary::PRelu];
         let names: Vec<String> = binary.iter().map(|v| lower(v)).collect();
         assert_eq!(names, c_enum(source, "BinaryOp"));
         assert!(binary.iter().enumerate().all(|(i, &v)| v as usize == i));
-        let compare = [
-            Compare::Equal,
-            Compare::Less,
-            Compare::LessOrEqual,
-            Compare::Greater,
-            Compare::GreaterOrEqual,
-        ];
+        let compare = [Compare::Equal, Compare::Less, Compare::LessOrEqual, Compare::Greater, Compare::GreaterOrEqual];
         let names: Vec<String> = compare.iter().map(|v| lower(v)).collect();
         assert_eq!(names, c_enum(source, "CompareOp"));
         assert!(compare.iter().enumerate().all(|(i, &v)| v as usize == i));
         assert_eq!(c_enum(source, "LogicOp"), ["and", "or", "xor"]);
-        assert_eq!(
-            c_enum(source, "DtypeCode"),
-            ["f32", "f64", "i64", "i32", "bool", "u8", "i8"]
-        );
+        assert_eq!(c_enum(source, "DtypeCode"), ["f32", "f64", "i64", "i32", "bool", "u8", "i8"]);
     }
 
     #[test]
     fn kernels_by_dtype() {
-        assert_eq!(
-            binary_kernel(DType::DtypeI64, Binary::Add).ok(),
-            Some("binary_i64")
-        );
+        assert_eq!(binary_kernel(DType::DtypeI64, Binary::Add).ok(), Some("binary_i64"));
         assert!(binary_kernel(DType::DtypeI64, Binary::Pow).is_err());
         assert!(binary_kernel(DType::DtypeF64, Binary::Add).is_err());
         let family = &["a", "b", "c", "d"];

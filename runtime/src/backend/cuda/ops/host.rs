@@ -33,11 +33,7 @@ pub(crate) fn host_evaluable(exec: &Exec<'_>) -> bool {
 /// Runs the CPU backend's kernel of the node on the host values of its inputs and uploads
 /// the results.
 pub(crate) fn evaluate_on_host(exec: &Exec<'_>, domain: &str) -> OpResult<Vec<CudaBuffer>> {
-    let values: Vec<Option<&HostTensor>> = exec
-        .inputs
-        .iter()
-        .map(|t| t.and_then(|t| t.host.as_deref()))
-        .collect();
+    let values: Vec<Option<&HostTensor>> = exec.inputs.iter().map(|t| t.and_then(|t| t.host.as_deref())).collect();
     let results = if domain == LMS_DOMAIN {
         kernels::lms(exec.op, &exec.attrs, &values, exec.outputs, exec.context)
     } else {
@@ -75,14 +71,8 @@ fn shape(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let x = exec.input(0, "data")?;
     let r = x.shape.len() as i64;
     let clamp = |v: i64| (if v < 0 { v + r } else { v }).clamp(0, r) as usize;
-    let (start, end) = (
-        clamp(exec.attrs.int("start", 0)?),
-        clamp(exec.attrs.int("end", r)?),
-    );
-    let dims: Vec<i64> = x.shape[start..end.max(start)]
-        .iter()
-        .map(|&d| d as i64)
-        .collect();
+    let (start, end) = (clamp(exec.attrs.int("start", 0)?), clamp(exec.attrs.int("end", r)?));
+    let dims: Vec<i64> = x.shape[start..end.max(start)].iter().map(|&d| d as i64).collect();
     let value = HostTensor::from_vec(vec![dims.len()], dims)?;
     Ok(vec![upload(exec, value)?])
 }
@@ -95,12 +85,9 @@ fn size(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
 
 /// Constant: the value of its attribute.
 fn constant(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
-    let values =
-        kernels::forward("Constant", exec.opset, &exec.attrs, &[], exec.outputs).map_err(|e| {
-            match e {
-                KernelError::Op { error, .. } => *error,
-                other => other,
-            }
-        })?;
+    let values = kernels::forward("Constant", exec.opset, &exec.attrs, &[], exec.outputs).map_err(|e| match e {
+        KernelError::Op { error, .. } => *error,
+        other => other,
+    })?;
     values.into_iter().map(|v| upload(exec, v)).collect()
 }

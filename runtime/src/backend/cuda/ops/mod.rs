@@ -37,34 +37,16 @@ type OpFn = fn(&Exec<'_>) -> OpResult<Vec<CudaBuffer>>;
 type Table = &'static [(&'static str, OpFn)];
 
 /// The ONNX (default domain) families.
-const ONNX: &[Table] = &[
-    elementwise::ONNX,
-    movement::ONNX,
-    reduce::ONNX,
-    norm::ONNX,
-    linalg::ONNX,
-    conv::ONNX,
-    pool::ONNX,
-    host::ONNX,
-];
+const ONNX: &[Table] =
+    &[elementwise::ONNX, movement::ONNX, reduce::ONNX, norm::ONNX, linalg::ONNX, conv::ONNX, pool::ONNX, host::ONNX];
 
 /// The `lms` domain families.
-const LMS: &[Table] = &[
-    elementwise::LMS,
-    movement::LMS,
-    reduce::LMS,
-    norm::LMS,
-    conv::LMS,
-    pool::LMS,
-];
+const LMS: &[Table] = &[elementwise::LMS, movement::LMS, reduce::LMS, norm::LMS, conv::LMS, pool::LMS];
 
 /// The op types of `domain` (`""` or `lms`) with a CUDA kernel, sorted.
 pub fn supported_ops(domain: &str) -> Vec<&'static str> {
     let families = if domain == LMS_DOMAIN { LMS } else { ONNX };
-    let mut ops: Vec<&'static str> = families
-        .iter()
-        .flat_map(|t| t.iter().map(|(op, _)| *op))
-        .collect();
+    let mut ops: Vec<&'static str> = families.iter().flat_map(|t| t.iter().map(|(op, _)| *op)).collect();
     ops.sort_unstable();
     ops
 }
@@ -174,8 +156,7 @@ pub(crate) struct Exec<'a> {
 impl<'a> Exec<'a> {
     /// Input `i` (named `name` in errors), which must be present.
     pub fn input(&self, i: usize, name: &str) -> OpResult<&'a CudaBuffer> {
-        self.opt_input(i)
-            .ok_or_else(|| KernelError::MissingInput(name.to_string()).into())
+        self.opt_input(i).ok_or_else(|| KernelError::MissingInput(name.to_string()).into())
     }
 
     /// Input `i` when present.
@@ -205,28 +186,20 @@ impl<'a> Exec<'a> {
 
     /// A new buffer for declared output `i`.
     pub fn output(&self, i: usize) -> OpResult<CudaBuffer> {
-        let (dtype, shape) = self
-            .outputs
-            .get(i)
-            .ok_or_else(|| KernelError::invalid(format!("output {i} is not declared")))?;
+        let (dtype, shape) =
+            self.outputs.get(i).ok_or_else(|| KernelError::invalid(format!("output {i} is not declared")))?;
         self.buffer(*dtype, shape)
     }
 
     /// A new buffer of `dtype` and `shape` on the compute queue (an output or a temporary).
     pub fn buffer(&self, dtype: DType, shape: &[usize]) -> OpResult<CudaBuffer> {
-        let size = dtype_size(dtype).ok_or_else(|| {
-            KernelError::unsupported(format!("dtype {} on the CUDA backend", dtype_name(dtype)))
-        })?;
+        let size = dtype_size(dtype)
+            .ok_or_else(|| KernelError::unsupported(format!("dtype {} on the CUDA backend", dtype_name(dtype))))?;
         let bytes = (numel(shape) as u64)
             .checked_mul(size as u64)
             .ok_or_else(|| KernelError::invalid(format!("shape {shape:?} overflows")))?;
         let block = self.gpu.device.alloc(bytes, Queue::Compute)?;
-        Ok(CudaBuffer {
-            block: Rc::new(block),
-            dtype,
-            shape: shape.to_vec(),
-            host: None,
-        })
+        Ok(CudaBuffer { block: Rc::new(block), dtype, shape: shape.to_vec(), host: None })
     }
 
     /// Scratch memory of `bytes` on the compute queue, freed when dropped.
@@ -241,10 +214,7 @@ impl<'a> Exec<'a> {
 
     /// A float attribute that must be present, widened to f64.
     pub fn required_float(&self, name: &str) -> OpResult<f64> {
-        self.attrs
-            .float_opt(name)?
-            .map(f64::from)
-            .ok_or_else(|| KernelError::attr(name, "is required").into())
+        self.attrs.float_opt(name)?.map(f64::from).ok_or_else(|| KernelError::attr(name, "is required").into())
     }
 
     /// Launches kernel `name` over `work` grid-stride items with [`THREADS`] threads per block.
@@ -257,13 +227,7 @@ impl<'a> Exec<'a> {
 
     /// Launches kernel `name` with one block of `threads` per item of `items` (capped;
     /// the kernels loop over the rest).
-    pub fn launch_blocks(
-        &self,
-        name: &'static str,
-        items: u64,
-        threads: u32,
-        args: &[Arg],
-    ) -> OpResult<()> {
+    pub fn launch_blocks(&self, name: &'static str, items: u64, threads: u32, args: &[Arg]) -> OpResult<()> {
         if items == 0 {
             return Ok(());
         }
@@ -278,13 +242,7 @@ impl<'a> Exec<'a> {
         self.launch_grid(name, blocks(warps, THREADS as u64 / 32), THREADS, args)
     }
 
-    fn launch_grid(
-        &self,
-        name: &'static str,
-        grid: u32,
-        threads: u32,
-        args: &[Arg],
-    ) -> OpResult<()> {
+    fn launch_grid(&self, name: &'static str, grid: u32, threads: u32, args: &[Arg]) -> OpResult<()> {
         check_arguments(name, args)?;
         let function = self.gpu.kernels.function(name)?;
         let mut params: Vec<*mut c_void> = args.iter().map(Arg::as_param).collect();
@@ -314,8 +272,7 @@ impl<'a> Exec<'a> {
         }
         let stream = self.gpu.device.stream(Queue::Compute);
         // SAFETY: `ptr` addresses a live block of at least `bytes` bytes.
-        unsafe { result::memset_d8_async(ptr, 0, bytes as usize, stream.cu_stream()) }
-            .map_err(CudaError::from)?;
+        unsafe { result::memset_d8_async(ptr, 0, bytes as usize, stream.cu_stream()) }.map_err(CudaError::from)?;
         self.gpu.device.issued(Queue::Compute);
         Ok(())
     }
@@ -332,31 +289,20 @@ impl<'a> Exec<'a> {
         let mut bytes = vec![0u8; t.bytes() as usize];
         // SAFETY: the block holds `bytes.len()` bytes; the stream is synchronized before
         // the host reads them.
-        unsafe { result::memcpy_dtoh_async(&mut bytes, t.ptr(), stream.cu_stream()) }
-            .map_err(CudaError::from)?;
+        unsafe { result::memcpy_dtoh_async(&mut bytes, t.ptr(), stream.cu_stream()) }.map_err(CudaError::from)?;
         stream.synchronize().map_err(CudaError::from)?;
         Ok(HostTensor::from_le_bytes(t.dtype, &t.shape, &bytes)?)
     }
 
     /// Ints given either as attribute `attr` (older opsets) or as input `i` (newer ones).
-    pub fn ints_attr_or_input(
-        &self,
-        attr: &str,
-        i: usize,
-        name: &str,
-    ) -> OpResult<Option<Vec<i64>>> {
+    pub fn ints_attr_or_input(&self, attr: &str, i: usize, name: &str) -> OpResult<Option<Vec<i64>>> {
         match (self.attrs.ints_opt(attr)?, self.opt_input(i)) {
             (Some(v), None) => Ok(Some(v.to_vec())),
-            (None, Some(_)) => Ok(Some(
-                self.host_value(i, name)?
-                    .to_i64s(&format!("input {name}"))?,
-            )),
+            (None, Some(_)) => Ok(Some(self.host_value(i, name)?.to_i64s(&format!("input {name}"))?)),
             (None, None) => Ok(None),
-            (Some(_), Some(_)) => Err(KernelError::attr(
-                attr,
-                format!("given both as attribute and as input {name}"),
-            )
-            .into()),
+            (Some(_), Some(_)) => {
+                Err(KernelError::attr(attr, format!("given both as attribute and as input {name}")).into())
+            }
         }
     }
 }
@@ -366,11 +312,9 @@ fn check_arguments(name: &'static str, args: &[Arg]) -> Result<(), CudaError> {
     let given: Vec<Param> = args.iter().map(Arg::kind).collect();
     match signatures().get(name) {
         Some(expected) if *expected == given => Ok(()),
-        expected => Err(CudaError::Signature {
-            kernel: name,
-            expected: format!("{expected:?}"),
-            given: format!("{given:?}"),
-        }),
+        expected => {
+            Err(CudaError::Signature { kernel: name, expected: format!("{expected:?}"), given: format!("{given:?}") })
+        }
     }
 }
 
@@ -393,11 +337,7 @@ pub(crate) fn check_shape(t: &CudaBuffer, shape: &[usize], what: &str) -> OpResu
     if t.shape == shape {
         Ok(())
     } else {
-        Err(KernelError::shape(
-            what,
-            format!("expected shape {shape:?}, found {:?}", t.shape),
-        )
-        .into())
+        Err(KernelError::shape(what, format!("expected shape {shape:?}, found {:?}", t.shape)).into())
     }
 }
 
@@ -422,19 +362,12 @@ mod tests {
         let mut missing: Vec<&str> = cpu_ops()
             .into_iter()
             .filter(|op| !onnx.contains(op))
-            .chain(
-                supported_lms_ops()
-                    .into_iter()
-                    .filter(|op| !lms.contains(op)),
-            )
+            .chain(supported_lms_ops().into_iter().filter(|op| !lms.contains(op)))
             .collect();
         missing.sort_unstable();
         assert_eq!(missing, WITHOUT_CUDA_KERNEL);
         assert!(onnx.iter().all(|op| cpu_ops().contains(op)), "{onnx:?}");
-        assert!(
-            lms.iter().all(|op| supported_lms_ops().contains(op)),
-            "{lms:?}"
-        );
+        assert!(lms.iter().all(|op| supported_lms_ops().contains(op)), "{lms:?}");
         let mut dedup = onnx.clone();
         dedup.dedup();
         assert_eq!(dedup, onnx);
@@ -461,10 +394,7 @@ mod tests {
         }
         assert!(check_arguments("fill_4", &[Arg::I64(3), Arg::Ptr(0), Arg::U64(1)]).is_ok());
         let err = check_arguments("fill_4", &[Arg::I32(3), Arg::Ptr(0), Arg::U64(1)]).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "kernel `fill_4` takes Some([I64, Ptr, U64]), launched with [I32, Ptr, U64]"
-        );
+        assert_eq!(err.to_string(), "kernel `fill_4` takes Some([I64, Ptr, U64]), launched with [I32, Ptr, U64]");
         assert!(check_arguments("no_such_kernel", &[]).is_err());
         assert_eq!(blocks(0, 256), 1);
         assert_eq!(blocks(257, 256), 2);

@@ -63,11 +63,7 @@ pub(super) fn copy_strided(
 ) -> OpResult<()> {
     check_dtype(src, dst.dtype, "input")?;
     let layout = Layout::new(shape, &[dst_view, src_view])?;
-    exec.launch(
-        by_size(&COPY, dst.dtype)?,
-        numel(shape) as u64,
-        &[Arg::layout(&layout), ptr(dst), ptr(src)],
-    )
+    exec.launch(by_size(&COPY, dst.dtype)?, numel(shape) as u64, &[Arg::layout(&layout), ptr(dst), ptr(src)])
 }
 
 /// Copies `src` read through `src_view` into `dst` written densely (row-major) over
@@ -79,23 +75,12 @@ fn copy_dense(
     src: &CudaBuffer,
     src_view: View<'_>,
 ) -> OpResult<()> {
-    copy_strided(
-        exec,
-        shape,
-        dst,
-        View::new(&contiguous(shape)),
-        src,
-        src_view,
-    )
+    copy_strided(exec, shape, dst, View::new(&contiguous(shape)), src, src_view)
 }
 
 /// Fills `t` with the element whose little-endian bits are `bits`.
 fn fill(exec: &Exec<'_>, t: &CudaBuffer, bits: u64) -> OpResult<()> {
-    exec.launch(
-        by_size(&FILL, t.dtype)?,
-        t.numel() as u64,
-        &[Arg::I64(t.numel() as i64), ptr(t), Arg::U64(bits)],
-    )
+    exec.launch(by_size(&FILL, t.dtype)?, t.numel() as u64, &[Arg::I64(t.numel() as i64), ptr(t), Arg::U64(bits)])
 }
 
 /// The little-endian bits of a one-element host tensor, zero-extended.
@@ -113,11 +98,9 @@ fn view(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let x = exec.input(0, "data")?;
     let shape = exec.out_shape(0)?;
     if numel(shape) != x.numel() {
-        return Err(KernelError::shape(
-            "input data",
-            format!("{} elements do not fill shape {shape:?}", x.numel()),
-        )
-        .into());
+        return Err(
+            KernelError::shape("input data", format!("{} elements do not fill shape {shape:?}", x.numel())).into()
+        );
     }
     Ok(vec![x.view(shape)])
 }
@@ -128,9 +111,7 @@ fn dropout(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     if exec.opt_input(2).is_some() {
         let training = exec.host_value(2, "training_mode")?;
         if training.as_bool("input training_mode")?.iter().any(|&b| b) {
-            return Err(
-                KernelError::unsupported("Dropout in training mode (inference form only)").into(),
-            );
+            return Err(KernelError::unsupported("Dropout in training mode (inference form only)").into());
         }
     }
     let mut outs = vec![x.view(&x.shape)];
@@ -171,15 +152,10 @@ fn zeros(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
 /// ConstantOfShape whose shape input is not known on the host: the declared output
 /// filled with attribute `value` (f32 0 by default).
 fn constant_of_shape(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
-    let value = exec
-        .attrs
-        .tensor_opt("value")?
-        .unwrap_or_else(|| HostTensor::scalar(0.0f32));
+    let value = exec.attrs.tensor_opt("value")?.unwrap_or_else(|| HostTensor::scalar(0.0f32));
     let y = exec.output(0)?;
     if value.numel() != 1 || value.dtype() != y.dtype {
-        return Err(
-            KernelError::attr("value", "expected one element of the output's dtype").into(),
-        );
+        return Err(KernelError::attr("value", "expected one element of the output's dtype").into());
     }
     fill(exec, &y, element_bits(&value))?;
     Ok(vec![y])
@@ -187,39 +163,22 @@ fn constant_of_shape(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
 
 /// Range from scalar inputs read on the host: the CPU kernel's values, uploaded.
 fn range(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
-    let values = [
-        exec.host_value(0, "start")?,
-        exec.host_value(1, "limit")?,
-        exec.host_value(2, "delta")?,
-    ];
+    let values = [exec.host_value(0, "start")?, exec.host_value(1, "limit")?, exec.host_value(2, "delta")?];
     let inputs: Vec<Option<&HostTensor>> = values.iter().map(Some).collect();
     let made = kernels::forward("Range", exec.opset, &exec.attrs, &inputs, exec.outputs)?;
-    made.into_iter()
-        .map(|t| super::host::upload(exec, t))
-        .collect()
+    made.into_iter().map(|t| super::host::upload(exec, t)).collect()
 }
 
 fn transpose(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let x = exec.input(0, "data")?;
     let rank = x.shape.len();
     let perm: Vec<usize> = match exec.attrs.ints_opt("perm")? {
-        Some(p) => p
-            .iter()
-            .map(|&a| usize::try_from(a).unwrap_or(usize::MAX))
-            .collect(),
+        Some(p) => p.iter().map(|&a| usize::try_from(a).unwrap_or(usize::MAX)).collect(),
         None => (0..rank).rev().collect(),
     };
     let mut seen = vec![false; rank];
-    if perm.len() != rank
-        || !perm
-            .iter()
-            .all(|&a| a < rank && !std::mem::replace(&mut seen[a], true))
-    {
-        return Err(KernelError::attr(
-            "perm",
-            format!("{perm:?} is not a permutation of {rank} axes"),
-        )
-        .into());
+    if perm.len() != rank || !perm.iter().all(|&a| a < rank && !std::mem::replace(&mut seen[a], true)) {
+        return Err(KernelError::attr("perm", format!("{perm:?} is not a permutation of {rank} axes")).into());
     }
     let own = contiguous(&x.shape);
     let y = exec.output(0)?;
@@ -249,11 +208,7 @@ fn tile(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
         src.extend([0, own[d]]);
     }
     if numel(&split) != y.numel() {
-        return Err(KernelError::shape(
-            "output 0",
-            format!("{:?} is not a tiling of {:?}", y.shape, x.shape),
-        )
-        .into());
+        return Err(KernelError::shape("output 0", format!("{:?} is not a tiling of {:?}", y.shape, x.shape)).into());
     }
     copy_dense(exec, &split, &y, x, View::new(&src))?;
     Ok(vec![y])
@@ -264,10 +219,7 @@ fn split_into(exec: &Exec<'_>, x: &CudaBuffer, axis: usize, parts: &[CudaBuffer]
     let own = contiguous(&x.shape);
     let mut offset = 0i64;
     for part in parts {
-        let view = View {
-            strides: &own,
-            offset: offset * own[axis],
-        };
+        let view = View { strides: &own, offset: offset * own[axis] };
         copy_dense(exec, &part.shape, part, x, view)?;
         offset += part.shape[axis] as i64;
     }
@@ -276,10 +228,7 @@ fn split_into(exec: &Exec<'_>, x: &CudaBuffer, axis: usize, parts: &[CudaBuffer]
 
 fn concat(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let y = exec.output(0)?;
-    let axis = exec
-        .attrs
-        .int_opt("axis")?
-        .ok_or_else(|| KernelError::attr("axis", "is required"))?;
+    let axis = exec.attrs.int_opt("axis")?.ok_or_else(|| KernelError::attr("axis", "is required"))?;
     let axis = norm_axis(axis, y.shape.len(), "axis")?;
     let own = contiguous(&y.shape);
     let mut offset = 0i64;
@@ -290,34 +239,18 @@ fn concat(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
         if !fits {
             return Err(KernelError::shape(
                 format!("input inputs_{i}"),
-                format!(
-                    "shape {:?} does not concat into {:?} on axis {axis}",
-                    part.shape, y.shape
-                ),
+                format!("shape {:?} does not concat into {:?} on axis {axis}", part.shape, y.shape),
             )
             .into());
         }
-        let view = View {
-            strides: &own,
-            offset: offset * own[axis],
-        };
-        copy_strided(
-            exec,
-            &part.shape,
-            &y,
-            view,
-            part,
-            View::new(&contiguous(&part.shape)),
-        )?;
+        let view = View { strides: &own, offset: offset * own[axis] };
+        copy_strided(exec, &part.shape, &y, view, part, View::new(&contiguous(&part.shape)))?;
         offset += part.shape[axis] as i64;
     }
     if offset as usize != y.shape[axis] {
         return Err(KernelError::shape(
             "output 0",
-            format!(
-                "axis {axis} has {} elements, the inputs {offset}",
-                y.shape[axis]
-            ),
+            format!("axis {axis} has {} elements, the inputs {offset}", y.shape[axis]),
         )
         .into());
     }
@@ -328,15 +261,11 @@ fn concat(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
 fn parts_of(exec: &Exec<'_>, x: &CudaBuffer, axis: usize) -> OpResult<Vec<CudaBuffer>> {
     let mut total = 0;
     for (i, (_, shape)) in exec.outputs.iter().enumerate() {
-        let fits = shape.len() == x.shape.len()
-            && (0..shape.len()).all(|d| d == axis || shape[d] == x.shape[d]);
+        let fits = shape.len() == x.shape.len() && (0..shape.len()).all(|d| d == axis || shape[d] == x.shape[d]);
         if !fits {
             return Err(KernelError::shape(
                 format!("output {i}"),
-                format!(
-                    "shape {shape:?} is not a part of {:?} on axis {axis}",
-                    x.shape
-                ),
+                format!("shape {shape:?} is not a part of {:?} on axis {axis}", x.shape),
             )
             .into());
         }
@@ -345,10 +274,7 @@ fn parts_of(exec: &Exec<'_>, x: &CudaBuffer, axis: usize) -> OpResult<Vec<CudaBu
     if total != x.shape[axis] {
         return Err(KernelError::shape(
             "input",
-            format!(
-                "axis {axis} has {} elements, the outputs {total}",
-                x.shape[axis]
-            ),
+            format!("axis {axis} has {} elements, the outputs {total}", x.shape[axis]),
         )
         .into());
     }
@@ -366,10 +292,7 @@ fn split(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
 
 fn concat_grad(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let dy = exec.input(0, "dY")?;
-    let axis = exec
-        .attrs
-        .int_opt("axis")?
-        .ok_or_else(|| KernelError::attr("axis", "is required"))?;
+    let axis = exec.attrs.int_opt("axis")?.ok_or_else(|| KernelError::attr("axis", "is required"))?;
     let axis = norm_axis(axis, dy.shape.len(), "axis")?;
     let parts = parts_of(exec, dy, axis)?;
     split_into(exec, dy, axis, &parts)?;
@@ -380,8 +303,7 @@ fn concat_grad(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
 /// attributes (opset < 10) or inputs.
 fn slice_geometry(exec: &Exec<'_>, dims: &[usize]) -> OpResult<(i64, Vec<usize>, Vec<i64>)> {
     let required = |attr: &str, i: usize| -> OpResult<Vec<i64>> {
-        exec.ints_attr_or_input(attr, i, attr)?
-            .ok_or_else(|| KernelError::MissingInput(attr.to_string()).into())
+        exec.ints_attr_or_input(attr, i, attr)?.ok_or_else(|| KernelError::MissingInput(attr.to_string()).into())
     };
     let (starts, ends) = (required("starts", 1)?, required("ends", 2)?);
     let axes = match exec.ints_attr_or_input("axes", 3, "axes")? {
@@ -401,10 +323,7 @@ fn slice(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let (base, shape, view) = slice_geometry(exec, &x.shape)?;
     let y = exec.output(0)?;
     check_shape(&y, &shape, "output 0")?;
-    let src = View {
-        strides: &view,
-        offset: base,
-    };
+    let src = View { strides: &view, offset: base };
     copy_dense(exec, &shape, &y, x, src)?;
     Ok(vec![y])
 }
@@ -414,9 +333,8 @@ fn slice_grad(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let dy = exec.input(0, "dY")?;
     let dx = exec.output(0)?;
     let ints = |name: &str| exec.attrs.ints_opt(name).map(|v| v.map(<[i64]>::to_vec));
-    let required = |name: &str| -> OpResult<Vec<i64>> {
-        ints(name)?.ok_or_else(|| KernelError::attr(name, "is required").into())
-    };
+    let required =
+        |name: &str| -> OpResult<Vec<i64>> { ints(name)?.ok_or_else(|| KernelError::attr(name, "is required").into()) };
     let (starts, ends) = (required("starts")?, required("ends")?);
     let axes = ints("axes")?.unwrap_or_else(|| (0..starts.len() as i64).collect());
     let axes = norm_axes(&axes, dx.shape.len(), "axis")?;
@@ -425,10 +343,7 @@ fn slice_grad(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     check_shape(dy, &shape, "input dY")?;
     exec.zero(dx.ptr(), dx.bytes())?;
     let view = to_i64(&view);
-    let dst = View {
-        strides: &view,
-        offset: base as i64,
-    };
+    let dst = View { strides: &view, offset: base as i64 };
     copy_strided(exec, &shape, &dx, dst, dy, View::new(&contiguous(&shape)))?;
     Ok(vec![dx])
 }
@@ -461,21 +376,13 @@ fn pad(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
         "wrap" => 3,
         other => return Err(KernelError::attr("mode", format!("unknown value `{other}`")).into()),
     };
-    let pads = exec
-        .ints_attr_or_input("pads", 1, "pads")?
-        .ok_or_else(|| KernelError::MissingInput("pads".into()))?;
+    let pads = exec.ints_attr_or_input("pads", 1, "pads")?.ok_or_else(|| KernelError::MissingInput("pads".into()))?;
     let axes = match exec.opt_input(3) {
-        Some(_) => norm_axes(
-            &exec.host_value(3, "axes")?.to_i64s("input axes")?,
-            rank,
-            "axis",
-        )?,
+        Some(_) => norm_axes(&exec.host_value(3, "axes")?.to_i64s("input axes")?, rank, "axis")?,
         None => (0..rank).collect(),
     };
     if pads.len() != 2 * axes.len() {
-        return Err(
-            KernelError::invalid(format!("{} pads for {} axes", pads.len(), axes.len())).into(),
-        );
+        return Err(KernelError::invalid(format!("{} pads for {} axes", pads.len(), axes.len())).into());
     }
     if rank > MAX_RANK {
         return Err(KernelError::NoCudaKernel(format!("Pad of rank {rank}")).into());
@@ -505,11 +412,7 @@ fn pad(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
         p.begin[a] = pads[k];
         let want = x.shape[a] as i64 + pads[k] + pads[k + axes.len()];
         if want != y.shape[a] as i64 {
-            return Err(KernelError::shape(
-                "output 0",
-                format!("pads {pads:?} do not give {:?}", y.shape),
-            )
-            .into());
+            return Err(KernelError::shape("output 0", format!("pads {pads:?} do not give {:?}", y.shape)).into());
         }
     }
     if mode != 0 && x.shape.contains(&0) && y.numel() > 0 {
@@ -568,10 +471,7 @@ fn gather_grad(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     check_shape(dy, &y_shape, "input dY")?;
     let count = idx.numel();
     if count >= 1 << 32 || dim >= 1 << 32 {
-        return Err(KernelError::NoCudaKernel(
-            "GatherGrad with 2^32 or more indices or rows".into(),
-        )
-        .into());
+        return Err(KernelError::NoCudaKernel("GatherGrad with 2^32 or more indices or rows".into()).into());
     }
     exec.zero(dx.ptr(), dx.bytes())?;
     if count == 0 {
@@ -598,12 +498,7 @@ fn gather_grad(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
             exec.launch(
                 "bitonic_step",
                 padded as u64,
-                &[
-                    Arg::I64(padded as i64),
-                    Arg::I64(j as i64),
-                    Arg::I64(k as i64),
-                    Arg::Ptr(keys.ptr()),
-                ],
+                &[Arg::I64(padded as i64), Arg::I64(j as i64), Arg::I64(k as i64), Arg::Ptr(keys.ptr())],
             )?;
             j /= 2;
         }

@@ -9,27 +9,17 @@ use crate::error::KernelError;
 use crate::tensor::numel;
 
 /// The ONNX normalizations.
-pub(super) const ONNX: Table = &[
-    ("BatchNormalization", batch_norm),
-    ("InstanceNormalization", instance_norm),
-    ("LayerNormalization", layer_norm),
-];
+pub(super) const ONNX: Table =
+    &[("BatchNormalization", batch_norm), ("InstanceNormalization", instance_norm), ("LayerNormalization", layer_norm)];
 
 /// The `lms` normalizations.
-pub(super) const LMS: Table = &[
-    ("BatchNormGrad", batch_norm_grad),
-    ("BatchNormTrain", batch_norm_train),
-    ("LayerNormGrad", layer_norm_grad),
-];
+pub(super) const LMS: Table =
+    &[("BatchNormGrad", batch_norm_grad), ("BatchNormTrain", batch_norm_train), ("LayerNormGrad", layer_norm_grad)];
 
 /// (N, C, elements per channel plane) of X [N, C, ...].
 fn channels(x: &CudaBuffer) -> OpResult<(usize, usize, usize)> {
     if x.shape.len() < 2 {
-        return Err(KernelError::shape(
-            "input X",
-            format!("expected [N, C, ...], found {:?}", x.shape),
-        )
-        .into());
+        return Err(KernelError::shape("input X", format!("expected [N, C, ...], found {:?}", x.shape)).into());
     }
     Ok((x.shape[0], x.shape[1], numel(&x.shape[2..])))
 }
@@ -80,12 +70,7 @@ fn channel_sums(
     exec.launch(
         "channel_finish",
         c as u64,
-        &[
-            Arg::I64(c as i64),
-            Arg::I64(splits as i64),
-            Arg::Ptr(partial.ptr()),
-            Arg::Ptr(out),
-        ],
+        &[Arg::I64(c as i64), Arg::I64(splits as i64), Arg::Ptr(partial.ptr()), Arg::Ptr(out)],
     )
 }
 
@@ -100,24 +85,14 @@ fn channel_affine(
     exec.launch(
         "channel_affine_f32",
         (n * c * s) as u64,
-        &[
-            Arg::I64(n as i64),
-            Arg::I64(c as i64),
-            Arg::I64(s as i64),
-            Arg::Ptr(coef),
-            ptr(x),
-            ptr(y),
-        ],
+        &[Arg::I64(n as i64), Arg::I64(c as i64), Arg::I64(s as i64), Arg::Ptr(coef), ptr(x), ptr(y)],
     )
 }
 
 /// BatchNormalization with running statistics (inference form).
 fn batch_norm(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     if exec.attrs.int("training_mode", 0)? != 0 || exec.outputs.len() > 1 {
-        return Err(KernelError::unsupported(
-            "BatchNormalization in training mode (inference form only)",
-        )
-        .into());
+        return Err(KernelError::unsupported("BatchNormalization in training mode (inference form only)").into());
     }
     if exec.attrs.int("spatial", 1)? == 0 {
         return Err(KernelError::unsupported("BatchNormalization with spatial = 0").into());
@@ -157,29 +132,18 @@ fn batch_norm_train(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let (n, c, s) = dims;
     let eps = exec.float_attr("epsilon", 1e-5)?;
     let momentum = exec.float_attr("momentum", 0.9)?;
-    let params: Vec<&CudaBuffer> = [
-        (1, "scale"),
-        (2, "bias"),
-        (3, "running_mean"),
-        (4, "running_var"),
-    ]
-    .iter()
-    .map(|&(i, name)| per_channel(exec, i, name, c))
-    .collect::<OpResult<_>>()?;
+    let params: Vec<&CudaBuffer> = [(1, "scale"), (2, "bias"), (3, "running_mean"), (4, "running_var")]
+        .iter()
+        .map(|&(i, name)| per_channel(exec, i, name, c))
+        .collect::<OpResult<_>>()?;
     let count = (n * s).max(1) as f64;
     // stats: Σx → mean at [0, c); Σ(x − mean)² at [2c, 3c).
     let stats = exec.scratch(c as u64 * 32)?;
     let (mean, squares) = (stats.ptr(), stats.ptr() + c as u64 * 16);
     channel_sums(exec, 0, dims, x, None, mean, mean)?;
-    exec.launch(
-        "scale_stats",
-        c as u64,
-        &[Arg::I64(c as i64), Arg::F64(count), Arg::Ptr(mean)],
-    )?;
+    exec.launch("scale_stats", c as u64, &[Arg::I64(c as i64), Arg::F64(count), Arg::Ptr(mean)])?;
     channel_sums(exec, 1, dims, x, None, mean, squares)?;
-    let outputs: Vec<CudaBuffer> = (0..exec.outputs.len().min(5))
-        .map(|i| exec.output(i))
-        .collect::<OpResult<_>>()?;
+    let outputs: Vec<CudaBuffer> = (0..exec.outputs.len().min(5)).map(|i| exec.output(i)).collect::<OpResult<_>>()?;
     let out = |i: usize| outputs.get(i).map_or(NULL, ptr);
     let coef = exec.scratch(c as u64 * 24)?;
     exec.launch(
@@ -203,9 +167,7 @@ fn batch_norm_train(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
             out(4),
         ],
     )?;
-    let y = outputs
-        .first()
-        .ok_or_else(|| KernelError::invalid("output 0 is not declared"))?;
+    let y = outputs.first().ok_or_else(|| KernelError::invalid("output 0 is not declared"))?;
     channel_affine(exec, dims, coef.ptr(), x, y)?;
     Ok(outputs)
 }
@@ -217,35 +179,14 @@ fn batch_norm_grad(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let dims = channels(x)?;
     let (n, c, s) = dims;
     let scale = per_channel(exec, 2, "scale", c)?;
-    let (mean, invstd) = (
-        per_channel(exec, 3, "saved_mean", c)?,
-        per_channel(exec, 4, "saved_invstd", c)?,
-    );
+    let (mean, invstd) = (per_channel(exec, 3, "saved_mean", c)?, per_channel(exec, 4, "saved_invstd", c)?);
     // stats: mean, invstd (double) at [0, 2c); sums Σdy, Σdy·xhat at [2c, 4c).
     let stats = exec.scratch(c as u64 * 32)?;
     let sums = stats.ptr() + c as u64 * 16;
-    exec.launch(
-        "widen_stats_f32",
-        c as u64,
-        &[
-            Arg::I64(c as i64),
-            ptr(mean),
-            ptr(invstd),
-            Arg::Ptr(stats.ptr()),
-        ],
-    )?;
+    exec.launch("widen_stats_f32", c as u64, &[Arg::I64(c as i64), ptr(mean), ptr(invstd), Arg::Ptr(stats.ptr())])?;
     channel_sums(exec, 2, dims, x, Some(dy), stats.ptr(), sums)?;
     let (dx, dscale, dbias) = (exec.output(0)?, exec.output(1)?, exec.output(2)?);
-    exec.launch(
-        "bn_grad_params_f32",
-        c as u64,
-        &[
-            Arg::I64(c as i64),
-            Arg::Ptr(sums),
-            ptr(&dscale),
-            ptr(&dbias),
-        ],
-    )?;
+    exec.launch("bn_grad_params_f32", c as u64, &[Arg::I64(c as i64), Arg::Ptr(sums), ptr(&dscale), ptr(&dbias)])?;
     exec.launch(
         "bn_grad_dx_f32",
         (n * c * s) as u64,
@@ -329,18 +270,8 @@ fn layer_norm(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let scale = exec.f32_input(1, "Scale")?;
     let bias = exec.opt_input(2);
     let (rows, n) = layer_norm_rows(x, axis, scale, bias)?;
-    let outputs: Vec<CudaBuffer> = (0..exec.outputs.len().min(3))
-        .map(|i| exec.output(i))
-        .collect::<OpResult<_>>()?;
-    row_norm(
-        exec,
-        (rows, n, 0),
-        exec.float_attr("epsilon", 1e-5)?,
-        x,
-        scale,
-        bias,
-        &outputs,
-    )?;
+    let outputs: Vec<CudaBuffer> = (0..exec.outputs.len().min(3)).map(|i| exec.output(i)).collect::<OpResult<_>>()?;
+    row_norm(exec, (rows, n, 0), exec.float_attr("epsilon", 1e-5)?, x, scale, bias, &outputs)?;
     Ok(outputs)
 }
 
@@ -350,15 +281,7 @@ fn instance_norm(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let scale = per_channel(exec, 1, "scale", c)?;
     let bias = per_channel(exec, 2, "B", c)?;
     let y = exec.output(0)?;
-    row_norm(
-        exec,
-        (n * c, s, c),
-        exec.float_attr("epsilon", 1e-5)?,
-        x,
-        scale,
-        Some(bias),
-        std::slice::from_ref(&y),
-    )?;
+    row_norm(exec, (n * c, s, c), exec.float_attr("epsilon", 1e-5)?, x, scale, Some(bias), std::slice::from_ref(&y))?;
     Ok(vec![y])
 }
 
@@ -379,20 +302,9 @@ fn layer_norm_grad(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
         "layer_norm_dx_f32",
         rows as u64,
         row_threads(n),
-        &[
-            Arg::I64(rows as i64),
-            Arg::I64(n as i64),
-            ptr(dy),
-            ptr(x),
-            ptr(scale),
-            ptr(mean),
-            ptr(invstd),
-            ptr(&dx),
-        ],
+        &[Arg::I64(rows as i64), Arg::I64(n as i64), ptr(dy), ptr(x), ptr(scale), ptr(mean), ptr(invstd), ptr(&dx)],
     )?;
-    let splits = (rows as u64)
-        .div_ceil(256)
-        .clamp(1, (4096 / n.max(1) as u64).max(1));
+    let splits = (rows as u64).div_ceil(256).clamp(1, (4096 / n.max(1) as u64).max(1));
     let chunk = (rows as u64).div_ceil(splits).max(1);
     let partial = exec.scratch(n as u64 * splits * 16)?;
     exec.launch(
@@ -413,13 +325,7 @@ fn layer_norm_grad(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     exec.launch(
         "layer_norm_finish_f32",
         n as u64,
-        &[
-            Arg::I64(n as i64),
-            Arg::I64(splits as i64),
-            Arg::Ptr(partial.ptr()),
-            ptr(&dscale),
-            ptr(&dbias),
-        ],
+        &[Arg::I64(n as i64), Arg::I64(splits as i64), Arg::Ptr(partial.ptr()), ptr(&dscale), ptr(&dbias)],
     )?;
     Ok(vec![dx, dscale, dbias])
 }

@@ -10,16 +10,10 @@ use cudarc::driver::DeviceRepr;
 use lms_proto::lms::DType;
 
 /// The ONNX pools.
-pub(super) const ONNX: Table = &[
-    ("AveragePool", |e| pool(e, false)),
-    ("MaxPool", |e| pool(e, true)),
-];
+pub(super) const ONNX: Table = &[("AveragePool", |e| pool(e, false)), ("MaxPool", |e| pool(e, true))];
 
 /// The `lms` pool gradients.
-pub(super) const LMS: Table = &[
-    ("AveragePoolGrad", |e| pool_grad(e, false)),
-    ("MaxPoolGrad", |e| pool_grad(e, true)),
-];
+pub(super) const LMS: Table = &[("AveragePoolGrad", |e| pool_grad(e, false)), ("MaxPoolGrad", |e| pool_grad(e, true))];
 
 /// `struct Window` in pool.cu.
 #[repr(C)]
@@ -69,28 +63,16 @@ fn pool(exec: &Exec<'_>, max: bool) -> OpResult<Vec<CudaBuffer>> {
     check_shape(&y, &y_shape, "output 0")?;
     if max {
         if exec.attrs.int("storage_order", 0)? != 0 {
-            return Err(
-                KernelError::NoCudaKernel("MaxPool with column-major Indices".into()).into(),
-            );
+            return Err(KernelError::NoCudaKernel("MaxPool with column-major Indices".into()).into());
         }
-        let indices = if exec.outputs.len() > 1 {
-            Some(exec.output(1)?)
-        } else {
-            None
-        };
+        let indices = if exec.outputs.len() > 1 { Some(exec.output(1)?) } else { None };
         if let Some(i) = &indices {
             super::check_dtype(i, DType::DtypeI64, "output Indices")?;
         }
         exec.launch(
             "max_pool_f32",
             y.numel() as u64,
-            &[
-                Arg::I64(planes as i64),
-                Arg::params(&w),
-                ptr(x),
-                ptr(&y),
-                indices.as_ref().map_or(Arg::Ptr(0), ptr),
-            ],
+            &[Arg::I64(planes as i64), Arg::params(&w), ptr(x), ptr(&y), indices.as_ref().map_or(Arg::Ptr(0), ptr)],
         )?;
         Ok([Some(y), indices].into_iter().flatten().collect())
     } else {
@@ -98,13 +80,7 @@ fn pool(exec: &Exec<'_>, max: bool) -> OpResult<Vec<CudaBuffer>> {
         exec.launch(
             "avg_pool_f32",
             y.numel() as u64,
-            &[
-                Arg::I64(planes as i64),
-                Arg::params(&w),
-                Arg::I32(i32::from(include_pad)),
-                ptr(x),
-                ptr(&y),
-            ],
+            &[Arg::I64(planes as i64), Arg::params(&w), Arg::I32(i32::from(include_pad)), ptr(x), ptr(&y)],
         )?;
         Ok(vec![y])
     }

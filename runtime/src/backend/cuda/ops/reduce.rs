@@ -73,21 +73,13 @@ impl ReduceParams {
     fn new(shape: &[usize], reduced: &[bool]) -> OpResult<ReduceParams> {
         let strides = contiguous(shape);
         let pick = |want: bool| {
-            let dims: Vec<usize> = (0..shape.len())
-                .filter(|&d| reduced[d] == want)
-                .map(|d| shape[d])
-                .collect();
-            let st: Vec<i64> = (0..shape.len())
-                .filter(|&d| reduced[d] == want)
-                .map(|d| strides[d])
-                .collect();
+            let dims: Vec<usize> = (0..shape.len()).filter(|&d| reduced[d] == want).map(|d| shape[d]).collect();
+            let st: Vec<i64> = (0..shape.len()).filter(|&d| reduced[d] == want).map(|d| strides[d]).collect();
             Layout::new(&dims, &[View::new(&st)])
         };
         let (kept, red) = (pick(false)?, pick(true)?);
         if kept.rank as usize > MAX_RANK || red.rank as usize > MAX_RANK {
-            return Err(
-                KernelError::NoCudaKernel("a reduction over more than 8 axes".into()).into(),
-            );
+            return Err(KernelError::NoCudaKernel("a reduction over more than 8 axes".into()).into());
         }
         Ok(ReduceParams {
             out_rank: kept.rank,
@@ -117,11 +109,7 @@ fn launch_reduce(
     if p.out_count as usize != y.numel() {
         return Err(KernelError::shape(
             "output 0",
-            format!(
-                "{} elements, the reduction makes {}",
-                y.numel(),
-                p.out_count
-            ),
+            format!("{} elements, the reduction makes {}", y.numel(), p.out_count),
         )
         .into());
     }
@@ -159,13 +147,7 @@ fn launch_reduce(
         exec.launch_warps(
             "reduce_f32",
             outputs,
-            &[
-                Arg::I32(op as i32),
-                Arg::params(&p),
-                ptr(x),
-                ptr(y),
-                Arg::F64(divisor),
-            ],
+            &[Arg::I32(op as i32), Arg::params(&p), ptr(x), ptr(y), Arg::F64(divisor)],
         )
     }
 }
@@ -174,9 +156,8 @@ fn launch_reduce(
 pub(super) fn sum_to(exec: &Exec<'_>, x: &CudaBuffer, y: &CudaBuffer) -> OpResult<()> {
     broadcast(&y.shape, &x.shape, "output 0")?;
     let lead = x.shape.len() - y.shape.len();
-    let reduced: Vec<bool> = (0..x.shape.len())
-        .map(|d| d < lead || (y.shape[d - lead] == 1 && x.shape[d] != 1))
-        .collect();
+    let reduced: Vec<bool> =
+        (0..x.shape.len()).map(|d| d < lead || (y.shape[d - lead] == 1 && x.shape[d] != 1)).collect();
     launch_reduce(exec, Reduce::Sum, x, &reduced, y, 1.0)
 }
 
@@ -190,18 +171,12 @@ fn sum_to_op(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
 /// ReduceSum, ReduceMean (`mean`), ReduceMax, ReduceMin over `axes` (attribute or input).
 fn reduce(exec: &Exec<'_>, op: Reduce, mean: bool) -> OpResult<Vec<CudaBuffer>> {
     let x = exec.f32_input(0, "data")?;
-    let axes = exec
-        .ints_attr_or_input("axes", 1, "axes")?
-        .unwrap_or_default();
+    let axes = exec.ints_attr_or_input("axes", 1, "axes")?.unwrap_or_default();
     if axes.is_empty() && exec.attrs.int("noop_with_empty_axes", 0)? != 0 {
         return Ok(vec![x.view(exec.out_shape(0)?)]);
     }
     let rank = x.shape.len();
-    let axes = if axes.is_empty() {
-        (0..rank).collect()
-    } else {
-        norm_axes(&axes, rank, "axis")?
-    };
+    let axes = if axes.is_empty() { (0..rank).collect() } else { norm_axes(&axes, rank, "axis")? };
     let reduced: Vec<bool> = (0..rank).map(|d| axes.contains(&d)).collect();
     let count: usize = axes.iter().map(|&a| x.shape[a]).product();
     let y = exec.output(0)?;
@@ -214,11 +189,7 @@ fn reduce(exec: &Exec<'_>, op: Reduce, mean: bool) -> OpResult<Vec<CudaBuffer>> 
 fn conv_grad_bias(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let dy = exec.f32_input(0, "dY")?;
     if dy.shape.len() < 2 {
-        return Err(KernelError::shape(
-            "input dY",
-            format!("expected [N, M, ...], found {:?}", dy.shape),
-        )
-        .into());
+        return Err(KernelError::shape("input dY", format!("expected [N, M, ...], found {:?}", dy.shape)).into());
     }
     let reduced: Vec<bool> = (0..dy.shape.len()).map(|d| d != 1).collect();
     let y = exec.output(0)?;
@@ -230,42 +201,21 @@ fn conv_grad_bias(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
 fn global_pool(exec: &Exec<'_>, op: Reduce) -> OpResult<Vec<CudaBuffer>> {
     let x = exec.f32_input(0, "X")?;
     if x.shape.len() < 2 {
-        return Err(KernelError::shape(
-            "input X",
-            format!("expected [N, C, spatial...], found {:?}", x.shape),
-        )
-        .into());
+        return Err(KernelError::shape("input X", format!("expected [N, C, spatial...], found {:?}", x.shape)).into());
     }
     let reduced: Vec<bool> = (0..x.shape.len()).map(|d| d >= 2).collect();
     let spatial = numel(&x.shape[2..]).max(1) as f64;
     let y = exec.output(0)?;
-    launch_reduce(
-        exec,
-        op,
-        x,
-        &reduced,
-        &y,
-        if op == Reduce::Sum { spatial } else { 1.0 },
-    )?;
+    launch_reduce(exec, op, x, &reduced, &y, if op == Reduce::Sum { spatial } else { 1.0 })?;
     Ok(vec![y])
 }
 
 /// dst = src broadcast to dst's shape, divided by `divisor`.
-fn spread(
-    exec: &Exec<'_>,
-    src: &CudaBuffer,
-    kept: &[usize],
-    dst: &CudaBuffer,
-    divisor: f64,
-) -> OpResult<()> {
+fn spread(exec: &Exec<'_>, src: &CudaBuffer, kept: &[usize], dst: &CudaBuffer, divisor: f64) -> OpResult<()> {
     let view = broadcast(kept, &dst.shape, "input dY")?;
     let own = contiguous(&dst.shape);
     let layout = Layout::new(&dst.shape, &[View::new(&own), View::new(&view)])?;
-    exec.launch(
-        "copy_div_f32",
-        dst.numel() as u64,
-        &[Arg::layout(&layout), ptr(dst), ptr(src), Arg::F64(divisor)],
-    )
+    exec.launch("copy_div_f32", dst.numel() as u64, &[Arg::layout(&layout), ptr(dst), ptr(src), Arg::F64(divisor)])
 }
 
 /// GlobalAveragePoolGrad: dY / spatial size, broadcast over the spatial axes.
@@ -273,11 +223,7 @@ fn global_average_pool_grad(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let dy = exec.f32_input(0, "dY")?;
     let dx = exec.output(0)?;
     if dx.shape.len() < 2 {
-        return Err(KernelError::shape(
-            "output 0",
-            format!("expected [N, C, spatial...], found {:?}", dx.shape),
-        )
-        .into());
+        return Err(KernelError::shape("output 0", format!("expected [N, C, spatial...], found {:?}", dx.shape)).into());
     }
     let mut kept = dx.shape[..2].to_vec();
     kept.resize(dx.shape.len(), 1);
@@ -300,18 +246,11 @@ fn reduce_grad(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let dy_shape: Vec<usize> = if exec.attrs.int("keepdims", 1)? != 0 {
         kept.clone()
     } else {
-        (0..rank)
-            .filter(|d| !axes.contains(d))
-            .map(|d| dx.shape[d])
-            .collect()
+        (0..rank).filter(|d| !axes.contains(d)).map(|d| dx.shape[d]).collect()
     };
     check_shape(dy, &dy_shape, "input dY")?;
     let count = axes.iter().map(|&a| dx.shape[a]).product::<usize>().max(1) as f64;
-    let divisor = if exec.attrs.int("mean", 0)? != 0 {
-        count
-    } else {
-        1.0
-    };
+    let divisor = if exec.attrs.int("mean", 0)? != 0 { count } else { 1.0 };
     spread(exec, dy, &kept, &dx, divisor)?;
     Ok(vec![dx])
 }
@@ -337,12 +276,8 @@ fn launch_softmax(
     log: bool,
     buffers: &[&CudaBuffer],
 ) -> OpResult<()> {
-    let mut args = vec![
-        Arg::I64((outer * inner) as i64),
-        Arg::I64(n as i64),
-        Arg::I64(inner as i64),
-        Arg::I32(i32::from(log)),
-    ];
+    let mut args =
+        vec![Arg::I64((outer * inner) as i64), Arg::I64(n as i64), Arg::I64(inner as i64), Arg::I32(i32::from(log))];
     args.extend(buffers.iter().map(|b| ptr(b)));
     exec.launch_blocks(name, (outer * inner) as u64, row_threads(n), &args)
 }
@@ -373,14 +308,7 @@ enum SumMode {
 }
 
 /// out[0] = (Σ over n elements of mode's terms) / divisor, in a fixed order.
-fn total(
-    exec: &Exec<'_>,
-    mode: SumMode,
-    n: u64,
-    operands: [u64; 3],
-    out: &CudaBuffer,
-    divisor: f64,
-) -> OpResult<()> {
+fn total(exec: &Exec<'_>, mode: SumMode, n: u64, operands: [u64; 3], out: &CudaBuffer, divisor: f64) -> OpResult<()> {
     let grid = n.div_ceil(256).clamp(1, 1024);
     let partial = exec.scratch(grid * 8)?;
     exec.launch_blocks(
@@ -400,20 +328,13 @@ fn total(
         "sum_finish",
         1,
         256,
-        &[
-            Arg::I64(grid as i64),
-            Arg::Ptr(partial.ptr()),
-            Arg::F64(divisor),
-            ptr(out),
-        ],
+        &[Arg::I64(grid as i64), Arg::Ptr(partial.ptr()), Arg::F64(divisor), ptr(out)],
     )
 }
 
 /// The logits and labels, the logits' rows and classes, and whether the labels are i64
 /// (1) or i32 (0), checking the labels.
-fn cross_entropy_operands<'a>(
-    exec: &Exec<'a>,
-) -> OpResult<(&'a CudaBuffer, &'a CudaBuffer, usize, usize, i32)> {
+fn cross_entropy_operands<'a>(exec: &Exec<'a>) -> OpResult<(&'a CudaBuffer, &'a CudaBuffer, usize, usize, i32)> {
     let logits = exec.f32_input(0, "logits")?;
     let Some((&k, positions)) = logits.shape.split_last().filter(|(&k, _)| k > 0) else {
         return Err(KernelError::shape(
@@ -443,23 +364,9 @@ fn cross_entropy(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
         "xent_rows_f32",
         rows as u64,
         row_threads(k),
-        &[
-            Arg::I64(rows as i64),
-            Arg::I64(k as i64),
-            ptr(logits),
-            ptr(labels),
-            Arg::I32(wide),
-            Arg::Ptr(per_row.ptr()),
-        ],
+        &[Arg::I64(rows as i64), Arg::I64(k as i64), ptr(logits), ptr(labels), Arg::I32(wide), Arg::Ptr(per_row.ptr())],
     )?;
-    total(
-        exec,
-        SumMode::F64,
-        rows as u64,
-        [0, 0, per_row.ptr()],
-        &loss,
-        rows.max(1) as f64,
-    )?;
+    total(exec, SumMode::F64, rows as u64, [0, 0, per_row.ptr()], &loss, rows.max(1) as f64)?;
     Ok(vec![loss])
 }
 
@@ -486,10 +393,7 @@ fn cross_entropy_grad(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
 
 /// MeanSquaredError's prediction and target, checked to have the same shape.
 fn mse_operands<'a>(exec: &Exec<'a>) -> OpResult<(&'a CudaBuffer, &'a CudaBuffer)> {
-    let (p, t) = (
-        exec.f32_input(0, "prediction")?,
-        exec.f32_input(1, "target")?,
-    );
+    let (p, t) = (exec.f32_input(0, "prediction")?, exec.f32_input(1, "target")?);
     check_shape(t, &p.shape, "input target")?;
     Ok((p, t))
 }
@@ -498,14 +402,7 @@ fn mean_squared_error(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let (p, t) = mse_operands(exec)?;
     let loss = exec.output(0)?;
     let n = p.numel() as u64;
-    total(
-        exec,
-        SumMode::SquaredDiff,
-        n,
-        [p.ptr(), t.ptr(), 0],
-        &loss,
-        n.max(1) as f64,
-    )?;
+    total(exec, SumMode::SquaredDiff, n, [p.ptr(), t.ptr(), 0], &loss, n.max(1) as f64)?;
     Ok(vec![loss])
 }
 
@@ -515,13 +412,7 @@ fn mean_squared_error_grad(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     exec.launch(
         "mse_grad_f32",
         p.numel() as u64,
-        &[
-            count(p),
-            Arg::F64(p.numel().max(1) as f64),
-            ptr(p),
-            ptr(t),
-            ptr(&dp),
-        ],
+        &[count(p), Arg::F64(p.numel().max(1) as f64), ptr(p), ptr(t), ptr(&dp)],
     )?;
     Ok(vec![dp])
 }
@@ -534,31 +425,16 @@ mod tests {
     fn reduce_params_split_kept_and_reduced_axes() {
         // [2, 3, 4] reduced over axis 1: kept (2, 4) with strides (12, 1), reduced 3 by 4.
         let p = ReduceParams::new(&[2, 3, 4], &[false, true, false]).unwrap();
-        assert_eq!(
-            (p.out_rank, p.out_count, p.red_rank, p.red_count),
-            (2, 8, 1, 3)
-        );
-        assert_eq!(
-            (&p.out_dims[..2], &p.out_strides[..2]),
-            (&[2, 4][..], &[12, 1][..])
-        );
+        assert_eq!((p.out_rank, p.out_count, p.red_rank, p.red_count), (2, 8, 1, 3));
+        assert_eq!((&p.out_dims[..2], &p.out_strides[..2]), (&[2, 4][..], &[12, 1][..]));
         assert_eq!((p.red_dims[0], p.red_strides[0]), (3, 4));
         // Channels of [N, C, H, W]: the reduced N and H·W do not merge (C lies between).
         let p = ReduceParams::new(&[8, 16, 5, 5], &[true, false, true, true]).unwrap();
-        assert_eq!(
-            (p.out_rank, p.out_count, p.red_rank, p.red_count),
-            (1, 16, 2, 200)
-        );
-        assert_eq!(
-            (&p.red_dims[..2], &p.red_strides[..2]),
-            (&[8, 25][..], &[400, 1][..])
-        );
+        assert_eq!((p.out_rank, p.out_count, p.red_rank, p.red_count), (1, 16, 2, 200));
+        assert_eq!((&p.red_dims[..2], &p.red_strides[..2]), (&[8, 25][..], &[400, 1][..]));
         // Everything reduced: one output.
         let p = ReduceParams::new(&[3, 5], &[true, true]).unwrap();
-        assert_eq!(
-            (p.out_rank, p.out_count, p.red_rank, p.red_count),
-            (0, 1, 1, 15)
-        );
+        assert_eq!((p.out_rank, p.out_count, p.red_rank, p.red_count), (0, 1, 1, 15));
         assert_eq!(row_threads(1), 32);
         assert_eq!(row_threads(50), 64);
         assert_eq!(row_threads(50_000), 256);

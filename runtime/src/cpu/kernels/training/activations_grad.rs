@@ -38,16 +38,13 @@ impl Unary {
         let alpha = |default: f32| ctx.attrs.float("alpha", default).map(f64::from);
         Ok(match ctx.attrs.string("op", "")? {
             "Relu" => Unary::Relu,
-            "LeakyRelu" => Unary::LeakyRelu {
-                alpha: alpha(0.01)?,
-            },
+            "LeakyRelu" => Unary::LeakyRelu { alpha: alpha(0.01)? },
             "Sigmoid" => Unary::Sigmoid,
             "Tanh" => Unary::Tanh,
             "Elu" => Unary::Elu { alpha: alpha(1.0)? },
-            "Selu" => Unary::Selu {
-                alpha: alpha(1.673_263_2)?,
-                gamma: f64::from(ctx.attrs.float("gamma", 1.050_701)?),
-            },
+            "Selu" => {
+                Unary::Selu { alpha: alpha(1.673_263_2)?, gamma: f64::from(ctx.attrs.float("gamma", 1.050_701)?) }
+            }
             "Softplus" => Unary::Softplus,
             "Softsign" => Unary::Softsign,
             "Exp" => Unary::Exp,
@@ -57,12 +54,7 @@ impl Unary {
             "Abs" => Unary::Abs,
             "Neg" => Unary::Neg,
             "Reciprocal" => Unary::Reciprocal,
-            other => {
-                return Err(KernelError::attr(
-                    "op",
-                    format!("`{other}` has no UnaryGrad"),
-                ))
-            }
+            other => return Err(KernelError::attr("op", format!("`{other}` has no UnaryGrad"))),
         })
     }
 
@@ -145,21 +137,10 @@ fn pow_grad_typed<T: Float>(dy: &HostTensor, x: &HostTensor, p: &HostTensor) -> 
     })?;
     let xs = x.view::<T>("input X")?;
     let (shape, slope) =
-        zip_broadcast((xs, &x.shape), (&exps, &p.shape), "inputs X, P", |x, e| {
-            e * x.to_f64().powf(e - 1.0)
-        })?;
+        zip_broadcast((xs, &x.shape), (&exps, &p.shape), "inputs X, P", |x, e| e * x.to_f64().powf(e - 1.0))?;
     same_shape(dy, &shape, "dY")?;
-    let dx: Vec<f64> = dy
-        .view::<T>("input dY")?
-        .iter()
-        .zip(slope)
-        .map(|(d, s)| d.to_f64() * s)
-        .collect();
-    let dx = if shape == x.shape {
-        dx
-    } else {
-        sum_to(&dx, &shape, &x.shape, "input X")?
-    };
+    let dx: Vec<f64> = dy.view::<T>("input dY")?.iter().zip(slope).map(|(d, s)| d.to_f64() * s).collect();
+    let dx = if shape == x.shape { dx } else { sum_to(&dx, &shape, &x.shape, "input X")? };
     from_f64s::<T>(x.shape.clone(), dx.into_iter())
 }
 
@@ -172,13 +153,7 @@ mod tests {
     fn check(op: &str, attrs: Vec<Attribute>, lo: f32, hi: f32) {
         let mut rng = Rng::new(17);
         let x = rng.tensor(&[3, 4]);
-        let x = tensor(
-            &[3, 4],
-            f32s(&x)
-                .iter()
-                .map(|v| lo + (v + 1.0) / 2.0 * (hi - lo))
-                .collect(),
-        );
+        let x = tensor(&[3, 4], f32s(&x).iter().map(|v| lo + (v + 1.0) / 2.0 * (hi - lo)).collect());
         let dy = rng.tensor(&[3, 4]);
         let mut grad_attrs = attrs.clone();
         grad_attrs.push(string("op", op));
@@ -197,12 +172,7 @@ mod tests {
         check("Tanh", vec![], -2.0, 2.0);
         check("Elu", vec![float("alpha", 0.7)], -1.0, 1.0);
         check("Selu", vec![], -1.0, 1.0);
-        check(
-            "Selu",
-            vec![float("alpha", 1.5), float("gamma", 2.0)],
-            -1.0,
-            1.0,
-        );
+        check("Selu", vec![float("alpha", 1.5), float("gamma", 2.0)], -1.0, 1.0);
         check("Softplus", vec![], -2.0, 2.0);
         check("Softsign", vec![], -2.0, 2.0);
         check("Exp", vec![], -1.0, 1.0);
@@ -213,44 +183,25 @@ mod tests {
         check("Neg", vec![], -1.0, 1.0);
         check("Reciprocal", vec![], 0.5, 2.0);
         let x = tensor(&[1], vec![1.0f32]);
-        let err = run_lms(
-            "UnaryGrad",
-            &[string("op", "Floor")],
-            &[&x, &x],
-            &[(DtypeF32, vec![1])],
-        )
-        .unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "UnaryGrad: attribute `op`: `Floor` has no UnaryGrad"
-        );
+        let err = run_lms("UnaryGrad", &[string("op", "Floor")], &[&x, &x], &[(DtypeF32, vec![1])]).unwrap_err();
+        assert_eq!(err.to_string(), "UnaryGrad: attribute `op`: `Floor` has no UnaryGrad");
     }
 
     #[test]
     fn pow_grad_matches_finite_differences_and_sums_broadcast_axes() {
         let mut rng = Rng::new(5);
-        let x = tensor(
-            &[2, 3],
-            f32s(&rng.tensor(&[2, 3]))
-                .iter()
-                .map(|v| 1.0 + 0.5 * v)
-                .collect(),
-        );
+        let x = tensor(&[2, 3], f32s(&rng.tensor(&[2, 3])).iter().map(|v| 1.0 + 0.5 * v).collect());
         let p = tensor(&[], vec![3.0f32]);
         let dy = rng.tensor(&[2, 3]);
         let got = lms1("PowGrad", &[], &[&dy, &x, &p], &[2, 3]);
-        let fd = fd_grad(&x, |x| {
-            dot(&run1("Pow", &[], &[x, &to_f64(&p)], DtypeF64, &[2, 3]), &dy)
-        });
+        let fd = fd_grad(&x, |x| dot(&run1("Pow", &[], &[x, &to_f64(&p)], DtypeF64, &[2, 3]), &dy));
         assert_near(&got, &fd, 1e-4);
         // X [3] broadcast against P [2, 3]: the gradient sums over the added axis.
         let x = tensor(&[3], vec![1.5f32, 0.5, 2.0]);
         let p = tensor(&[2, 3], vec![2i64, 3, 1, 0, 2, 3]);
         let got = lms1("PowGrad", &[], &[&dy, &x, &p], &[3]);
         let pf = tensor(&[2, 3], vec![2.0f64, 3.0, 1.0, 0.0, 2.0, 3.0]);
-        let fd = fd_grad(&x, |x| {
-            dot(&run1("Pow", &[], &[x, &pf], DtypeF64, &[2, 3]), &dy)
-        });
+        let fd = fd_grad(&x, |x| dot(&run1("Pow", &[], &[x, &pf], DtypeF64, &[2, 3]), &dy));
         assert_near(&got, &fd, 1e-4);
     }
 }

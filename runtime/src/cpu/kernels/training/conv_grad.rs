@@ -13,11 +13,8 @@ use crate::tensor::{numel, Elem, HostTensor};
 use std::ops::Range;
 
 /// The convolution gradient kernels.
-pub(super) const KERNELS: &[(&str, Kernel)] = &[
-    ("ConvGradBias", conv_grad_bias),
-    ("ConvGradData", conv_grad_data),
-    ("ConvGradWeight", conv_grad_weight),
-];
+pub(super) const KERNELS: &[(&str, Kernel)] =
+    &[("ConvGradBias", conv_grad_bias), ("ConvGradData", conv_grad_data), ("ConvGradWeight", conv_grad_weight)];
 
 /// The geometry of the forward Conv that a gradient op differentiates.
 struct ConvGeometry {
@@ -56,11 +53,7 @@ impl ConvGeometry {
 
     /// A zeroed im2col buffer for one group (empty when pointwise: no buffer is needed).
     fn col_buffer<T: Float>(&self) -> Vec<T> {
-        let len = if self.pointwise {
-            0
-        } else {
-            self.cg * self.kk * self.out_sp
-        };
+        let len = if self.pointwise { 0 } else { self.cg * self.kk * self.out_sp };
         vec![T::ZERO; len]
     }
 }
@@ -68,32 +61,22 @@ impl ConvGeometry {
 /// Checks X, W and dY shapes of a Conv against each other and the attributes.
 fn geometry(ctx: &Ctx<'_>, x: &[usize], w: &[usize], dy: &[usize]) -> Result<ConvGeometry> {
     if x.len() < 3 || w.len() != x.len() || dy.len() != x.len() {
-        return Err(KernelError::shape(
-            "input dY",
-            format!("shapes X {x:?}, W {w:?} and dY {dy:?} do not fit a Conv"),
-        ));
+        return Err(KernelError::shape("input dY", format!("shapes X {x:?}, W {w:?} and dY {dy:?} do not fit a Conv")));
     }
     let (n, c, m) = (x[0], x[1], w[0]);
     let (cg, group) = groups(ctx, c, "X")?;
     if w[1] != cg || m % group != 0 {
-        return Err(KernelError::shape(
-            "input W",
-            format!("shape {w:?} does not fit {c} channels in {group} groups"),
-        ));
+        return Err(KernelError::shape("input W", format!("shape {w:?} does not fit {c} channels in {group} groups")));
     }
     check_kernel_shape(ctx, &w[2..])?;
     let win = Window::from_attrs(&ctx.attrs, &x[2..], &w[2..], false)?;
     if dy[..2] != [n, m] || dy[2..] != *win.output_dims() {
         let mut want = vec![n, m];
         want.extend_from_slice(win.output_dims());
-        return Err(KernelError::shape(
-            "input dY",
-            format!("expected shape {want:?}, found {dy:?}"),
-        ));
+        return Err(KernelError::shape("input dY", format!("expected shape {want:?}, found {dy:?}")));
     }
     let kk = numel(&win.kernel);
-    let pointwise =
-        kk == 1 && win.stride == [1; 3] && win.pad_begin == [0; 3] && win.pad_end == [0; 3];
+    let pointwise = kk == 1 && win.stride == [1; 3] && win.pad_begin == [0; 3] && win.pad_end == [0; 3];
     Ok(ConvGeometry {
         n,
         c,
@@ -131,15 +114,7 @@ fn conv_grad_data_typed<T: Float>(ctx: &Ctx<'_>, dy: &HostTensor) -> Result<Vec<
         if geo.pointwise {
             gemm((cg, mg, out_sp), T::ONE, w_g, dy_g, T::ZERO, dx_g, out_sp)?;
         } else {
-            gemm(
-                (cg * kk, mg, out_sp),
-                T::ONE,
-                w_g,
-                dy_g,
-                T::ZERO,
-                &mut col,
-                out_sp,
-            )?;
+            gemm((cg * kk, mg, out_sp), T::ONE, w_g, dy_g, T::ZERO, &mut col, out_sp)?;
             col2im(&col, cg, &geo.win, dx_g);
         }
     }
@@ -169,15 +144,7 @@ fn conv_grad_weight_typed<T: Float>(ctx: &Ctx<'_>, dy: &HostTensor) -> Result<Ve
             &col[..]
         };
         // dW_g[mg, cg·kk] += dY_g[mg, out_sp] · colsᵀ, cols read transposed.
-        gemm(
-            (mg, out_sp, cg * kk),
-            T::ONE,
-            (&dys[dy_r], out_sp, 1),
-            (cols, 1, out_sp),
-            T::ONE,
-            &mut dw[w_r],
-            cg * kk,
-        )?;
+        gemm((mg, out_sp, cg * kk), T::ONE, (&dys[dy_r], out_sp, 1), (cols, 1, out_sp), T::ONE, &mut dw[w_r], cg * kk)?;
     }
     Ok(vec![HostTensor::from_vec(w_shape.to_vec(), dw)?])
 }
@@ -186,10 +153,7 @@ fn conv_grad_weight_typed<T: Float>(ctx: &Ctx<'_>, dy: &HostTensor) -> Result<Ve
 fn conv_grad_bias(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     let dy = ctx.input(0, "dY")?;
     if dy.rank() < 2 {
-        return Err(KernelError::shape(
-            "input dY",
-            format!("expected [N, M, ...], found {:?}", dy.shape),
-        ));
+        return Err(KernelError::shape("input dY", format!("expected [N, M, ...], found {:?}", dy.shape)));
     }
     let (m, plane) = (dy.shape[1], numel(&dy.shape[2..]));
     let out = dispatch_float!(dy.dtype(), "input dY", T => {
@@ -236,35 +200,15 @@ mod tests {
     #[test]
     fn conv_grads_match_finite_differences_2d() {
         check(&[], &[2, 3, 5, 4], &[4, 3, 3, 3], &[2, 4, 3, 2]);
-        check(
-            &[ints("strides", &[2, 1]), ints("pads", &[1, 0, 1, 1])],
-            &[2, 3, 6, 5],
-            &[4, 3, 3, 2],
-            &[2, 4, 3, 5],
-        );
-        check(
-            &[int("group", 3), ints("dilations", &[2, 1])],
-            &[2, 3, 6, 5],
-            &[6, 1, 2, 2],
-            &[2, 6, 4, 4],
-        );
+        check(&[ints("strides", &[2, 1]), ints("pads", &[1, 0, 1, 1])], &[2, 3, 6, 5], &[4, 3, 3, 2], &[2, 4, 3, 5]);
+        check(&[int("group", 3), ints("dilations", &[2, 1])], &[2, 3, 6, 5], &[6, 1, 2, 2], &[2, 6, 4, 4]);
         // Pointwise, grouped.
-        check(
-            &[int("group", 2)],
-            &[2, 4, 3, 3],
-            &[6, 2, 1, 1],
-            &[2, 6, 3, 3],
-        );
+        check(&[int("group", 2)], &[2, 4, 3, 3], &[6, 2, 1, 1], &[2, 6, 3, 3]);
     }
 
     #[test]
     fn conv_grads_match_finite_differences_1d_and_3d() {
-        check(
-            &[ints("strides", &[2]), ints("pads", &[1, 2])],
-            &[1, 2, 7],
-            &[3, 2, 3],
-            &[1, 3, 4],
-        );
+        check(&[ints("strides", &[2]), ints("pads", &[1, 2])], &[1, 2, 7], &[3, 2, 3], &[1, 3, 4]);
         check(
             &[
                 int("group", 2),
@@ -283,16 +227,7 @@ mod tests {
     fn mismatched_shapes_are_errors() {
         let mut rng = Rng::new(3);
         let (dy, w) = (rng.tensor(&[1, 2, 3, 3]), rng.tensor(&[2, 3, 3, 3]));
-        let err = run_lms(
-            "ConvGradData",
-            &[],
-            &[&dy, &w],
-            &[(DtypeF32, vec![1, 3, 6, 6])],
-        )
-        .unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "ConvGradData: input dY: expected shape [1, 2, 4, 4], found [1, 2, 3, 3]"
-        );
+        let err = run_lms("ConvGradData", &[], &[&dy, &w], &[(DtypeF32, vec![1, 3, 6, 6])]).unwrap_err();
+        assert_eq!(err.to_string(), "ConvGradData: input dY: expected shape [1, 2, 4, 4], found [1, 2, 3, 3]");
     }
 }

@@ -12,10 +12,7 @@ use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 
 /// The dropout kernels.
-pub(super) const KERNELS: &[(&str, Kernel)] = &[
-    ("DropoutGrad", dropout_grad),
-    ("DropoutTrain", dropout_train),
-];
+pub(super) const KERNELS: &[(&str, Kernel)] = &[("DropoutGrad", dropout_grad), ("DropoutTrain", dropout_train)];
 
 /// Attribute `ratio` (default 0.5), which must lie in [0, 1).
 fn ratio(ctx: &Ctx<'_>) -> Result<f64> {
@@ -23,10 +20,7 @@ fn ratio(ctx: &Ctx<'_>) -> Result<f64> {
     if (0.0..1.0).contains(&ratio) {
         Ok(ratio)
     } else {
-        Err(KernelError::attr(
-            "ratio",
-            format!("{ratio} is outside [0, 1)"),
-        ))
+        Err(KernelError::attr("ratio", format!("{ratio} is outside [0, 1)")))
     }
 }
 
@@ -39,24 +33,13 @@ fn keep_mask(exec: &KernelContext, seed: i64, ratio: f64, len: usize) -> Vec<boo
     key[16..24].copy_from_slice(&exec.step.to_le_bytes());
     key[24..].copy_from_slice(b"dropout\0");
     let mut rng = ChaCha8Rng::from_seed(key);
-    (0..len)
-        .map(|_| (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 >= ratio)
-        .collect()
+    (0..len).map(|_| (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 >= ratio).collect()
 }
 
 /// x·mask/(1 − ratio) elementwise.
 fn apply<T: Float>(xs: &[T], mask: &[bool], ratio: f64) -> Vec<T> {
     let keep = 1.0 - ratio;
-    xs.iter()
-        .zip(mask)
-        .map(|(x, &m)| {
-            if m {
-                T::from_f64(x.to_f64() / keep)
-            } else {
-                T::ZERO
-            }
-        })
-        .collect()
+    xs.iter().zip(mask).map(|(x, &m)| if m { T::from_f64(x.to_f64() / keep) } else { T::ZERO }).collect()
 }
 
 /// DropoutTrain(X) → Y, mask.
@@ -131,24 +114,11 @@ mod tests {
         let (y, mask) = dropout(&x, 0, KernelContext::default());
         assert_eq!(mask.len(), 3);
         assert_eq!(y.len(), 3);
-        let err = run_lms(
-            "DropoutTrain",
-            &[float("ratio", 1.0)],
-            &[&x],
-            &[(DtypeF32, vec![3]), (DtypeBool, vec![3])],
-        )
-        .unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "DropoutTrain: attribute `ratio`: 1 is outside [0, 1)"
-        );
-        let all = run_lms(
-            "DropoutTrain",
-            &[float("ratio", 0.0)],
-            &[&x],
-            &[(DtypeF32, vec![3]), (DtypeBool, vec![3])],
-        )
-        .unwrap();
+        let err = run_lms("DropoutTrain", &[float("ratio", 1.0)], &[&x], &[(DtypeF32, vec![3]), (DtypeBool, vec![3])])
+            .unwrap_err();
+        assert_eq!(err.to_string(), "DropoutTrain: attribute `ratio`: 1 is outside [0, 1)");
+        let all = run_lms("DropoutTrain", &[float("ratio", 0.0)], &[&x], &[(DtypeF32, vec![3]), (DtypeBool, vec![3])])
+            .unwrap();
         assert_eq!(f32s(&all[0]), f32s(&x));
     }
 }

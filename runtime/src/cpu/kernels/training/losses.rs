@@ -21,11 +21,7 @@ fn cross_entropy(ctx: &Ctx<'_>, grad: bool) -> Result<Vec<HostTensor>> {
     dispatch_float!(logits.dtype(), "input logits", T => cross_entropy_typed::<T>(ctx, logits, grad))
 }
 
-fn cross_entropy_typed<T: Float>(
-    ctx: &Ctx<'_>,
-    logits: &HostTensor,
-    grad: bool,
-) -> Result<Vec<HostTensor>> {
+fn cross_entropy_typed<T: Float>(ctx: &Ctx<'_>, logits: &HostTensor, grad: bool) -> Result<Vec<HostTensor>> {
     let Some((&k, positions)) = logits.shape.split_last().filter(|(&k, _)| k > 0) else {
         return Err(KernelError::shape(
             "input logits",
@@ -43,9 +39,7 @@ fn cross_entropy_typed<T: Float>(
         let class = usize::try_from(label)
             .ok()
             .filter(|&c| c < k)
-            .ok_or_else(|| {
-                KernelError::invalid(format!("label {label} at position {p} is outside [0, {k})"))
-            })?;
+            .ok_or_else(|| KernelError::invalid(format!("label {label} at position {p} is outside [0, {k})")))?;
         let max = row.iter().fold(T::LOWEST, |m, &v| m.max_nan(v)).to_f64();
         let sum: f64 = row.iter().map(|v| (v.to_f64() - max).exp()).sum();
         if grad {
@@ -107,16 +101,9 @@ mod tests {
         let xs: Vec<f64> = f32s(&logits).iter().map(|&v| f64::from(v)).collect();
         let want = direct_loss(&xs, labels.as_i64("l").unwrap(), 5);
         assert_near(&loss, &[want as f32], 1e-6);
-        let grad = lms1(
-            "SoftmaxCrossEntropyGrad",
-            &[],
-            &[&logits, &labels],
-            &[2, 3, 5],
-        );
+        let grad = lms1("SoftmaxCrossEntropyGrad", &[], &[&logits, &labels], &[2, 3, 5]);
         // Tolerance 1e-4: central differences in f64 with step 1e-4.
-        let fd = fd_grad(&logits, |x| {
-            direct_loss(&x.as_f64_test(), labels.as_i64("l").unwrap(), 5)
-        });
+        let fd = fd_grad(&logits, |x| direct_loss(&x.as_f64_test(), labels.as_i64("l").unwrap(), 5));
         assert_near(&grad, &fd, 1e-4);
     }
 
@@ -124,22 +111,10 @@ mod tests {
     fn cross_entropy_is_stable_and_checks_labels() {
         let logits = tensor(&[1, 2], vec![1000.0f32, 0.0]);
         let labels = tensor(&[1], vec![1i64]);
-        assert_eq!(
-            lms1("SoftmaxCrossEntropy", &[], &[&logits, &labels], &[]),
-            vec![1000.0]
-        );
+        assert_eq!(lms1("SoftmaxCrossEntropy", &[], &[&logits, &labels], &[]), vec![1000.0]);
         let bad = tensor(&[1], vec![2i64]);
-        let err = run_lms(
-            "SoftmaxCrossEntropy",
-            &[],
-            &[&logits, &bad],
-            &[(DtypeF32, vec![])],
-        )
-        .unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "SoftmaxCrossEntropy: label 2 at position 0 is outside [0, 2)"
-        );
+        let err = run_lms("SoftmaxCrossEntropy", &[], &[&logits, &bad], &[(DtypeF32, vec![])]).unwrap_err();
+        assert_eq!(err.to_string(), "SoftmaxCrossEntropy: label 2 at position 0 is outside [0, 2)");
     }
 
     #[test]
@@ -147,17 +122,8 @@ mod tests {
         let p = tensor(&[2, 2], vec![1.0f32, 2.0, 3.0, 4.0]);
         let t = tensor(&[2, 2], vec![0.0f32, 2.0, 5.0, 3.0]);
         assert_eq!(lms1("MeanSquaredError", &[], &[&p, &t], &[]), vec![1.5]);
-        assert_eq!(
-            lms1("MeanSquaredErrorGrad", &[], &[&p, &t], &[2, 2]),
-            vec![0.5, 0.0, -1.0, 0.5]
-        );
+        assert_eq!(lms1("MeanSquaredErrorGrad", &[], &[&p, &t], &[2, 2]), vec![0.5, 0.0, -1.0, 0.5]);
         let short = tensor(&[3], vec![0.0f32; 3]);
-        assert!(run_lms(
-            "MeanSquaredError",
-            &[],
-            &[&p, &short],
-            &[(DtypeF32, vec![])]
-        )
-        .is_err());
+        assert!(run_lms("MeanSquaredError", &[], &[&p, &short], &[(DtypeF32, vec![])]).is_err());
     }
 }

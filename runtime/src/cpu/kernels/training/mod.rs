@@ -40,10 +40,7 @@ fn same_shape(t: &HostTensor, want: &[usize], name: &str) -> Result<()> {
     if t.shape == want {
         Ok(())
     } else {
-        Err(KernelError::shape(
-            format!("input {name}"),
-            format!("expected shape {want:?}, found {:?}", t.shape),
-        ))
+        Err(KernelError::shape(format!("input {name}"), format!("expected shape {want:?}, found {:?}", t.shape)))
     }
 }
 
@@ -55,20 +52,14 @@ fn view<'a, T: Elem>(ctx: &Ctx<'a>, i: usize, name: &str) -> Result<&'a [T]> {
 /// Float attribute `name` widened to f64: `default` when absent, an error when absent
 /// without a default.
 fn float_attr(ctx: &Ctx<'_>, name: &str, default: Option<f32>) -> Result<f64> {
-    ctx.attrs
-        .float_opt(name)?
-        .or(default)
-        .map(f64::from)
-        .ok_or_else(|| KernelError::attr(name, "is required"))
+    ctx.attrs.float_opt(name)?.or(default).map(f64::from).ok_or_else(|| KernelError::attr(name, "is required"))
 }
 
 /// `values` of shape `from` summed in f64 down to shape `to` (numpy unbroadcast: shapes
 /// right-aligned, `to` broadcasting to `from`); `what` names the tensor in errors.
 fn sum_to<T: Elem>(values: &[T], from: &[usize], to: &[usize], what: &str) -> Result<Vec<f64>> {
     let strides = broadcast_strides(to, from, what)?;
-    Ok(fold(values, from, &strides, numel(to), 0.0f64, |a, v| {
-        a + v.to_f64()
-    }))
+    Ok(fold(values, from, &strides, numel(to), 0.0f64, |a, v| a + v.to_f64()))
 }
 
 /// The elements of a float tensor (f32 or f64) widened to f64; `what` names it in errors.

@@ -19,12 +19,7 @@ pub(super) const KERNELS: &[(&str, Kernel)] = &[
 ];
 
 /// Per channel of X `[N, C, ...]` (planes of `plane` elements): Σ f(channel, value).
-fn channel_sums<T: Float>(
-    xs: &[T],
-    c: usize,
-    plane: usize,
-    f: impl Fn(usize, f64) -> f64,
-) -> Vec<f64> {
+fn channel_sums<T: Float>(xs: &[T], c: usize, plane: usize, f: impl Fn(usize, f64) -> f64) -> Vec<f64> {
     let mut sums = vec![0.0f64; c];
     for (i, chunk) in xs.chunks(plane.max(1)).enumerate() {
         let ch = i % c;
@@ -50,39 +45,21 @@ fn batch_norm_train_typed<T: Float>(ctx: &Ctx<'_>, x: &HostTensor) -> Result<Vec
     let running_var = per_channel::<T>(ctx, 4, "running_var", c)?;
     let xs = x.view::<T>("input X")?;
     let count = (n * plane).max(1) as f64;
-    let mean: Vec<f64> = channel_sums(xs, c, plane, |_, v| v)
-        .into_iter()
-        .map(|s| s / count)
-        .collect();
-    let var: Vec<f64> = channel_sums(xs, c, plane, |ch, v| (v - mean[ch]).powi(2))
-        .into_iter()
-        .map(|s| s / count)
-        .collect();
+    let mean: Vec<f64> = channel_sums(xs, c, plane, |_, v| v).into_iter().map(|s| s / count).collect();
+    let var: Vec<f64> =
+        channel_sums(xs, c, plane, |ch, v| (v - mean[ch]).powi(2)).into_iter().map(|s| s / count).collect();
     let invstd: Vec<f64> = var.iter().map(|v| 1.0 / (v + eps).sqrt()).collect();
     let mut y = Vec::with_capacity(xs.len());
     for (i, chunk) in xs.chunks(plane.max(1)).enumerate() {
         let ch = i % c;
         let (a, b) = (invstd[ch] * scale[ch], bias[ch]);
-        y.extend(
-            chunk
-                .iter()
-                .map(|v| T::from_f64((v.to_f64() - mean[ch]) * a + b)),
-        );
+        y.extend(chunk.iter().map(|v| T::from_f64((v.to_f64() - mean[ch]) * a + b)));
     }
     let blend = |running: &[f64], batch: &[f64]| -> Vec<f64> {
-        running
-            .iter()
-            .zip(batch)
-            .map(|(r, b)| r * momentum + b * (1.0 - momentum))
-            .collect()
+        running.iter().zip(batch).map(|(r, b)| r * momentum + b * (1.0 - momentum)).collect()
     };
     let mut outs = vec![HostTensor::from_vec(x.shape.clone(), y)?];
-    for values in [
-        blend(&running_mean, &mean),
-        blend(&running_var, &var),
-        mean,
-        invstd,
-    ] {
+    for values in [blend(&running_mean, &mean), blend(&running_var, &var), mean, invstd] {
         outs.push(from_f64s::<T>(vec![c], values.into_iter())?);
     }
     outs.truncate(ctx.outputs.len());
@@ -150,10 +127,7 @@ fn layer_norm_grad_typed<T: Float>(ctx: &Ctx<'_>, x: &HostTensor) -> Result<Vec<
     let (mean_t, invstd_t) = (ctx.input(3, "mean")?, ctx.input(4, "invstd")?);
     same_shape(mean_t, &stat_shape, "mean")?;
     same_shape(invstd_t, &stat_shape, "invstd")?;
-    let (mean, invstd) = (
-        floats(mean_t, "input mean")?,
-        floats(invstd_t, "input invstd")?,
-    );
+    let (mean, invstd) = (floats(mean_t, "input mean")?, floats(invstd_t, "input invstd")?);
     let (xs, dys) = (x.view::<T>("input X")?, dy.view::<T>("input dY")?);
     let mut dscale = vec![0.0f64; n];
     let mut dbias = vec![0.0f64; n];
@@ -180,11 +154,7 @@ fn layer_norm_grad_typed<T: Float>(ctx: &Ctx<'_>, x: &HostTensor) -> Result<Vec<
         let summed = sum_to(&v, norm_shape, &scale_t.shape, "input scale")?;
         from_f64s::<T>(scale_t.shape.clone(), summed.into_iter())
     };
-    Ok(vec![
-        HostTensor::from_vec(x.shape.clone(), dx)?,
-        to_scale(dscale)?,
-        to_scale(dbias)?,
-    ])
+    Ok(vec![HostTensor::from_vec(x.shape.clone(), dx)?, to_scale(dscale)?, to_scale(dbias)?])
 }
 
 /// LRNGrad(dY, X) → dX. With d_c = bias + α/size·Σ_{k ∈ win(c)} x_k² and
@@ -199,10 +169,7 @@ fn lrn_grad_typed<T: Float>(ctx: &Ctx<'_>, x: &HostTensor) -> Result<Vec<HostTen
     same_shape(dy, &x.shape, "dY")?;
     let lrn = Lrn::from_attrs(ctx)?;
     if x.rank() < 2 {
-        return Err(KernelError::shape(
-            "input X",
-            format!("expected [N, C, ...], found {:?}", x.shape),
-        ));
+        return Err(KernelError::shape("input X", format!("expected [N, C, ...], found {:?}", x.shape)));
     }
     let (n, c, sp) = (x.shape[0], x.shape[1], numel(&x.shape[2..]));
     let (xs, dys) = (x.view::<T>("input X")?, dy.view::<T>("input dY")?);
@@ -239,22 +206,11 @@ mod tests {
     use lms_proto::lms::DType::*;
 
     /// Runs BatchNormTrain on f64 inputs (for finite differences); returns its outputs.
-    fn bn_train(
-        x: &HostTensor,
-        scale: &HostTensor,
-        bias: &HostTensor,
-        c: usize,
-    ) -> Vec<HostTensor> {
+    fn bn_train(x: &HostTensor, scale: &HostTensor, bias: &HostTensor, c: usize) -> Vec<HostTensor> {
         let (rm, rv) = (tensor(&[c], vec![0.5f64; c]), tensor(&[c], vec![2.0f64; c]));
         let mut outs = vec![(DtypeF64, x.shape.clone())];
         outs.extend(std::iter::repeat_n((DtypeF64, vec![c]), 4));
-        run_lms(
-            "BatchNormTrain",
-            &[float("momentum", 0.8)],
-            &[x, scale, bias, &rm, &rv],
-            &outs,
-        )
-        .unwrap()
+        run_lms("BatchNormTrain", &[float("momentum", 0.8)], &[x, scale, bias, &rm, &rv], &outs).unwrap()
     }
 
     /// Runs norm gradient `op` on (dY, X, scale, saved mean, saved inverse std) and checks
@@ -272,24 +228,14 @@ mod tests {
         let outs = run_lms(op, attrs, &[dy, x, scale, mean, invstd], &outputs).unwrap();
         let (xf, sf, bf) = (to_f64(x), to_f64(scale), to_f64(bias));
         assert_near(&f32s(&outs[0]), &fd_grad(x, |x| loss(x, &sf, &bf)), 1e-3);
-        assert_near(
-            &f32s(&outs[1]),
-            &fd_grad(scale, |s| loss(&xf, s, &bf)),
-            1e-3,
-        );
+        assert_near(&f32s(&outs[1]), &fd_grad(scale, |s| loss(&xf, s, &bf)), 1e-3);
         assert_near(&f32s(&outs[2]), &fd_grad(bias, |b| loss(&xf, &sf, b)), 1e-3);
     }
 
     #[test]
     fn batch_norm_train_matches_direct_statistics() {
-        let x = tensor(
-            &[2, 2, 2],
-            vec![1.0f64, 3.0, 10.0, 20.0, 5.0, 7.0, 30.0, 40.0],
-        );
-        let (scale, bias) = (
-            tensor(&[2], vec![2.0f64, 1.0]),
-            tensor(&[2], vec![0.5f64, -1.0]),
-        );
+        let x = tensor(&[2, 2, 2], vec![1.0f64, 3.0, 10.0, 20.0, 5.0, 7.0, 30.0, 40.0]);
+        let (scale, bias) = (tensor(&[2], vec![2.0f64, 1.0]), tensor(&[2], vec![0.5f64, -1.0]));
         let outs = bn_train(&x, &scale, &bias, 2);
         // Channel 0: 1, 3, 5, 7 (mean 4, var 5); channel 1: 10, 20, 30, 40 (mean 25, var 125).
         let eps = 1e-5f32 as f64;
@@ -298,14 +244,8 @@ mod tests {
         assert_eq!(outs[4].as_f64_test(), vec![i0, i1]);
         let m = 0.8f32 as f64;
         let blend = |r: f64, b: f64| r * m + b * (1.0 - m);
-        assert_eq!(
-            outs[1].as_f64_test(),
-            vec![blend(0.5, 4.0), blend(0.5, 25.0)]
-        );
-        assert_eq!(
-            outs[2].as_f64_test(),
-            vec![blend(2.0, 5.0), blend(2.0, 125.0)]
-        );
+        assert_eq!(outs[1].as_f64_test(), vec![blend(0.5, 4.0), blend(0.5, 25.0)]);
+        assert_eq!(outs[2].as_f64_test(), vec![blend(2.0, 5.0), blend(2.0, 125.0)]);
         let y = outs[0].as_f64_test();
         let want = [
             (1.0 - 4.0) * i0 * 2.0 + 0.5,
@@ -322,62 +262,29 @@ mod tests {
     #[test]
     fn batch_norm_grad_matches_finite_differences() {
         let mut rng = Rng::new(51);
-        let (x, scale, bias, dy) = (
-            rng.tensor(&[3, 2, 2, 2]),
-            rng.tensor(&[2]),
-            rng.tensor(&[2]),
-            rng.tensor(&[3, 2, 2, 2]),
-        );
+        let (x, scale, bias, dy) =
+            (rng.tensor(&[3, 2, 2, 2]), rng.tensor(&[2]), rng.tensor(&[2]), rng.tensor(&[3, 2, 2, 2]));
         let saved = bn_train(&to_f64(&x), &to_f64(&scale), &to_f64(&bias), 2);
-        let f32_of = |t: &HostTensor| {
-            tensor(
-                &t.shape,
-                t.as_f64_test().iter().map(|&v| v as f32).collect(),
-            )
-        };
+        let f32_of = |t: &HostTensor| tensor(&t.shape, t.as_f64_test().iter().map(|&v| v as f32).collect());
         let (mean, invstd) = (f32_of(&saved[3]), f32_of(&saved[4]));
-        let loss =
-            |x: &HostTensor, s: &HostTensor, b: &HostTensor| dot(&bn_train(x, s, b, 2)[0], &dy);
-        check_norm_grad(
-            "BatchNormGrad",
-            &[],
-            &dy,
-            [&x, &scale, &bias],
-            [&mean, &invstd],
-            loss,
-        );
+        let loss = |x: &HostTensor, s: &HostTensor, b: &HostTensor| dot(&bn_train(x, s, b, 2)[0], &dy);
+        check_norm_grad("BatchNormGrad", &[], &dy, [&x, &scale, &bias], [&mean, &invstd], loss);
     }
 
     #[test]
     fn layer_norm_grad_matches_finite_differences() {
         let mut rng = Rng::new(61);
         // Normalized over the last two axes; scale [1, 4] broadcasts over [3, 4].
-        let (x, scale, bias, dy) = (
-            rng.tensor(&[2, 3, 4]),
-            rng.tensor(&[1, 4]),
-            rng.tensor(&[1, 4]),
-            rng.tensor(&[2, 3, 4]),
-        );
+        let (x, scale, bias, dy) =
+            (rng.tensor(&[2, 3, 4]), rng.tensor(&[1, 4]), rng.tensor(&[1, 4]), rng.tensor(&[2, 3, 4]));
         let attrs = [int("axis", -2)];
         let ln = |x: &HostTensor, s: &HostTensor, b: &HostTensor, dtype| {
-            let outs = [
-                (dtype, vec![2, 3, 4]),
-                (dtype, vec![2, 1, 1]),
-                (dtype, vec![2, 1, 1]),
-            ];
+            let outs = [(dtype, vec![2, 3, 4]), (dtype, vec![2, 1, 1]), (dtype, vec![2, 1, 1])];
             run("LayerNormalization", 17, &attrs, &[x, s, b], &outs).unwrap()
         };
         let stats = ln(&x, &scale, &bias, DtypeF32);
-        let loss =
-            |x: &HostTensor, s: &HostTensor, b: &HostTensor| dot(&ln(x, s, b, DtypeF64)[0], &dy);
-        check_norm_grad(
-            "LayerNormGrad",
-            &attrs,
-            &dy,
-            [&x, &scale, &bias],
-            [&stats[1], &stats[2]],
-            loss,
-        );
+        let loss = |x: &HostTensor, s: &HostTensor, b: &HostTensor| dot(&ln(x, s, b, DtypeF64)[0], &dy);
+        check_norm_grad("LayerNormGrad", &attrs, &dy, [&x, &scale, &bias], [&stats[1], &stats[2]], loss);
     }
 
     #[test]
@@ -385,16 +292,9 @@ mod tests {
         let mut rng = Rng::new(71);
         let (x, dy) = (rng.tensor(&[2, 5, 2, 3]), rng.tensor(&[2, 5, 2, 3]));
         for size in [2, 3, 5] {
-            let attrs = [
-                int("size", size),
-                float("alpha", 0.3),
-                float("beta", 0.75),
-                float("bias", 1.5),
-            ];
+            let attrs = [int("size", size), float("alpha", 0.3), float("beta", 0.75), float("bias", 1.5)];
             let got = lms1("LRNGrad", &attrs, &[&dy, &x], &[2, 5, 2, 3]);
-            let fd = fd_grad(&x, |x| {
-                dot(&run1("LRN", &attrs, &[x], DtypeF64, &[2, 5, 2, 3]), &dy)
-            });
+            let fd = fd_grad(&x, |x| dot(&run1("LRN", &attrs, &[x], DtypeF64, &[2, 5, 2, 3]), &dy));
             assert_near(&got, &fd, 1e-4);
         }
     }

@@ -24,9 +24,7 @@ fn operands(ctx: &Ctx<'_>, others: &[(usize, &str)]) -> Result<(Vec<usize>, Vec<
         let t = ctx.input(i, name)?;
         same_shape(t, &w.shape, name)?;
         if t.dtype() != w.dtype() {
-            return Err(KernelError::invalid(format!(
-                "input {name} differs from W in dtype"
-            )));
+            return Err(KernelError::invalid(format!("input {name} differs from W in dtype")));
         }
         values.push(floats(t, &format!("input {name}"))?);
     }
@@ -55,11 +53,7 @@ fn momentum_update(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     let lr = float_attr(ctx, "lr", None)?;
     let momentum = float_attr(ctx, "momentum", None)?;
     let (shape, v) = operands(ctx, &[(1, "V"), (2, "dW")])?;
-    let vel: Vec<f64> = v[1]
-        .iter()
-        .zip(&v[2])
-        .map(|(v, g)| momentum * v + g)
-        .collect();
+    let vel: Vec<f64> = v[1].iter().zip(&v[2]).map(|(v, g)| momentum * v + g).collect();
     let w = v[0].iter().zip(&vel).map(|(w, v)| w - lr * v).collect();
     results(ctx, &shape, vec![w, vel])
 }
@@ -86,21 +80,10 @@ fn adam_update(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
         _ => return Err(KernelError::shape("input t", "expected a scalar")),
     };
     let (bc1, bc2) = (1.0 - beta1.powf(t), 1.0 - beta2.powf(t));
-    let m: Vec<f64> = v[1]
-        .iter()
-        .zip(&v[3])
-        .map(|(m, g)| beta1 * m + (1.0 - beta1) * g)
-        .collect();
-    let vv: Vec<f64> = v[2]
-        .iter()
-        .zip(&v[3])
-        .map(|(v, g)| beta2 * v + (1.0 - beta2) * g * g)
-        .collect();
-    let w = v[0]
-        .iter()
-        .zip(m.iter().zip(&vv))
-        .map(|(w, (m, v))| w - lr * (m / bc1) / ((v / bc2).sqrt() + eps))
-        .collect();
+    let m: Vec<f64> = v[1].iter().zip(&v[3]).map(|(m, g)| beta1 * m + (1.0 - beta1) * g).collect();
+    let vv: Vec<f64> = v[2].iter().zip(&v[3]).map(|(v, g)| beta2 * v + (1.0 - beta2) * g * g).collect();
+    let w =
+        v[0].iter().zip(m.iter().zip(&vv)).map(|(w, (m, v))| w - lr * (m / bc1) / ((v / bc2).sqrt() + eps)).collect();
     results(ctx, &shape, vec![w, m, vv])
 }
 
@@ -116,11 +99,8 @@ mod tests {
         let v = tensor(&[3], vec![0.1f32, 0.0, -1.0]);
         let lr = f64::from(0.1f32);
         let got = lms1("SgdUpdate", &[float("lr", 0.1)], &[&w, &g], &[3]);
-        let want: Vec<f32> = f32s(&w)
-            .iter()
-            .zip(f32s(&g))
-            .map(|(w, g)| (f64::from(*w) - lr * f64::from(g)) as f32)
-            .collect();
+        let want: Vec<f32> =
+            f32s(&w).iter().zip(f32s(&g)).map(|(w, g)| (f64::from(*w) - lr * f64::from(g)) as f32).collect();
         assert_eq!(got, want);
         let outs = run_lms(
             "MomentumUpdate",
@@ -130,29 +110,12 @@ mod tests {
         )
         .unwrap();
         let m = f64::from(0.9f32);
-        let vel: Vec<f64> = f32s(&v)
-            .iter()
-            .zip(f32s(&g))
-            .map(|(v, g)| m * f64::from(*v) + f64::from(g))
-            .collect();
-        let want_w: Vec<f32> = f32s(&w)
-            .iter()
-            .zip(&vel)
-            .map(|(w, v)| (f64::from(*w) - lr * v) as f32)
-            .collect();
+        let vel: Vec<f64> = f32s(&v).iter().zip(f32s(&g)).map(|(v, g)| m * f64::from(*v) + f64::from(g)).collect();
+        let want_w: Vec<f32> = f32s(&w).iter().zip(&vel).map(|(w, v)| (f64::from(*w) - lr * v) as f32).collect();
         assert_eq!(f32s(&outs[0]), want_w);
-        assert_eq!(
-            f32s(&outs[1]),
-            vel.iter().map(|&v| v as f32).collect::<Vec<_>>()
-        );
+        assert_eq!(f32s(&outs[1]), vel.iter().map(|&v| v as f32).collect::<Vec<_>>());
         let short = tensor(&[2], vec![0.0f32; 2]);
-        assert!(run_lms(
-            "SgdUpdate",
-            &[float("lr", 0.1)],
-            &[&w, &short],
-            &[(DtypeF32, vec![3])]
-        )
-        .is_err());
+        assert!(run_lms("SgdUpdate", &[float("lr", 0.1)], &[&w, &short], &[(DtypeF32, vec![3])]).is_err());
         assert!(run_lms("SgdUpdate", &[], &[&w, &g], &[(DtypeF32, vec![3])]).is_err());
     }
 
@@ -161,29 +124,15 @@ mod tests {
         let t = tensor(&[], vec![2.0f32]);
         assert_eq!(lms1("AdamStep", &[], &[&t], &[]), vec![3.0]);
         let mut rng = Rng::new(101);
-        let (w, m, v, g) = (
-            rng.tensor(&[4]),
-            rng.tensor(&[4]),
-            rng.tensor(&[4]),
-            rng.tensor(&[4]),
-        );
+        let (w, m, v, g) = (rng.tensor(&[4]), rng.tensor(&[4]), rng.tensor(&[4]), rng.tensor(&[4]));
         let v = tensor(&[4], f32s(&v).iter().map(|x| x.abs()).collect());
         let t = tensor(&[], vec![3.0f32]);
-        let attrs = [
-            float("lr", 0.01),
-            float("beta1", 0.8),
-            float("beta2", 0.99),
-            float("epsilon", 1e-6),
-        ];
+        let attrs = [float("lr", 0.01), float("beta1", 0.8), float("beta2", 0.99), float("epsilon", 1e-6)];
         let outs = run_lms(
             "AdamUpdate",
             &attrs,
             &[&w, &m, &v, &g, &t],
-            &[
-                (DtypeF32, vec![4]),
-                (DtypeF32, vec![4]),
-                (DtypeF32, vec![4]),
-            ],
+            &[(DtypeF32, vec![4]), (DtypeF32, vec![4]), (DtypeF32, vec![4])],
         )
         .unwrap();
         let [lr, b1, b2, eps] = [0.01f32, 0.8, 0.99, 1e-6].map(f64::from);

@@ -40,11 +40,7 @@ fn pool_grad_typed<T: Float>(ctx: &Ctx<'_>, dy: &HostTensor, max: bool) -> Resul
     let windows = Windows::new(&win);
     let dys = dy.view::<T>("input dY")?;
     let mut dx = vec![0.0f64; numel(x_shape)];
-    for (p, (dx_p, dy_p)) in dx
-        .chunks_exact_mut(in_sp.max(1))
-        .zip(dys.chunks_exact(out_sp.max(1)))
-        .enumerate()
-    {
+    for (p, (dx_p, dy_p)) in dx.chunks_exact_mut(in_sp.max(1)).zip(dys.chunks_exact(out_sp.max(1))).enumerate() {
         let mut dy_p = dy_p.iter().map(|v| v.to_f64());
         windows.for_each(include_pad, |axes, count| {
             let d = dy_p.next().unwrap_or(0.0);
@@ -70,10 +66,7 @@ fn global_average_pool_grad(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     let dy = ctx.input(0, "dY")?;
     let x_shape = ctx.out_shape(0)?;
     if x_shape.len() < 2 {
-        return Err(KernelError::shape(
-            "output 0",
-            format!("expected [N, C, spatial...], found {x_shape:?}"),
-        ));
+        return Err(KernelError::shape("output 0", format!("expected [N, C, spatial...], found {x_shape:?}")));
     }
     let mut y_shape = x_shape[..2].to_vec();
     y_shape.resize(x_shape.len(), 1);
@@ -96,11 +89,7 @@ mod tests {
     fn check(op: &str, grad_op: &str, attrs: &[Attribute], xs: &[usize], ys: &[usize]) {
         let mut rng = Rng::new(41);
         let (x, dy) = (rng.tensor(xs), rng.tensor(ys));
-        let inputs: Vec<&crate::tensor::HostTensor> = if grad_op == "MaxPoolGrad" {
-            vec![&dy, &x]
-        } else {
-            vec![&dy]
-        };
+        let inputs: Vec<&crate::tensor::HostTensor> = if grad_op == "MaxPoolGrad" { vec![&dy, &x] } else { vec![&dy] };
         let got = lms1(grad_op, attrs, &inputs, xs);
         let fd = fd_grad(&x, |x| dot(&run1(op, attrs, &[x], DtypeF64, ys), &dy));
         // Tolerance 1e-4: pools are piecewise linear and the random inputs have no ties.
@@ -116,25 +105,9 @@ mod tests {
             ints("pads", &[1, 1, 1, 0]),
         ];
         // h: 9 + 2 - 3 = 8 -> 5; w: 6 + 1 - 3 = 4 -> 5.
-        check(
-            "MaxPool",
-            "MaxPoolGrad",
-            &attrs,
-            &[2, 2, 9, 6],
-            &[2, 2, 5, 5],
-        );
-        let attrs = [
-            ints("kernel_shape", &[2, 2, 2]),
-            ints("strides", &[2, 2, 2]),
-            int("ceil_mode", 1),
-        ];
-        check(
-            "MaxPool",
-            "MaxPoolGrad",
-            &attrs,
-            &[1, 2, 3, 5, 4],
-            &[1, 2, 2, 3, 2],
-        );
+        check("MaxPool", "MaxPoolGrad", &attrs, &[2, 2, 9, 6], &[2, 2, 5, 5]);
+        let attrs = [ints("kernel_shape", &[2, 2, 2]), ints("strides", &[2, 2, 2]), int("ceil_mode", 1)];
+        check("MaxPool", "MaxPoolGrad", &attrs, &[1, 2, 3, 5, 4], &[1, 2, 2, 3, 2]);
     }
 
     #[test]
@@ -159,22 +132,12 @@ mod tests {
             // h: 8 + 2 - 3 = 7 -> 4 (ceil 5, last start 8 >= 8 + 1? no -> 5);
             // w: 5 + 1 - 2 = 4 -> 3 either way.
             let h = if ceil == 1 { 5 } else { 4 };
-            check(
-                "AveragePool",
-                "AveragePoolGrad",
-                &attrs,
-                &[2, 2, 8, 5],
-                &[2, 2, h, 3],
-            );
+            check("AveragePool", "AveragePoolGrad", &attrs, &[2, 2, 8, 5], &[2, 2, h, 3]);
         }
         check(
             "AveragePool",
             "AveragePoolGrad",
-            &[
-                ints("kernel_shape", &[2]),
-                ints("pads", &[1, 1]),
-                int("count_include_pad", 1),
-            ],
+            &[ints("kernel_shape", &[2]), ints("pads", &[1, 1]), int("count_include_pad", 1)],
             &[1, 3, 5],
             &[1, 3, 6],
         );
@@ -185,12 +148,6 @@ mod tests {
         let dy = tensor(&[1, 2, 1, 1], vec![4.0f32, -8.0]);
         let got = lms1("GlobalAveragePoolGrad", &[], &[&dy], &[1, 2, 2, 2]);
         assert_eq!(got, vec![1.0, 1.0, 1.0, 1.0, -2.0, -2.0, -2.0, -2.0]);
-        check(
-            "GlobalAveragePool",
-            "GlobalAveragePoolGrad",
-            &[],
-            &[2, 3, 4, 5],
-            &[2, 3, 1, 1],
-        );
+        check("GlobalAveragePool", "GlobalAveragePoolGrad", &[], &[2, 3, 4, 5], &[2, 3, 1, 1]);
     }
 }

@@ -38,20 +38,14 @@ fn reshape_to(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     let x = ctx.input(0, "X")?;
     let shape = ctx.out_shape(0)?;
     if numel(shape) != x.numel() {
-        return Err(KernelError::shape(
-            "input X",
-            format!("{} elements do not fill shape {shape:?}", x.numel()),
-        ));
+        return Err(KernelError::shape("input X", format!("{} elements do not fill shape {shape:?}", x.numel())));
     }
     Ok(vec![HostTensor::new(shape.to_vec(), x.data.clone())?])
 }
 
 /// Zeros() → zeros of the declared type.
 fn zeros(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
-    Ok(vec![HostTensor::zeros(
-        ctx.out_dtype(0)?,
-        ctx.out_shape(0)?,
-    )?])
+    Ok(vec![HostTensor::zeros(ctx.out_dtype(0)?, ctx.out_shape(0)?)?])
 }
 
 /// Ints attribute `name`, `default` when absent.
@@ -61,9 +55,7 @@ fn ints_or(ctx: &Ctx<'_>, name: &str, default: Vec<i64>) -> Result<Vec<i64>> {
 
 /// Ints attribute `name`, which must be present.
 fn required_ints<'a>(ctx: &Ctx<'a>, name: &str) -> Result<&'a [i64]> {
-    ctx.attrs
-        .ints_opt(name)?
-        .ok_or_else(|| KernelError::attr(name, "is required"))
+    ctx.attrs.ints_opt(name)?.ok_or_else(|| KernelError::attr(name, "is required"))
 }
 
 /// SliceGrad(dY) → zeros of the declared shape with dY written where Slice read.
@@ -87,22 +79,15 @@ fn slice_grad(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
 /// ConcatGrad(dY) → dY split along `axis` into the declared outputs' sizes.
 fn concat_grad(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     let dy = ctx.input(0, "dY")?;
-    let axis = ctx
-        .attrs
-        .int_opt("axis")?
-        .ok_or_else(|| KernelError::attr("axis", "is required"))?;
+    let axis = ctx.attrs.int_opt("axis")?.ok_or_else(|| KernelError::attr("axis", "is required"))?;
     let axis = norm_axis(axis, dy.rank(), "axis")?;
     let mut total = 0usize;
     for (i, (_, shape)) in ctx.outputs.iter().enumerate() {
-        let fits = shape.len() == dy.rank()
-            && (0..shape.len()).all(|d| d == axis || shape[d] == dy.shape[d]);
+        let fits = shape.len() == dy.rank() && (0..shape.len()).all(|d| d == axis || shape[d] == dy.shape[d]);
         if !fits {
             return Err(KernelError::shape(
                 format!("output {i}"),
-                format!(
-                    "shape {shape:?} is not a part of {:?} on axis {axis}",
-                    dy.shape
-                ),
+                format!("shape {shape:?} is not a part of {:?} on axis {axis}", dy.shape),
             ));
         }
         total += shape[axis];
@@ -110,10 +95,7 @@ fn concat_grad(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     if total != dy.shape[axis] {
         return Err(KernelError::shape(
             "input dY",
-            format!(
-                "axis {axis} has {} elements, the outputs {total}",
-                dy.shape[axis]
-            ),
+            format!("axis {axis} has {} elements, the outputs {total}", dy.shape[axis]),
         ));
     }
     let own = strides(&dy.shape);
@@ -142,18 +124,11 @@ fn reduce_grad(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     let y_shape: Vec<usize> = if ctx.attrs.int("keepdims", 1)? != 0 {
         kept.clone()
     } else {
-        (0..x_shape.len())
-            .filter(|d| !axes.contains(d))
-            .map(|d| x_shape[d])
-            .collect()
+        (0..x_shape.len()).filter(|d| !axes.contains(d)).map(|d| x_shape[d]).collect()
     };
     same_shape(dy, &y_shape, "dY")?;
     let count = axes.iter().map(|&a| x_shape[a]).product::<usize>().max(1) as f64;
-    let div = if ctx.attrs.int("mean", 0)? != 0 {
-        count
-    } else {
-        1.0
-    };
+    let div = if ctx.attrs.int("mean", 0)? != 0 { count } else { 1.0 };
     let view = broadcast_strides(&kept, x_shape, "input dY")?;
     let out = dispatch_float!(dy.dtype(), "input dY", T => {
         let spread = strided_copy(dy.view::<T>("input dY")?, 0, x_shape, &view);
@@ -178,14 +153,9 @@ fn gather_grad(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
         .into_iter()
         .map(|i| {
             let wrapped = if i < 0 { i + dim as i64 } else { i };
-            usize::try_from(wrapped)
-                .ok()
-                .filter(|&r| r < dim)
-                .ok_or_else(|| {
-                    KernelError::invalid(format!(
-                        "index {i} is out of bounds for axis {axis} of size {dim}"
-                    ))
-                })
+            usize::try_from(wrapped).ok().filter(|&r| r < dim).ok_or_else(|| {
+                KernelError::invalid(format!("index {i} is out of bounds for axis {axis} of size {dim}"))
+            })
         })
         .collect::<Result<Vec<usize>>>()?;
     let out = dispatch_float!(dy.dtype(), "input dY", T => {
@@ -230,11 +200,7 @@ mod tests {
     }
 
     /// The gradient of a linear forward op `f` (f64 in, f64 out) by finite differences.
-    fn linear_fd(
-        x: &HostTensor,
-        dy: &HostTensor,
-        f: impl Fn(&HostTensor) -> HostTensor,
-    ) -> Vec<f32> {
+    fn linear_fd(x: &HostTensor, dy: &HostTensor, f: impl Fn(&HostTensor) -> HostTensor) -> Vec<f32> {
         fd_grad(x, |x| dot(&f(x), dy))
     }
 
@@ -244,22 +210,11 @@ mod tests {
         let x = rng.tensor(&[4, 6]);
         let dy = rng.tensor(&[2, 3]);
         let (starts, ends, axes, steps) = ([1i64, 5], [3i64, 0], [0i64, -1], [1i64, -2]);
-        let attrs = [
-            ints("starts", &starts),
-            ints("ends", &ends),
-            ints("axes", &axes),
-            ints("steps", &steps),
-        ];
+        let attrs = [ints("starts", &starts), ints("ends", &ends), ints("axes", &axes), ints("steps", &steps)];
         let got = lms1("SliceGrad", &attrs, &[&dy], &[4, 6]);
         let v = |a: &[i64]| tensor(&[2], a.to_vec());
         let fd = linear_fd(&x, &dy, |x| {
-            run1(
-                "Slice",
-                &[],
-                &[x, &v(&starts), &v(&ends), &v(&axes), &v(&steps)],
-                DtypeF64,
-                &[2, 3],
-            )
+            run1("Slice", &[], &[x, &v(&starts), &v(&ends), &v(&axes), &v(&steps)], DtypeF64, &[2, 3])
         });
         assert_near(&got, &fd, 1e-6);
     }
@@ -267,21 +222,11 @@ mod tests {
     #[test]
     fn concat_grad_splits_into_the_declared_parts() {
         let dy = tensor(&[2, 5], (0..10).map(|v| v as f32).collect());
-        let outs = run_lms(
-            "ConcatGrad",
-            &[int("axis", 1)],
-            &[&dy],
-            &[(DtypeF32, vec![2, 2]), (DtypeF32, vec![2, 3])],
-        )
-        .unwrap();
+        let outs = run_lms("ConcatGrad", &[int("axis", 1)], &[&dy], &[(DtypeF32, vec![2, 2]), (DtypeF32, vec![2, 3])])
+            .unwrap();
         assert_eq!(f32s(&outs[0]), vec![0.0, 1.0, 5.0, 6.0]);
         assert_eq!(f32s(&outs[1]), vec![2.0, 3.0, 4.0, 7.0, 8.0, 9.0]);
-        let bad = run_lms(
-            "ConcatGrad",
-            &[int("axis", 1)],
-            &[&dy],
-            &[(DtypeF32, vec![2, 2]), (DtypeF32, vec![2, 2])],
-        );
+        let bad = run_lms("ConcatGrad", &[int("axis", 1)], &[&dy], &[(DtypeF32, vec![2, 2]), (DtypeF32, vec![2, 2])]);
         assert!(bad.is_err());
     }
 
@@ -291,24 +236,13 @@ mod tests {
         let x = rng.tensor(&[2, 3, 4]);
         for (op, mean) in [("ReduceSum", 0), ("ReduceMean", 1)] {
             for keepdims in [0, 1] {
-                let y_shape: Vec<usize> = if keepdims == 1 {
-                    vec![1, 3, 1]
-                } else {
-                    vec![3]
-                };
+                let y_shape: Vec<usize> = if keepdims == 1 { vec![1, 3, 1] } else { vec![3] };
                 let dy = rng.tensor(&y_shape);
-                let attrs = [
-                    ints("axes", &[0, 2]),
-                    int("keepdims", keepdims),
-                    int("mean", mean),
-                ];
+                let attrs = [ints("axes", &[0, 2]), int("keepdims", keepdims), int("mean", mean)];
                 let got = lms1("ReduceGrad", &attrs, &[&dy], &[2, 3, 4]);
                 let fwd = [ints("axes", &[0, 2]), int("keepdims", keepdims)];
-                let fd = linear_fd(&x, &dy, |x| {
-                    run(op, 13, &fwd, &[x], &[(DtypeF64, y_shape.clone())])
-                        .unwrap()
-                        .remove(0)
-                });
+                let fd =
+                    linear_fd(&x, &dy, |x| run(op, 13, &fwd, &[x], &[(DtypeF64, y_shape.clone())]).unwrap().remove(0));
                 assert_near(&got, &fd, 1e-6);
             }
         }
@@ -322,22 +256,11 @@ mod tests {
         let dy = rng.tensor(&[2, 2, 2, 3]);
         let attrs = [int("axis", 1)];
         let got = lms1("GatherGrad", &attrs, &[&dy, &indices], &[2, 5, 3]);
-        let fd = linear_fd(&data, &dy, |d| {
-            run1("Gather", &attrs, &[d, &indices], DtypeF64, &[2, 2, 2, 3])
-        });
+        let fd = linear_fd(&data, &dy, |d| run1("Gather", &attrs, &[d, &indices], DtypeF64, &[2, 2, 2, 3]));
         assert_near(&got, &fd, 1e-6);
         let bad = tensor(&[1], vec![5i64]);
         let dy = rng.tensor(&[2, 1, 3]);
-        let err = run_lms(
-            "GatherGrad",
-            &attrs,
-            &[&dy, &bad],
-            &[(DtypeF32, vec![2, 5, 3])],
-        )
-        .unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "GatherGrad: index 5 is out of bounds for axis 1 of size 5"
-        );
+        let err = run_lms("GatherGrad", &attrs, &[&dy, &bad], &[(DtypeF32, vec![2, 5, 3])]).unwrap_err();
+        assert_eq!(err.to_string(), "GatherGrad: index 5 is out of bounds for axis 1 of size 5");
     }
 }

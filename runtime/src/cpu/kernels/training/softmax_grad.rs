@@ -10,10 +10,8 @@ use crate::error::Result;
 use crate::tensor::HostTensor;
 
 /// The softmax gradient kernels.
-pub(super) const KERNELS: &[(&str, Kernel)] = &[
-    ("LogSoftmaxGrad", |c| softmax_grad(c, true)),
-    ("SoftmaxGrad", |c| softmax_grad(c, false)),
-];
+pub(super) const KERNELS: &[(&str, Kernel)] =
+    &[("LogSoftmaxGrad", |c| softmax_grad(c, true)), ("SoftmaxGrad", |c| softmax_grad(c, false))];
 
 /// SoftmaxGrad or LogSoftmaxGrad (dY, Y) → dX.
 fn softmax_grad(ctx: &Ctx<'_>, log: bool) -> Result<Vec<HostTensor>> {
@@ -30,12 +28,7 @@ fn softmax_grad(ctx: &Ctx<'_>, log: bool) -> Result<Vec<HostTensor>> {
 }
 
 /// The gradient over the middle axis of [outer, n, inner], sums in f64.
-fn softmax_grad_typed<T: Float>(
-    dy: &[T],
-    y: &[T],
-    (outer, n, inner): (usize, usize, usize),
-    log: bool,
-) -> Vec<T> {
+fn softmax_grad_typed<T: Float>(dy: &[T], y: &[T], (outer, n, inner): (usize, usize, usize), log: bool) -> Vec<T> {
     let mut dx = vec![T::ZERO; y.len()];
     for o in 0..outer {
         for i in 0..inner {
@@ -52,11 +45,7 @@ fn softmax_grad_typed<T: Float>(
                 .sum();
             for j in 0..n {
                 let (d, v) = (dy[at(j)].to_f64(), y[at(j)].to_f64());
-                dx[at(j)] = T::from_f64(if log {
-                    d - v.exp() * sum
-                } else {
-                    v * (d - sum)
-                });
+                dx[at(j)] = T::from_f64(if log { d - v.exp() * sum } else { v * (d - sum) });
             }
         }
     }
@@ -75,14 +64,7 @@ mod tests {
         let shape = [2, 3, 4];
         let (x, dy) = (rng.tensor(&shape), rng.tensor(&shape));
         let forward = |x: &crate::tensor::HostTensor, dtype| {
-            run(
-                op,
-                opset,
-                &[int("axis", axis)],
-                &[x],
-                &[(dtype, shape.to_vec())],
-            )
-            .unwrap()
+            run(op, opset, &[int("axis", axis)], &[x], &[(dtype, shape.to_vec())]).unwrap()
         };
         let y = forward(&x, DtypeF32).remove(0);
         let attrs = [int("axis", axis), int("coerce", i64::from(opset < 13))];

@@ -31,8 +31,7 @@ pub fn run_lms_at(
 
 /// Runs a single-output f32 lms op and returns its elements; panics on error.
 pub fn lms1(op: &str, attrs: &[Attribute], inputs: &[&HostTensor], shape: &[usize]) -> Vec<f32> {
-    let out = run_lms(op, attrs, inputs, &[(DType::DtypeF32, shape.to_vec())])
-        .unwrap_or_else(|e| panic!("{e}"));
+    let out = run_lms(op, attrs, inputs, &[(DType::DtypeF32, shape.to_vec())]).unwrap_or_else(|e| panic!("{e}"));
     f32s(&out[0])
 }
 
@@ -68,10 +67,7 @@ pub fn fd_grad(x: &HostTensor, f: impl Fn(&HostTensor) -> f64) -> Vec<f32> {
 pub fn assert_near(got: &[f32], want: &[f32], tol: f32) {
     assert_eq!(got.len(), want.len(), "lengths differ");
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!(
-            (g - w).abs() <= tol * w.abs().max(1.0),
-            "element {i}: got {g}, want {w}"
-        );
+        assert!((g - w).abs() <= tol * w.abs().max(1.0), "element {i}: got {g}, want {w}");
     }
 }
 

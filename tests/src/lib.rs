@@ -58,7 +58,8 @@ pub fn lms(args: &[&str]) -> Output {
 /// Builds small ONNX models in tests: float initializers with seeded values,
 /// data inputs, nodes and outputs.
 pub mod onnx_builder {
-    use lms_proto::onnx::{self as onnx, attribute_proto::AttributeType, tensor_shape_proto, type_proto};
+    use lms_compiler::ir::{DType, TensorType};
+    use lms_proto::onnx::{self as onnx, attribute_proto::AttributeType};
 
     /// An ONNX attribute value for [`ModelBuilder::node`].
     pub enum A {
@@ -181,24 +182,9 @@ pub mod onnx_builder {
     }
 
     fn value_info(name: &str, elem_type: i32, dims: &[i64]) -> onnx::ValueInfoProto {
-        let dim = dims
-            .iter()
-            .map(|&d| tensor_shape_proto::Dimension {
-                value: Some(tensor_shape_proto::dimension::Value::DimValue(d)),
-                ..Default::default()
-            })
-            .collect();
-        onnx::ValueInfoProto {
-            name: name.into(),
-            r#type: Some(onnx::TypeProto {
-                value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                    elem_type,
-                    shape: Some(onnx::TensorShapeProto { dim }),
-                })),
-                ..Default::default()
-            }),
-            ..Default::default()
-        }
+        let dtype = DType::from_code(elem_type).expect("a data type lms knows");
+        let shape = dims.iter().map(|&d| d as usize).collect();
+        lms_compiler::emit::onnx::value_info(name, &TensorType::new(dtype, shape))
     }
 }
 

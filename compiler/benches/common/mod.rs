@@ -1,28 +1,13 @@
 //! The synthetic model the benchmarks share: a chain of residual blocks
 //! `h' = relu(h @ W_i + b_i) + h` and a classifier head, as an ONNX model.
 
-use lms_proto::onnx::{self as onnx, tensor_shape_proto, type_proto, ModelProto};
+use lms_compiler::ir::{DType, TensorType};
+use lms_proto::onnx::{self as onnx, ModelProto};
 
 /// An f32 graph input or output of a fixed shape.
 fn value_info(name: &str, dims: &[i64]) -> onnx::ValueInfoProto {
-    let dim = dims
-        .iter()
-        .map(|&d| tensor_shape_proto::Dimension {
-            value: Some(tensor_shape_proto::dimension::Value::DimValue(d)),
-            ..Default::default()
-        })
-        .collect();
-    onnx::ValueInfoProto {
-        name: name.into(),
-        r#type: Some(onnx::TypeProto {
-            value: Some(type_proto::Value::TensorType(type_proto::Tensor {
-                elem_type: 1,
-                shape: Some(onnx::TensorShapeProto { dim }),
-            })),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
+    let shape = dims.iter().map(|&d| d as usize).collect();
+    lms_compiler::emit::onnx::value_info(name, &TensorType::new(DType::F32, shape))
 }
 
 fn weight(name: &str, dims: &[i64]) -> onnx::TensorProto {

@@ -89,7 +89,8 @@ fn tensor_proto(name: &str, data: &TensorData) -> onnx::TensorProto {
     }
 }
 
-fn value_info(name: &str, ty: &TensorType) -> onnx::ValueInfoProto {
+/// A graph input, output or value_info entry: `name` with a concrete tensor type.
+pub fn value_info(name: &str, ty: &TensorType) -> onnx::ValueInfoProto {
     let dim = ty
         .shape
         .iter()

@@ -3,6 +3,7 @@
 //! - [`onnx`]: the subset of ONNX's `ModelProto` that lms reads and writes,
 //!   with the official field numbers.
 //! - [`lms`]: `lms.proto`, the serialized IR shared by compiler and runtime.
+//! - [`trace`]: the Chrome-trace form of a step's timeline, predicted or measured.
 
 /// ONNX model messages (official field numbers).
 pub mod onnx {
@@ -13,6 +14,8 @@ pub mod onnx {
 pub mod lms {
     include!(concat!(env!("OUT_DIR"), "/lms.rs"));
 }
+
+pub mod trace;
 
 /// Version of `lms.proto` this build writes and accepts.
 pub const LMS_FORMAT_VERSION: u32 = 1;

@@ -9,7 +9,7 @@ use crate::error::{Error, Result};
 use crate::frontend::{self, FrontendOptions};
 use crate::ir::Graph;
 use crate::passes::tflms::{self, SwappedTensor, TflmsConfig};
-use crate::train::{self, TrainOptions};
+use crate::train::{self, TrainOptions, TrainSummary};
 use crate::units::format_bytes;
 use lms_proto::Message;
 use serde::Serialize;
@@ -84,6 +84,8 @@ pub struct CompileReport {
     pub verified: Option<usize>,
     /// Each swapped tensor: bytes, distance, swap ops and their control ops.
     pub swaps: Vec<SwappedTensor>,
+    /// The trained and frozen tensors, and warnings about the model.
+    pub training: TrainSummary,
 }
 
 /// Compiles a model and writes every requested output.
@@ -92,6 +94,7 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
     let proto = frontend::read_model(&options.model).map_err(in_model)?;
     let base_dir = options.model.parent().unwrap_or(Path::new("."));
     let model = frontend::import(&proto, Some(base_dir), &options.frontend).map_err(in_model)?;
+    let summary = train::summary(&model.graph, &options.train).map_err(in_model)?;
     let training = train::build(&model.graph, &options.train).map_err(in_model)?;
     let peak_before = device_peak(&training)?;
     let mut report = CompileReport {
@@ -112,6 +115,7 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
         peak_host_bytes_after: 0,
         verified: None,
         swaps: vec![],
+        training: summary,
     };
     let graph = match (&options.strategy, options.budget) {
         (Strategy::None, None) => training,
@@ -214,6 +218,17 @@ impl CompileReport {
     pub fn to_text(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(s, "training graph  {} ops, {} tensors ({})", self.ops, self.tensors, self.model);
+        let frozen = match self.training.frozen.len() {
+            0 => String::new(),
+            n if n <= 8 => format!("; frozen {n}: {}", self.training.frozen.join(", ")),
+            n => format!("; frozen {n}: {}, ...", self.training.frozen[..8].join(", ")),
+        };
+        let _ = writeln!(
+            s,
+            "trained         {} tensors ({} values){frozen}",
+            self.training.trained.len(),
+            self.training.trained_values
+        );
         if let (Some(fits), Some(budget)) = (self.fits_without_rewrite, self.budget_bytes) {
             let verdict = if fits { "fits" } else { "does not fit" };
             let _ = writeln!(

@@ -119,7 +119,7 @@ enum OptimizerKind {
 
 #[derive(Clone, Copy, clap::ValueEnum)]
 enum LossKind {
-    /// Softmax cross-entropy on integer labels over the last axis.
+    /// Softmax cross-entropy on integer labels over the model's class axis.
     SoftmaxXent,
     /// Mean squared error against a float target.
     Mse,
@@ -143,9 +143,12 @@ struct CompileArgs {
     /// Loss on the model's first output.
     #[arg(long, value_enum, default_value = "softmax-xent")]
     loss: LossKind,
-    /// Train only parameters whose names match a glob (repeatable; default all).
+    /// Train exactly the weights whose names match a glob (repeatable; default: weights in parameter positions).
     #[arg(long, value_name = "GLOB")]
     trainable: Vec<String>,
+    /// Do not train the weights whose names match a glob (repeatable).
+    #[arg(long, value_name = "GLOB")]
+    frozen: Vec<String>,
     /// Memory rewrite of the training graph.
     #[arg(long, value_enum, default_value = "none")]
     strategy: StrategyKind,
@@ -339,7 +342,7 @@ fn compile(args: &CompileArgs) -> Result<(), Error> {
     let options = CompileOptions {
         model: args.model.clone(),
         frontend: args.shapes.options(),
-        train: TrainOptions { loss, optimizer, trainable: args.trainable.clone() },
+        train: TrainOptions { loss, optimizer, trainable: args.trainable.clone(), frozen: args.frozen.clone() },
         strategy: match args.strategy {
             StrategyKind::None => Strategy::None,
             StrategyKind::Tflms => Strategy::Tflms(args.tflms.config()),
@@ -357,6 +360,9 @@ fn compile(args: &CompileArgs) -> Result<(), Error> {
         verify: !args.no_verify,
     };
     let report = lms_compiler::compile::compile(&options)?;
+    for warning in &report.training.warnings {
+        eprintln!("lms: warning: {warning}");
+    }
     print!("{}", report.to_text());
     eprintln!("lms: wrote {}", args.output.display());
     Ok(())
@@ -442,7 +448,7 @@ fn loss(kind: LossKind) -> Loss {
 
 fn max_batch(args: &MaxBatchArgs) -> Result<(), Error> {
     let frontend = FrontendOptions { batch: None, dims: args.dims.iter().cloned().collect() };
-    let train = TrainOptions { loss: loss(args.loss), optimizer: optimizer(args.train, None, 0.9), trainable: vec![] };
+    let train = TrainOptions { loss: loss(args.loss), optimizer: optimizer(args.train, None, 0.9), ..TrainOptions::default() };
     let host = args.host_budget.unwrap_or_else(|| RunOptions::default().host_memory);
     let search = |strategy| {
         lms_compiler::max_batch::max_batch(&args.model, &frontend, &train, strategy, args.budget, host, args.limit)

@@ -22,6 +22,7 @@ fn training_graph(name: &str) -> Graph {
         loss: Loss::SoftmaxCrossEntropy,
         optimizer: Optimizer::Adam { lr: 0.01, beta1: 0.9, beta2: 0.999, epsilon: 1e-8 },
         trainable: vec![],
+        frozen: vec![],
     };
     train::build(&model.graph, &options).unwrap()
 }

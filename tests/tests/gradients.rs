@@ -26,7 +26,7 @@ type Attrs = Vec<(&'static str, A)>;
 const GRAPH_EPS: f32 = 1e-3;
 
 fn options(loss: Loss) -> TrainOptions {
-    TrainOptions { loss, optimizer: Optimizer::Sgd { lr: 1.0 }, trainable: vec![] }
+    TrainOptions { loss, optimizer: Optimizer::Sgd { lr: 1.0 }, trainable: vec![], frozen: vec![] }
 }
 
 fn f32s(t: &HostTensor) -> Vec<f32> {

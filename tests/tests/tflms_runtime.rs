@@ -20,6 +20,7 @@ fn training_graph(path: &Path, batch: usize) -> Graph {
         loss: Loss::SoftmaxCrossEntropy,
         optimizer: Optimizer::Momentum { lr: 0.05, momentum: 0.9 },
         trainable: vec![],
+        frozen: vec![],
     };
     train::build(&model.graph, &options).unwrap()
 }

@@ -16,6 +16,7 @@ fn adam(lr: f32) -> TrainOptions {
         loss: Loss::SoftmaxCrossEntropy,
         optimizer: Optimizer::Adam { lr, beta1: 0.9, beta2: 0.999, epsilon: 1e-8 },
         trainable: vec![],
+        frozen: vec![],
     }
 }
 
@@ -43,13 +44,13 @@ fn every_optimizer_trains_the_mlp() {
         Optimizer::Adam { lr: 0.01, beta1: 0.9, beta2: 0.999, epsilon: 1e-8 },
     ];
     for optimizer in optimizers {
-        let options = TrainOptions { loss: Loss::SoftmaxCrossEntropy, optimizer, trainable: vec![] };
+        let options = TrainOptions { loss: Loss::SoftmaxCrossEntropy, optimizer, trainable: vec![], frozen: vec![] };
         let graph = compile(&fixture_model("mlp"), Some(16), &options);
         let mut s = session(&graph, 3, &BTreeMap::new());
         let losses: Vec<f32> = (0..30).map(|_| s.step().unwrap().loss.unwrap()).collect();
         assert!(losses[29] < losses[0] * 0.8, "{optimizer:?}: {} -> {}", losses[0], losses[29]);
     }
-    let mse = TrainOptions { loss: Loss::MeanSquaredError, optimizer: Optimizer::Sgd { lr: 0.05 }, trainable: vec![] };
+    let mse = TrainOptions { loss: Loss::MeanSquaredError, optimizer: Optimizer::Sgd { lr: 0.05 }, trainable: vec![], frozen: vec![] };
     let graph = compile(&fixture_model("mlp"), Some(16), &mse);
     let mut s = session(&graph, 3, &BTreeMap::new());
     let losses: Vec<f32> = (0..30).map(|_| s.step().unwrap().loss.unwrap()).collect();
@@ -97,7 +98,7 @@ fn runtime_peak_equals_simulation_and_the_budget_is_enforced() {
 fn resnet50_trains_three_steps() {
     let model = frontend::read_model(&onnx_data("light/light_resnet50.onnx")).unwrap();
     let options =
-        TrainOptions { loss: Loss::SoftmaxCrossEntropy, optimizer: Optimizer::Sgd { lr: 0.01 }, trainable: vec![] };
+        TrainOptions { loss: Loss::SoftmaxCrossEntropy, optimizer: Optimizer::Sgd { lr: 0.01 }, trainable: vec![], frozen: vec![] };
     let graph = compile(&model, Some(2), &options);
     let mut s = session(&graph, 0, &BTreeMap::new());
     for step in 0..3 {

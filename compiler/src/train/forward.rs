@@ -1,18 +1,18 @@
 //! The forward graph in training mode.
 //!
-//! Trainable parameters — float tensors computed only from constants that an
-//! op depending on data reads — become `Variable`s: initializers keep their
-//! values; tensors the model only describes (the `ConstantOfShape` weights of
-//! the model-zoo graphs) get a seeded initialisation: He for rank ≥ 3
-//! weights, Xavier for matrices, ones for per-channel scales and variances,
-//! zeros otherwise. Constant chains that only produced such parameters are
-//! dropped. BatchNormalization becomes `BatchNormTrain` (batch statistics,
+//! Initializers become `Variable`s that keep their values; weights the model
+//! only describes by shape (the `ConstantOfShape` weights of the model-zoo
+//! graphs, see [`super::trainable`]) become `Variable`s with a seeded
+//! initialisation: He for rank ≥ 3 weights, Xavier for matrices, ones for
+//! per-channel scales and variances, zeros otherwise. Constant chains that
+//! only produced such weights are dropped; other constant chains (masks,
+//! buffers) are copied and keep their values. BatchNormalization becomes `BatchNormTrain` (batch statistics,
 //! running statistics written back through update edges), Dropout becomes
 //! `DropoutTrain` (the mask is kept for the backward pass), and
 //! LayerNormalization also returns its mean and inverse standard deviation.
 
 use super::builder::Builder;
-use super::glob_match;
+use super::trainable::{is_initializer, Selection};
 use crate::analysis::classify::{classify, TensorClass};
 use crate::analysis::order;
 use crate::error::{Error, Result};
@@ -23,31 +23,34 @@ use std::collections::HashMap;
 pub struct Forward {
     /// The model's outputs in the new graph.
     pub outputs: Vec<TensorId>,
-    /// When the first output came from a Softmax that the loss folds in: its input.
-    pub logits: Option<TensorId>,
+    /// When the first output came from a Softmax that the loss folds in: its
+    /// input and axis.
+    pub logits: Option<Logits>,
     /// Variables to train.
     pub trainable: Vec<TensorId>,
 }
 
-/// Copies `f` into `b` in training mode.
-pub fn build(b: &mut Builder, f: &Graph, trainable: &[String], fold_softmax: bool) -> Result<Forward> {
+/// The input of a Softmax that the loss folds in.
+pub struct Logits {
+    pub tensor: TensorId,
+    /// The Softmax's axis, non-negative.
+    pub axis: usize,
+    /// Softmax over the input coerced to 2-D at `axis` (before opset 13).
+    pub coerced: bool,
+}
+
+/// Copies `f` into `b` in training mode; `select` says which tensors are
+/// trained and which weights get a seeded initialisation.
+pub fn build(b: &mut Builder, f: &Graph, select: &Selection, fold_softmax: bool) -> Result<Forward> {
     let schedule = order::schedule(f)?;
     let classes = classify(f, &schedule);
     let class = |t: TensorId| classes[t.index()];
-    // BatchNormalization's running statistics are variables but not trained.
-    let mut running_stats = vec![false; f.tensor_count()];
-    for &id in &schedule {
-        let node = f.node(id);
-        if node.op == "BatchNormalization" {
-            for t in node.inputs.iter().skip(3).flatten() {
-                running_stats[t.index()] = true;
-            }
-        }
-    }
     // A final Softmax folded into the loss is not copied.
     let softmax =
         f.outputs.first().map(|&t| f.tensor(t).producer.0).filter(|&p| fold_softmax && f.node(p).op == "Softmax");
-    // Constant nodes are copied only when a data op needs them other than as a parameter.
+    // Parameters that become variables directly: initializers and seeded weights.
+    let leaf = |t: TensorId| class(t) == TensorClass::Parameter && (is_initializer(f, t) || select.seeded[t.index()]);
+    // Constant nodes are copied only when a data op needs them other than as such a variable.
     let mut needed = vec![false; f.node_bound()];
     for &id in schedule.iter().rev() {
         let node = f.node(id);
@@ -57,7 +60,7 @@ pub fn build(b: &mut Builder, f: &Graph, trainable: &[String], fold_softmax: boo
         }
         needed[id.index()] = true;
         for &t in copied_inputs(node).iter().flatten() {
-            if class(t) != TensorClass::Parameter {
+            if !leaf(t) {
                 needed[f.tensor(t).producer.0.index()] = true;
             }
         }
@@ -67,21 +70,16 @@ pub fn build(b: &mut Builder, f: &Graph, trainable: &[String], fold_softmax: boo
     let mut out = Forward { outputs: vec![], logits: None, trainable: vec![] };
     // Parameters first, in tensor order, so their order does not depend on the schedule.
     for (t, tensor) in f.tensors() {
-        if class(t) != TensorClass::Parameter {
+        if !leaf(t) {
             continue;
         }
-        let producer = f.node(tensor.producer.0);
-        let attrs = if producer.op == VARIABLE_OP && tensor.data.is_some() {
+        let attrs = if is_initializer(f, t) {
             Attrs::new().with("init", Attr::String("data".into()))
         } else {
             initialisation(f, t)
         };
         let v = b.add_leaf(&tensor.name, VARIABLE_OP, attrs, tensor.ty.clone());
         b.graph.tensor_mut(v).data = tensor.data.clone();
-        if !running_stats[t.index()] && (trainable.is_empty() || trainable.iter().any(|p| glob_match(p, &tensor.name)))
-        {
-            out.trainable.push(v);
-        }
         map.insert(t, v);
     }
     for &id in &schedule {
@@ -90,13 +88,25 @@ pub fn build(b: &mut Builder, f: &Graph, trainable: &[String], fold_softmax: boo
         }
         copy_node(b, f, id, &mut map)?;
     }
+    out.trainable = f.tensors().filter(|(t, _)| select.trained[t.index()]).filter_map(|(t, _)| map.get(&t).copied()).collect();
     if let Some(s) = softmax {
-        out.logits = Some(map[&f.node(s).inputs[0].expect("Softmax has an input")]);
+        let node = f.node(s);
+        let x = map[&node.inputs[0].expect("Softmax has an input")];
+        let rank = b.ty(x).rank() as i64;
+        // Before opset 13 Softmax works on the input coerced to 2-D at `axis` (default 1).
+        let (default, coerced) = if f.opset < 13 { (1, true) } else { (-1, false) };
+        let axis = node.attrs.int("axis", default).map_err(|e| Error::Node {
+            node: node.name.clone(),
+            op: node.op.clone(),
+            reason: e.to_string(),
+        })?;
+        let axis = if axis < 0 { axis + rank } else { axis };
+        out.logits = Some(Logits { tensor: x, axis: usize::try_from(axis).unwrap_or(0), coerced });
     }
     for (i, &t) in f.outputs.iter().enumerate() {
         match map.get(&t) {
             Some(&m) => out.outputs.push(m),
-            None if i == 0 && out.logits.is_some() => out.outputs.push(out.logits.unwrap_or(t)),
+            None if i == 0 && out.logits.is_some() => out.outputs.push(out.logits.as_ref().map_or(t, |l| l.tensor)),
             None => return Err(Error::UnknownOutput(f.tensor(t).name.clone())),
         }
     }

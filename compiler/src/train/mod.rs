@@ -2,15 +2,17 @@
 //! optimizer, the graph with forward, backward and update phases
 //! (tflms.txt §3.3-3.5).
 //!
-//! 1. [`forward`]: the forward graph in training mode — trainable parameters
-//!    become variables (float initializers, and float tensors computed only
-//!    from constants, such as `ConstantOfShape` weights), BatchNormalization
-//!    uses batch statistics and updates its running statistics, Dropout keeps
-//!    its mask.
-//! 2. [`loss`]: softmax cross-entropy on integer labels (a final Softmax is
-//!    folded in) or mean squared error, on the model's first output.
-//! 3. [`autodiff`]: reverse-mode differentiation, one rule per op ([`grad`]).
-//! 4. [`optimizer`]: SGD, momentum or Adam update ops writing the variables
+//! 1. [`trainable`]: which weights are trained (those in parameter positions
+//!    by default; masks and buffers keep their values).
+//! 2. [`forward`]: the forward graph in training mode — initializers and
+//!    `ConstantOfShape` weights become variables, BatchNormalization uses
+//!    batch statistics and updates its running statistics, Dropout keeps its
+//!    mask.
+//! 3. [`loss`]: softmax cross-entropy on integer labels over the model's class
+//!    axis (a final Softmax is folded in) or mean squared error, on the
+//!    model's first output.
+//! 4. [`autodiff`]: reverse-mode differentiation, one rule per op ([`grad`]).
+//! 5. [`optimizer`]: SGD, momentum or Adam update ops writing the variables
 //!    through update edges, after every other reader of each variable.
 
 mod autodiff;
@@ -19,9 +21,13 @@ mod forward;
 mod grad;
 mod loss;
 mod optimizer;
+mod trainable;
 
 pub use builder::LMS_DOMAIN;
+pub use trainable::TrainSummary;
 
+use crate::analysis::classify::classify;
+use crate::analysis::order;
 use crate::error::Result;
 use crate::ir::Graph;
 use builder::Builder;
@@ -29,7 +35,8 @@ use builder::Builder;
 /// The loss attached to the model's first output.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Loss {
-    /// Softmax cross-entropy over the last axis, on integer labels.
+    /// Softmax cross-entropy on integer labels over the class axis: a folded
+    /// final Softmax's axis, else axis 1 of an N×C×1×1 output, else the last.
     SoftmaxCrossEntropy,
     /// Mean squared error against a float target.
     MeanSquaredError,
@@ -48,21 +55,48 @@ pub enum Optimizer {
 pub struct TrainOptions {
     pub loss: Loss,
     pub optimizer: Optimizer,
-    /// Glob patterns (`*` matches any run of characters) over parameter
-    /// names; a parameter is trained when it matches one. Empty: all.
+    /// Glob patterns (`*` matches any run of characters) over initializer and
+    /// weight names; when given, exactly the matching ones are trained.
+    /// Empty: the weights in parameter positions ([`trainable`]).
     pub trainable: Vec<String>,
+    /// Glob patterns of weights not to train (applied after `trainable`).
+    pub frozen: Vec<String>,
+}
+
+impl Default for TrainOptions {
+    /// Softmax cross-entropy, SGD with learning rate 0.01, the default trained set.
+    fn default() -> Self {
+        TrainOptions {
+            loss: Loss::SoftmaxCrossEntropy,
+            optimizer: Optimizer::Sgd { lr: 0.01 },
+            trainable: vec![],
+            frozen: vec![],
+        }
+    }
 }
 
 /// Builds the training graph of `forward`. Its only output is the scalar loss.
 pub fn build(forward: &Graph, options: &TrainOptions) -> Result<Graph> {
     let mut b = Builder::new(&forward.name, forward.opset);
     let fold_softmax = options.loss == Loss::SoftmaxCrossEntropy;
-    let fwd = forward::build(&mut b, forward, &options.trainable, fold_softmax)?;
+    let select = selection(forward, options)?;
+    let fwd = forward::build(&mut b, forward, &select, fold_softmax)?;
     let loss = loss::attach(&mut b, &fwd, options.loss)?;
     let grads = autodiff::differentiate(&mut b, loss, &fwd.trainable)?;
     optimizer::attach(&mut b, &fwd.trainable, &grads, options.optimizer)?;
     b.graph.outputs = vec![loss];
     Ok(b.graph)
+}
+
+/// Which tensors of `forward` training writes and which keep their values.
+pub fn summary(forward: &Graph, options: &TrainOptions) -> Result<TrainSummary> {
+    Ok(selection(forward, options)?.summary(forward))
+}
+
+fn selection(forward: &Graph, options: &TrainOptions) -> Result<trainable::Selection> {
+    let schedule = order::schedule(forward)?;
+    let classes = classify(forward, &schedule);
+    trainable::select(forward, &schedule, &classes, options)
 }
 
 /// True when `name` matches the glob `pattern` (`*` = any run of characters).

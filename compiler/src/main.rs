@@ -448,7 +448,8 @@ fn loss(kind: LossKind) -> Loss {
 
 fn max_batch(args: &MaxBatchArgs) -> Result<(), Error> {
     let frontend = FrontendOptions { batch: None, dims: args.dims.iter().cloned().collect() };
-    let train = TrainOptions { loss: loss(args.loss), optimizer: optimizer(args.train, None, 0.9), ..TrainOptions::default() };
+    let train =
+        TrainOptions { loss: loss(args.loss), optimizer: optimizer(args.train, None, 0.9), ..TrainOptions::default() };
     let host = args.host_budget.unwrap_or_else(|| RunOptions::default().host_memory);
     let search = |strategy| {
         lms_compiler::max_batch::max_batch(&args.model, &frontend, &train, strategy, args.budget, host, args.limit)

@@ -73,6 +73,7 @@ __device__ double unary_derivative(int op, double x, double alpha, double gamma)
     case U_ABS: return x > 0.0 ? 1.0 : (x < 0.0 ? -1.0 : 0.0);
     case U_NEG: return -1.0;
     case U_RECIPROCAL: return -1.0 / (x * x);
+    case U_CLIP: return x >= alpha && x <= gamma ? 1.0 : 0.0;  // alpha = min, gamma = max
     default: return 0.0;
     }
 }

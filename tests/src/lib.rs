@@ -212,8 +212,12 @@ pub mod training {
     pub fn sgd_graph(path: &Path, batch: usize) -> Graph {
         let model = frontend::load(path, &FrontendOptions { batch: Some(batch), ..Default::default() })
             .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let options =
-            TrainOptions { loss: Loss::SoftmaxCrossEntropy, optimizer: Optimizer::Sgd { lr: 0.01 }, trainable: vec![], frozen: vec![] };
+        let options = TrainOptions {
+            loss: Loss::SoftmaxCrossEntropy,
+            optimizer: Optimizer::Sgd { lr: 0.01 },
+            trainable: vec![],
+            frozen: vec![],
+        };
         train::build(&model.graph, &options).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
     }
 

@@ -8,7 +8,10 @@
 //! 1e-3 for whole graphs (whose curvature a coarser step misreads).
 //! Tolerance: |analytic − numeric| ≤ 5e-2·max(|analytic|, |numeric|) + 2e-4.
 //! Weights of single-op models are read through `w + d·0` with a data input
-//! `d` (ModelBuilder::trained), so that training treats them as parameters.
+//! `d` (ModelBuilder::trained), so that training treats them as parameters,
+//! and trained by name (`--trainable '*.w'`); the fixture graphs train their
+//! default set. A last test walks the frontend's op registry: every op has a
+//! gradient checked here, or the compiler says why it has none.
 
 use lms_compiler::train::{Loss, Optimizer, TrainOptions};
 use lms_proto::onnx::ModelProto;
@@ -24,9 +27,17 @@ const EPS: f32 = 1e-2;
 type Attrs = Vec<(&'static str, A)>;
 /// ε for whole graphs.
 const GRAPH_EPS: f32 = 1e-3;
+/// ε for Clip.
+const CLIP_EPS: f32 = 1e-3;
 
-fn options(loss: Loss) -> TrainOptions {
-    TrainOptions { loss, optimizer: Optimizer::Sgd { lr: 1.0 }, trainable: vec![], frozen: vec![] }
+/// SGD with learning rate 1, training the weights named by `trainable` (default set when empty).
+fn options(loss: Loss, trainable: &[&str]) -> TrainOptions {
+    TrainOptions {
+        loss,
+        optimizer: Optimizer::Sgd { lr: 1.0 },
+        trainable: trainable.iter().map(|s| s.to_string()).collect(),
+        frozen: vec![],
+    }
 }
 
 fn f32s(t: &HostTensor) -> Vec<f32> {
@@ -42,7 +53,12 @@ fn with(t: &HostTensor, i: usize, delta: f32) -> HostTensor {
 /// Checks the gradient of every trained parameter of `model` at the indices
 /// with the largest gradients and a few others.
 fn check(name: &str, model: &ModelProto, batch: Option<usize>, loss: Loss, eps: f32) {
-    let graph = compile(model, batch, &options(loss));
+    check_with(name, model, batch, &options(loss, &["*.w"]), eps);
+}
+
+/// [`check`] with given training options.
+fn check_with(name: &str, model: &ModelProto, batch: Option<usize>, options: &TrainOptions, eps: f32) {
+    let graph = compile(model, batch, options);
     let trained: Vec<String> = updated_variables(&graph, "SgdUpdate");
     assert!(!trained.is_empty(), "{name}: nothing is trained");
     let mut s = session(&graph, 7, &BTreeMap::new());
@@ -104,6 +120,7 @@ fn unary_ops() {
         ("Neg", -1.0, 1.0, vec![]),
         ("Reciprocal", 0.5, 2.0, vec![]),
         ("Identity", -1.0, 1.0, vec![]),
+        ("Cast", -1.0, 1.0, vec![("to", A::I(1))]),
         ("Softmax", -2.0, 2.0, vec![("axis", A::I(1))]),
         ("LogSoftmax", -2.0, 2.0, vec![("axis", A::I(-1))]),
         ("Flatten", -1.0, 1.0, vec![("axis", A::I(2))]),
@@ -311,6 +328,132 @@ fn softmax_cross_entropy_loss() {
 fn whole_fixture_graphs() {
     for name in ["mlp", "cnn_residual", "tiny_gpt"] {
         let model = lms_compiler::frontend::read_model(&lms_tests::fixture(&format!("models/{name}.onnx"))).unwrap();
-        check(name, &model, Some(2), Loss::SoftmaxCrossEntropy, GRAPH_EPS);
+        check_with(name, &model, Some(2), &options(Loss::SoftmaxCrossEntropy, &[]), GRAPH_EPS);
     }
+}
+
+#[test]
+fn clip_in_every_form() {
+    // A finer ε than for other ops: an element within ε of a bound has a one-sided difference.
+    // Bounds as attributes (opset 10), as constant inputs (opset 13), and ReLU6 with only a lower input bound.
+    let mut m = ModelBuilder::new("Clip", 10);
+    m.trained("x", &[2, 3, 4, 5], -1.0, 1.0)
+        .node("Clip", &["x"], &["y"], vec![("min", A::F(-0.5)), ("max", A::F(0.5))])
+        .output("y");
+    check("Clip (attributes)", &m.build(), None, Loss::MeanSquaredError, CLIP_EPS);
+    let mut m = ModelBuilder::new("Clip", 13);
+    m.trained("x", &[2, 3, 4, 5], -1.0, 1.0)
+        .node("Constant", &[], &["lo"], vec![("value_float", A::F(-0.5))])
+        .node("Constant", &[], &["hi"], vec![("value_float", A::F(0.25))])
+        .node("Clip", &["x", "lo", "hi"], &["y"], vec![])
+        .output("y");
+    check("Clip (inputs)", &m.build(), None, Loss::MeanSquaredError, CLIP_EPS);
+    let mut m = ModelBuilder::new("ReLU6", 13);
+    m.trained("x", &[4, 16], -8.0, 8.0)
+        .node("Constant", &[], &["zero"], vec![("value_float", A::F(0.0))])
+        .node("Constant", &[], &["six"], vec![("value_float", A::F(6.0))])
+        .node("Clip", &["x", "zero", "six"], &["y"], vec![])
+        .output("y");
+    check("ReLU6", &m.build(), None, Loss::MeanSquaredError, CLIP_EPS);
+}
+
+#[test]
+fn mean_and_where() {
+    let mut m = ModelBuilder::new("Mean", 13);
+    m.trained("a", &[2, 3], -1.0, 1.0)
+        .trained("b", &[3], -1.0, 1.0)
+        .node("Mean", &["a", "b"], &["y"], vec![])
+        .output("y");
+    check("Mean", &m.build(), None, Loss::MeanSquaredError, EPS);
+    let mut m = ModelBuilder::new("Where", 13);
+    m.trained("a", &[2, 3, 4], -1.0, 1.0)
+        .trained("c", &[4], -1.0, 1.0)
+        .weight("t", &[3, 4], -1.0, 1.0)
+        .weight("z", &[1], 0.0, 0.0)
+        .node("Greater", &["t", "z"], &["cond"], vec![])
+        .node("Where", &["cond", "a", "c"], &["y"], vec![])
+        .output("y");
+    check("Where", &m.build(), None, Loss::MeanSquaredError, EPS);
+}
+
+/// Frontend ops whose gradients the tests above check (BatchNormalization and
+/// Dropout train as BatchNormTrain and DropoutTrain).
+const CHECKED: &[&str] = &[
+    "Relu",
+    "LeakyRelu",
+    "Sigmoid",
+    "Tanh",
+    "Elu",
+    "Selu",
+    "Softplus",
+    "Softsign",
+    "Exp",
+    "Log",
+    "Sqrt",
+    "Erf",
+    "Abs",
+    "Neg",
+    "Reciprocal",
+    "Identity",
+    "Softmax",
+    "LogSoftmax",
+    "Flatten",
+    "Transpose",
+    "GlobalAveragePool",
+    "MaxPool",
+    "AveragePool",
+    "LRN",
+    "Add",
+    "Sub",
+    "Mul",
+    "Div",
+    "Sum",
+    "Pow",
+    "Expand",
+    "MatMul",
+    "Gemm",
+    "Conv",
+    "BatchNormalization",
+    "LayerNormalization",
+    "Dropout",
+    "Gather",
+    "Reshape",
+    "Concat",
+    "Split",
+    "Slice",
+    "Unsqueeze",
+    "Squeeze",
+    "ReduceMean",
+    "ReduceSum",
+    "Clip",
+    "Mean",
+    "Where",
+    "Cast",
+];
+
+#[test]
+fn every_frontend_op_has_a_checked_gradient_or_a_reason() {
+    for op in lms_compiler::shape::supported_ops() {
+        match (CHECKED.contains(&op), lms_compiler::train::no_gradient(op)) {
+            (true, None) | (false, Some(_)) => {}
+            (true, Some(why)) => panic!("'{op}' is gradient-checked but the compiler says: {why}"),
+            (false, None) => panic!("'{op}' has neither a checked gradient nor a reason why it has none"),
+        }
+    }
+}
+
+#[test]
+fn an_op_without_gradient_is_named_with_its_reason() {
+    let mut m = ModelBuilder::new("Tile", 13);
+    m.trained("x", &[2, 3], -1.0, 1.0)
+        .ints("reps", &[2], &[2, 1])
+        .node("Tile", &["x", "reps"], &["y"], vec![])
+        .output("y");
+    let model = m.build();
+    let forward = lms_compiler::frontend::import(&model, None, &Default::default()).unwrap();
+    let err = lms_compiler::train::build(&forward.graph, &options(Loss::MeanSquaredError, &["*.w"])).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "node 'y' (Tile): cannot train through 'Tile': the gradient of Tile is not implemented (Expand has one)"
+    );
 }

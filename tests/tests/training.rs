@@ -50,7 +50,12 @@ fn every_optimizer_trains_the_mlp() {
         let losses: Vec<f32> = (0..30).map(|_| s.step().unwrap().loss.unwrap()).collect();
         assert!(losses[29] < losses[0] * 0.8, "{optimizer:?}: {} -> {}", losses[0], losses[29]);
     }
-    let mse = TrainOptions { loss: Loss::MeanSquaredError, optimizer: Optimizer::Sgd { lr: 0.05 }, trainable: vec![], frozen: vec![] };
+    let mse = TrainOptions {
+        loss: Loss::MeanSquaredError,
+        optimizer: Optimizer::Sgd { lr: 0.05 },
+        trainable: vec![],
+        frozen: vec![],
+    };
     let graph = compile(&fixture_model("mlp"), Some(16), &mse);
     let mut s = session(&graph, 3, &BTreeMap::new());
     let losses: Vec<f32> = (0..30).map(|_| s.step().unwrap().loss.unwrap()).collect();
@@ -97,8 +102,12 @@ fn runtime_peak_equals_simulation_and_the_budget_is_enforced() {
 #[test]
 fn resnet50_trains_three_steps() {
     let model = frontend::read_model(&onnx_data("light/light_resnet50.onnx")).unwrap();
-    let options =
-        TrainOptions { loss: Loss::SoftmaxCrossEntropy, optimizer: Optimizer::Sgd { lr: 0.01 }, trainable: vec![], frozen: vec![] };
+    let options = TrainOptions {
+        loss: Loss::SoftmaxCrossEntropy,
+        optimizer: Optimizer::Sgd { lr: 0.01 },
+        trainable: vec![],
+        frozen: vec![],
+    };
     let graph = compile(&model, Some(2), &options);
     let mut s = session(&graph, 0, &BTreeMap::new());
     for step in 0..3 {

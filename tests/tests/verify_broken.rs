@@ -16,8 +16,12 @@ use std::collections::HashMap;
 fn training_graph(model: &str) -> Graph {
     let path = fixture(&format!("models/{model}.onnx"));
     let model = frontend::load(&path, &FrontendOptions { batch: Some(2), ..Default::default() }).unwrap();
-    let options =
-        TrainOptions { loss: Loss::SoftmaxCrossEntropy, optimizer: Optimizer::Sgd { lr: 0.01 }, trainable: vec![], frozen: vec![] };
+    let options = TrainOptions {
+        loss: Loss::SoftmaxCrossEntropy,
+        optimizer: Optimizer::Sgd { lr: 0.01 },
+        trainable: vec![],
+        frozen: vec![],
+    };
     train::build(&model.graph, &options).unwrap()
 }
 

@@ -88,7 +88,8 @@ pub fn build(b: &mut Builder, f: &Graph, select: &Selection, fold_softmax: bool)
         }
         copy_node(b, f, id, &mut map)?;
     }
-    out.trainable = f.tensors().filter(|(t, _)| select.trained[t.index()]).filter_map(|(t, _)| map.get(&t).copied()).collect();
+    out.trainable =
+        f.tensors().filter(|(t, _)| select.trained[t.index()]).filter_map(|(t, _)| map.get(&t).copied()).collect();
     if let Some(s) = softmax {
         let node = f.node(s);
         let x = map[&node.inputs[0].expect("Softmax has an input")];

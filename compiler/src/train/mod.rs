@@ -24,6 +24,7 @@ mod optimizer;
 mod trainable;
 
 pub use builder::LMS_DOMAIN;
+pub use grad::no_gradient;
 pub use trainable::TrainSummary;
 
 use crate::analysis::classify::classify;

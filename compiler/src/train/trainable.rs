@@ -25,8 +25,8 @@ use serde::Serialize;
 
 /// How training treats each tensor of the forward graph.
 pub struct Selection {
-    /// Per tensor: a weight the model describes only by shape, made a
-    /// variable with a seeded initialisation.
+    /// Per tensor: a weight or running statistic the model describes only by
+    /// shape, made a variable with a seeded initialisation.
     pub seeded: Vec<bool>,
     /// Per tensor: an initializer or seeded weight the optimizer writes.
     pub trained: Vec<bool>,
@@ -102,7 +102,7 @@ pub fn select(f: &Graph, schedule: &[NodeId], classes: &[TensorClass], options: 
             candidate[t.index()] = float;
         } else if class(t) == TensorClass::Parameter
             && !from_initializer[tensor.producer.0.index()]
-            && parameter_position(f, t, &data_dependent)
+            && (parameter_position(f, t, &data_dependent) || running_stat[t.index()])
         {
             seeded[t.index()] = true;
             candidate[t.index()] = true;

@@ -1,5 +1,5 @@
-//! Gradients of elementwise ops: unary activations and math, broadcasting
-//! arithmetic, Sum, Pow, Identity and Cast.
+//! Gradients of elementwise ops: unary activations and math, Clip,
+//! broadcasting arithmetic, Sum, Mean, Where, Pow, Identity and Cast.
 
 use super::{only_needed, sum_to, Ctx};
 use crate::error::Result;
@@ -40,6 +40,42 @@ pub fn rule(b: &mut Builder, ctx: &Ctx<'_>, op: &str) -> Result<Option<Vec<Optio
         return Ok(Some(vec![Some(b.lms1(&ctx.name("unary"), "UnaryGrad", attrs, &[dy, x], ty))]));
     }
     let dxs = match op {
+        "Clip" => {
+            let (dy, x) = (ctx.dy(0)?, ctx.input(0)?);
+            let mut attrs = Attrs::new().with("op", Attr::String("Clip".into()));
+            for (slot, name) in [(1, "min"), (2, "max")] {
+                if let Some(bound) = clip_bound(b, ctx, slot, name)? {
+                    attrs.set(name, Attr::Float(bound));
+                }
+            }
+            let ty = b.ty(x);
+            vec![Some(b.lms1(&ctx.name("clip"), "UnaryGrad", attrs, &[dy, x], ty))]
+        }
+        "Mean" => {
+            let n = ctx.node.inputs.len();
+            let weight = scalar(b, ctx, 1.0 / n as f32)?;
+            let share = b.onnx1(&ctx.name("mean"), "Mul", Attrs::new(), &[ctx.dy(0)?, weight])?;
+            let mut dxs = Vec::with_capacity(n);
+            for i in 0..n {
+                dxs.push(if ctx.needs(i) { Some(sum_to(b, ctx, share, ctx.input(i)?)) } else { None });
+            }
+            dxs
+        }
+        "Where" => {
+            // y = cond ? a : c: da = dy where cond, dc = dy elsewhere.
+            let (cond, dy) = (ctx.input(0)?, ctx.dy(0)?);
+            let zero = scalar(b, ctx, 0.0)?;
+            let mut dxs = vec![None];
+            for (slot, picked) in [(1, [dy, zero]), (2, [zero, dy])] {
+                dxs.push(if ctx.needs(slot) {
+                    let g = b.onnx1(&ctx.name("where"), "Where", Attrs::new(), &[cond, picked[0], picked[1]])?;
+                    Some(sum_to(b, ctx, g, ctx.input(slot)?))
+                } else {
+                    None
+                });
+            }
+            dxs
+        }
         "Identity" => vec![Some(ctx.dy(0)?)],
         "Cast" => {
             let x = ctx.input(0)?;
@@ -112,4 +148,21 @@ pub fn rule(b: &mut Builder, ctx: &Ctx<'_>, op: &str) -> Result<Option<Vec<Optio
         _ => return Ok(None),
     };
     Ok(Some(only_needed(ctx, dxs)))
+}
+
+/// Clip's bound `name`: the attribute (before opset 11) or the constant input
+/// in `slot`; `None` when absent (unbounded).
+fn clip_bound(b: &Builder, ctx: &Ctx<'_>, slot: usize, name: &str) -> Result<Option<f32>> {
+    if let Some(t) = ctx.node.inputs.get(slot).copied().flatten() {
+        let data = b.graph.tensor(t).data.as_ref().ok_or_else(|| {
+            ctx.fail(format!("its {name} bound is computed at run time; lms differentiates Clip with constant bounds"))
+        })?;
+        return Ok(data.to_f64().first().map(|&v| v as f32));
+    }
+    ctx.node.attrs.get(name).map(|_| ctx.node.attrs.float(name, 0.0)).transpose().map_err(|e| ctx.fail(e.to_string()))
+}
+
+/// A constant f32 scalar for a backward op.
+fn scalar(b: &mut Builder, ctx: &Ctx<'_>, value: f32) -> Result<TensorId> {
+    b.onnx1(&ctx.name("scalar"), "Constant", Attrs::new().with("value_float", Attr::Float(value)), &[])
 }

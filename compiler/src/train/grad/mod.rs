@@ -67,7 +67,38 @@ pub fn rule(b: &mut Builder, node: &Node, dys: &[Option<TensorId>], needs: &[boo
     if let Some(dxs) = shape_ops::rule(b, &ctx, op)? {
         return Ok(dxs);
     }
-    Err(ctx.fail(format!("lms has no gradient for op '{op}'")))
+    let why = no_gradient(op).unwrap_or("lms has no gradient rule for it");
+    Err(ctx.fail(format!("cannot train through '{op}': {why}")))
+}
+
+/// Ops the frontend accepts that have no gradient rule, and why. Every other
+/// accepted op has one (a test walks the op registry to keep it so).
+const NO_GRADIENT: &[(&str, &str)] = &[
+    ("Constant", "its output is a constant"),
+    ("ConstantOfShape", "its output is a constant"),
+    ("Shape", "its output is a shape (integers)"),
+    ("Range", "its output is a sequence of numbers fixed by its bounds"),
+    ("Not", "its output is boolean"),
+    ("Equal", "its output is boolean"),
+    ("Less", "its output is boolean"),
+    ("Greater", "its output is boolean"),
+    ("Floor", "it is piecewise constant, so its gradient is zero wherever it is defined"),
+    ("Ceil", "it is piecewise constant, so its gradient is zero wherever it is defined"),
+    ("Max", "the gradient of an elementwise maximum is not implemented"),
+    ("Min", "the gradient of an elementwise minimum is not implemented"),
+    ("ReduceMax", "the gradient of a maximum reduction is not implemented"),
+    ("ReduceMin", "the gradient of a minimum reduction is not implemented"),
+    ("GlobalMaxPool", "the gradient of global max pooling is not implemented (MaxPool has one)"),
+    ("PRelu", "the gradient of PRelu is not implemented (LeakyRelu has one)"),
+    ("Pad", "the gradient of Pad is not implemented"),
+    ("Tile", "the gradient of Tile is not implemented (Expand has one)"),
+    ("ConvTranspose", "the gradient of ConvTranspose is not implemented"),
+    ("InstanceNormalization", "the gradient of InstanceNormalization is not implemented"),
+];
+
+/// Why lms cannot differentiate `op`, when it cannot.
+pub fn no_gradient(op: &str) -> Option<&'static str> {
+    NO_GRADIENT.iter().find(|(name, _)| *name == op).map(|&(_, why)| why)
 }
 
 /// `dy` summed down to `shape` (numpy unbroadcast); `dy` itself when the

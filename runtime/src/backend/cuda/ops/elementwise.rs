@@ -372,6 +372,8 @@ fn unary_grad(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
         "Abs" => (Unary::Abs, 0.0, 0.0),
         "Neg" => (Unary::Neg, 0.0, 0.0),
         "Reciprocal" => (Unary::Reciprocal, 0.0, 0.0),
+        // The bounds travel as alpha (min) and gamma (max).
+        "Clip" => (Unary::Clip, exec.float_attr("min", f32::NEG_INFINITY)?, exec.float_attr("max", f32::INFINITY)?),
         other => return Err(KernelError::attr("op", format!("`{other}` has no UnaryGrad")).into()),
     };
     let dx = exec.output(0)?;

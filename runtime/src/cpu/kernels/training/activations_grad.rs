@@ -16,11 +16,18 @@ pub(super) const KERNELS: &[(&str, Kernel)] = &[("PowGrad", pow_grad), ("UnaryGr
 #[derive(Clone, Copy, Debug)]
 enum Unary {
     Relu,
-    LeakyRelu { alpha: f64 },
+    LeakyRelu {
+        alpha: f64,
+    },
     Sigmoid,
     Tanh,
-    Elu { alpha: f64 },
-    Selu { alpha: f64, gamma: f64 },
+    Elu {
+        alpha: f64,
+    },
+    Selu {
+        alpha: f64,
+        gamma: f64,
+    },
     Softplus,
     Softsign,
     Exp,
@@ -30,6 +37,11 @@ enum Unary {
     Abs,
     Neg,
     Reciprocal,
+    /// Passes the gradient where `min ≤ x ≤ max` (the bounds included, as clamp).
+    Clip {
+        min: f64,
+        max: f64,
+    },
 }
 
 impl Unary {
@@ -54,6 +66,10 @@ impl Unary {
             "Abs" => Unary::Abs,
             "Neg" => Unary::Neg,
             "Reciprocal" => Unary::Reciprocal,
+            "Clip" => Unary::Clip {
+                min: f64::from(ctx.attrs.float("min", f32::NEG_INFINITY)?),
+                max: f64::from(ctx.attrs.float("max", f32::INFINITY)?),
+            },
             other => return Err(KernelError::attr("op", format!("`{other}` has no UnaryGrad"))),
         })
     }
@@ -105,6 +121,7 @@ impl Unary {
             }
             Unary::Neg => -1.0,
             Unary::Reciprocal => -1.0 / (x * x),
+            Unary::Clip { min, max } => f64::from(u8::from(min <= x && x <= max)),
         }
     }
 }

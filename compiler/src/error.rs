@@ -63,6 +63,9 @@ pub enum Error {
     Unproven { what: String, reason: String },
     #[error("{0}")]
     Usage(String),
+    /// A `.lms` file that breaks the contract (the error names the file).
+    #[error(transparent)]
+    Contract(#[from] lms_proto::contract::ContractError),
 }
 
 impl Error {
@@ -70,7 +73,7 @@ impl Error {
     /// names a file keeps it).
     pub fn in_file(self, path: impl Into<PathBuf>) -> Error {
         match self {
-            Error::InFile { .. } => self,
+            Error::InFile { .. } | Error::Contract(_) => self,
             other => Error::InFile { path: path.into(), source: Box::new(other) },
         }
     }

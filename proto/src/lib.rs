@@ -3,6 +3,8 @@
 //! - [`onnx`]: the subset of ONNX's `ModelProto` that lms reads and writes,
 //!   with the official field numbers.
 //! - [`lms`]: `lms.proto`, the serialized IR shared by compiler and runtime.
+//! - [`contract`]: decoding and validation of `.lms` files, dtype sizes, lms op names and
+//!   the memory release rules, which the compiler and the runtime both use.
 //! - [`trace`]: the Chrome-trace form of a step's timeline, predicted or measured.
 
 /// ONNX model messages (official field numbers).
@@ -15,6 +17,7 @@ pub mod lms {
     include!(concat!(env!("OUT_DIR"), "/lms.rs"));
 }
 
+pub mod contract;
 pub mod trace;
 
 /// Version of `lms.proto` this build writes and accepts.

@@ -83,22 +83,9 @@ pub type Result<T, E = KernelError> = std::result::Result<T, E>;
 /// node or tensor at fault.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum RuntimeError {
-    /// The `.lms` file could not be read.
-    #[error("{file}: cannot read: {message}")]
-    Io {
-        /// The file.
-        file: String,
-        /// The operating system's reason.
-        message: String,
-    },
-    /// The file is not a valid lms program.
-    #[error("{file}: {message}")]
-    Invalid {
-        /// The file (or the name the caller gave the bytes).
-        file: String,
-        /// What is wrong, naming the node or tensor.
-        message: String,
-    },
+    /// The `.lms` file could not be read, or breaks the contract.
+    #[error(transparent)]
+    Contract(#[from] lms_proto::contract::ContractError),
     /// An allocation would exceed a memory pool's budget.
     #[error("{0}")]
     OutOfMemory(Box<crate::memory::OutOfMemory>),

@@ -6,15 +6,15 @@
 //! for the events of its inputs and of its control predecessors issued on other queues;
 //! the node is issued and an event recorded; an update edge then makes the new tensor the
 //! variable's storage; and the tensors whose last use this was are released
-//! ([`crate::liveness`]). Graph outputs are read back and released when the step ends.
+//! ([`lms_proto::contract::release`]). Graph outputs are read back and released when the step ends.
 //! Kernels get a [`KernelContext`]: the run's seed and the number of steps run before.
 
 use crate::backend::{Backend, KernelContext, Queue};
 use crate::error::RuntimeError;
-use crate::liveness::Liveness;
 use crate::memory::{Arena, Pool};
-use crate::program::{NodeKind, Program};
 use crate::tensor::HostTensor;
+use lms_proto::contract::Liveness;
+use lms_proto::contract::{NodeKind, Program};
 use std::collections::BTreeMap;
 use std::time::Instant;
 

@@ -8,8 +8,8 @@
 
 use crate::attrs::Attrs;
 use crate::error::RuntimeError;
-use crate::program::{Program, TensorType, INPUT_OP};
 use crate::tensor::{dispatch, numel, Elem, HostTensor};
+use lms_proto::contract::{Program, TensorType, INPUT_OP};
 use lms_proto::lms::DType;
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};

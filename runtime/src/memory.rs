@@ -12,23 +12,7 @@ use std::fmt;
 /// Host budget when the machine's physical memory is unknown: 8 GiB.
 pub const FALLBACK_HOST_MEMORY: u64 = 8 << 30;
 
-/// Where a tensor lives.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Pool {
-    /// Accelerator memory (the CPU backend simulates it in host RAM).
-    Device,
-    /// Pinned host memory, where swapped-out tensors live.
-    Host,
-}
-
-impl fmt::Display for Pool {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Pool::Device => "device",
-            Pool::Host => "host",
-        })
-    }
-}
+pub use lms_proto::contract::Pool;
 
 /// An allocation that did not fit in its pool's budget.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -6,8 +6,8 @@ use crate::error::RuntimeError;
 use crate::executor::{Executor, StepReport};
 use crate::init::initial_value;
 use crate::memory::default_host_memory;
-use crate::program::{NodeKind, Program, VARIABLE_OP};
 use crate::tensor::HostTensor;
+use lms_proto::contract::{NodeKind, Program, VARIABLE_OP};
 use std::collections::BTreeMap;
 
 /// The budgets and seed of a run.

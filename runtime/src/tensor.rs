@@ -201,34 +201,21 @@ macro_rules! dispatch {
 }
 pub(crate) use dispatch;
 
-/// Short name of a dtype for messages (`f32`, `i64`, ...).
-pub fn dtype_name(dtype: DType) -> &'static str {
-    match dtype {
-        DType::DtypeUndefined => "undefined",
-        DType::DtypeF32 => "f32",
-        DType::DtypeU8 => "u8",
-        DType::DtypeI8 => "i8",
-        DType::DtypeU16 => "u16",
-        DType::DtypeI16 => "i16",
-        DType::DtypeI32 => "i32",
-        DType::DtypeI64 => "i64",
-        DType::DtypeBool => "bool",
-        DType::DtypeF16 => "f16",
-        DType::DtypeF64 => "f64",
-        DType::DtypeU32 => "u32",
-        DType::DtypeU64 => "u64",
-        DType::DtypeBf16 => "bf16",
-    }
-}
+pub use lms_proto::contract::dtype_name;
 
 /// Bytes per element of a dtype with a host buffer, `None` otherwise.
 pub fn dtype_size(dtype: DType) -> Option<usize> {
-    match dtype {
-        DType::DtypeF64 | DType::DtypeI64 => Some(8),
-        DType::DtypeF32 | DType::DtypeI32 => Some(4),
-        DType::DtypeBool | DType::DtypeU8 | DType::DtypeI8 => Some(1),
-        _ => None,
-    }
+    let buffered = matches!(
+        dtype,
+        DType::DtypeF64
+            | DType::DtypeI64
+            | DType::DtypeF32
+            | DType::DtypeI32
+            | DType::DtypeBool
+            | DType::DtypeU8
+            | DType::DtypeI8
+    );
+    buffered.then(|| lms_proto::contract::element_bytes(dtype)).flatten().map(|b| b as usize)
 }
 
 impl Buffer {

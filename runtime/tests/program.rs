@@ -4,18 +4,25 @@ mod common;
 
 use common::{training_graph, Builder};
 use lms_proto::lms::{slot, Action, Device, Edge, Slot};
-use lms_runtime::{Program, RuntimeError};
+use lms_proto::lms::{Plan, SwapDecision, SwapInDecision};
+use lms_runtime::Program;
 
 fn error(b: &Builder) -> String {
     let err = Program::new(b.graph.clone(), "bad.lms").unwrap_err();
-    assert!(matches!(err, RuntimeError::Invalid { .. }), "{err:?}");
-    err.to_string()
+    let text = err.to_string();
+    assert!(!text.contains('\n'), "one line: {text}");
+    text
 }
 
 #[test]
-fn a_valid_graph_gets_a_topological_order() {
-    let program = Program::new(training_graph(true).graph, "ok.lms").unwrap();
-    assert_eq!(program.order(), (0..14).collect::<Vec<_>>());
+fn a_valid_graph_runs_its_schedule_as_written() {
+    let mut b = training_graph(true);
+    // x before W: another valid order, kept as it is.
+    b.graph.schedule.swap(0, 1);
+    let program = Program::new(b.graph, "ok.lms").unwrap();
+    let mut expected: Vec<usize> = (0..14).collect();
+    expected.swap(0, 1);
+    assert_eq!(program.order(), expected);
     assert_eq!(program.outputs(), &[8]);
     assert_eq!(program.updates().len(), 1);
 }
@@ -24,7 +31,7 @@ fn a_valid_graph_gets_a_topological_order() {
 fn wrong_format_version() {
     let mut b = training_graph(false);
     b.graph.format_version = 99;
-    assert_eq!(error(&b), "bad.lms: format version 99 is not supported (this runtime reads version 1)");
+    assert_eq!(error(&b), "bad.lms: format version 99 is not supported (this lms reads version 1)");
 }
 
 #[test]
@@ -91,11 +98,107 @@ fn schedules_must_respect_edges() {
 }
 
 #[test]
-fn cycles_are_errors() {
+fn cycles_cannot_be_scheduled() {
     let mut b = training_graph(false);
     let (y, loss) = (b.graph.nodes[5].outputs[0], b.graph.nodes[8].outputs[0]);
     b.control(loss, y);
-    assert_eq!(error(&b), "bad.lms: the graph has a cycle through node 'y' (MatMul)");
+    assert_eq!(error(&b), "bad.lms: schedule runs node 'y' (MatMul) before node 'loss' (MatMul), which it depends on");
+}
+
+#[test]
+fn a_schedule_is_required() {
+    let mut b = training_graph(false);
+    b.graph.schedule.clear();
+    assert_eq!(error(&b), "bad.lms: schedule has 0 entries for 12 nodes");
+}
+
+#[test]
+fn unknown_enum_values_are_errors() {
+    let mut b = training_graph(false);
+    b.graph.tensors[6].dtype = 99;
+    assert_eq!(error(&b), "bad.lms: tensor 'r': unknown dtype 99");
+
+    let mut b = training_graph(false);
+    b.graph.nodes[6].phase = 7;
+    assert_eq!(error(&b), "bad.lms: node 'r' (Relu): unknown phase 7");
+
+    let mut b = training_graph(false);
+    b.graph.nodes[6].device = 3;
+    assert_eq!(error(&b), "bad.lms: node 'r' (Relu): unknown device 3");
+
+    let mut b = training_graph(false);
+    let i = b.graph.edges.iter().position(|e| e.consumer == 6).unwrap();
+    b.graph.edges[i].action = 5;
+    assert_eq!(error(&b), "bad.lms: edge 2 (node 'y' (MatMul) → node 'r' (Relu)): unknown action 5");
+}
+
+#[test]
+fn huge_shapes_are_rejected_before_any_arithmetic_overflows() {
+    let mut b = training_graph(false);
+    b.graph.tensors[6].shape = vec![1 << 62, 8];
+    assert_eq!(error(&b), "bad.lms: tensor 'r': shape [4611686018427387904, 8] of f32 takes more than 2^48 bytes");
+
+    let mut b = training_graph(false);
+    b.graph.nodes[6].attributes.push(lms_proto::lms::Attribute {
+        name: "value".into(),
+        value: Some(lms_proto::lms::attribute::Value::Tensor(lms_proto::lms::TensorValue {
+            dtype: 1,
+            shape: vec![3],
+            data: vec![0; 8],
+        })),
+    });
+    assert_eq!(error(&b), "bad.lms: node 'r' (Relu): attribute 'value': data holds 8 bytes, f32 [3] takes 12");
+}
+
+#[test]
+fn names_with_line_breaks_stay_on_one_line() {
+    let mut b = training_graph(false);
+    b.graph.tensors[6].name = "r\nsecond line".into();
+    b.graph.tensors[6].bytes = 1;
+    assert_eq!(error(&b), "bad.lms: tensor 'r\\nsecond line': 1 bytes declared, but f32 [2, 4] takes 32");
+}
+
+/// The swap of `r` in `training_graph(true)`: swap-out node 9, swap-in node 10 triggered
+/// by `rs` (node 7) through a control edge.
+fn swap_plan(b: &mut Builder) -> Plan {
+    let (rs, r2) = (b.graph.nodes[7].outputs[0], b.graph.nodes[10].outputs[0]);
+    b.control(rs, r2);
+    let swap_in = SwapInDecision { node: 10, trigger: Some(7) };
+    Plan {
+        strategy: "tflms".into(),
+        swaps: vec![SwapDecision { tensor: 6, swap_out: 9, swap_ins: vec![swap_in] }],
+        ..Plan::default()
+    }
+}
+
+#[test]
+fn plans_name_what_they_say() {
+    let mut b = training_graph(true);
+    b.graph.plan = Some(swap_plan(&mut b));
+    Program::new(b.graph.clone(), "ok.lms").unwrap();
+
+    let mut bad = b.clone();
+    bad.graph.plan.as_mut().unwrap().strategy = "magic".into();
+    assert_eq!(error(&bad), "bad.lms: plan: unknown strategy 'magic'");
+
+    let mut bad = b.clone();
+    bad.graph.plan.as_mut().unwrap().swaps[0].tensor = 99;
+    assert_eq!(error(&bad), "bad.lms: plan: swap 0 names tensor id 99, but the graph has 14 tensors");
+
+    let mut bad = b.clone();
+    bad.graph.plan.as_mut().unwrap().swaps[0].swap_out = 8;
+    assert_eq!(error(&bad), "bad.lms: plan: the swap-out of tensor 'r' is node 'loss' (MatMul), not a SwapOut of it");
+
+    let mut bad = b.clone();
+    bad.graph.plan.as_mut().unwrap().swaps[0].swap_ins[0].node = 40;
+    assert_eq!(error(&bad), "bad.lms: plan: a swap-in of tensor 'r' names node id 40, but the graph has 14 nodes");
+
+    let mut bad = b.clone();
+    bad.graph.plan.as_mut().unwrap().swaps[0].swap_ins[0].trigger = Some(5);
+    assert_eq!(
+        error(&bad),
+        "bad.lms: plan: node 'y' (MatMul) triggers node 'r2' (SwapIn), but no control edge orders them"
+    );
 }
 
 #[test]

@@ -80,7 +80,7 @@ fn only_matching_parameters_train() {
 fn runtime_peak_equals_simulation_and_the_budget_is_enforced() {
     for name in ["mlp", "cnn_residual", "tiny_gpt"] {
         let graph = compile(&fixture_model(name), Some(4), &adam(0.001));
-        let (ir, schedule) = serialize::from_proto(&graph).unwrap();
+        let (ir, schedule) = serialize::from_program(&Program::new(graph.clone(), "test.lms").unwrap()).unwrap();
         let simulated = memory::simulate(&ir, &schedule).peak_bytes;
         let mut s = session(&graph, 0, &BTreeMap::new());
         let peak = s.step().unwrap().report.peak_device_bytes;

@@ -3,45 +3,22 @@
 //! rules the runtime's accounting follows (the contract: proto/OPS.md,
 //! "Memory accounting").
 //!
-//! Pools ([`pool`]): the output of a `SwapOut` lives in host memory, the
-//! output of a `SwapIn` in device memory (both ops run on the CPU device, but
-//! a swap-in writes the device); the output of any other node lives in the
-//! memory of its node's device (host for `Cpu`, device for `Gpu`).
-//!
-//! Rules, the same in both pools: tensors of parameterized vertices
-//! (variables, inputs) are resident for the whole run. Every other tensor is
-//! allocated when its producer runs and freed right after its last reader in
-//! the schedule; graph outputs stay until the end; a tensor nobody reads is
-//! freed right after its producer. While a node runs, its inputs and its
-//! outputs are live together: the value recorded for a step is the pool's
-//! bytes after the node's outputs are allocated and before anything is
-//! freed. A tensor carried by an update edge replaces its variable's storage,
-//! so in bytes it is freed right after its producer. The peak of a pool is
-//! the largest value of its timeline, at the first step reaching it.
+//! Which pool a tensor lives in and when its bytes are released are the
+//! contract's rules (`lms_proto::contract::release`), which the runtime
+//! follows too. While a node runs, its inputs and its outputs are live
+//! together: the value recorded for a step is the pool's bytes after the
+//! node's outputs are allocated and before anything is freed. The peak of a
+//! pool is the largest value of its timeline, at the first step reaching it.
 
-use crate::ir::{Action, Device, Graph, Node, NodeId, TensorId, SWAP_IN_OP, SWAP_OUT_OP};
-use crate::train::LMS_DOMAIN;
+use crate::ir::{Action, Device, Graph, Node, NodeId, TensorId};
+use lms_proto::contract::{output_pool, release_after, TensorUse};
 
-/// The memory a tensor lives in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Pool {
-    /// Accelerator memory, the budget TFLMS rewrites for.
-    Device,
-    /// (Pinned) host memory, where swapped-out tensors wait.
-    Host,
-}
+pub use lms_proto::contract::Pool;
 
-/// The pool the outputs of `node` live in: host for a `SwapOut`, device for a
-/// `SwapIn`, otherwise the memory of the node's device.
+/// The pool the outputs of `node` live in (the contract's rule,
+/// [`lms_proto::contract::output_pool`]).
 pub fn pool(node: &Node) -> Pool {
-    let lms_op = |op: &str| node.domain == LMS_DOMAIN && node.op == op;
-    if lms_op(SWAP_OUT_OP) {
-        Pool::Host
-    } else if lms_op(SWAP_IN_OP) || node.device == Device::Gpu {
-        Pool::Device
-    } else {
-        Pool::Host
-    }
+    output_pool(&node.domain, &node.op, node.device == Device::Cpu)
 }
 
 /// Memory over a schedule.
@@ -66,27 +43,30 @@ pub struct MemoryProfile {
 }
 
 /// The step after which each tensor's bytes are freed, indexed by
-/// `TensorId::index()`: the last reader's position, `usize::MAX` for graph
-/// outputs and tensors of parameterized vertices, the producer's position for
-/// unread tensors and for tensors that update a variable.
+/// `TensorId::index()`, by the contract's release rule
+/// ([`lms_proto::contract::release_after`]); `usize::MAX`: kept until the end.
 pub fn last_use(g: &Graph, schedule: &[NodeId]) -> Vec<usize> {
     let position = positions(g, schedule);
-    let mut last = vec![0usize; g.tensor_count()];
-    for (t, tensor) in g.tensors() {
-        let producer = tensor.producer.0;
-        last[t.index()] = if g.node(producer).parameterized {
-            usize::MAX
-        } else {
-            g.readers(t).map(|(r, _)| position[r.index()]).fold(position[producer.index()], usize::max)
-        };
-    }
+    let mut updates_variable = vec![false; g.tensor_count()];
     for (_, _, e) in g.edges() {
         if let (Action::Update, Some(t)) = (e.action, e.tensor) {
-            last[t.index()] = position[g.tensor(t).producer.0.index()];
+            updates_variable[t.index()] = true;
         }
     }
+    let mut graph_output = vec![false; g.tensor_count()];
     for &t in &g.outputs {
-        last[t.index()] = usize::MAX;
+        graph_output[t.index()] = true;
+    }
+    let mut last = vec![usize::MAX; g.tensor_count()];
+    for (t, tensor) in g.tensors() {
+        let usage = TensorUse {
+            produced_at: position[tensor.producer.0.index()],
+            last_read: g.readers(t).map(|(r, _)| position[r.index()]).max(),
+            resident: g.node(tensor.producer.0).parameterized,
+            updates_variable: updates_variable[t.index()],
+            graph_output: graph_output[t.index()],
+        };
+        last[t.index()] = release_after(usage).unwrap_or(usize::MAX);
     }
     last
 }
@@ -180,7 +160,8 @@ fn live_at(g: &Graph, schedule: &[NodeId], last: &[usize], step: usize) -> Vec<T
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::{Attrs, DType, Phase, TensorType};
+    use crate::ir::{Attrs, DType, Phase, TensorType, SWAP_IN_OP, SWAP_OUT_OP};
+    use crate::train::LMS_DOMAIN;
 
     /// Adds a node with one f32[4] (16-byte) output named like it.
     fn add(g: &mut Graph, name: &str, op: &str, device: Device, parameterized: bool, inputs: &[TensorId]) -> TensorId {

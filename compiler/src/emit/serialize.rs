@@ -1,5 +1,5 @@
-//! The `.lms` file: the IR to and from `lms.proto`, the contract with the
-//! runtime.
+//! The `.lms` file: the IR to `lms.proto`, and back from a program the
+//! contract (`lms_proto::contract`) has decoded and validated.
 //!
 //! Writing is deterministic: nodes and tensors are numbered densely in IR
 //! order, edges are sorted, and the schedule is the default one (or the one
@@ -10,6 +10,7 @@
 use crate::analysis::order;
 use crate::error::{Error, Result};
 use crate::ir::{Action, Attr, Attrs, DType, Device, Graph, Node, NodeId, Phase, TensorData, TensorId, TensorType};
+use lms_proto::contract::Program;
 use lms_proto::lms as pb;
 use lms_proto::{Message, LMS_FORMAT_VERSION};
 use std::collections::HashMap;
@@ -114,60 +115,37 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     })
 }
 
-/// Reads a `.lms` file back into the IR, with its schedule.
+/// Reads a `.lms` file back into the IR, with its schedule: the contract
+/// ([`lms_proto::contract::Program`]) decodes and validates it, then it is rebuilt.
 pub fn read(path: &Path) -> Result<(Graph, Vec<NodeId>)> {
-    let load = || -> Result<(Graph, Vec<NodeId>)> {
-        if path.is_dir() {
-            return Err(Error::IsDirectory);
-        }
-        let bytes = std::fs::read(path)?;
-        if bytes.is_empty() {
-            return Err(Error::Empty);
-        }
-        from_proto(&pb::Graph::decode(&*bytes).map_err(|e| Error::Usage(format!("not a valid .lms file: {e}")))?)
-    };
-    load().map_err(|e| e.in_file(path))
+    let program = Program::load(path)?;
+    from_program(&program).map_err(|e| e.in_file(path))
 }
 
-/// Rebuilds the IR from its serialized form, checking every id.
-pub fn from_proto(p: &pb::Graph) -> Result<(Graph, Vec<NodeId>)> {
-    let bad = |what: String| Error::Usage(format!("malformed .lms graph: {what}"));
-    if p.format_version != LMS_FORMAT_VERSION {
-        return Err(bad(format!("format version {} (this lms reads {LMS_FORMAT_VERSION})", p.format_version)));
-    }
+/// Rebuilds the IR from a validated program, adding nodes in schedule order.
+pub fn from_program(program: &Program) -> Result<(Graph, Vec<NodeId>)> {
+    let p = program.graph();
     let mut g = Graph::new(p.name.clone(), p.opset);
-    let mut produced: Vec<Option<TensorId>> = vec![None; p.tensors.len()];
-    let mut ids: Vec<NodeId> = Vec::with_capacity(p.nodes.len());
-    // Nodes are added in an order where producers come first (the schedule
-    // must be topological for data edges).
-    let order: Vec<u32> =
-        if p.schedule.len() == p.nodes.len() { p.schedule.clone() } else { (0..p.nodes.len() as u32).collect() };
-    let mut by_proto: Vec<Option<NodeId>> = vec![None; p.nodes.len()];
-    for &pi in &order {
-        let pn = p.nodes.get(pi as usize).ok_or_else(|| bad(format!("schedule names node {pi}")))?;
-        let mut inputs = Vec::with_capacity(pn.inputs.len());
-        for slot in &pn.inputs {
-            inputs.push(match slot.value {
-                Some(pb::slot::Value::Tensor(t)) => Some(
-                    produced
-                        .get(t as usize)
-                        .copied()
-                        .flatten()
-                        .ok_or_else(|| bad(format!("node '{}' reads tensor {t} before it is produced", pn.name)))?,
-                ),
-                _ => None,
-            });
-        }
+    let mut produced: Vec<Option<TensorId>> = vec![None; program.tensor_count()];
+    let mut by_proto: Vec<Option<NodeId>> = vec![None; program.node_count()];
+    let mut ids: Vec<NodeId> = Vec::with_capacity(program.node_count());
+    let unproduced = |t: usize| Error::Usage(format!("malformed .lms graph: tensor #{t} is read before it is made"));
+    for &pi in program.order() {
+        let pn = program.node(pi);
+        let inputs = program
+            .node_inputs(pi)
+            .iter()
+            .map(|t| t.map(|t| produced[t].ok_or_else(|| unproduced(t))).transpose())
+            .collect::<Result<Vec<_>>>()?;
         let mut outputs = Vec::with_capacity(pn.outputs.len());
-        for &t in &pn.outputs {
-            let pt = p.tensors.get(t as usize).ok_or_else(|| bad(format!("node '{}' makes tensor {t}", pn.name)))?;
-            let dtype = DType::from_code(pt.dtype)
-                .ok_or_else(|| bad(format!("tensor '{}' has dtype {}", pt.name, pt.dtype)))?;
-            outputs.push((pt.name.clone(), TensorType::new(dtype, pt.shape.iter().map(|&d| d as usize).collect())));
+        for &t in program.node_outputs(pi) {
+            let ty = program.tensor_type(t);
+            let dtype = DType::from_code(ty.dtype as i32).expect("the contract admits only defined dtypes");
+            outputs.push((program.tensor_name(t).to_string(), TensorType::new(dtype, ty.shape.clone())));
         }
         let mut attrs = Attrs::new();
         for a in &pn.attributes {
-            attrs.set(a.name.clone(), attr_from_proto(a).map_err(|e| bad(format!("node '{}': {e}", pn.name)))?);
+            attrs.set(a.name.clone(), attr_from_proto(a));
         }
         let node = Node {
             name: pn.name.clone(),
@@ -180,42 +158,31 @@ pub fn from_proto(p: &pb::Graph) -> Result<(Graph, Vec<NodeId>)> {
             inputs,
             outputs: vec![],
         };
-        let types: Vec<TensorType> = outputs.iter().map(|(_, ty)| ty.clone()).collect();
         let id = g.add_node(node, outputs);
-        for (slot, &t) in pn.outputs.iter().enumerate() {
+        for (slot, &t) in program.node_outputs(pi).iter().enumerate() {
             let out = g.node(id).outputs[slot];
-            let pt = &p.tensors[t as usize];
-            if !pt.data.is_empty() {
-                let data = TensorData::from_bytes(types[slot].clone(), pt.data.clone())
-                    .ok_or_else(|| bad(format!("tensor '{}' data does not match its type", pt.name)))?;
-                g.tensor_mut(out).data = Some(data);
+            let data = &p.tensors[t].data;
+            if !data.is_empty() {
+                g.tensor_mut(out).data = TensorData::from_bytes(g.tensor(out).ty.clone(), data.clone());
             }
-            produced[t as usize] = Some(out);
+            produced[t] = Some(out);
         }
-        by_proto[pi as usize] = Some(id);
+        by_proto[pi] = Some(id);
         ids.push(id);
     }
-    let node = |i: u32| by_proto.get(i as usize).copied().flatten().ok_or_else(|| bad(format!("edge names node {i}")));
-    for e in &p.edges {
-        match action_from_proto(e.action) {
-            Action::Control => {
-                g.add_control_edge(node(e.producer)?, node(e.consumer)?);
-            }
-            Action::Update => {
-                let t = e
-                    .tensor
-                    .and_then(|t| produced.get(t as usize).copied().flatten())
-                    .ok_or_else(|| bad("update edge without a tensor".into()))?;
-                g.add_update_edge(t, node(e.consumer)?);
-            }
-            Action::Read => {} // rebuilt from the input slots
+    let node = |n: usize| by_proto[n].expect("the schedule names every node");
+    let tensor = |t: usize| produced[t].expect("every tensor has a scheduled producer");
+    for (n, preds) in (0..program.node_count()).map(|n| (n, program.control_predecessors(n))) {
+        for &before in preds {
+            g.add_control_edge(node(before), node(n));
         }
     }
-    let tensor =
-        |t: u32| produced.get(t as usize).copied().flatten().ok_or_else(|| bad(format!("graph names tensor {t}")));
-    g.inputs = p.inputs.iter().map(|&t| tensor(t)).collect::<Result<_>>()?;
-    g.outputs = p.outputs.iter().map(|&t| tensor(t)).collect::<Result<_>>()?;
-    g.verify().map_err(|e| bad(e.to_string()))?;
+    for u in program.updates() {
+        g.add_update_edge(tensor(u.tensor), node(u.variable));
+    }
+    g.inputs = p.inputs.iter().map(|&t| tensor(t as usize)).collect();
+    g.outputs = program.outputs().iter().map(|&t| tensor(t)).collect();
+    g.verify().map_err(|e| Error::Usage(format!("malformed .lms graph: {e}")))?;
     Ok((g, ids))
 }
 
@@ -237,9 +204,11 @@ fn attr_to_proto(name: &str, value: &Attr) -> pb::Attribute {
     pb::Attribute { name: name.to_string(), value: Some(value) }
 }
 
-fn attr_from_proto(a: &pb::Attribute) -> std::result::Result<Attr, String> {
+/// An attribute of a validated program (it has a value; a tensor in it has a
+/// defined dtype and the bytes its shape takes).
+fn attr_from_proto(a: &pb::Attribute) -> Attr {
     use pb::attribute::Value as V;
-    Ok(match a.value.as_ref().ok_or_else(|| format!("attribute '{}' has no value", a.name))? {
+    match a.value.as_ref().expect("the contract admits only attributes with a value") {
         V::Int(v) => Attr::Int(*v),
         V::Float(v) => Attr::Float(*v),
         V::String(v) => Attr::String(v.clone()),
@@ -247,15 +216,11 @@ fn attr_from_proto(a: &pb::Attribute) -> std::result::Result<Attr, String> {
         V::Floats(v) => Attr::Floats(v.values.clone()),
         V::Strings(v) => Attr::Strings(v.values.clone()),
         V::Tensor(t) => {
-            let dtype =
-                DType::from_code(t.dtype).ok_or_else(|| format!("attribute '{}' has dtype {}", a.name, t.dtype))?;
+            let dtype = DType::from_code(t.dtype).expect("the contract admits only defined dtypes");
             let ty = TensorType::new(dtype, t.shape.iter().map(|&d| d as usize).collect());
-            Attr::Tensor(
-                TensorData::from_bytes(ty, t.data.clone())
-                    .ok_or_else(|| format!("attribute '{}' data does not match its type", a.name))?,
-            )
+            Attr::Tensor(TensorData::from_bytes(ty, t.data.clone()).expect("the contract checks the data's size"))
         }
-    })
+    }
 }
 
 fn phase_to_proto(p: Phase) -> pb::Phase {
@@ -293,13 +258,5 @@ fn action_to_proto(a: Action) -> pb::Action {
         Action::Read => pb::Action::Read,
         Action::Update => pb::Action::Update,
         Action::Control => pb::Action::Control,
-    }
-}
-
-fn action_from_proto(a: i32) -> Action {
-    match pb::Action::try_from(a) {
-        Ok(pb::Action::Update) => Action::Update,
-        Ok(pb::Action::Control) => Action::Control,
-        _ => Action::Read,
     }
 }

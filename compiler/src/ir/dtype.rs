@@ -47,14 +47,10 @@ impl DType {
         self as i32
     }
 
-    /// Bytes per element.
+    /// Bytes per element (the contract's table, `lms_proto::contract::element_bytes`).
     pub fn size(self) -> usize {
-        match self {
-            DType::U8 | DType::I8 | DType::Bool => 1,
-            DType::U16 | DType::I16 | DType::F16 | DType::BF16 => 2,
-            DType::I32 | DType::U32 | DType::F32 => 4,
-            DType::I64 | DType::U64 | DType::F64 => 8,
-        }
+        let dtype = lms_proto::lms::DType::try_from(self.code()).expect("every DType has an lms.proto code");
+        lms_proto::contract::element_bytes(dtype).expect("every DType is defined") as usize
     }
 
     /// True for floating-point types (the ones that carry activations and gradients).

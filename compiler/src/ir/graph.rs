@@ -78,16 +78,7 @@ pub enum Action {
     Control,
 }
 
-/// Op type of a parameterized vertex holding a constant or trainable tensor.
-pub const VARIABLE_OP: &str = "Variable";
-/// Op type of a parameterized vertex fed from outside (data inputs, labels).
-pub const INPUT_OP: &str = "Input";
-/// Op type (domain `lms`) of the swap-out: an identity on the CPU that copies
-/// its input from device to host memory (tflms.txt eq. 2).
-pub const SWAP_OUT_OP: &str = "SwapOut";
-/// Op type (domain `lms`) of the swap-in: an identity on the CPU that copies
-/// its input from host back to device memory (tflms.txt eq. 5).
-pub const SWAP_IN_OP: &str = "SwapIn";
+pub use lms_proto::contract::{INPUT_OP, SWAP_IN_OP, SWAP_OUT_OP, VARIABLE_OP};
 
 /// A vertex: λ(v) plus phase, device and the tensors of its slots.
 #[derive(Clone, Debug, PartialEq)]

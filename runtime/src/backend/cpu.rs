@@ -12,8 +12,8 @@ use super::{Backend, KernelContext, Queue};
 use crate::attrs::Attrs;
 use crate::cpu::kernels;
 use crate::error::RuntimeError;
-use crate::program::{Program, LMS_DOMAIN};
 use crate::tensor::HostTensor;
+use lms_proto::contract::{Program, LMS_DOMAIN};
 
 /// The work that wrote a buffer: its queue and its position there (0: written by the host).
 #[derive(Clone, Copy, Debug)]

@@ -12,8 +12,8 @@ pub mod cpu;
 pub mod cuda;
 
 use crate::error::RuntimeError;
-use crate::program::Program;
 use crate::tensor::HostTensor;
+use lms_proto::contract::Program;
 
 /// One of a backend's three in-order queues.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

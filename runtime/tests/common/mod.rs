@@ -7,17 +7,9 @@ use lms_proto::lms::{slot, Action, Attribute, DType, Device, Edge, Graph, Node, 
 use lms_proto::LMS_FORMAT_VERSION;
 
 /// A graph under construction; tensor and node ids are returned as `u32`.
+#[derive(Clone)]
 pub struct Builder {
     pub graph: Graph,
-}
-
-/// The element size used by the tests' shapes.
-fn size(dtype: DType) -> u64 {
-    match dtype {
-        DType::DtypeF32 | DType::DtypeI32 => 4,
-        DType::DtypeI64 | DType::DtypeF64 => 8,
-        _ => 1,
-    }
 }
 
 pub fn int(name: &str, v: i64) -> Attribute {
@@ -43,8 +35,8 @@ impl Builder {
         Builder { graph }
     }
 
-    /// Adds a node with its output tensors and a read edge per present input; returns the
-    /// node id and its output tensor ids.
+    /// Adds a node with its output tensors and a read edge per present input, scheduled after
+    /// the nodes added before it; returns the node id and its output tensor ids.
     pub fn node(
         &mut self,
         name: &str,
@@ -61,7 +53,7 @@ impl Builder {
                 name: tname.to_string(),
                 dtype: *dtype as i32,
                 shape: shape.to_vec(),
-                bytes: shape.iter().product::<u64>() * size(*dtype),
+                bytes: lms_proto::contract::tensor_bytes(*dtype, shape).expect("a test tensor of known dtype"),
                 data: Vec::new(),
                 producer: id,
                 producer_output: slot as u32,
@@ -101,6 +93,7 @@ impl Builder {
         if matches!(op, "Variable" | "Input") {
             self.graph.variables.push(id);
         }
+        self.graph.schedule.push(id);
         (id, outs)
     }
 

@@ -192,7 +192,7 @@ pub fn lms(
     outputs: &[(DType, Vec<usize>)],
     exec: &KernelContext,
 ) -> Result<Vec<HostTensor>> {
-    let ctx = Ctx { opset: crate::program::LMS_DOMAIN_VERSION, attrs: *attrs, inputs, outputs, exec };
+    let ctx = Ctx { opset: lms_proto::contract::LMS_DOMAIN_VERSION, attrs: *attrs, inputs, outputs, exec };
     run_kernel(training::FAMILIES, node_op, &ctx)
 }
 

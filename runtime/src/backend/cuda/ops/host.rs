@@ -10,9 +10,9 @@ use crate::backend::cuda::{CudaBuffer, CudaError};
 use crate::backend::Queue;
 use crate::cpu::kernels;
 use crate::error::KernelError;
-use crate::program::LMS_DOMAIN;
 use crate::tensor::{numel, HostTensor};
 use cudarc::driver::result;
+use lms_proto::contract::LMS_DOMAIN;
 use std::rc::Rc;
 
 /// Ops computed on the host whatever their inputs.

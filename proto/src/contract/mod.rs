@@ -1,0 +1,30 @@
+//! The compiler–runtime contract: what a valid `.lms` file is, and the rules both sides
+//! share. The compiler (its `.lms` reader, simulator and dtype sizes) and the runtime call
+//! this module; nothing here is defined a second time elsewhere.
+//!
+//! - [`Program`] ([`program`]): decoding and validation of a `.lms` file, in the order
+//!   [`tensors`], [`nodes`], [`edges`], [`schedule`], [`plan`]; errors are one
+//!   [`ContractError`] line naming the file and the tensor or node.
+//! - [`dtype`]: element sizes and names, checked and capped tensor byte counts.
+//! - [`ops`]: the lms op names and domain, and what each kind of node does.
+//! - [`release`]: pools and the release rule of memory accounting, and [`Liveness`].
+
+pub mod describe;
+pub mod dtype;
+pub mod edges;
+pub mod error;
+pub mod nodes;
+pub mod ops;
+pub mod plan;
+pub mod program;
+pub mod release;
+pub mod schedule;
+pub mod tensors;
+
+pub use dtype::{dtype_name, element_bytes, tensor_bytes, MAX_TENSOR_BYTES};
+pub use edges::Update;
+pub use error::ContractError;
+pub use ops::{NodeKind, INPUT_OP, LMS_DOMAIN, LMS_DOMAIN_VERSION, SWAP_IN_OP, SWAP_OUT_OP, VARIABLE_OP};
+pub use program::Program;
+pub use release::{output_pool, release_after, Liveness, Pool, TensorUse};
+pub use tensors::TensorType;

@@ -1,0 +1,60 @@
+//! Checks of `Graph.plan`, the typed memory plan: a known strategy, and swap decisions whose
+//! ids are in range and name what they say (a swap-out of the tensor, swap-ins of that copy,
+//! triggers ordered before their swap-ins by a control edge).
+
+use super::describe;
+use super::ops::NodeKind;
+use super::program::Program;
+
+/// The strategies a plan may name: no rewrite, TFLMS swapping, the automatic planner.
+pub const STRATEGIES: [&str; 3] = ["none", "tflms", "auto"];
+
+/// Checks the plan of `program`, if it has one.
+pub fn check_plan(program: &Program) -> Result<(), String> {
+    let Some(plan) = &program.graph().plan else {
+        return Ok(());
+    };
+    if !STRATEGIES.contains(&plan.strategy.as_str()) {
+        return Err(format!("plan: unknown strategy '{}'", plan.strategy.escape_debug()));
+    }
+    let graph = program.graph();
+    let (nodes, tensors) = (program.node_count(), program.tensor_count());
+    let node = |what: &str, id: u32| {
+        let id = id as usize;
+        (id < nodes)
+            .then_some(id)
+            .ok_or_else(|| format!("plan: {what} names node id {id}, but the graph has {nodes} nodes"))
+    };
+    for (i, swap) in plan.swaps.iter().enumerate() {
+        let tensor = swap.tensor as usize;
+        if tensor >= tensors {
+            return Err(format!("plan: swap {i} names tensor id {tensor}, but the graph has {tensors} tensors"));
+        }
+        let what = describe::tensor(graph, tensor);
+        let out = node(&format!("the swap-out of {what}"), swap.swap_out)?;
+        if program.kind(out) != NodeKind::SwapOut || program.node_inputs(out) != [Some(tensor)] {
+            return Err(format!("plan: the swap-out of {what} is {}, not a SwapOut of it", describe::node(graph, out)));
+        }
+        let copy = program.node_outputs(out)[0];
+        for s in &swap.swap_ins {
+            let into = node(&format!("a swap-in of {what}"), s.node)?;
+            if program.kind(into) != NodeKind::SwapIn || program.node_inputs(into) != [Some(copy)] {
+                return Err(format!(
+                    "plan: a swap-in of {what} is {}, not a SwapIn of its host copy",
+                    describe::node(graph, into)
+                ));
+            }
+            if let Some(trigger) = s.trigger {
+                let trigger = node(&format!("the trigger of a swap-in of {what}"), trigger)?;
+                if !program.control_predecessors(into).contains(&trigger) {
+                    return Err(format!(
+                        "plan: {} triggers {}, but no control edge orders them",
+                        describe::node(graph, trigger),
+                        describe::node(graph, into)
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,80 @@
+//! `lms-fuzz`: long fuzz campaigns on the ONNX import and `.lms` load targets, e.g.
+//! `cargo run --release -p lms-tests --bin lms-fuzz -- lms --executions 1000000`.
+//! Prints the executions, accepted inputs, time and findings; exits 1 when anything was found.
+
+use clap::{Parser, ValueEnum};
+use lms_tests::fuzz::alloc::CountingAlloc;
+use lms_tests::fuzz::runner::{self, Options};
+use lms_tests::fuzz::targets;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[global_allocator]
+static ALLOC: CountingAlloc = CountingAlloc;
+
+#[derive(Clone, Copy, ValueEnum)]
+enum TargetArg {
+    /// ONNX import: decode, import, shape inference, inspect.
+    Onnx,
+    /// `.lms` load: decode, validate, rebuild, simulate, verify.
+    Lms,
+}
+
+/// Fuzz one target of lms with structure-aware mutations of the fixtures.
+#[derive(Parser)]
+#[command(name = "lms-fuzz")]
+struct Cli {
+    /// Which target.
+    target: TargetArg,
+    /// Stop after this many executions.
+    #[arg(long, default_value_t = 1_000_000)]
+    executions: u64,
+    /// Stop after this many seconds.
+    #[arg(long, default_value_t = 86_400)]
+    seconds: u64,
+    /// Seconds one input may run before it counts as a hang.
+    #[arg(long, default_value_t = 10)]
+    per_input: u64,
+    /// Seed of the mutations.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Folder for the inputs of findings.
+    #[arg(long, default_value = "target/fuzz")]
+    out: PathBuf,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let target = match cli.target {
+        TargetArg::Onnx => targets::onnx_import(),
+        TargetArg::Lms => targets::lms_load(),
+    };
+    let options = Options {
+        executions: cli.executions,
+        time: Duration::from_secs(cli.seconds),
+        per_input: Duration::from_secs(cli.per_input),
+        seed: cli.seed,
+        out: cli.out,
+    };
+    let s = runner::run(&target, &options);
+    println!(
+        "{}: {} executions ({} accepted) in {:.1} s, {} seeds; slowest input {:.3} s; peak {} MiB; {} findings",
+        target.name,
+        s.executions,
+        s.accepted,
+        s.elapsed.as_secs_f64(),
+        target.seeds.len(),
+        s.slowest.as_secs_f64(),
+        s.peak_bytes >> 20,
+        s.findings.len()
+    );
+    for f in &s.findings {
+        println!("  {:?}: {} ({})", f.kind, f.message, f.input.display());
+    }
+    if s.findings.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}

@@ -1,0 +1,97 @@
+//! The two fuzz targets and their seeds: ONNX import (decode → import → shape inference →
+//! inspect), and `.lms` load (decode → validate → rebuild → simulate → verify against the
+//! graph's original).
+
+use super::mutate::{mutate_lms, mutate_onnx};
+use super::runner::Target;
+use crate::{fixture, list, onnx_data};
+use lms_compiler::egraph::{self, Limits};
+use lms_compiler::emit::serialize;
+use lms_compiler::frontend::{self, FrontendOptions};
+use lms_compiler::inspect::InspectReport;
+use lms_compiler::ir::Graph;
+use lms_compiler::passes::tflms::{self, TflmsConfig};
+use lms_compiler::simulate::SimulateReport;
+use lms_compiler::train::{self, Loss, Optimizer, TrainOptions};
+use lms_proto::contract::Program;
+use lms_proto::Message;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Seed models above this size are left out: small seeds keep executions fast.
+const MAX_SEED_BYTES: u64 = 128 << 10;
+
+/// The ONNX models seeding the import target: the committed fixture models, the light
+/// model-zoo graphs and the PyTorch operator cases.
+fn onnx_seed_paths() -> Vec<PathBuf> {
+    let onnx = |p: &std::path::Path| p.extension().is_some_and(|e| e == "onnx");
+    let mut paths = list(&fixture("models"), onnx);
+    paths.extend(list(&onnx_data("light"), onnx));
+    for case in list(&onnx_data("pytorch-operator"), |p| p.is_dir()) {
+        paths.push(case.join("model.onnx"));
+    }
+    paths.retain(|p| std::fs::metadata(p).is_ok_and(|m| m.len() <= MAX_SEED_BYTES));
+    paths
+}
+
+/// Imports bytes as a model and infers its shapes; true when the model imports.
+fn import(bytes: &[u8]) -> bool {
+    let Ok(proto) = frontend::decode_model(bytes) else {
+        return false;
+    };
+    let Ok(model) = frontend::import(&proto, None, &FrontendOptions::default()) else {
+        return false;
+    };
+    let _ = InspectReport::new(&model);
+    true
+}
+
+/// The ONNX import target.
+pub fn onnx_import() -> Target {
+    let seeds = onnx_seed_paths().iter().map(|p| std::fs::read(p).unwrap_or_else(|e| panic!("{e}"))).collect();
+    Target { name: "onnx", seeds, mutate: mutate_onnx, run: Box::new(import) }
+}
+
+/// Training graphs of the fixture models at batch 2 (SGD), keyed by graph name, and the
+/// serialized seeds: each graph and its TFLMS rewrite.
+fn lms_seeds() -> (HashMap<String, Graph>, Vec<Vec<u8>>) {
+    let options = TrainOptions { loss: Loss::SoftmaxCrossEntropy, optimizer: Optimizer::Sgd { lr: 0.01 }, trainable: vec![] };
+    let (mut originals, mut seeds) = (HashMap::new(), Vec::new());
+    for name in ["mlp", "cnn_residual", "tiny_gpt"] {
+        let path = fixture(&format!("models/{name}.onnx"));
+        let model = frontend::load(&path, &FrontendOptions { batch: Some(2), ..Default::default() })
+            .unwrap_or_else(|e| panic!("{e}"));
+        let graph = train::build(&model.graph, &options).unwrap_or_else(|e| panic!("{e}"));
+        let (rewritten, _) = tflms::rewrite(&graph, &TflmsConfig::default()).unwrap_or_else(|e| panic!("{e}"));
+        for g in [&graph, &rewritten] {
+            seeds.push(serialize::to_proto(g, None, &[]).unwrap_or_else(|e| panic!("{e}")).encode_to_vec());
+        }
+        originals.insert(graph.name.clone(), graph);
+    }
+    (originals, seeds)
+}
+
+/// Limits of the e-graph per fuzz input: far above what proving a fixture's rewrite takes.
+fn fuzz_limits() -> Limits {
+    Limits { nodes: 200_000, iterations: 32, time: Duration::from_secs(5) }
+}
+
+/// The `.lms` target: contract validation, then what `lms simulate` and `lms verify` do.
+pub fn lms_load() -> Target {
+    let (originals, seeds) = lms_seeds();
+    let run = move |bytes: &[u8]| {
+        let Ok(program) = Program::decode(bytes, "fuzz.lms") else {
+            return false;
+        };
+        let Ok((graph, schedule)) = serialize::from_program(&program) else {
+            return true;
+        };
+        let _ = SimulateReport::new(&graph, &schedule);
+        if let Some(original) = originals.get(&graph.name) {
+            let _ = egraph::check(original, &graph, &fuzz_limits());
+        }
+        true
+    };
+    Target { name: "lms", seeds, mutate: mutate_lms, run: Box::new(run) }
+}

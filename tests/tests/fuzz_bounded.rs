@@ -1,0 +1,31 @@
+//! A bounded fuzz run of each target (a few seconds each): no panic, no slow input, no
+//! execution holding more than 1 GiB. Long campaigns run with the `lms-fuzz` binary.
+
+use lms_tests::fuzz::alloc::CountingAlloc;
+use lms_tests::fuzz::runner::{self, Options};
+use lms_tests::fuzz::targets;
+use std::time::Duration;
+
+#[global_allocator]
+static ALLOC: CountingAlloc = CountingAlloc;
+
+#[test]
+fn a_few_seconds_of_each_target_find_nothing() {
+    let out = std::env::temp_dir().join(format!("lms-fuzz-bounded-{}", std::process::id()));
+    for target in [targets::onnx_import(), targets::lms_load()] {
+        let options = Options {
+            executions: 1_000_000,
+            time: Duration::from_secs(4),
+            per_input: Duration::from_secs(10),
+            seed: 7,
+            out: out.clone(),
+        };
+        let s = runner::run(&target, &options);
+        eprintln!("{}: {} executions, {} accepted, peak {} MiB", target.name, s.executions, s.accepted, s.peak_bytes >> 20);
+        assert!(s.findings.is_empty(), "{}: {:#?}", target.name, s.findings);
+        assert!(s.executions >= 100, "{}: only {} executions", target.name, s.executions);
+        assert!(s.accepted > 0, "{}: no mutated input got past validation", target.name);
+        assert!(s.peak_bytes > 0, "the counting allocator is installed");
+    }
+    let _ = std::fs::remove_dir_all(&out);
+}

@@ -21,7 +21,13 @@ fn a_few_seconds_of_each_target_find_nothing() {
             out: out.clone(),
         };
         let s = runner::run(&target, &options);
-        eprintln!("{}: {} executions, {} accepted, peak {} MiB", target.name, s.executions, s.accepted, s.peak_bytes >> 20);
+        eprintln!(
+            "{}: {} executions, {} accepted, peak {} MiB",
+            target.name,
+            s.executions,
+            s.accepted,
+            s.peak_bytes >> 20
+        );
         assert!(s.findings.is_empty(), "{}: {:#?}", target.name, s.findings);
         assert!(s.executions >= 100, "{}: only {} executions", target.name, s.executions);
         assert!(s.accepted > 0, "{}: no mutated input got past validation", target.name);

@@ -17,7 +17,7 @@ impl Rng {
     }
 
     /// The next 64 random bits.
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
@@ -26,7 +26,7 @@ impl Rng {
 
     /// A number below `n` (0 when `n` is 0).
     pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
+        (self.next_u64() % n.max(1) as u64) as usize
     }
 
     /// True one time in `n`.
@@ -38,7 +38,7 @@ impl Rng {
     pub fn interesting(&mut self) -> i64 {
         const VALUES: [i64; 12] = [0, 1, 2, 3, -1, -2, 7, 255, 1 << 31, 1 << 48, 1 << 62, i64::MAX];
         if self.one_in(3) {
-            self.next() as i64
+            self.next_u64() as i64
         } else {
             VALUES[self.below(VALUES.len())]
         }
@@ -57,7 +57,7 @@ impl Rng {
 /// One byte-level edit of `data`; `other` is a seed to splice from.
 pub fn mutate_bytes(rng: &mut Rng, data: &mut Vec<u8>, other: &[u8]) {
     if data.is_empty() {
-        data.push(rng.next() as u8);
+        data.push(rng.next_u64() as u8);
         return;
     }
     let len = data.len();
@@ -71,7 +71,7 @@ pub fn mutate_bytes(rng: &mut Rng, data: &mut Vec<u8>, other: &[u8]) {
             data.drain(at..at + n);
         }
         4 => {
-            let bytes: Vec<u8> = (0..1 + rng.below(16)).map(|_| rng.next() as u8).collect();
+            let bytes: Vec<u8> = (0..1 + rng.below(16)).map(|_| rng.next_u64() as u8).collect();
             data.splice(at..at, bytes);
         }
         5 => {
@@ -94,7 +94,12 @@ pub fn mutate_bytes(rng: &mut Rng, data: &mut Vec<u8>, other: &[u8]) {
 
 /// Mutates a seed message: one to three field edits on the decoded message (three times in
 /// four), then byte edits (every other time, and always when the fields were left alone).
-fn mutate_message<M: Message + Default>(rng: &mut Rng, seed: &[u8], seeds: &[Vec<u8>], edit: fn(&mut Rng, &mut M)) -> Vec<u8> {
+fn mutate_message<M: Message + Default>(
+    rng: &mut Rng,
+    seed: &[u8],
+    seeds: &[Vec<u8>],
+    edit: fn(&mut Rng, &mut M),
+) -> Vec<u8> {
     let mut bytes = match M::decode(seed) {
         Ok(mut message) if !rng.one_in(4) => {
             for _ in 0..1 + rng.below(3) {
@@ -149,7 +154,8 @@ fn edit_graph(rng: &mut Rng, g: &mut Graph) {
                 3 => node.phase = rng.number(3) as i32,
                 4 if !node.inputs.is_empty() => {
                     let s = rng.below(node.inputs.len());
-                    let value = if rng.one_in(4) { slot::Value::Missing(true) } else { slot::Value::Tensor(id(rng, tensors)) };
+                    let value =
+                        if rng.one_in(4) { slot::Value::Missing(true) } else { slot::Value::Tensor(id(rng, tensors)) };
                     node.inputs[s] = Slot { value: Some(value) };
                 }
                 5 if !node.outputs.is_empty() => {
@@ -165,7 +171,9 @@ fn edit_graph(rng: &mut Rng, g: &mut Graph) {
                             let i = rng.below(v.values.len());
                             v.values[i] = rng.interesting();
                         }
-                        Some(attribute::Value::Float(v)) => *v = [0.0, -1.0, f32::NAN, f32::INFINITY, 1e30][rng.below(5)],
+                        Some(attribute::Value::Float(v)) => {
+                            *v = [0.0, -1.0, f32::NAN, f32::INFINITY, 1e30][rng.below(5)]
+                        }
                         Some(attribute::Value::Tensor(t)) => t.shape.push(rng.number(4) as u64),
                         _ => {
                             node.attributes.remove(a);
@@ -186,7 +194,7 @@ fn edit_graph(rng: &mut Rng, g: &mut Graph) {
                     g.edges.remove(e);
                 }
                 _ => {
-                    let copy = g.edges[e].clone();
+                    let copy = g.edges[e];
                     g.edges.push(copy);
                 }
             }

@@ -14,6 +14,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+/// Makes a new input from a seed; the other seeds are there for splicing.
+pub type Mutator = fn(&mut Rng, &[u8], &[Vec<u8>]) -> Vec<u8>;
+
+/// Runs one input; true when it got past decoding and validation.
+pub type Run = Box<dyn Fn(&[u8]) -> bool>;
+
 /// Something to fuzz: seed inputs, a mutator, and the code under test, which returns
 /// whether the input got past decoding and validation (an accepted input).
 pub struct Target {
@@ -21,10 +27,10 @@ pub struct Target {
     pub name: &'static str,
     /// Valid inputs that mutation starts from.
     pub seeds: Vec<Vec<u8>>,
-    /// Makes a new input from a seed (the other seeds are there for splicing).
-    pub mutate: fn(&mut Rng, &[u8], &[Vec<u8>]) -> Vec<u8>,
+    /// Makes a new input from a seed.
+    pub mutate: Mutator,
     /// Runs one input.
-    pub run: Box<dyn Fn(&[u8]) -> bool>,
+    pub run: Run,
 }
 
 /// How long to fuzz and where findings go.

@@ -56,7 +56,8 @@ pub fn onnx_import() -> Target {
 /// Training graphs of the fixture models at batch 2 (SGD), keyed by graph name, and the
 /// serialized seeds: each graph and its TFLMS rewrite.
 fn lms_seeds() -> (HashMap<String, Graph>, Vec<Vec<u8>>) {
-    let options = TrainOptions { loss: Loss::SoftmaxCrossEntropy, optimizer: Optimizer::Sgd { lr: 0.01 }, trainable: vec![] };
+    let options =
+        TrainOptions { loss: Loss::SoftmaxCrossEntropy, optimizer: Optimizer::Sgd { lr: 0.01 }, trainable: vec![] };
     let (mut originals, mut seeds) = (HashMap::new(), Vec::new());
     for name in ["mlp", "cnn_residual", "tiny_gpt"] {
         let path = fixture(&format!("models/{name}.onnx"));

@@ -12,7 +12,7 @@ use lms_compiler::inspect::InspectReport;
 use lms_compiler::ir::Graph;
 use lms_compiler::passes::tflms::{self, TflmsConfig};
 use lms_compiler::simulate::SimulateReport;
-use lms_compiler::train::{self, Loss, Optimizer, TrainOptions};
+use lms_compiler::train::{self, TrainOptions};
 use lms_proto::contract::Program;
 use lms_proto::Message;
 use std::collections::HashMap;
@@ -53,11 +53,10 @@ pub fn onnx_import() -> Target {
     Target { name: "onnx", seeds, mutate: mutate_onnx, run: Box::new(import) }
 }
 
-/// Training graphs of the fixture models at batch 2 (SGD), keyed by graph name, and the
+/// Training graphs of the fixture models at batch 2 (the default loss and SGD), keyed by graph name, and the
 /// serialized seeds: each graph and its TFLMS rewrite.
 fn lms_seeds() -> (HashMap<String, Graph>, Vec<Vec<u8>>) {
-    let options =
-        TrainOptions { loss: Loss::SoftmaxCrossEntropy, optimizer: Optimizer::Sgd { lr: 0.01 }, trainable: vec![] };
+    let options = TrainOptions::default();
     let (mut originals, mut seeds) = (HashMap::new(), Vec::new());
     for name in ["mlp", "cnn_residual", "tiny_gpt"] {
         let path = fixture(&format!("models/{name}.onnx"));

@@ -19,6 +19,7 @@ fn a_few_seconds_of_each_target_find_nothing() {
             per_input: Duration::from_secs(10),
             seed: 7,
             out: out.clone(),
+            progress_every: 0,
         };
         let s = runner::run(&target, &options);
         eprintln!(

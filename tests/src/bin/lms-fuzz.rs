@@ -42,6 +42,9 @@ struct Cli {
     /// Folder for the inputs of findings.
     #[arg(long, default_value = "target/fuzz")]
     out: PathBuf,
+    /// Print a progress line every this many executions (0: never).
+    #[arg(long, default_value_t = 50_000)]
+    progress_every: u64,
 }
 
 fn main() -> ExitCode {
@@ -56,6 +59,7 @@ fn main() -> ExitCode {
         per_input: Duration::from_secs(cli.per_input),
         seed: cli.seed,
         out: cli.out,
+        progress_every: cli.progress_every,
     };
     let s = runner::run(&target, &options);
     println!(

@@ -46,6 +46,8 @@ pub struct Options {
     pub seed: u64,
     /// Folder for the inputs of findings.
     pub out: PathBuf,
+    /// Print a progress line to stderr every this many executions (0: never).
+    pub progress_every: u64,
 }
 
 /// What went wrong on one input.
@@ -188,6 +190,16 @@ pub fn run(target: &Target, options: &Options) -> Summary {
         }
         if alloc::peak() > alloc::LIMIT {
             found(FindingKind::Memory, "memory", format!("{} bytes live", alloc::peak()));
+        }
+        if options.progress_every > 0 && summary.executions % options.progress_every == 0 {
+            eprintln!(
+                "{}: {} executions, {} accepted, {} findings, {:.0} s",
+                target.name,
+                summary.executions,
+                summary.accepted,
+                summary.findings.len(),
+                start.elapsed().as_secs_f64()
+            );
         }
     }
     summary.elapsed = start.elapsed();

@@ -5,7 +5,6 @@ use crate::error::{KernelError, RuntimeError};
 use cudarc::cublas::result::CublasError;
 use cudarc::cudnn::result::CudnnError;
 use cudarc::driver::DriverError;
-use cudarc::nvrtc::CompileError;
 
 /// Why a CUDA call failed.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -23,12 +22,12 @@ pub enum CudaError {
     #[error("cuDNN: {0}")]
     Cudnn(#[from] CudnnError),
     /// NVRTC could not compile a kernel source.
-    #[error("NVRTC compiling {source_name}: {error}")]
+    #[error("NVRTC compiling {source_name}: {message}")]
     Compile {
         /// The kernel source file.
         source_name: &'static str,
         /// NVRTC's error, with its log.
-        error: CompileError,
+        message: String,
     },
     /// The kernels loaded have no function of this name (a bug in the backend).
     #[error("no kernel function `{0}` in the compiled sources")]

@@ -1,10 +1,12 @@
 //! The backend's CUDA C kernels: the `.cu` sources of `runtime/kernels/`, embedded in the
-//! binary, compiled by NVRTC once per process and GPU architecture, and loaded as modules.
+//! binary, compiled by NVRTC to machine code (CUBIN) once per process and GPU
+//! architecture, and loaded as modules.
 
 use super::error::CudaError;
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
-use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions, Ptx};
+use cudarc::nvrtc::{result as nvrtc, sys as nvrtc_sys, Ptx};
 use std::cell::RefCell;
+use std::ffi::{CStr, CString};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -130,51 +132,123 @@ pub fn signatures() -> &'static HashMap<String, Vec<Param>> {
     })
 }
 
-/// NVRTC's target for a device of compute capability `major.minor`, when known; PTX
-/// for an older or unknown device is left to the driver's default.
-fn architecture(major: i32, minor: i32) -> Option<&'static str> {
-    Some(match (major, minor) {
-        (7, 5) => "compute_75",
-        (8, 0) => "compute_80",
-        (8, 6) => "compute_86",
-        (8, 9) => "compute_89",
-        (9, 0) => "compute_90",
-        (10, 0) => "compute_100",
-        (12, 0) => "compute_120",
-        _ => return None,
-    })
+/// NVRTC's target for a device of compute capability `major.minor`: machine code for
+/// exactly that GPU (`sm_XY`), so no PTX is left for the driver to JIT (PTX from an NVRTC
+/// newer than the driver does not load).
+pub fn architecture(major: i32, minor: i32) -> String {
+    format!("sm_{major}{minor}")
 }
 
-/// PTX of every source for one architecture.
-type Compiled = Vec<(&'static str, Ptx)>;
+/// The options every source is compiled with, for target `arch`.
+pub fn compile_options(arch: &str) -> Vec<String> {
+    vec!["--std=c++17".to_string(), format!("--gpu-architecture={arch}")]
+}
 
-/// Compiled PTX per architecture, shared by every backend of the process.
-fn cache() -> &'static Mutex<HashMap<Option<&'static str>, Arc<Compiled>>> {
-    static CACHE: OnceLock<Mutex<HashMap<Option<&'static str>, Arc<Compiled>>>> = OnceLock::new();
-    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+/// One source compiled to a CUBIN.
+#[derive(Clone, Debug)]
+pub struct Cubin {
+    /// The source file.
+    pub source: &'static str,
+    /// The ELF image.
+    pub image: Vec<u8>,
+    /// NVRTC's log (warnings); empty for a clean compile.
+    pub log: String,
 }
 
 /// Compiles every source for `arch` with NVRTC, or returns the process's earlier result.
-pub fn compile_all(arch: Option<&'static str>) -> Result<Arc<Compiled>, CudaError> {
-    let mut cache = cache().lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    if let Some(compiled) = cache.get(&arch) {
+pub fn compile_all(arch: &str) -> Result<Arc<Vec<Cubin>>, CudaError> {
+    static CACHE: OnceLock<Mutex<HashMap<String, Arc<Vec<Cubin>>>>> = OnceLock::new();
+    let mut cache = CACHE.get_or_init(Default::default).lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(compiled) = cache.get(arch) {
         return Ok(Arc::clone(compiled));
     }
-    let mut compiled = Vec::with_capacity(SOURCES.len());
-    for &(name, code) in SOURCES {
-        let options = CompileOptions {
-            arch,
-            name: Some(name.to_string()),
-            options: vec!["--std=c++17".to_string()],
-            ..CompileOptions::default()
-        };
-        let ptx = compile_ptx_with_opts(program_text(code), options)
-            .map_err(|error| CudaError::Compile { source_name: name, error })?;
-        compiled.push((name, ptx));
-    }
-    let compiled = Arc::new(compiled);
-    cache.insert(arch, Arc::clone(&compiled));
+    let compiled = Arc::new(SOURCES.iter().map(|&(name, code)| compile(name, code, arch)).collect::<Result<_, _>>()?);
+    cache.insert(arch.to_string(), Arc::clone(&compiled));
     Ok(compiled)
+}
+
+/// Compiles source `name` (`code` after the common header) to a CUBIN for `arch`.
+fn compile(name: &'static str, code: &str, arch: &str) -> Result<Cubin, CudaError> {
+    let fail = |message: String| CudaError::Compile { source_name: name, message };
+    let text = CString::new(program_text(code)).map_err(|e| fail(e.to_string()))?;
+    let file = CString::new(name).map_err(|e| fail(e.to_string()))?;
+    let program = nvrtc::create_program(&text, Some(&file)).map_err(|e| fail(format!("{e:?}")))?;
+    // SAFETY: `program` was just created from `text` and `file`, which outlive it, and is
+    // destroyed once, below.
+    let result = unsafe {
+        let compiled = nvrtc::compile_program(program, &compile_options(arch));
+        let log = nvrtc::get_program_log(program)
+            .map(|raw| CStr::from_ptr(raw.as_ptr()).to_string_lossy().trim().to_string())
+            .unwrap_or_default();
+        match compiled {
+            Err(e) => Err(fail(format!("{e:?} for {arch}\n{log}"))),
+            Ok(()) => cubin(program).map(|image| Cubin { source: name, image, log }).map_err(|e| fail(format!("{e:?}"))),
+        }
+    };
+    // SAFETY: as above; the program is not used after this.
+    let _ = unsafe { nvrtc::destroy_program(program) };
+    result
+}
+
+/// The CUBIN of a compiled program.
+///
+/// # Safety
+/// `program` must be a live, successfully compiled NVRTC program.
+unsafe fn cubin(program: nvrtc_sys::nvrtcProgram) -> Result<Vec<u8>, nvrtc::NvrtcError> {
+    let mut size = 0usize;
+    nvrtc_sys::nvrtcGetCUBINSize(program, &mut size).result()?;
+    let mut image = vec![0u8; size];
+    nvrtc_sys::nvrtcGetCUBIN(program, image.as_mut_ptr().cast()).result()?;
+    Ok(image)
+}
+
+/// NVRTC's version, `(major, minor)`.
+pub fn nvrtc_version() -> Result<(i32, i32), CudaError> {
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: plain out-parameters.
+    unsafe { nvrtc_sys::nvrtcVersion(&mut major, &mut minor) }
+        .result()
+        .map_err(|e| CudaError::Library(format!("nvrtcVersion: {e:?}")))?;
+    Ok((major, minor))
+}
+
+/// The compute capabilities NVRTC can compile for, as `major * 10 + minor`.
+pub fn nvrtc_architectures() -> Result<Vec<i32>, CudaError> {
+    let mut count = 0;
+    // SAFETY: plain out-parameters; the buffer holds `count` entries.
+    unsafe {
+        nvrtc_sys::nvrtcGetNumSupportedArchs(&mut count)
+            .result()
+            .map_err(|e| CudaError::Library(format!("nvrtcGetNumSupportedArchs: {e:?}")))?;
+        let mut archs = vec![0; usize::try_from(count).unwrap_or(0)];
+        nvrtc_sys::nvrtcGetSupportedArchs(archs.as_mut_ptr())
+            .result()
+            .map_err(|e| CudaError::Library(format!("nvrtcGetSupportedArchs: {e:?}")))?;
+        Ok(archs)
+    }
+}
+
+/// Checks that this NVRTC can make machine code for a GPU of compute capability
+/// `major.minor` that a driver of CUDA version `driver` (e.g. 13000) loads: the GPU's
+/// architecture must be among NVRTC's, and NVRTC's major version not above the driver's.
+pub fn check_toolchain(major: i32, minor: i32, driver: i32) -> Result<(), CudaError> {
+    let (nv_major, nv_minor) = nvrtc_version()?;
+    let (drv_major, drv_minor) = (driver / 1000, driver % 1000 / 10);
+    if nv_major > drv_major {
+        return Err(CudaError::Library(format!(
+            "NVRTC {nv_major}.{nv_minor} is newer than the driver (CUDA {drv_major}.{drv_minor}): \
+             its machine code may not load; use an NVRTC {drv_major}.x (e.g. pip's nvidia-cuda-nvrtc) \
+             through LMS_CUDA_LIB_DIR"
+        )));
+    }
+    let archs = nvrtc_architectures()?;
+    if !archs.contains(&(major * 10 + minor)) {
+        return Err(CudaError::Library(format!(
+            "NVRTC {nv_major}.{nv_minor} cannot compile for this GPU (sm_{major}{minor}); it supports {}",
+            archs.iter().map(|a| format!("sm_{a}")).collect::<Vec<_>>().join(", ")
+        )));
+    }
+    Ok(())
 }
 
 /// The kernel modules loaded in one context, with their functions looked up on demand.
@@ -188,10 +262,10 @@ impl Kernels {
     /// Compiles (once per process) and loads every source into `ctx`.
     pub fn load(ctx: &Arc<CudaContext>) -> Result<Kernels, CudaError> {
         let (major, minor) = ctx.compute_capability()?;
-        let compiled = compile_all(architecture(major, minor))?;
+        let compiled = compile_all(&architecture(major, minor))?;
         let mut owners = BTreeMap::new();
-        for ((_, ptx), &(_, code)) in compiled.iter().zip(SOURCES) {
-            let module = ctx.load_module(ptx.clone())?;
+        for (cubin, &(_, code)) in compiled.iter().zip(SOURCES) {
+            let module = ctx.load_module(Ptx::from_binary(cubin.image.clone()))?;
             for name in kernel_names(code) {
                 owners.insert(name, Arc::clone(&module));
             }
@@ -257,24 +331,49 @@ mod tests {
         assert_eq!(kernel_names(code), ["plain", "twice_f32", "twice_i64"]);
     }
 
-    /// Compiles every source with NVRTC where libnvrtc can be loaded (no GPU needed);
-    /// says so and returns where it cannot.
+    /// Compiles every source to a CUBIN for sm_80 and sm_90 with the runtime's own options
+    /// (no GPU needed). NVRTC comes from `fixtures/.cuda` (installed by
+    /// `fixtures/fetch-onnx-testdata.sh`) or the backend's usual search; without it the
+    /// test fails unless `LMS_SKIP_NVRTC_TEST` is set.
     #[test]
-    fn sources_compile_with_nvrtc() {
-        // SAFETY: only probes whether the shared library can be opened.
-        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-            eprintln!("skipped: libnvrtc could not be loaded (no CUDA toolkit on this machine)");
+    fn every_source_compiles_to_cubin_for_sm_80_and_sm_90_without_warnings() {
+        use super::super::loader::{self, CudaLibrary};
+        if std::env::var_os("LMS_SKIP_NVRTC_TEST").is_some() {
+            eprintln!("skipped: LMS_SKIP_NVRTC_TEST is set");
             return;
         }
-        for arch in [None, Some("compute_90")] {
+        let project = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/.cuda");
+        let mut places = loader::with_wheel_folders("fixtures/.cuda", &project);
+        places.extend(loader::places().iter().cloned());
+        if let Err(missing) = loader::load_from(CudaLibrary::Nvrtc, &places) {
+            panic!(
+                "{}\nrun `bash fixtures/fetch-onnx-testdata.sh` (it installs NVRTC into fixtures/.cuda), \
+                 or set LMS_SKIP_NVRTC_TEST=1 to skip this test",
+                loader::listing(&[Err(missing)])
+            );
+        }
+        for arch in ["sm_80", "sm_90"] {
             let compiled = compile_all(arch).unwrap_or_else(|e| panic!("{e}"));
             assert_eq!(compiled.len(), SOURCES.len());
-            for ((file, ptx), &(_, code)) in compiled.iter().zip(SOURCES) {
-                let text = ptx.to_src();
+            for (cubin, &(file, code)) in compiled.iter().zip(SOURCES) {
+                assert_eq!(cubin.source, file);
+                assert!(cubin.log.is_empty(), "{file} for {arch}: NVRTC warned:\n{}", cubin.log);
+                assert!(cubin.image.starts_with(b"\x7fELF"), "{file} for {arch}: not an ELF image");
                 for name in kernel_names(code) {
-                    assert!(text.contains(&format!(".entry {name}(")), "{file}: {name} missing from the PTX");
+                    let symbol = format!("\0{name}\0").into_bytes();
+                    assert!(
+                        cubin.image.windows(symbol.len()).any(|w| w == symbol),
+                        "{file} for {arch}: {name} missing from the CUBIN"
+                    );
                 }
             }
         }
+    }
+
+    #[test]
+    fn the_target_is_the_devices_own_machine_code() {
+        assert_eq!(architecture(9, 0), "sm_90");
+        assert_eq!(architecture(8, 6), "sm_86");
+        assert_eq!(compile_options("sm_90"), ["--std=c++17", "--gpu-architecture=sm_90"]);
     }
 }

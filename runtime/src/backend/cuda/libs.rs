@@ -158,11 +158,11 @@ pub struct Dnn {
 impl Dnn {
     /// A handle on `stream`, or why cuDNN cannot be used.
     pub fn new(stream: &Arc<CudaStream>) -> Result<Dnn, String> {
-        // SAFETY: only probes whether the shared library can be opened.
-        if !unsafe { dnn_sys::is_culib_present() } {
-            return Err("cuDNN (libcudnn.so.9) could not be loaded; convolutions need it: \
-                        add its directory to LD_LIBRARY_PATH"
-                .to_string());
+        if let Err(missing) = super::loader::load(super::loader::CudaLibrary::Cudnn) {
+            return Err(format!(
+                "convolutions need cuDNN: {}",
+                super::loader::listing(&[Err(missing)])
+            ));
         }
         let created = catch_unwind(AssertUnwindSafe(|| -> Result<Dnn, CudaError> {
             let handle = dnn::create_handle()?;

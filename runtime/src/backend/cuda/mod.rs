@@ -25,6 +25,7 @@ mod error;
 mod kernels;
 mod layout;
 mod libs;
+pub mod loader;
 mod memory;
 mod ops;
 
@@ -42,6 +43,7 @@ use error::OpError;
 use kernels::Kernels;
 use libs::{Blas, Dnn};
 use lms_proto::contract::Program;
+use loader::CudaLibrary;
 use lms_proto::lms::DType;
 use memory::{Device, DeviceBlock, HostBlock, Mark};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -165,12 +167,19 @@ pub struct CudaBackend {
     name: String,
 }
 
+/// Why there is no CUDA driver on this machine (libcuda cannot be loaded from any place
+/// searched), or `None` when there is one. Tests of the GPU skip only for this reason.
+pub fn driver_missing() -> Option<String> {
+    loader::load(CudaLibrary::Driver).err().map(|missing| {
+        format!("no CUDA driver found ({}); use --device cpu", loader::listing(&[Err(missing)]))
+    })
+}
+
 /// Why the CUDA backend cannot be created on this machine, without creating anything:
 /// `None` when a driver with at least one device is present.
 pub fn unavailable() -> Option<String> {
-    // SAFETY: only probes whether the shared library can be opened.
-    if !unsafe { cudarc::driver::sys::is_culib_present() } {
-        return Some("no CUDA driver found (libcuda.so could not be loaded); use --device cpu".to_string());
+    if let Some(reason) = driver_missing() {
+        return Some(reason);
     }
     match catch_unwind(CudaContext::device_count) {
         Ok(Ok(n)) if n > 0 => None,
@@ -200,18 +209,7 @@ impl CudaBackend {
         if let Some(reason) = unavailable() {
             return Err(backend_error(reason));
         }
-        for (present, library) in [
-            // SAFETY: each only probes whether a shared library can be opened.
-            (unsafe { cudarc::nvrtc::sys::is_culib_present() }, "NVRTC (libnvrtc.so)"),
-            (unsafe { cudarc::cublas::sys::is_culib_present() }, "cuBLAS (libcublas.so)"),
-        ] {
-            if !present {
-                return Err(backend_error(format!(
-                    "{library} could not be loaded: add the CUDA toolkit's library directory \
-                     to LD_LIBRARY_PATH, or use --device cpu"
-                )));
-            }
-        }
+        loader::require(&[CudaLibrary::Driver, CudaLibrary::Nvrtc, CudaLibrary::Cublas]).map_err(backend_error)?;
         // Dynamic loading panics on a library without an expected symbol; that is an
         // error here, not a crash.
         catch_unwind(AssertUnwindSafe(|| CudaBackend::create(ordinal, device_memory, options))).unwrap_or_else(|_| {
@@ -228,6 +226,8 @@ impl CudaBackend {
         // per-buffer events would only add synchronization.
         unsafe { ctx.disable_event_tracking() };
         let name = ctx.name().map_err(CudaError::from)?;
+        let (major, minor) = ctx.compute_capability().map_err(CudaError::from)?;
+        kernels::check_toolchain(major, minor, driver_version()?)?;
         let (free, _) = ctx.mem_get_info().map_err(CudaError::from)?;
         let arena = arena_bytes(device_memory, free as u64);
         let device = Device::new(Arc::clone(&ctx), arena)?;
@@ -257,6 +257,14 @@ impl CudaBackend {
     pub fn cudnn_unavailable(&self) -> Option<&str> {
         self.gpu.dnn.as_ref().err().map(String::as_str)
     }
+}
+
+/// The CUDA version of the driver, e.g. 13000 for 13.0.
+pub fn driver_version() -> Result<i32, CudaError> {
+    let mut version = 0;
+    // SAFETY: a plain out-parameter; the driver library is loaded.
+    unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut version) }.result()?;
+    Ok(version)
 }
 
 /// The arena for a budget of `budget` bytes with `free` bytes free on the device: the

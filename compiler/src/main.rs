@@ -36,6 +36,8 @@ enum Command {
     MaxBatch(MaxBatchArgs),
     /// Prove that a rewritten .lms graph computes the outputs and variable updates of its original.
     Verify(VerifyArgs),
+    /// Whether this machine can run `--device cuda`: GPU, driver, CUDA libraries, free memory.
+    Doctor,
 }
 
 #[derive(Args)]
@@ -98,6 +100,9 @@ struct RunArgs {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
+    /// Write the last step's per-op timings on the three queues as a Chrome trace.
+    #[arg(long, value_name = "FILE.json")]
+    trace: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -416,13 +421,17 @@ fn run(args: &RunArgs) -> Result<(), Error> {
     bar.set_style(
         indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} steps, loss {msg}").expect("valid template"),
     );
-    let report = lms_compiler::run::run(&args.graph, device, args.steps, options, |step| {
+    let report = lms_compiler::run::run(&args.graph, device, args.steps, options, args.trace.is_some(), |step| {
         bar.set_message(step.loss.map_or_else(String::new, |l| format!("{l:.4}")));
         bar.inc(1);
     })
     .map_err(|e| Error::Usage(e.to_string()));
     bar.finish_and_clear();
     let report = report?;
+    if let Some(path) = &args.trace {
+        let json = lms_proto::trace::to_chrome_json(&format!("lms run on {}", report.device), &report.trace);
+        emit::serialize::write_atomically(path, json.as_bytes()).map_err(|e| Error::from(e).in_file(path))?;
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report).map_err(|e| Error::Usage(e.to_string()))?);
     } else {
@@ -493,6 +502,11 @@ fn main() -> ExitCode {
         Command::Run(args) => run(args),
         Command::MaxBatch(args) => max_batch(args),
         Command::Verify(args) => verify(args),
+        Command::Doctor => {
+            let diagnosis = lms_runtime::backend::cuda::doctor();
+            print!("{}", diagnosis.facts);
+            diagnosis.problem.map_or(Ok(()), |problem| Err(Error::Usage(problem)))
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -28,25 +28,32 @@ pub struct RunReport {
     pub bytes_host_to_device: u64,
     /// Wall time of each step.
     pub step_seconds: Vec<f64>,
+    /// When asked for: per node, when and how long it ran on its queue in the last step.
+    #[serde(skip)]
+    pub trace: Vec<lms_proto::trace::TraceEvent>,
 }
 
 /// Trains `path` for `steps` steps on `device`, calling `progress` after
-/// each. Without a CUDA driver or GPU, `DeviceKind::Cuda` fails with a
+/// each; with `trace`, the report holds the last step's per-node timings.
+/// Without a CUDA driver or GPU, `DeviceKind::Cuda` fails with a
 /// message that says so (and suggests `--device cpu`), never a panic.
 pub fn run(
     path: &Path,
     device: DeviceKind,
     steps: usize,
     options: RunOptions,
+    trace: bool,
     progress: impl FnMut(&Step),
 ) -> Result<RunReport, RuntimeError> {
     let program = Program::load(path)?;
     match device {
-        DeviceKind::Cpu => train(Session::new(program, CpuBackend::new(), options)?, "cpu".into(), steps, progress),
+        DeviceKind::Cpu => {
+            train(Session::new(program, CpuBackend::new(), options)?, "cpu".into(), steps, trace, progress)
+        }
         DeviceKind::Cuda => {
             let backend = CudaBackend::new(0, options.device_memory)?;
             let name = format!("cuda ({})", backend.device_name());
-            train(Session::new(program, backend, options)?, name, steps, progress)
+            train(Session::new(program, backend, options)?, name, steps, trace, progress)
         }
     }
 }
@@ -55,9 +62,11 @@ fn train<B: Backend>(
     mut session: Session<B>,
     device: String,
     steps: usize,
+    trace: bool,
     mut progress: impl FnMut(&Step),
 ) -> Result<RunReport, RuntimeError> {
     let mut report = RunReport { device, ..RunReport::default() };
+    session.set_tracing(trace);
     for _ in 0..steps {
         let step = session.step()?;
         progress(&step);
@@ -67,6 +76,7 @@ fn train<B: Backend>(
         report.bytes_device_to_host += step.report.bytes_d2h;
         report.bytes_host_to_device += step.report.bytes_h2d;
         report.step_seconds.push(step.report.step_seconds);
+        report.trace = step.report.trace;
     }
     Ok(report)
 }

@@ -184,3 +184,44 @@ extern "C" __global__ void layer_norm_finish_f32(i64 n, i64 splits, const double
         dbias[j] = (float)db;
     }
 }
+
+// LRN across channels of X [N, C, sp]: the denominator bias + alpha/size · Σ x² over the
+// channels [ch − before, ch + after] at element (ni, ch, s), summed in channel order.
+__device__ double lrn_denominator(i64 c, i64 sp, i64 before, i64 after, double alpha_over_size, double bias,
+                                  const float* x, i64 ni, i64 ch, i64 s) {
+    i64 lo = ch - before < 0 ? 0 : ch - before, hi = ch + after > c - 1 ? c - 1 : ch + after;
+    double sq = 0.0;
+    for (i64 k = lo; k <= hi; ++k) {
+        double v = x[(ni * c + k) * sp + s];
+        sq += v * v;
+    }
+    return bias + alpha_over_size * sq;
+}
+
+// Y = X / denominator^beta.
+extern "C" __global__ void lrn_f32(i64 n, i64 c, i64 sp, i64 before, i64 after, double alpha_over_size, double beta,
+                                   double bias, const float* x, float* y) {
+    GRID_STRIDE(e, n * c * sp) {
+        i64 s = e % sp, ch = e / sp % c, ni = e / (sp * c);
+        double d = lrn_denominator(c, sp, before, after, alpha_over_size, bias, x, ni, ch, s);
+        y[e] = (float)((double)x[e] / pow(d, beta));
+    }
+}
+
+// dX of LRN, per element (a gather over the channels whose sums include it, no atomics):
+// dX_j = dY_j · d_j^−β − 2αβ/size · X_j · Σ_{ch: j in ch's window} dY_ch · X_ch · d_ch^(−β−1).
+extern "C" __global__ void lrn_grad_f32(i64 n, i64 c, i64 sp, i64 before, i64 after, double alpha_over_size,
+                                        double beta, double bias, const float* dy, const float* x, float* dx) {
+    GRID_STRIDE(e, n * c * sp) {
+        i64 s = e % sp, j = e / sp % c, ni = e / (sp * c);
+        i64 lo = j - after < 0 ? 0 : j - after, hi = j + before > c - 1 ? c - 1 : j + before;
+        double cross = 0.0;
+        for (i64 ch = lo; ch <= hi; ++ch) {
+            i64 at = (ni * c + ch) * sp + s;
+            double d = lrn_denominator(c, sp, before, after, alpha_over_size, bias, x, ni, ch, s);
+            cross += (double)dy[at] * (double)x[at] * pow(d, -beta - 1.0);
+        }
+        double dj = lrn_denominator(c, sp, before, after, alpha_over_size, bias, x, ni, j, s);
+        dx[e] = (float)((double)dy[e] * pow(dj, -beta) - 2.0 * alpha_over_size * beta * (double)x[e] * cross);
+    }
+}

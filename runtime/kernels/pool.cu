@@ -15,7 +15,8 @@ struct Window {
 __device__ __forceinline__ i64 plane_size(const i64* dims) { return dims[0] * dims[1] * dims[2]; }
 
 // The first maximum of output window (oz, oy, ox) of `plane`: its value and plane offset
-// (-inf and -1 for a window that reads nothing).
+// (-inf and -1 for a window that reads nothing). As on the CPU, NaN never wins: a window
+// of NaN and -inf gives -inf at its first read.
 __device__ void window_max(const Window& w, const float* plane, const i64 o[3], float* best, i64* at) {
     *best = -LMS_INF;
     *at = -1;
@@ -29,7 +30,8 @@ __device__ void window_max(const Window& w, const float* plane, const i64 o[3], 
                 i64 x = o[2] * w.stride[2] + kx * w.dilation[2] - w.pad_begin[2];
                 if (x < 0 || x >= w.input[2]) continue;
                 i64 p = (z * w.input[1] + y) * w.input[2] + x;
-                if (*at < 0 || plane[p] > *best) { *best = plane[p]; *at = p; }
+                if (*at < 0) *at = p;
+                if (plane[p] > *best) { *best = plane[p]; *at = p; }
             }
         }
     }
@@ -64,8 +66,10 @@ __device__ __forceinline__ void unflatten(i64 i, const i64* dims, i64 out[3]) {
     out[0] = i / (dims[2] * dims[1]);
 }
 
-// Y (and the row-major Indices when `indices` is not null) over `planes` planes.
-extern "C" __global__ void max_pool_f32(i64 planes, const Window w, const float* x, float* y, i64* indices) {
+// Y (and the Indices when `indices` is not null: row-major flat offsets, or column-major
+// ones when `column_major`, as MaxPool's storage_order asks) over `planes` planes.
+extern "C" __global__ void max_pool_f32(i64 planes, const Window w, int column_major, const float* x, float* y,
+                                        i64* indices) {
     i64 in_sp = plane_size(w.input), out_sp = plane_size(w.output);
     GRID_STRIDE(e, planes * out_sp) {
         i64 p = e / out_sp, o[3];
@@ -74,7 +78,14 @@ extern "C" __global__ void max_pool_f32(i64 planes, const Window w, const float*
         i64 at;
         window_max(w, x + p * in_sp, o, &best, &at);
         y[e] = best;
-        if (indices) indices[e] = p * in_sp + (at < 0 ? 0 : at);
+        if (indices) {
+            i64 a = at < 0 ? 0 : at;
+            if (column_major) {
+                i64 z = a / (w.input[1] * w.input[2]), yy = a / w.input[2] % w.input[1], xx = a % w.input[2];
+                a = (xx * w.input[1] + yy) * w.input[0] + z;
+            }
+            indices[e] = p * in_sp + a;
+        }
     }
 }
 

@@ -15,6 +15,7 @@ use crate::memory::{Arena, Pool};
 use crate::tensor::HostTensor;
 use lms_proto::contract::Liveness;
 use lms_proto::contract::{NodeKind, Program};
+use lms_proto::trace::{Lane, TraceEvent};
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -42,6 +43,17 @@ pub struct StepReport {
     pub op_seconds: BTreeMap<String, OpTime>,
     /// Wall-clock seconds of the whole step, reading back the outputs included.
     pub step_seconds: f64,
+    /// Per node, when and how long it ran on its queue, from the step's start (empty unless
+    /// [`Executor::set_tracing`] is on).
+    pub trace: Vec<TraceEvent>,
+}
+
+/// A node's start and end stamps on its queue.
+struct Span<B: Backend> {
+    node: usize,
+    queue: Queue,
+    start: B::Stamp,
+    end: B::Stamp,
 }
 
 /// A tensor's storage.
@@ -104,6 +116,8 @@ pub struct Executor<B: Backend> {
     run_seed: u64,
     /// Steps started so far.
     steps: u64,
+    /// While tracing: the step's origin stamp and the spans of the nodes issued so far.
+    trace: Option<(Option<B::Stamp>, Vec<Span<B>>)>,
 }
 
 impl<B: Backend> Executor<B> {
@@ -121,8 +135,14 @@ impl<B: Backend> Executor<B> {
             alias: vec![None; tensors],
             run_seed,
             steps: 0,
+            trace: None,
             program,
         }
+    }
+
+    /// Whether the steps record when each node runs on its queue ([`StepReport::trace`]).
+    pub fn set_tracing(&mut self, on: bool) {
+        self.trace = on.then(|| (None, Vec::new()));
     }
 
     /// The program being run.
@@ -166,6 +186,10 @@ impl<B: Backend> Executor<B> {
         let mut report = StepReport::default();
         let context = KernelContext { run_seed: self.run_seed, step: self.steps };
         self.steps += 1;
+        if let Some((origin, spans)) = &mut self.trace {
+            *origin = Some(self.backend.stamp(Queue::Compute)?);
+            spans.clear();
+        }
         for position in 0..self.program.order().len() {
             let node = self.program.order()[position];
             if self.program.kind(node) == NodeKind::Parameter {
@@ -183,9 +207,34 @@ impl<B: Backend> Executor<B> {
         let outputs = outputs.into_iter().map(|t| self.read(t)).collect::<Result<Vec<_>, _>>()?;
         report.peak_device_bytes = self.pools.device.peak();
         report.peak_host_bytes = self.pools.host.peak();
+        report.trace = self.take_trace()?;
         self.release_transient()?;
         report.step_seconds = start.elapsed().as_secs_f64();
         Ok((outputs, report))
+    }
+
+    /// The step's spans as trace events, once every queue's work has completed.
+    fn take_trace(&mut self) -> Result<Vec<TraceEvent>, RuntimeError> {
+        let Some((Some(origin), spans)) = &mut self.trace else { return Ok(Vec::new()) };
+        self.backend.synchronize()?;
+        let mut events = Vec::with_capacity(spans.len());
+        for span in spans.drain(..) {
+            let n = self.program.node(span.node);
+            let lane = match span.queue {
+                Queue::Compute => Lane::Compute,
+                Queue::DeviceToHost => Lane::DeviceToHost,
+                Queue::HostToDevice => Lane::HostToDevice,
+            };
+            events.push(TraceEvent {
+                name: n.name.clone(),
+                op: n.op.clone(),
+                lane,
+                start_us: self.backend.micros_between(origin, &span.start)?,
+                dur_us: self.backend.micros_between(&span.start, &span.end)?,
+                args: Vec::new(),
+            });
+        }
+        Ok(events)
     }
 
     /// The current value of tensor `tensor` (a resident tensor, or one still held in the
@@ -223,7 +272,7 @@ impl<B: Backend> Executor<B> {
     /// Allocates the outputs of `node`, makes its queue wait for what it depends on,
     /// issues it and records its event.
     fn run(&mut self, node: usize, context: &KernelContext, report: &mut StepReport) -> Result<(), RuntimeError> {
-        let Executor { program, backend, pools, held, done, alias, .. } = self;
+        let Executor { program, backend, pools, held, done, alias, trace, .. } = self;
         let n = program.node(node);
         for &t in program.node_outputs(node) {
             pools.get(program.pool(t)).alloc(t, program.tensor_name(t), program.tensor_type(t).bytes, n)?;
@@ -251,6 +300,7 @@ impl<B: Backend> Executor<B> {
         let misplaced =
             |t: usize| RuntimeError::Internal(format!("tensor '{}' is in the wrong pool", program.tensor_name(t)));
         let started = Instant::now();
+        let span_start = trace.as_ref().map(|_| backend.stamp(queue)).transpose()?;
         let outputs: Vec<Stored<B>> = match (kind, storage(inputs.first().copied().flatten())) {
             (NodeKind::SwapOut, Some((t, Stored::Device(x)))) => {
                 report.bytes_d2h += program.tensor_type(t).bytes;
@@ -276,6 +326,9 @@ impl<B: Backend> Executor<B> {
                 backend.execute(program, node, &buffers, context)?.into_iter().map(Stored::Device).collect()
             }
         };
+        if let (Some(start), Some((_, spans))) = (span_start, trace.as_mut()) {
+            spans.push(Span { node, queue, start, end: backend.stamp(queue)? });
+        }
         let ready = Ready { queue, event: backend.record(queue)? };
         let time = report.op_seconds.entry(n.op.clone()).or_default();
         time.calls += 1;

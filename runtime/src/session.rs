@@ -80,6 +80,12 @@ impl<B: Backend> Session<B> {
         self.executor.program()
     }
 
+    /// Whether later steps record when each node runs on its queue (in
+    /// [`StepReport::trace`]: wall-clock on the CPU backend, CUDA events on the GPU).
+    pub fn set_tracing(&mut self, on: bool) {
+        self.executor.set_tracing(on);
+    }
+
     /// Runs one training step; returns the loss, the outputs and the step's report.
     pub fn step(&mut self) -> Result<Step, RuntimeError> {
         let (outputs, report) = self.executor.step()?;

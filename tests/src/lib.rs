@@ -6,9 +6,29 @@ use std::process::{Command, Output};
 
 pub mod fuzz;
 
-/// The repository root.
+/// The variable that names the repository root, for test binaries carried to another
+/// machine (where the path baked in at build time does not exist).
+pub const REPO_ROOT_VAR: &str = "LMS_REPO_ROOT";
+
+/// The repository root: `LMS_REPO_ROOT` when set, else the checkout the tests were built
+/// in when it still exists, else the current folder.
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()
+    if let Some(root) = std::env::var_os(REPO_ROOT_VAR) {
+        return PathBuf::from(root);
+    }
+    let built = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent");
+    if built.join("fixtures").is_dir() {
+        built.to_path_buf()
+    } else {
+        std::env::current_dir().expect("current folder")
+    }
+}
+
+/// Whether a GPU test runs here (see `lms_runtime::backend::cuda::gpu_test_gate`):
+/// false, having said so, when there is no CUDA driver; panics when `LMS_REQUIRE_GPU=1`
+/// forbids skipping or the driver's GPU cannot be used.
+pub fn gpu_available(test: &str) -> bool {
+    lms_runtime::backend::cuda::gpu_test_gate(test).unwrap_or_else(|why| panic!("{why}"))
 }
 
 /// A file or folder under `fixtures/`.
@@ -39,8 +59,12 @@ pub fn list(dir: &Path, keep: impl Fn(&Path) -> bool) -> Vec<PathBuf> {
     entries
 }
 
-/// The `lms` binary built by this `cargo test` run (target/<profile>/lms).
+/// The `lms` binary built by this `cargo test` run (target/<profile>/lms), or the one
+/// `LMS_BIN` names (for test binaries carried to another machine).
 pub fn lms_bin() -> PathBuf {
+    if let Some(bin) = std::env::var_os("LMS_BIN") {
+        return PathBuf::from(bin);
+    }
     let exe = std::env::current_exe().expect("test executable path");
     let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps/<test>");
     let bin = profile_dir.join(format!("lms{}", std::env::consts::EXE_SUFFIX));

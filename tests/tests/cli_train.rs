@@ -81,15 +81,6 @@ fn run_errors_are_one_line() {
     let err = String::from_utf8(out.stderr).unwrap();
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
-    let graph = scratch("cuda.lms");
-    ok(&["compile", "fixtures/models/mlp.onnx", "-o", graph.to_str().unwrap()]);
-    // Without a CUDA driver and GPU, `--device cuda` says so; with one, it trains.
-    let out = lms(&["run", graph.to_str().unwrap(), "--device", "cuda", "--steps", "1"]);
-    if !out.status.success() {
-        let err = String::from_utf8(out.stderr).unwrap();
-        assert_eq!(out.status.code(), Some(2), "{err}");
-        assert!(err.contains("--device cpu"), "{err}");
-    }
 }
 
 #[test]
@@ -195,4 +186,34 @@ fn verify_proves_a_rewrite_and_rejects_another_graph() {
     let err = String::from_utf8(out.stderr).unwrap();
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("not proven equivalent"), "{err}");
+}
+
+#[test]
+fn run_writes_a_chrome_trace_of_the_three_queues() {
+    let (graph, trace) = (scratch("traced.lms"), scratch("trace.json"));
+    let model = "fixtures/models/tiny_gpt.onnx";
+    ok(&["compile", model, "--batch", "4", "--train", "sgd", "--strategy", "tflms", "-o", graph.to_str().unwrap()]);
+    ok(&["run", graph.to_str().unwrap(), "--steps", "2", "--trace", trace.to_str().unwrap()]);
+    let json: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    let events = json["traceEvents"].as_array().expect("traceEvents");
+    let lanes: Vec<(u64, &str)> = events
+        .iter()
+        .filter(|e| e["ph"] == "M" && e["name"] == "thread_name")
+        .map(|e| (e["tid"].as_u64().unwrap(), e["args"]["name"].as_str().unwrap()))
+        .collect();
+    assert_eq!(lanes, [(1, "compute"), (2, "device-to-host"), (3, "host-to-device")]);
+    let ops = |tid: u64| -> Vec<&str> {
+        events.iter().filter(|e| e["ph"] == "X" && e["tid"] == tid).map(|e| e["cat"].as_str().unwrap()).collect()
+    };
+    let (compute, d2h, h2d) = (ops(1), ops(2), ops(3));
+    assert!(compute.contains(&"MatMul") && !compute.contains(&"SwapOut"), "{compute:?}");
+    assert!(!d2h.is_empty() && d2h.iter().all(|op| *op == "SwapOut"), "{d2h:?}");
+    assert!(h2d.len() >= d2h.len(), "every swapped tensor comes back: {h2d:?}");
+    assert!(h2d.iter().all(|op| *op == "SwapIn"), "{h2d:?}");
+    let mut previous_end = 0.0;
+    for e in events.iter().filter(|e| e["ph"] == "X" && e["tid"] == 1) {
+        let (start, dur) = (e["ts"].as_f64().unwrap(), e["dur"].as_f64().unwrap());
+        assert!(dur >= 0.0 && start + 1e-3 >= previous_end, "compute ops overlap on one queue: {e}");
+        previous_end = start + dur;
+    }
 }

@@ -75,6 +75,8 @@ impl Backend for CpuBackend {
     type DeviceBuffer = CpuBuffer;
     type HostBuffer = CpuBuffer;
     type Event = CpuEvent;
+    /// Queues run their work when it is issued, so the clock at issue is the time.
+    type Stamp = std::time::Instant;
 
     fn name(&self) -> &'static str {
         "cpu"
@@ -137,6 +139,14 @@ impl Backend for CpuBackend {
     fn synchronize(&mut self) -> Result<(), RuntimeError> {
         self.host_clock = self.issued;
         Ok(())
+    }
+
+    fn stamp(&mut self, _queue: Queue) -> Result<std::time::Instant, RuntimeError> {
+        Ok(std::time::Instant::now())
+    }
+
+    fn micros_between(&self, earlier: &std::time::Instant, later: &std::time::Instant) -> Result<f64, RuntimeError> {
+        Ok(later.saturating_duration_since(*earlier).as_secs_f64() * 1e6)
     }
 }
 

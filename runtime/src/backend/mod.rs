@@ -62,6 +62,9 @@ pub trait Backend {
     type HostBuffer;
     /// A point in a queue's work; later work on any queue can be made to wait for it.
     type Event: Clone;
+    /// A point in time on a queue, for per-op traces: the CPU's clock on the CPU backend,
+    /// a timing event on CUDA.
+    type Stamp;
 
     /// The backend's name, for messages.
     fn name(&self) -> &'static str;
@@ -98,4 +101,11 @@ pub trait Backend {
 
     /// Blocks until the work issued on every queue has completed.
     fn synchronize(&mut self) -> Result<(), RuntimeError>;
+
+    /// A timestamp of when the work issued so far on `queue` completes (traces).
+    fn stamp(&mut self, queue: Queue) -> Result<Self::Stamp, RuntimeError>;
+
+    /// Microseconds from `earlier` to `later`, two completed stamps (after
+    /// [`Backend::synchronize`]).
+    fn micros_between(&self, earlier: &Self::Stamp, later: &Self::Stamp) -> Result<f64, RuntimeError>;
 }

@@ -129,7 +129,7 @@ pub fn places() -> &'static [Place] {
         places.push(Place { origin: "the dynamic loader's default".into(), dir: None });
         places.extend(toolkit_dirs().into_iter().map(|dir| Place { origin: "CUDA toolkit".into(), dir: Some(dir) }));
         for (origin, site) in python_site_packages() {
-            places.extend(wheel_folders(&site).into_iter().map(|dir| Place { origin: origin.clone(), dir: Some(dir) }));
+            places.extend(with_wheel_folders(&origin, &site));
         }
         dedup(places)
     })
@@ -218,7 +218,10 @@ fn handles() -> &'static Mutex<Vec<libloading::os::unix::Library>> {
 fn open(file: &Path) -> Result<(), String> {
     use libloading::os::unix::{Library, RTLD_GLOBAL, RTLD_NOW};
     // SAFETY: the CUDA libraries' initialisers only set up their own state.
-    let library = unsafe { Library::open(Some(file), RTLD_NOW | RTLD_GLOBAL) }.map_err(|e| one_line(&e.to_string()))?;
+    let library = unsafe { Library::open(Some(file), RTLD_NOW | RTLD_GLOBAL) }.map_err(|e| {
+        let cause = std::error::Error::source(&e).map(|c| c.to_string()).unwrap_or_else(|| e.to_string());
+        one_line(&cause)
+    })?;
     handles().lock().unwrap_or_else(|p| p.into_inner()).push(library);
     Ok(())
 }

@@ -38,6 +38,8 @@ struct State {
     arena: OffsetAllocator<Mark>,
     marks: Marks,
     host_free: Vec<PooledHost>,
+    /// Pinned blocks whose users could not be fenced: freed only when the device is idle.
+    host_retired: Vec<PinnedHostSlice<u8>>,
     /// Pinned bytes allocated so far (in use or pooled).
     host_pinned: u64,
     /// An error met while freeing a buffer, reported by the next backend call.
@@ -70,6 +72,7 @@ impl Device {
                 arena: OffsetAllocator::new(arena_bytes),
                 marks: Marks::default(),
                 host_free: Vec::new(),
+                host_retired: Vec::new(),
                 host_pinned: 0,
                 deferred: None,
             }),
@@ -207,6 +210,7 @@ impl Device {
             Ok(fences) => state.host_free.push(PooledHost { slice, fences }),
             Err(error) => {
                 state.deferred.get_or_insert(error);
+                state.host_retired.push(slice);
             }
         }
     }
@@ -224,14 +228,21 @@ fn complete(fences: &Fences<Mark>) -> Result<bool, CudaError> {
 
 impl Drop for Device {
     fn drop(&mut self) {
+        // Pinned and device memory is freed only once no queue can still use it.
+        let idle = self.ctx.synchronize().is_ok();
         let state = self.state.get_mut();
         state.marks = Marks::default();
-        state.host_free.clear();
-        if self.ctx.synchronize().is_ok() {
-            // SAFETY: the arena was allocated by `Device::new` and nothing uses it any more
-            // (blocks hold the device alive, so none is left).
-            let _ = unsafe { result::free_sync(self.base) };
+        if !idle {
+            // A failed context: freeing memory a queue may still use is worse than leaking.
+            std::mem::forget(std::mem::take(&mut state.host_free));
+            std::mem::forget(std::mem::take(&mut state.host_retired));
+            return;
         }
+        state.host_free.clear();
+        state.host_retired.clear();
+        // SAFETY: the arena was allocated by `Device::new` and nothing uses it any more
+        // (blocks hold the device alive, so none is left).
+        let _ = unsafe { result::free_sync(self.base) };
     }
 }
 

@@ -21,6 +21,7 @@
 //!   never need a read back.
 
 pub mod arena;
+mod doctor;
 mod error;
 mod kernels;
 mod layout;
@@ -30,6 +31,7 @@ mod memory;
 mod ops;
 
 pub use arena::ArenaStats;
+pub use doctor::{doctor, Diagnosis};
 pub use error::CudaError;
 pub use kernels::SOURCES;
 pub use ops::supported_ops;
@@ -127,7 +129,13 @@ pub(crate) struct Gpu {
     options: CudaOptions,
     /// The device-memory budget the arena was sized for.
     budget: u64,
+    /// Wait for every node's work before issuing the next (`LMS_CUDA_SYNC=1`), so an
+    /// asynchronous fault is blamed on the node that caused it.
+    synchronous: bool,
 }
+
+/// The variable that turns on the synchronous debug mode.
+pub const SYNC_VAR: &str = "LMS_CUDA_SYNC";
 
 /// The largest convolution workspace chosen regardless of free memory.
 const WORKSPACE_CAP: u64 = 1 << 30;
@@ -173,6 +181,26 @@ pub fn driver_missing() -> Option<String> {
     loader::load(CudaLibrary::Driver).err().map(|missing| {
         format!("no CUDA driver found ({}); use --device cpu", loader::listing(&[Err(missing)]))
     })
+}
+
+/// The variable that makes every skipped GPU test fail instead (set it where a GPU must be).
+pub const REQUIRE_GPU_VAR: &str = "LMS_REQUIRE_GPU";
+
+/// Whether a GPU test runs here: `Ok(true)` to run, `Ok(false)` to skip (no CUDA driver,
+/// said on stdout), `Err` when the test must fail instead: no driver while
+/// `LMS_REQUIRE_GPU=1`, or a driver whose GPU cannot be used.
+pub fn gpu_test_gate(test: &str) -> Result<bool, String> {
+    if let Some(reason) = driver_missing() {
+        if std::env::var(REQUIRE_GPU_VAR).is_ok_and(|v| v == "1") {
+            return Err(format!("{test}: {REQUIRE_GPU_VAR}=1 but {reason}"));
+        }
+        println!("skipped {test}: {}", reason.lines().next().unwrap_or_default());
+        return Ok(false);
+    }
+    match unavailable() {
+        Some(reason) => Err(format!("{test}: a CUDA driver is present but the GPU cannot be used: {reason}")),
+        None => Ok(true),
+    }
 }
 
 /// Why the CUDA backend cannot be created on this machine, without creating anything:
@@ -235,7 +263,9 @@ impl CudaBackend {
         let workspace = device.alloc(CUBLAS_WORKSPACE, Queue::Compute)?;
         let blas = Blas::new(device.stream(Queue::Compute), workspace, options.tf32)?;
         let dnn = Dnn::new(device.stream(Queue::Compute));
-        Ok(CudaBackend { gpu: Gpu { device, kernels, blas, dnn, options, budget: device_memory.min(arena) }, name })
+        let synchronous = std::env::var(SYNC_VAR).is_ok_and(|v| v == "1");
+        let budget = device_memory.min(arena);
+        Ok(CudaBackend { gpu: Gpu { device, kernels, blas, dnn, options, budget, synchronous }, name })
     }
 
     /// The GPU's name, e.g. `NVIDIA H100 80GB HBM3`.
@@ -280,6 +310,7 @@ impl Backend for CudaBackend {
     type DeviceBuffer = CudaBuffer;
     type HostBuffer = CudaHostBuffer;
     type Event = Mark;
+    type Stamp = cudarc::driver::CudaEvent;
 
     fn name(&self) -> &'static str {
         "cuda"
@@ -368,6 +399,11 @@ impl Backend for CudaBackend {
         for input in inputs.iter().flatten() {
             input.block.touch(Queue::Compute);
         }
+        if self.gpu.synchronous {
+            self.gpu.device.stream(Queue::Compute).synchronize().map_err(|e| {
+                backend_error(format!("node '{}' ({}): {e} (found by {SYNC_VAR}=1 right after it)", n.name, n.op))
+            })?;
+        }
         let declared = made.len() == outputs.len()
             && made.iter().zip(&outputs).all(|(b, (dtype, shape))| b.dtype == *dtype && b.shape == *shape);
         if !declared {
@@ -390,6 +426,19 @@ impl Backend for CudaBackend {
     fn synchronize(&mut self) -> Result<(), RuntimeError> {
         self.gpu.device.context().synchronize().map_err(CudaError::from)?;
         Ok(self.gpu.device.take_deferred()?)
+    }
+
+    fn stamp(&mut self, queue: Queue) -> Result<cudarc::driver::CudaEvent, RuntimeError> {
+        let timed = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+        Ok(self.gpu.device.stream(queue).record_event(timed).map_err(CudaError::from)?)
+    }
+
+    fn micros_between(
+        &self,
+        earlier: &cudarc::driver::CudaEvent,
+        later: &cudarc::driver::CudaEvent,
+    ) -> Result<f64, RuntimeError> {
+        Ok(f64::from(earlier.elapsed_ms(later).map_err(CudaError::from)?) * 1e3)
     }
 }
 

@@ -183,7 +183,7 @@ fn global_pool(ctx: &Ctx<'_>, kind: Pool) -> Result<Vec<HostTensor>> {
 /// LRN: x / (bias + alpha / size · Σ x²)^beta, the sum over `size` neighbouring channels.
 /// LRN's attributes: x / (bias + alpha / size · Σ x²)^beta over channels
 /// [c − before, c + after].
-pub(super) struct Lrn {
+pub struct Lrn {
     /// Channels in the sum.
     pub size: usize,
     /// Scale of the sum of squares.
@@ -200,17 +200,17 @@ pub(super) struct Lrn {
 
 impl Lrn {
     /// The attributes `size`, `alpha`, `beta`, `bias` with ONNX's defaults.
-    pub(super) fn from_attrs(ctx: &Ctx<'_>) -> Result<Lrn> {
-        let size = ctx.attrs.int_opt("size")?.ok_or_else(|| KernelError::attr("size", "is required"))?;
+    pub fn from_attrs(attrs: &crate::attrs::Attrs<'_>) -> Result<Lrn> {
+        let size = attrs.int_opt("size")?.ok_or_else(|| KernelError::attr("size", "is required"))?;
         if size < 1 {
             return Err(KernelError::attr("size", format!("{size} is not positive")));
         }
         let size = size as usize;
         Ok(Lrn {
             size,
-            alpha: f64::from(ctx.attrs.float("alpha", 1e-4)?),
-            beta: f64::from(ctx.attrs.float("beta", 0.75)?),
-            bias: f64::from(ctx.attrs.float("bias", 1.0)?),
+            alpha: f64::from(attrs.float("alpha", 1e-4)?),
+            beta: f64::from(attrs.float("beta", 0.75)?),
+            bias: f64::from(attrs.float("bias", 1.0)?),
             before: (size - 1) / 2,
             after: size / 2,
         })
@@ -219,7 +219,7 @@ impl Lrn {
 
 fn lrn(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     let x = ctx.input(0, "X")?;
-    let Lrn { size, alpha, beta, bias, before, after } = Lrn::from_attrs(ctx)?;
+    let Lrn { size, alpha, beta, bias, before, after } = Lrn::from_attrs(&ctx.attrs)?;
     if x.rank() < 2 {
         return Err(KernelError::shape("input X", format!("expected [N, C, ...], found {:?}", x.shape)));
     }

@@ -1,20 +1,56 @@
 //! Normalizations (kernels in `norm.cu`): BatchNormalization (inference), BatchNormTrain
 //! and BatchNormGrad over X [N, C, ...]; LayerNormalization, InstanceNormalization and
-//! LayerNormGrad over rows.
+//! LayerNormGrad over rows; LRN and LRNGrad across channels.
 
 use super::{check_shape, ptr, Arg, Exec, OpResult, Table};
 use crate::backend::cuda::CudaBuffer;
 use crate::cpu::kernels::layout::norm_axis;
+use crate::cpu::kernels::pool::Lrn;
 use crate::error::KernelError;
 use crate::tensor::numel;
 
 /// The ONNX normalizations.
-pub(super) const ONNX: Table =
-    &[("BatchNormalization", batch_norm), ("InstanceNormalization", instance_norm), ("LayerNormalization", layer_norm)];
+pub(super) const ONNX: Table = &[
+    ("BatchNormalization", batch_norm),
+    ("InstanceNormalization", instance_norm),
+    ("LRN", |e| lrn(e, false)),
+    ("LayerNormalization", layer_norm),
+];
 
 /// The `lms` normalizations.
-pub(super) const LMS: Table =
-    &[("BatchNormGrad", batch_norm_grad), ("BatchNormTrain", batch_norm_train), ("LayerNormGrad", layer_norm_grad)];
+pub(super) const LMS: Table = &[
+    ("BatchNormGrad", batch_norm_grad),
+    ("BatchNormTrain", batch_norm_train),
+    ("LRNGrad", |e| lrn(e, true)),
+    ("LayerNormGrad", layer_norm_grad),
+];
+
+/// LRN(X) → Y, or LRNGrad(dY, X) → dX, over X [N, C, ...].
+fn lrn(exec: &Exec<'_>, grad: bool) -> OpResult<Vec<CudaBuffer>> {
+    let lrn = Lrn::from_attrs(&exec.attrs)?;
+    let x = exec.f32_input(usize::from(grad), "X")?;
+    let (n, c, sp) = channels(x)?;
+    let out = exec.output(0)?;
+    check_shape(&out, &x.shape, "output 0")?;
+    let mut args = vec![
+        Arg::I64(n as i64),
+        Arg::I64(c as i64),
+        Arg::I64(sp as i64),
+        Arg::I64(lrn.before as i64),
+        Arg::I64(lrn.after as i64),
+        Arg::F64(lrn.alpha / lrn.size as f64),
+        Arg::F64(lrn.beta),
+        Arg::F64(lrn.bias),
+    ];
+    if grad {
+        let dy = exec.f32_input(0, "dY")?;
+        check_shape(dy, &x.shape, "input dY")?;
+        args.push(ptr(dy));
+    }
+    args.extend([ptr(x), ptr(&out)]);
+    exec.launch(if grad { "lrn_grad_f32" } else { "lrn_f32" }, out.numel() as u64, &args)?;
+    Ok(vec![out])
+}
 
 /// (N, C, elements per channel plane) of X [N, C, ...].
 fn channels(x: &CudaBuffer) -> OpResult<(usize, usize, usize)> {

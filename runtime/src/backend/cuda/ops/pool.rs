@@ -1,11 +1,10 @@
-//! Pooling (kernels in `pool.cu`): MaxPool (with row-major Indices), AveragePool, and
+//! Pooling (kernels in `pool.cu`): MaxPool (with Indices in either storage order), AveragePool, and
 //! their gradients, over 1 to 3 spatial axes.
 
 use super::{check_shape, ptr, Arg, Exec, OpResult, Table};
 use crate::backend::cuda::CudaBuffer;
 use crate::cpu::kernels::pool::pool_window;
 use crate::cpu::kernels::window::Window;
-use crate::error::KernelError;
 use cudarc::driver::DeviceRepr;
 use lms_proto::lms::DType;
 
@@ -62,9 +61,7 @@ fn pool(exec: &Exec<'_>, max: bool) -> OpResult<Vec<CudaBuffer>> {
     let y = exec.output(0)?;
     check_shape(&y, &y_shape, "output 0")?;
     if max {
-        if exec.attrs.int("storage_order", 0)? != 0 {
-            return Err(KernelError::NoCudaKernel("MaxPool with column-major Indices".into()).into());
-        }
+        let column_major = exec.attrs.int("storage_order", 0)? != 0;
         let indices = if exec.outputs.len() > 1 { Some(exec.output(1)?) } else { None };
         if let Some(i) = &indices {
             super::check_dtype(i, DType::DtypeI64, "output Indices")?;
@@ -72,7 +69,14 @@ fn pool(exec: &Exec<'_>, max: bool) -> OpResult<Vec<CudaBuffer>> {
         exec.launch(
             "max_pool_f32",
             y.numel() as u64,
-            &[Arg::I64(planes as i64), Arg::params(&w), ptr(x), ptr(&y), indices.as_ref().map_or(Arg::Ptr(0), ptr)],
+            &[
+                Arg::I64(planes as i64),
+                Arg::params(&w),
+                Arg::I32(i32::from(column_major)),
+                ptr(x),
+                ptr(&y),
+                indices.as_ref().map_or(Arg::Ptr(0), ptr),
+            ],
         )?;
         Ok([Some(y), indices].into_iter().flatten().collect())
     } else {

@@ -114,6 +114,10 @@ fn launch_reduce(
         .into());
     }
     let (outputs, elements) = (p.out_count as u64, p.red_count as u64);
+    if outputs == 0 {
+        // An empty output: nothing to write (and no split of zero outputs).
+        return Ok(());
+    }
     if outputs < 1024 && elements > 1 << 16 {
         // Few outputs, many elements each: split each output's elements among warps.
         let splits = (2048 / outputs).clamp(1, elements / 4096);

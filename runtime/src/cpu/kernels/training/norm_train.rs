@@ -167,7 +167,7 @@ fn lrn_grad(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
 fn lrn_grad_typed<T: Float>(ctx: &Ctx<'_>, x: &HostTensor) -> Result<Vec<HostTensor>> {
     let dy = ctx.input(0, "dY")?;
     same_shape(dy, &x.shape, "dY")?;
-    let lrn = Lrn::from_attrs(ctx)?;
+    let lrn = Lrn::from_attrs(&ctx.attrs)?;
     if x.rank() < 2 {
         return Err(KernelError::shape("input X", format!("expected [N, C, ...], found {:?}", x.shape)));
     }

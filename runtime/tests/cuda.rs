@@ -1,9 +1,10 @@
 //! The CUDA backend against the CPU reference backend: every kernel on random inputs
 //! (one-node graphs), and whole training graphs (original and with TFLMS swaps).
 //!
-//! The comparisons need a GPU. Where no CUDA driver or device is present each test prints
-//! "skipped: no CUDA device (...)" and only runs its cases on the CPU backend (which
-//! checks that the cases themselves are well-formed).
+//! The comparisons need a GPU. Only where no CUDA driver exists (libcuda cannot be loaded)
+//! each test prints "skipped ..." and runs its cases on the CPU backend alone (which checks
+//! that the cases themselves are well-formed); with `LMS_REQUIRE_GPU=1` that is a failure,
+//! and so is a driver whose GPU cannot be used.
 //!
 //! Tolerance: |gpu − cpu| ≤ 1e-4·(1 + |cpu|) for elementwise ops, reductions and
 //! normalizations (f32 results of double sums, where summation order differs), and
@@ -16,24 +17,19 @@ mod common;
 use common::{float, int, string, training_graph, Builder};
 use lms_proto::lms::attribute::Value;
 use lms_proto::lms::{Attribute, DType, Ints};
-use lms_runtime::backend::cuda::unavailable;
+use lms_runtime::backend::cuda::gpu_test_gate;
 use lms_runtime::{Backend, CpuBackend, CudaBackend, HostTensor, Program, RunOptions, Session};
 use std::collections::BTreeMap;
 
-/// Whether a GPU can be used; says plainly, once per test, when the GPU half is skipped.
+/// Whether the GPU half runs; says plainly, once per test, when it is skipped (no CUDA
+/// driver), and fails where skipping is not allowed.
 fn gpu_present() -> bool {
-    match unavailable() {
-        Some(reason) => {
-            println!("skipped: no CUDA device ({reason}); the cases ran on the CPU backend only");
-            false
-        }
-        None => true,
-    }
+    gpu_test_gate("the GPU half (the cases ran on the CPU backend only)").unwrap_or_else(|why| panic!("{why}"))
 }
 
-/// Whether a GPU can be used, without a message.
+/// [`gpu_present`] without the message.
 fn gpu_quietly() -> bool {
-    unavailable().is_none()
+    lms_runtime::backend::cuda::driver_missing().is_none()
 }
 
 fn ints(name: &str, v: &[i64]) -> Attribute {
@@ -324,7 +320,19 @@ fn convolutions_and_pools_match_the_cpu() {
     let dy = rng.floats(&[2, 4, 5, 5], -1.0, 1.0);
     Case::new("MaxPoolGrad", vec![dy.clone(), x.clone()], vec![f32s(&[2, 4, 9, 9])]).lms().attrs(pool).check();
     Case::new("AveragePoolGrad", vec![dy], vec![f32s(&[2, 4, 9, 9])]).lms().attrs(with_pad).check();
+    // Column-major Indices, and NaN never winning a window (as on the CPU).
+    let mut values = x.as_f32("x").unwrap().to_vec();
+    (values[0], values[10], values[11]) = (f32::NAN, f32::NAN, f32::NEG_INFINITY);
+    let nan_x = HostTensor::from_vec(x.shape.clone(), values).unwrap();
+    let column_major = vec![ints("kernel_shape", &[2, 2]), ints("strides", &[2, 2]), int("storage_order", 1)];
+    Case::new("MaxPool", vec![nan_x], vec![f32s(&[2, 4, 4, 4]), (DType::DtypeI64, vec![2, 4, 4, 4])])
+        .attrs(column_major)
+        .check();
     Case::new("GlobalAveragePool", vec![x.clone()], vec![f32s(&[2, 4, 1, 1])]).check();
+    let lrn = vec![int("size", 3), float("alpha", 1e-2), float("beta", 0.75), float("bias", 2.0)];
+    Case::new("LRN", vec![x.clone()], vec![f32s(&[2, 4, 9, 9])]).attrs(lrn.clone()).check();
+    let dy = rng.floats(&[2, 4, 9, 9], -1.0, 1.0);
+    Case::new("LRNGrad", vec![dy, x.clone()], vec![f32s(&[2, 4, 9, 9])]).lms().attrs(lrn).check();
     Case::new("GlobalMaxPool", vec![x], vec![f32s(&[2, 4, 1, 1])]).check();
     let g = rng.floats(&[2, 4, 1, 1], -1.0, 1.0);
     Case::new("GlobalAveragePoolGrad", vec![g], vec![f32s(&[2, 4, 9, 9])]).lms().check();
@@ -383,10 +391,28 @@ fn normalizations_match_the_cpu() {
     let dy = rng.floats(&[2, 5, 32], -1.0, 1.0);
     Case::new(
         "LayerNormGrad",
+        vec![dy.clone(), h.clone(), gamma.clone(), ln[1].clone(), ln[2].clone()],
+        vec![f32s(&[2, 5, 32]), f32s(&[32]), f32s(&[32])],
+    )
+    .lms()
+    .check();
+    // Over the last two axes with Scale and B broadcast from [32] to [5, 32].
+    let stats = f32s(&[2, 1, 1]);
+    let ln = Case::new(
+        "LayerNormalization",
+        vec![h.clone(), gamma.clone(), rng.floats(&[32], -0.5, 0.5)],
+        vec![f32s(&[2, 5, 32]), stats.clone(), stats.clone()],
+    )
+    .attrs(vec![int("axis", 1)]);
+    ln.check();
+    let ln = ln.run(CpuBackend::new());
+    Case::new(
+        "LayerNormGrad",
         vec![dy, h, gamma, ln[1].clone(), ln[2].clone()],
         vec![f32s(&[2, 5, 32]), f32s(&[32]), f32s(&[32])],
     )
     .lms()
+    .attrs(vec![int("axis", 1)])
     .check();
 }
 

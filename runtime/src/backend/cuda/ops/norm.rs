@@ -2,12 +2,16 @@
 //! and BatchNormGrad over X [N, C, ...]; LayerNormalization, InstanceNormalization and
 //! LayerNormGrad over rows; LRN and LRNGrad across channels.
 
+use super::movement::copy_strided;
+use super::reduce::sum_to;
 use super::{check_shape, ptr, Arg, Exec, OpResult, Table};
+use crate::backend::cuda::layout::{broadcast, contiguous, View};
 use crate::backend::cuda::CudaBuffer;
 use crate::cpu::kernels::layout::norm_axis;
 use crate::cpu::kernels::pool::Lrn;
 use crate::error::KernelError;
 use crate::tensor::numel;
+use lms_proto::lms::DType;
 
 /// The ONNX normalizations.
 pub(super) const ONNX: Table = &[
@@ -278,26 +282,16 @@ fn row_norm(
     )
 }
 
-/// (rows, n) of X normalized from `axis` on, with its scale (and bias) covering the
-/// normalized shape (the CUDA kernel does not broadcast them).
-fn layer_norm_rows(
-    x: &CudaBuffer,
-    axis: usize,
-    scale: &CudaBuffer,
-    bias: Option<&CudaBuffer>,
-) -> OpResult<(usize, usize)> {
-    let n = numel(&x.shape[axis..]);
-    for (t, name) in [(Some(scale), "Scale"), (bias, "B")] {
-        if let Some(t) = t.filter(|t| t.numel() != n) {
-            return Err(KernelError::NoCudaKernel(format!(
-                "LayerNormalization with {name} of shape {:?} broadcast to {:?}",
-                t.shape,
-                &x.shape[axis..]
-            ))
-            .into());
-        }
+/// LayerNormalization's `t` (Scale or B) over the normalized shape `dims`: itself when it
+/// has their element count, else broadcast (numpy rules) into a scratch buffer of `dims`.
+fn covering(exec: &Exec<'_>, t: &CudaBuffer, dims: &[usize], name: &str) -> OpResult<CudaBuffer> {
+    if t.numel() == numel(dims) {
+        return Ok(t.clone());
     }
-    Ok((numel(&x.shape[..axis]), n))
+    let strides = broadcast(&t.shape, dims, name)?;
+    let full = exec.buffer(DType::DtypeF32, dims)?;
+    copy_strided(exec, dims, &full, View::new(&contiguous(dims)), t, View::new(&strides))?;
+    Ok(full)
 }
 
 fn layer_norm(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
@@ -305,7 +299,11 @@ fn layer_norm(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let axis = norm_axis(exec.attrs.int("axis", -1)?, x.shape.len(), "axis")?;
     let scale = exec.f32_input(1, "Scale")?;
     let bias = exec.opt_input(2);
-    let (rows, n) = layer_norm_rows(x, axis, scale, bias)?;
+    let dims = &x.shape[axis..];
+    let scale = &covering(exec, scale, dims, "input Scale")?;
+    let bias = bias.map(|b| covering(exec, b, dims, "input B")).transpose()?;
+    let bias = bias.as_ref();
+    let (rows, n) = (numel(&x.shape[..axis]), numel(dims));
     let outputs: Vec<CudaBuffer> = (0..exec.outputs.len().min(3)).map(|i| exec.output(i)).collect::<OpResult<_>>()?;
     row_norm(exec, (rows, n, 0), exec.float_attr("epsilon", 1e-5)?, x, scale, bias, &outputs)?;
     Ok(outputs)
@@ -326,14 +324,23 @@ fn layer_norm_grad(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let (dy, x) = (exec.f32_input(0, "dY")?, exec.f32_input(1, "X")?);
     check_shape(dy, &x.shape, "input dY")?;
     let axis = norm_axis(exec.attrs.int("axis", -1)?, x.shape.len(), "axis")?;
-    let scale = exec.f32_input(2, "scale")?;
-    let (rows, n) = layer_norm_rows(x, axis, scale, None)?;
+    let given_scale = exec.f32_input(2, "scale")?;
+    let dims = &x.shape[axis..];
+    let scale = &covering(exec, given_scale, dims, "input scale")?;
+    let (rows, n) = (numel(&x.shape[..axis]), numel(dims));
     let (mean, invstd) = (exec.f32_input(3, "mean")?, exec.f32_input(4, "invstd")?);
     let mut stat_shape = x.shape[..axis].to_vec();
     stat_shape.resize(x.shape.len(), 1);
     check_shape(mean, &stat_shape, "input mean")?;
     check_shape(invstd, &stat_shape, "input invstd")?;
-    let (dx, dscale, dbias) = (exec.output(0)?, exec.output(1)?, exec.output(2)?);
+    let (dx, given_dscale, given_dbias) = (exec.output(0)?, exec.output(1)?, exec.output(2)?);
+    // With a broadcast scale, dscale and dbias are summed down to its shape at the end.
+    let broadcast_scale = given_scale.numel() != n;
+    let (dscale, dbias) = if broadcast_scale {
+        (exec.buffer(DType::DtypeF32, dims)?, exec.buffer(DType::DtypeF32, dims)?)
+    } else {
+        (given_dscale.clone(), given_dbias.clone())
+    };
     exec.launch_blocks(
         "layer_norm_dx_f32",
         rows as u64,
@@ -363,5 +370,9 @@ fn layer_norm_grad(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
         n as u64,
         &[Arg::I64(n as i64), Arg::I64(splits as i64), Arg::Ptr(partial.ptr()), ptr(&dscale), ptr(&dbias)],
     )?;
-    Ok(vec![dx, dscale, dbias])
+    if broadcast_scale {
+        sum_to(exec, &dscale, &given_dscale)?;
+        sum_to(exec, &dbias, &given_dbias)?;
+    }
+    Ok(vec![dx, given_dscale, given_dbias])
 }

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# One GPU session for the CUDA backend, in two halves.
+#
+#   bash runtime/bench/gpu_session.sh prepare
+#       Here, where cargo is: builds the release `lms` and the GPU test binaries and copies
+#       them, with the ResNet-50 model (fixtures/data is git-ignored), into .gpu/
+#       (git-ignored; about 30 MB).
+#
+#   bash runtime/bench/gpu_session.sh run
+#       On the device machine, from the repository root, in ONE call:
+#           carry:   [".gpu"]
+#           command: bash runtime/bench/gpu_session.sh run
+#       No set-up: lms finds libcuda on the loader path and NVRTC, cuBLAS and cuDNN in
+#       python3's site-packages/nvidia/*/lib (PyTorch's wheels; CUDA 13.0, driver 580).
+#       Writes logs and results to $OUT (or ./gpu-results): env.txt, doctor.txt, one log per
+#       step, resnet50_b64_tflms_trace.json and summary.md (pass/fail per step, the GPU,
+#       driver and date) — the source of runtime/bench/results/<date>-<gpu>.md.
+#
+# Steps (the GPU half of the CUDA issue): lms doctor; per-kernel parity with the CPU
+# (runtime cuda tests) and whole-graph parity with bit-identical TFLMS rewrites
+# (gpu_parity) with LMS_REQUIRE_GPU=1, so nothing skips; ResNet-50 light at batch 2, 3 steps:
+# losses within 1e-4 relative of the CPU's, the TFLMS-rewritten graph's losses bit-identical
+# to the original's on the GPU, the run's peak device bytes equal to `lms simulate`'s; a
+# trace of ResNet-50 at batch 64 with TFLMS under a 4 GiB budget, with the number of swap
+# copies that overlap a compute kernel. A failing step is recorded and the next one runs.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+ROOT="$PWD"
+GPU_DIR="$ROOT/.gpu"
+
+prepare() {
+    set -e
+    cargo build --release --workspace
+    rm -rf "$GPU_DIR" && mkdir -p "$GPU_DIR/bin"
+    cp target/release/lms "$GPU_DIR/bin/lms"
+    for spec in "lms-runtime --test cuda:cuda" "lms-runtime --lib:runtime_lib" \
+        "lms-tests --test gpu_parity:gpu_parity" "lms-tests --test cli_cuda:cli_cuda"; do
+        local args="${spec%%:*}" name="${spec##*:}" exe
+        # shellcheck disable=SC2086
+        exe="$(cargo test --release -p $args --no-run 2>&1 | grep -o 'target/release/deps/[A-Za-z0-9_-]*' | tail -1)"
+        [[ -x "$exe" ]] || { echo "gpu_session: no test binary for $args" >&2; exit 1; }
+        cp "$exe" "$GPU_DIR/bin/$name"
+    done
+    cp fixtures/data/onnx/light/light_resnet50.onnx "$GPU_DIR/"
+    grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> "$(git rev-parse --git-path info/exclude)"
+    du -sh "$GPU_DIR"
+}
+
+run() {
+    local out="${OUT:-$ROOT/gpu-results}" lms="$GPU_DIR/bin/lms" model="$GPU_DIR/light_resnet50.onnx"
+    local work
+    work="$(mktemp -d)"
+    mkdir -p "$out"
+    export LMS_REPO_ROOT="$ROOT" LMS_BIN="$lms" LMS_REQUIRE_GPU=1 PYTHONUNBUFFERED=1
+    local summary="$out/summary.md" failures=0
+    {
+        echo "# CUDA backend on $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+        echo
+        echo "driver $(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1), $(date -u +%F)," \
+            "lms $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+        echo
+        echo "| step | result | seconds |"
+        echo "|---|---|---|"
+    } > "$summary"
+    { nvidia-smi; uname -a; python3 --version; } > "$out/env.txt" 2>&1
+    # step NAME COMMAND...: runs it, logs to $out/NAME.log, records the verdict.
+    step() {
+        local name="$1" start verdict
+        shift
+        start=$(date +%s)
+        echo "== $name: $*"
+        if "$@" > "$out/$name.log" 2>&1; then verdict=pass; else verdict=FAIL; failures=$((failures + 1)); fi
+        echo "| $name | $verdict | $(($(date +%s) - start)) |" >> "$summary"
+        tail -3 "$out/$name.log"
+    }
+    step doctor "$lms" doctor
+    step kernel_parity "$GPU_DIR/bin/cuda" --test-threads=1
+    step runtime_unit "$GPU_DIR/bin/runtime_lib" --test-threads=1 cuda
+    step graph_parity "$GPU_DIR/bin/gpu_parity" --test-threads=1
+    step cli_cuda "$GPU_DIR/bin/cli_cuda" --test-threads=1
+
+    local plain="$work/r50_b2.lms" swapped="$work/r50_b2_tflms.lms"
+    step compile_r50_b2 "$lms" compile "$model" --batch 2 --train momentum -o "$plain"
+    step compile_r50_b2_tflms "$lms" compile "$model" --batch 2 --train momentum --strategy tflms -o "$swapped"
+    step run_r50_cpu sh -c "'$lms' run '$plain' --device cpu --steps 3 --json > '$work/cpu.json'"
+    step run_r50_cuda sh -c "'$lms' run '$plain' --device cuda --steps 3 --json > '$work/cuda.json'"
+    step run_r50_cuda_tflms sh -c "'$lms' run '$swapped' --device cuda --steps 3 --json > '$work/cuda_tflms.json'"
+    step simulate_r50_tflms sh -c "'$lms' simulate '$swapped' --json > '$work/sim_tflms.json'"
+    cp "$work"/*.json "$out/" 2>/dev/null
+    step r50_checks python3 - "$work" <<'EOF'
+import json, pathlib, struct, sys
+w = pathlib.Path(sys.argv[1])
+cpu, gpu, swapped, sim = (json.loads((w / f).read_text()) for f in ("cpu.json", "cuda.json", "cuda_tflms.json", "sim_tflms.json"))
+bits = lambda xs: [struct.unpack("<I", struct.pack("<f", x))[0] for x in xs]
+ok = True
+for c, g in zip(cpu["losses"], gpu["losses"]):
+    good = abs(g - c) <= 1e-4 * abs(c)
+    ok &= good
+    print(f"loss cpu {c!r} gpu {g!r} rel {abs(g - c) / abs(c):.2e} {'ok' if good else 'OVER 1e-4'}")
+same = bits(gpu["losses"]) == bits(swapped["losses"])
+print(f"tflms on gpu bit-identical: {same} ({gpu['losses']} vs {swapped['losses']})")
+peak = swapped["peak_device_bytes"] == sim["peak_device_bytes"]
+print(f"peak device run {swapped['peak_device_bytes']} simulated {sim['peak_device_bytes']}: {'equal' if peak else 'DIFFERENT'}")
+sys.exit(0 if ok and same and peak else 1)
+EOF
+
+    local big="$work/r50_b64_tflms.lms" trace="$out/resnet50_b64_tflms_trace.json"
+    step compile_r50_b64_tflms "$lms" compile "$model" --batch 64 --train momentum --strategy tflms --budget 4GiB -o "$big"
+    step trace_r50_b64_tflms "$lms" run "$big" --device cuda --steps 3 --device-memory 4GiB --trace "$trace"
+    step trace_overlap python3 - "$trace" <<'EOF'
+import json, sys
+events = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e["ph"] == "X"]
+compute = sorted((e["ts"], e["ts"] + e["dur"]) for e in events if e["tid"] == 1)
+copies = [e for e in events if e["tid"] in (2, 3)]
+def overlaps(e):
+    s, t = e["ts"], e["ts"] + e["dur"]
+    return any(a < t and s < b for a, b in compute)
+n = sum(overlaps(e) for e in copies)
+step = max(e["ts"] + e["dur"] for e in events) - min(e["ts"] for e in events)
+print(f"{len(compute)} kernels, {len(copies)} swap copies, {n} overlapping a kernel; step {step / 1e3:.1f} ms")
+sys.exit(0 if copies and n > 0 else 1)
+EOF
+    {
+        echo
+        echo "failures: $failures"
+    } >> "$summary"
+    cat "$summary"
+    rm -rf "$work"
+    [[ $failures -eq 0 ]]
+}
+
+case "${1:-}" in
+    prepare) prepare ;;
+    run) run ;;
+    *)
+        echo "usage: bash runtime/bench/gpu_session.sh prepare|run (see the header)" >&2
+        exit 2
+        ;;
+esac

@@ -48,6 +48,12 @@ pub struct StepReport {
     pub trace: Vec<TraceEvent>,
 }
 
+/// The stamps of one traced step: its origin and each node's span.
+struct Trace<B: Backend> {
+    origin: Option<B::Stamp>,
+    spans: Vec<Span<B>>,
+}
+
 /// A node's start and end stamps on its queue.
 struct Span<B: Backend> {
     node: usize,
@@ -116,8 +122,8 @@ pub struct Executor<B: Backend> {
     run_seed: u64,
     /// Steps started so far.
     steps: u64,
-    /// While tracing: the step's origin stamp and the spans of the nodes issued so far.
-    trace: Option<(Option<B::Stamp>, Vec<Span<B>>)>,
+    /// While tracing: the step's origin and the spans of the nodes issued so far.
+    trace: Option<Trace<B>>,
 }
 
 impl<B: Backend> Executor<B> {
@@ -142,7 +148,7 @@ impl<B: Backend> Executor<B> {
 
     /// Whether the steps record when each node runs on its queue ([`StepReport::trace`]).
     pub fn set_tracing(&mut self, on: bool) {
-        self.trace = on.then(|| (None, Vec::new()));
+        self.trace = on.then(|| Trace { origin: None, spans: Vec::new() });
     }
 
     /// The program being run.
@@ -186,9 +192,9 @@ impl<B: Backend> Executor<B> {
         let mut report = StepReport::default();
         let context = KernelContext { run_seed: self.run_seed, step: self.steps };
         self.steps += 1;
-        if let Some((origin, spans)) = &mut self.trace {
-            *origin = Some(self.backend.stamp(Queue::Compute)?);
-            spans.clear();
+        if let Some(trace) = &mut self.trace {
+            trace.origin = Some(self.backend.stamp(Queue::Compute)?);
+            trace.spans.clear();
         }
         for position in 0..self.program.order().len() {
             let node = self.program.order()[position];
@@ -215,7 +221,7 @@ impl<B: Backend> Executor<B> {
 
     /// The step's spans as trace events, once every queue's work has completed.
     fn take_trace(&mut self) -> Result<Vec<TraceEvent>, RuntimeError> {
-        let Some((Some(origin), spans)) = &mut self.trace else { return Ok(Vec::new()) };
+        let Some(Trace { origin: Some(origin), spans }) = &mut self.trace else { return Ok(Vec::new()) };
         self.backend.synchronize()?;
         let mut events = Vec::with_capacity(spans.len());
         for span in spans.drain(..) {
@@ -326,8 +332,8 @@ impl<B: Backend> Executor<B> {
                 backend.execute(program, node, &buffers, context)?.into_iter().map(Stored::Device).collect()
             }
         };
-        if let (Some(start), Some((_, spans))) = (span_start, trace.as_mut()) {
-            spans.push(Span { node, queue, start, end: backend.stamp(queue)? });
+        if let (Some(start), Some(trace)) = (span_start, trace.as_mut()) {
+            trace.spans.push(Span { node, queue, start, end: backend.stamp(queue)? });
         }
         let ready = Ready { queue, event: backend.record(queue)? };
         let time = report.op_seconds.entry(n.op.clone()).or_default();

@@ -308,6 +308,37 @@ fn convolutions_and_pools_match_the_cpu() {
         .tolerance(1e-3)
         .check();
     Case::new("ConvGradBias", vec![dy], vec![f32s(&[6])]).lms().check();
+    // Asymmetric pads (an explicitly padded X on the GPU), forward and both gradients.
+    let asym = vec![ints("pads", &[0, 1, 2, 1]), ints("strides", &[2, 1])];
+    let w2 = rng.floats(&[3, 4, 3, 2], -0.5, 0.5);
+    Case::new("Conv", vec![x.clone(), w2.clone()], vec![f32s(&[2, 3, 5, 10])])
+        .attrs(asym.clone())
+        .tolerance(1e-3)
+        .check();
+    let dy2 = rng.floats(&[2, 3, 5, 10], -1.0, 1.0);
+    Case::new("ConvGradData", vec![dy2.clone(), w2.clone()], vec![f32s(&[2, 4, 9, 9])])
+        .lms()
+        .attrs(asym.clone())
+        .tolerance(1e-3)
+        .check();
+    Case::new("ConvGradWeight", vec![dy2, x.clone()], vec![f32s(&[3, 4, 3, 2])])
+        .lms()
+        .attrs(asym)
+        .tolerance(1e-3)
+        .check();
+    // ConvTranspose: grouped, strided, with asymmetric pads and output padding, and bias.
+    let wt = rng.floats(&[4, 3, 3, 3], -0.5, 0.5);
+    let bt = rng.floats(&[6], -0.5, 0.5);
+    let transpose =
+        vec![int("group", 2), ints("strides", &[2, 2]), ints("pads", &[1, 0, 0, 1]), ints("output_padding", &[1, 0])];
+    Case::new("ConvTranspose", vec![x.clone(), wt.clone(), bt], vec![f32s(&[2, 6, 19, 18])])
+        .attrs(transpose)
+        .tolerance(1e-3)
+        .check();
+    let x1d = rng.floats(&[2, 4, 7], -1.0, 1.0);
+    Case::new("ConvTranspose", vec![x1d, rng.floats(&[4, 2, 3], -0.5, 0.5)], vec![f32s(&[2, 2, 9])])
+        .tolerance(1e-3)
+        .check();
     let x1 = rng.floats(&[2, 3, 10], -1.0, 1.0);
     let w1 = rng.floats(&[5, 3, 3], -0.5, 0.5);
     Case::new("Conv", vec![x1, w1], vec![f32s(&[2, 5, 8])]).tolerance(1e-3).check();

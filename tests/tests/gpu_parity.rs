@@ -9,8 +9,8 @@ use lms_compiler::ir::Graph;
 use lms_compiler::passes::tflms::{self, TflmsConfig};
 use lms_compiler::train::{self, Loss, Optimizer, TrainOptions};
 use lms_runtime::{Backend, CpuBackend, CudaBackend, Program, RunOptions, Session};
-use lms_tests::{fixture, gpu_available};
 use lms_tests::training::serialized;
+use lms_tests::{fixture, gpu_available};
 
 fn training_graph(name: &str) -> Graph {
     let model = frontend::load(

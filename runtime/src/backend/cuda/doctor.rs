@@ -79,12 +79,7 @@ fn gpu_facts(report: &mut String) -> Result<(), String> {
     let (major, minor) = ctx.compute_capability().map_err(failed)?;
     let (free, total) = ctx.mem_get_info().map_err(failed)?;
     let gib = |b: usize| b as f64 / (1u64 << 30) as f64;
-    let _ = writeln!(
-        report,
-        "GPU 0: {name} (sm_{major}{minor}), {:.2} GiB free of {:.2} GiB",
-        gib(free),
-        gib(total)
-    );
+    let _ = writeln!(report, "GPU 0: {name} (sm_{major}{minor}), {:.2} GiB free of {:.2} GiB", gib(free), gib(total));
     check_toolchain(major, minor, driver).map_err(|e| e.to_string())?;
     let arch = architecture(major, minor);
     let compiled = compile_all(&arch).map_err(|e| e.to_string())?;

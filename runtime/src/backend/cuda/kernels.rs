@@ -6,8 +6,8 @@ use super::error::CudaError;
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule};
 use cudarc::nvrtc::{result as nvrtc, sys as nvrtc_sys, Ptx};
 use std::cell::RefCell;
-use std::ffi::{CStr, CString};
 use std::collections::{BTreeMap, HashMap};
+use std::ffi::{CStr, CString};
 use std::sync::{Arc, Mutex, OnceLock};
 
 /// Prepended to every source: shared types (`Layout`) and device helpers.
@@ -182,7 +182,9 @@ fn compile(name: &'static str, code: &str, arch: &str) -> Result<Cubin, CudaErro
             .unwrap_or_default();
         match compiled {
             Err(e) => Err(fail(format!("{e:?} for {arch}\n{log}"))),
-            Ok(()) => cubin(program).map(|image| Cubin { source: name, image, log }).map_err(|e| fail(format!("{e:?}"))),
+            Ok(()) => {
+                cubin(program).map(|image| Cubin { source: name, image, log }).map_err(|e| fail(format!("{e:?}")))
+            }
         }
     };
     // SAFETY: as above; the program is not used after this.

@@ -35,7 +35,8 @@ pub enum CudaLibrary {
 
 impl CudaLibrary {
     /// Every library, in the order they are loaded and listed (the driver first).
-    pub const ALL: [CudaLibrary; 4] = [CudaLibrary::Driver, CudaLibrary::Nvrtc, CudaLibrary::Cublas, CudaLibrary::Cudnn];
+    pub const ALL: [CudaLibrary; 4] =
+        [CudaLibrary::Driver, CudaLibrary::Nvrtc, CudaLibrary::Cublas, CudaLibrary::Cudnn];
 
     /// The library's name, e.g. `libnvrtc`.
     pub fn name(self) -> &'static str {
@@ -161,7 +162,11 @@ fn toolkit_dirs() -> Vec<PathBuf> {
     roots.push("/usr/local/cuda".into());
     let mut versioned: Vec<PathBuf> = std::fs::read_dir("/usr/local")
         .map(|entries| {
-            entries.flatten().map(|e| e.path()).filter(|p| p.to_string_lossy().starts_with("/usr/local/cuda-")).collect()
+            entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.to_string_lossy().starts_with("/usr/local/cuda-"))
+                .collect()
         })
         .unwrap_or_default();
     versioned.sort_by(|a, b| b.cmp(a));
@@ -295,7 +300,9 @@ fn mapped_path(soname: &str) -> Option<PathBuf> {
     let stem = soname.split(".so").next()?;
     let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
     maps.lines().filter_map(|line| line.split_whitespace().nth(5)).map(PathBuf::from).find(|p| {
-        p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(stem) && n[stem.len()..].starts_with(".so"))
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with(stem) && n[stem.len()..].starts_with(".so"))
     })
 }
 

@@ -45,8 +45,8 @@ use error::OpError;
 use kernels::Kernels;
 use libs::{Blas, Dnn};
 use lms_proto::contract::Program;
-use loader::CudaLibrary;
 use lms_proto::lms::DType;
+use loader::CudaLibrary;
 use memory::{Device, DeviceBlock, HostBlock, Mark};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::rc::Rc;
@@ -178,9 +178,9 @@ pub struct CudaBackend {
 /// Why there is no CUDA driver on this machine (libcuda cannot be loaded from any place
 /// searched), or `None` when there is one. Tests of the GPU skip only for this reason.
 pub fn driver_missing() -> Option<String> {
-    loader::load(CudaLibrary::Driver).err().map(|missing| {
-        format!("no CUDA driver found ({}); use --device cpu", loader::listing(&[Err(missing)]))
-    })
+    loader::load(CudaLibrary::Driver)
+        .err()
+        .map(|missing| format!("no CUDA driver found ({}); use --device cpu", loader::listing(&[Err(missing)])))
 }
 
 /// The variable that makes every skipped GPU test fail instead (set it where a GPU must be).

@@ -4,6 +4,7 @@ use super::conv::{add_channel_bias, bias, check_kernel_shape, groups};
 use super::num::{gemm, Float};
 use super::window::{check_spatial_rank, explicit_pads, strides_dilations, to3, window_attr, Window};
 use super::{dispatch_float, Ctx, Kernel};
+use crate::attrs::Attrs;
 use crate::error::{KernelError, Result};
 use crate::tensor::{numel, HostTensor};
 
@@ -15,18 +16,19 @@ fn conv_transpose(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     dispatch_float!(x.dtype(), "input X", T => conv_transpose_typed::<T>(ctx, x))
 }
 
-/// The geometry seen from the equivalent forward conv: its "input" is this op's output
-/// and its "output" is this op's input, so `Window::source` maps input to output.
-fn geometry(ctx: &Ctx<'_>, input: &[usize], kernel: &[usize]) -> Result<Window> {
+/// The geometry of a ConvTranspose over spatial input `input` with kernel `kernel`, seen
+/// from the equivalent forward conv: its "input" is this op's output and its "output" is
+/// this op's input, so `Window::source` maps input to output.
+pub(crate) fn geometry(attrs: &Attrs<'_>, input: &[usize], kernel: &[usize]) -> Result<Window> {
     let rank = input.len();
-    let (stride, dilation) = strides_dilations(&ctx.attrs, rank)?;
+    let (stride, dilation) = strides_dilations(attrs, rank)?;
     if kernel.contains(&0) {
         return Err(KernelError::shape("input W", format!("empty kernel {kernel:?}")));
     }
-    let out_pad = window_attr(&ctx.attrs, "output_padding", rank, 0)?.unwrap_or_else(|| vec![0; rank]);
-    let output_shape = window_attr(&ctx.attrs, "output_shape", rank, 0)?;
-    let auto_pad = ctx.attrs.string("auto_pad", "NOTSET")?;
-    let (mut begin, mut end) = explicit_pads(&ctx.attrs, rank)?;
+    let out_pad = window_attr(attrs, "output_padding", rank, 0)?.unwrap_or_else(|| vec![0; rank]);
+    let output_shape = window_attr(attrs, "output_shape", rank, 0)?;
+    let auto_pad = attrs.string("auto_pad", "NOTSET")?;
+    let (mut begin, mut end) = explicit_pads(attrs, rank)?;
     let mut output = vec![0; rank];
     for d in 0..rank {
         let full = stride[d] * (input[d].max(1) - 1) + out_pad[d] + (kernel[d] - 1) * dilation[d] + 1;
@@ -78,7 +80,7 @@ fn conv_transpose_typed<T: Float>(ctx: &Ctx<'_>, x: &HostTensor) -> Result<Vec<H
     let (cg, group) = groups(ctx, c, "X")?;
     let m = mg * group;
     check_kernel_shape(ctx, &w.shape[2..])?;
-    let win = geometry(ctx, &x.shape[2..], &w.shape[2..])?;
+    let win = geometry(&ctx.attrs, &x.shape[2..], &w.shape[2..])?;
     let b = bias::<T>(ctx.opt_input(2), m)?;
     let (xs, ws) = (x.view::<T>("input X")?, w.view::<T>("input W")?);
     let kk = numel(&win.kernel);

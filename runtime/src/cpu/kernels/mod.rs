@@ -9,7 +9,7 @@
 
 mod binary;
 mod conv;
-mod conv_transpose;
+pub(crate) mod conv_transpose;
 pub(crate) mod layout;
 pub(crate) mod linalg;
 mod movement;

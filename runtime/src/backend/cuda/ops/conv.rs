@@ -1,5 +1,9 @@
 //! Convolutions on cuDNN: Conv (forward, bias added by the broadcast Add kernel),
-//! ConvGradData (backward data) and ConvGradWeight (backward filter).
+//! ConvGradData (backward data), ConvGradWeight (backward filter) and ConvTranspose
+//! (backward data into the unpadded output, then cropped to the pads).
+//!
+//! cuDNN pads symmetrically; a Conv with asymmetric pads runs on an explicitly padded copy
+//! of X (its gradients likewise: the data gradient is computed padded and cropped).
 //!
 //! Per direction and geometry the algorithm is the first of cuDNN's heuristic ranking
 //! (`cudnnGet*Algorithm_v7`, fastest first) that is deterministic and whose workspace fits
@@ -11,19 +15,22 @@
 //! under the cap are cached per geometry and direction.
 
 use super::elementwise::{launch_binary, Binary};
+use super::movement::launch_pad;
 use super::{check_shape, Exec, OpResult, Table};
 use crate::backend::cuda::error::CudaError;
 use crate::backend::cuda::libs::{int, Algo, ConvChoice, ConvKey, Dnn};
 use crate::backend::cuda::CudaBuffer;
 use crate::backend::Queue;
+use crate::cpu::kernels::conv_transpose;
 use crate::cpu::kernels::window::Window;
 use crate::error::KernelError;
 use cudarc::cudnn::{result as dnn, sys};
+use lms_proto::lms::DType;
 use std::ffi::{c_int, c_void};
 use std::mem::MaybeUninit;
 
-/// The ONNX convolution.
-pub(super) const ONNX: Table = &[("Conv", conv)];
+/// The ONNX convolutions.
+pub(super) const ONNX: Table = &[("Conv", conv), ("ConvTranspose", conv_transpose)];
 
 /// The `lms` convolution gradients.
 pub(super) const LMS: Table = &[("ConvGradData", conv_grad_data), ("ConvGradWeight", conv_grad_weight)];
@@ -38,6 +45,9 @@ struct Geometry {
     strides: Vec<c_int>,
     dilations: Vec<c_int>,
     group: c_int,
+    /// For asymmetric pads: X's shape padded, and the pad before each axis of X (cuDNN
+    /// then sees the padded X and no pads).
+    explicit: Option<(Vec<usize>, Vec<i64>)>,
 }
 
 impl Geometry {
@@ -72,16 +82,41 @@ impl Geometry {
             }
         }
         let win = Window::from_attrs(&exec.attrs, &x[2..], &w[2..], false)?;
-        if win.pad_begin != win.pad_end {
-            return Err(KernelError::NoCudaKernel("Conv with asymmetric pads".into()).into());
-        }
         let spatial = x.len() - 2;
         let tail = |v: &[usize; 3]| v[3 - spatial..].to_vec();
         let mut y = vec![x[0], w[0]];
         y.extend_from_slice(win.output_dims());
-        let (mut x, mut w) = (x.to_vec(), w.to_vec());
-        let (mut pads, mut strides, mut dilations) = (tail(&win.pad_begin), tail(&win.stride), tail(&win.dilation));
-        if spatial == 1 {
+        let (begin, end) = (tail(&win.pad_begin), tail(&win.pad_end));
+        if begin == end {
+            return Geometry::from_parts(x, w, &y, &begin, &tail(&win.stride), &tail(&win.dilation), groups, None);
+        }
+        let mut padded = x.to_vec();
+        let mut shift = vec![0i64; x.len()];
+        for d in 0..spatial {
+            padded[2 + d] += begin[d] + end[d];
+            shift[2 + d] = begin[d] as i64;
+        }
+        let zeros = vec![0; spatial];
+        let explicit = Some((padded.clone(), shift));
+        Geometry::from_parts(&padded, w, &y, &zeros, &tail(&win.stride), &tail(&win.dilation), groups, explicit)
+    }
+
+    /// A geometry from shapes X, W, Y and the symmetric pads, strides and dilations of
+    /// each spatial axis (a 1-D conv gains a trailing axis of size 1).
+    #[allow(clippy::too_many_arguments)]
+    fn from_parts(
+        x: &[usize],
+        w: &[usize],
+        y: &[usize],
+        pads: &[usize],
+        strides: &[usize],
+        dilations: &[usize],
+        groups: usize,
+        explicit: Option<(Vec<usize>, Vec<i64>)>,
+    ) -> OpResult<Geometry> {
+        let (mut x, mut w, mut y) = (x.to_vec(), w.to_vec(), y.to_vec());
+        let (mut pads, mut strides, mut dilations) = (pads.to_vec(), strides.to_vec(), dilations.to_vec());
+        if x.len() == 3 {
             for v in [&mut x, &mut w, &mut y, &mut strides, &mut dilations] {
                 v.push(1);
             }
@@ -96,6 +131,7 @@ impl Geometry {
             strides: ints(&strides)?,
             dilations: ints(&dilations)?,
             group: int(groups, "group")?,
+            explicit,
         })
     }
 
@@ -328,14 +364,80 @@ fn conv(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let (x, w) = (exec.f32_input(0, "X")?, exec.f32_input(1, "W")?);
     let g = Geometry::new(exec, &x.shape, &w.shape)?;
     let y = exec.output(0)?;
-    run(exec, &g, 0, x, w, &y)?;
+    let padded = padded_input(exec, &g, x)?;
+    run(exec, &g, 0, padded.as_ref().unwrap_or(x), w, &y)?;
+    add_bias(exec, &y, w.shape[0])?;
+    Ok(vec![y])
+}
+
+/// Adds input 2 (B, one value per output channel), when given, to `y` in place.
+fn add_bias(exec: &Exec<'_>, y: &CudaBuffer, channels: usize) -> OpResult<()> {
     if let Some(b) = exec.opt_input(2) {
         let b = exec.f32_input(2, "B").map(|_| b)?;
-        check_shape(b, &[w.shape[0]], "input B")?;
+        check_shape(b, &[channels], "input B")?;
         let mut channel = vec![1; y.shape.len()];
-        channel[1] = w.shape[0];
-        launch_binary(exec, Binary::Add, &y, &b.view(&channel), &y)?;
+        channel[1] = channels;
+        launch_binary(exec, Binary::Add, y, &b.view(&channel), y)?;
     }
+    Ok(())
+}
+
+/// X padded with zeros into scratch memory when `g` has asymmetric pads.
+fn padded_input(exec: &Exec<'_>, g: &Geometry, x: &CudaBuffer) -> OpResult<Option<CudaBuffer>> {
+    let Some((shape, shift)) = &g.explicit else { return Ok(None) };
+    let padded = exec.buffer(DType::DtypeF32, shape)?;
+    launch_pad(exec, x, &padded, shift, 0, 0)?;
+    Ok(Some(padded))
+}
+
+/// ConvTranspose(X, W, B?) → Y: cuDNN's backward data of the forward conv whose input is
+/// Y before cropping (no pads) and whose output is X, then the pads cropped off.
+fn conv_transpose(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
+    let (x, w) = (exec.f32_input(0, "X")?, exec.f32_input(1, "W")?);
+    if x.shape.len() < 3 || w.shape.len() != x.shape.len() || w.shape[0] != x.shape[1] {
+        return Err(KernelError::shape("input W", format!("shape {:?} does not fit X {:?}", w.shape, x.shape)).into());
+    }
+    let group = exec.attrs.int("group", 1)?;
+    let groups = usize::try_from(group).ok().filter(|&g| g > 0 && x.shape[1] % g == 0);
+    let Some(groups) = groups else {
+        return Err(
+            KernelError::attr("group", format!("{group} does not divide the channels of X {:?}", x.shape)).into()
+        );
+    };
+    let spatial = x.shape.len() - 2;
+    let win = conv_transpose::geometry(&exec.attrs, &x.shape[2..], &w.shape[2..])?;
+    let tail = |v: &[usize; 3]| v[3 - spatial..].to_vec();
+    let channels = w.shape[1] * groups;
+    let mut full = vec![x.shape[0], channels];
+    let mut shift = vec![0i64; x.shape.len()];
+    for d in 0..spatial {
+        let a = 3 - spatial + d;
+        full.push(win.input[a] + win.pad_begin[a] + win.pad_end[a]);
+        shift[2 + d] = -(win.pad_begin[a] as i64);
+    }
+    let y = exec.output(0)?;
+    let mut want = vec![x.shape[0], channels];
+    want.extend_from_slice(&tail(&win.input));
+    check_shape(&y, &want, "output 0")?;
+    let zeros = vec![0; spatial];
+    let g = Geometry::from_parts(
+        &full,
+        &w.shape,
+        &x.shape,
+        &zeros,
+        &tail(&win.stride),
+        &tail(&win.dilation),
+        groups,
+        None,
+    )?;
+    if full == y.shape {
+        run(exec, &g, 1, w, x, &y)?;
+    } else {
+        let uncropped = exec.buffer(DType::DtypeF32, &full)?;
+        run(exec, &g, 1, w, x, &uncropped)?;
+        launch_pad(exec, &uncropped, &y, &shift, 0, 0)?;
+    }
+    add_bias(exec, &y, channels)?;
     Ok(vec![y])
 }
 
@@ -345,7 +447,15 @@ fn conv_grad_data(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let dx = exec.output(0)?;
     let g = Geometry::new(exec, &dx.shape, &w.shape)?;
     check_conv_output(&g, dy)?;
-    run(exec, &g, 1, w, dy, &dx)?;
+    match &g.explicit {
+        None => run(exec, &g, 1, w, dy, &dx)?,
+        Some((shape, shift)) => {
+            let padded = exec.buffer(DType::DtypeF32, shape)?;
+            run(exec, &g, 1, w, dy, &padded)?;
+            let crop: Vec<i64> = shift.iter().map(|s| -s).collect();
+            launch_pad(exec, &padded, &dx, &crop, 0, 0)?;
+        }
+    }
     Ok(vec![dx])
 }
 
@@ -355,7 +465,8 @@ fn conv_grad_weight(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let dw = exec.output(0)?;
     let g = Geometry::new(exec, &x.shape, &dw.shape)?;
     check_conv_output(&g, dy)?;
-    run(exec, &g, 2, x, dy, &dw)?;
+    let padded = padded_input(exec, &g, x)?;
+    run(exec, &g, 2, padded.as_ref().unwrap_or(x), dy, &dw)?;
     Ok(vec![dw])
 }
 

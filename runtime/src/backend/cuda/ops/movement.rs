@@ -393,6 +393,36 @@ fn pad(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
         (None, None) => 0,
     };
     let y = exec.output(0)?;
+    let mut begin = vec![0; rank];
+    for (k, &a) in axes.iter().enumerate() {
+        begin[a] = pads[k];
+        let want = x.shape[a] as i64 + pads[k] + pads[k + axes.len()];
+        if want != y.shape[a] as i64 {
+            return Err(KernelError::shape("output 0", format!("pads {pads:?} do not give {:?}", y.shape)).into());
+        }
+    }
+    if mode != 0 && x.shape.contains(&0) && y.numel() > 0 {
+        return Err(KernelError::invalid("cannot pad an empty axis except with a constant").into());
+    }
+    launch_pad(exec, x, &y, &begin, mode, value)?;
+    Ok(vec![y])
+}
+
+/// Writes `y` from `x` shifted by `begin` per axis (element `o` of `y` reads `o − begin`
+/// of `x`): padding where `begin` ≥ 0, filled per `mode` (0: the element whose bits are
+/// `value`, 1 reflect, 2 edge, 3 wrap), and cropping where it is negative.
+pub(super) fn launch_pad(
+    exec: &Exec<'_>,
+    x: &CudaBuffer,
+    y: &CudaBuffer,
+    begin: &[i64],
+    mode: i64,
+    value: u64,
+) -> OpResult<()> {
+    let rank = x.shape.len();
+    if rank > MAX_RANK || begin.len() != rank || y.shape.len() != rank {
+        return Err(KernelError::NoCudaKernel(format!("Pad of rank {rank}")).into());
+    }
     let mut p = PadParams {
         rank: rank as i64,
         mode,
@@ -402,28 +432,17 @@ fn pad(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
         in_strides: [0; MAX_RANK],
         begin: [0; MAX_RANK],
     };
-    let own = contiguous(&x.shape);
-    for (d, &stride) in own.iter().enumerate() {
+    for (d, &stride) in contiguous(&x.shape).iter().enumerate() {
         p.out_dims[d] = y.shape[d] as i64;
         p.in_dims[d] = x.shape[d] as i64;
         p.in_strides[d] = stride;
-    }
-    for (k, &a) in axes.iter().enumerate() {
-        p.begin[a] = pads[k];
-        let want = x.shape[a] as i64 + pads[k] + pads[k + axes.len()];
-        if want != y.shape[a] as i64 {
-            return Err(KernelError::shape("output 0", format!("pads {pads:?} do not give {:?}", y.shape)).into());
-        }
-    }
-    if mode != 0 && x.shape.contains(&0) && y.numel() > 0 {
-        return Err(KernelError::invalid("cannot pad an empty axis except with a constant").into());
+        p.begin[d] = begin[d];
     }
     exec.launch(
         by_size(&["pad_1", "pad_2", "pad_4", "pad_8"], x.dtype)?,
         y.numel() as u64,
-        &[Arg::params(&p), ptr(x), ptr(&y), Arg::U64(value)],
-    )?;
-    Ok(vec![y])
+        &[Arg::params(&p), ptr(x), ptr(y), Arg::U64(value)],
+    )
 }
 
 /// Whether indices are i64 (1) or i32 (0); other dtypes are errors.

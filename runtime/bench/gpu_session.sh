@@ -4,7 +4,7 @@
 #   bash runtime/bench/gpu_session.sh prepare
 #       Here, where cargo is: builds the release `lms` and the GPU test binaries and copies
 #       them, with the ResNet-50 model (fixtures/data is git-ignored), into .gpu/
-#       (git-ignored; about 30 MB).
+#       (git-ignored, so it travels only as carried; about 30 MB).
 #
 #   bash runtime/bench/gpu_session.sh run
 #       On the device machine, from the repository root, in ONE call:
@@ -42,7 +42,6 @@ prepare() {
         cp "$exe" "$GPU_DIR/bin/$name"
     done
     cp fixtures/data/onnx/light/light_resnet50.onnx "$GPU_DIR/"
-    grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> "$(git rev-parse --git-path info/exclude)"
     du -sh "$GPU_DIR"
 }
 

@@ -48,6 +48,10 @@ pub enum Error {
     /// A graph whose edges and slots disagree (a pass's output is checked).
     #[error(transparent)]
     Malformed(#[from] VerifyError),
+    /// A pass's patch that names something not in the graph, or whose
+    /// result breaks an invariant of the pass manager.
+    #[error("pass '{pass}': {problem}")]
+    Patch { pass: String, problem: String },
     /// No plan keeps the simulated memory of `pool` ("device" or "host")
     /// within its budget; `needed` is the best plan's peak, reached at `op`.
     #[error(

@@ -11,6 +11,7 @@ pub mod inspect;
 pub mod ir;
 pub mod max_batch;
 pub mod passes;
+pub mod pipeline;
 pub mod run;
 pub mod shape;
 pub mod simulate;

@@ -21,20 +21,28 @@ fn orders(action: Action) -> bool {
     action != Action::Update
 }
 
-/// The default schedule: a topological order that, among the nodes ready to
-/// run, always picks the one inserted first. For a graph read from ONNX this
-/// is the file's node order whenever that order is valid.
+/// A topological order that, among the nodes ready to run, always picks the
+/// one earliest in the graph's stored schedule ([`Graph::schedule`]). It is
+/// the stored schedule itself whenever that respects every read and control
+/// edge, so it only reorders graphs whose builders added a node before one it
+/// depends on. For a graph read from ONNX it is the file's node order
+/// whenever that order is valid.
 pub fn schedule(g: &Graph) -> Result<Vec<NodeId>, CycleError> {
+    let mut rank = vec![u32::MAX; g.node_bound()];
+    for (i, id) in g.schedule().iter().enumerate() {
+        rank[id.index()] = i as u32;
+    }
     let mut indegree = vec![0usize; g.node_bound()];
     for (_, dst, e) in g.edges() {
         if orders(e.action) {
             indegree[dst.index()] += 1;
         }
     }
-    let mut ready: BinaryHeap<Reverse<u32>> =
-        g.node_ids().filter(|n| indegree[n.index()] == 0).map(|n| Reverse(n.index() as u32)).collect();
+    let ready_entry = |n: NodeId| Reverse((rank[n.index()], n.index() as u32));
+    let mut ready: BinaryHeap<Reverse<(u32, u32)>> =
+        g.schedule().iter().filter(|n| indegree[n.index()] == 0).map(|&n| ready_entry(n)).collect();
     let mut order = Vec::with_capacity(g.node_count());
-    while let Some(Reverse(i)) = ready.pop() {
+    while let Some(Reverse((_, i))) = ready.pop() {
         let id = NodeId::new(i as usize);
         order.push(id);
         for (dst, e) in g.out_edges(id) {
@@ -42,16 +50,37 @@ pub fn schedule(g: &Graph) -> Result<Vec<NodeId>, CycleError> {
                 let d = &mut indegree[dst.index()];
                 *d -= 1;
                 if *d == 0 {
-                    ready.push(Reverse(dst.index() as u32));
+                    ready.push(ready_entry(dst));
                 }
             }
         }
     }
     if order.len() != g.node_count() {
-        let stuck = g.node_ids().find(|n| indegree[n.index()] > 0).expect("a node is left on a cycle");
-        return Err(CycleError { node: g.node(stuck).name.clone() });
+        let stuck = g.schedule().iter().find(|n| indegree[n.index()] > 0).expect("a node is left on a cycle");
+        return Err(CycleError { node: g.node(*stuck).name.clone() });
     }
     Ok(order)
+}
+
+/// Makes the stored schedule a topological order ([`schedule`]); for graphs
+/// built op by op (import, training-graph construction).
+pub fn settle(g: &mut Graph) -> Result<(), CycleError> {
+    let order = schedule(g)?;
+    g.set_schedule(order);
+    Ok(())
+}
+
+/// Where the stored schedule runs a node before one it depends on (through a
+/// read or control edge): (the node, the one it needs), or `None` when it
+/// respects every edge (nodes missing from it count as never run).
+pub fn schedule_violation(g: &Graph) -> Option<(NodeId, NodeId)> {
+    let mut position = vec![usize::MAX; g.node_bound()];
+    for (i, &id) in g.schedule().iter().enumerate() {
+        position[id.index()] = i;
+    }
+    g.schedule().iter().find_map(|&id| {
+        g.in_edges(id).find(|(src, e)| orders(e.action) && position[src.index()] >= position[id.index()]).map(|(src, _)| (id, src))
+    })
 }
 
 /// γ for every node, indexed by `NodeId::index()`: 0 for parameterized

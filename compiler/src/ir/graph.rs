@@ -11,7 +11,7 @@
 //! each output slot. The edges mirror those lists; [`Graph::verify`] checks
 //! that they agree.
 
-use super::{Attrs, TensorData, TensorType};
+use super::{Attrs, Plan, TensorData, TensorType};
 use petgraph::stable_graph::{EdgeIndex, NodeIndex, StableDiGraph};
 use petgraph::visit::{EdgeRef, IntoEdgeReferences, NodeIndexable};
 use petgraph::Direction;
@@ -131,7 +131,13 @@ pub struct VerifyError {
     pub problem: String,
 }
 
-/// The lms IR: a directed multigraph of nodes and typed edges plus a tensor table.
+/// The lms IR: a directed multigraph of nodes and typed edges plus a tensor
+/// table, the execution order and the memory plan.
+///
+/// The schedule is data: one explicit order holding every node once.
+/// [`Graph::add_node`] appends to it and [`Graph::remove_node`] takes the node
+/// out; a patch places its nodes before or after anchors. Node indices are
+/// reused after removals, so no order is ever derived from them.
 #[derive(Clone, Debug, Default)]
 pub struct Graph {
     /// Graph name (from the model).
@@ -144,6 +150,9 @@ pub struct Graph {
     pub inputs: Vec<TensorId>,
     /// Tensors returned to the caller, in declaration order.
     pub outputs: Vec<TensorId>,
+    schedule: Vec<NodeId>,
+    /// What the memory passes decided and the budgets they planned for.
+    pub plan: Plan,
 }
 
 impl Graph {
@@ -158,6 +167,7 @@ impl Graph {
         node.outputs.clear();
         let inputs = node.inputs.clone();
         let id = self.graph.add_node(node);
+        self.schedule.push(id);
         for (slot, (name, ty)) in outputs.into_iter().enumerate() {
             let t = TensorId(self.tensors.len() as u32);
             self.tensors.push(Tensor { name, ty, producer: (id, slot), data: None });
@@ -170,6 +180,49 @@ impl Graph {
             }
         }
         id
+    }
+
+    /// Removes a node, its edges and its place in the schedule. Its output
+    /// tensors stay in the table without a producer: [`Graph::tensors`] skips
+    /// them, and a node still reading one is a dangling read.
+    pub fn remove_node(&mut self, id: NodeId) -> Option<Node> {
+        self.schedule.retain(|&n| n != id);
+        self.graph.remove_node(id)
+    }
+
+    /// Whether `id` names a node of the graph.
+    pub fn contains_node(&self, id: NodeId) -> bool {
+        self.graph.contains_node(id)
+    }
+
+    /// Points input `slot` of `node` at `tensor` (or at nothing), replacing
+    /// its read edge.
+    pub fn set_input(&mut self, node: NodeId, slot: usize, tensor: Option<TensorId>) {
+        let old = self
+            .graph
+            .edges_directed(node, Direction::Incoming)
+            .find(|e| e.weight().action == Action::Read && e.weight().dst_slot == slot)
+            .map(|e| e.id());
+        if let Some(edge) = old {
+            self.graph.remove_edge(edge);
+        }
+        self.graph[node].inputs[slot] = tensor;
+        if let Some(t) = tensor {
+            let (src, src_slot) = self.tensors[t.index()].producer;
+            self.graph.add_edge(src, node, Edge { action: Action::Read, tensor: Some(t), src_slot, dst_slot: slot });
+        }
+    }
+
+    /// The execution order: every node once.
+    pub fn schedule(&self) -> &[NodeId] {
+        &self.schedule
+    }
+
+    /// Replaces the execution order; `order` must hold every node once (the
+    /// pass manager checks that it respects every read and control edge).
+    pub fn set_schedule(&mut self, order: Vec<NodeId>) {
+        debug_assert_eq!(order.len(), self.graph.node_count());
+        self.schedule = order;
     }
 
     /// Adds a control edge: `before` must finish before `after` starts.
@@ -207,9 +260,13 @@ impl Graph {
         &mut self.tensors[id.index()]
     }
 
-    /// All tensors, indexed by [`TensorId`].
-    pub fn tensors(&self) -> impl ExactSizeIterator<Item = (TensorId, &Tensor)> {
-        self.tensors.iter().enumerate().map(|(i, t)| (TensorId(i as u32), t))
+    /// The tensors whose producer is in the graph, in [`TensorId`] order.
+    pub fn tensors(&self) -> impl Iterator<Item = (TensorId, &Tensor)> {
+        self.tensors
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| self.graph.contains_node(t.producer.0))
+            .map(|(i, t)| (TensorId(i as u32), t))
     }
 
     /// Number of nodes.
@@ -217,12 +274,13 @@ impl Graph {
         self.graph.node_count()
     }
 
-    /// Number of tensors.
+    /// Largest tensor index + 1: the size of a table indexed by
+    /// `TensorId::index()` (it counts the outputs of removed nodes too).
     pub fn tensor_count(&self) -> usize {
         self.tensors.len()
     }
 
-    /// Node ids in insertion order.
+    /// Node ids in index order (not the schedule; indices are reused).
     pub fn node_ids(&self) -> impl Iterator<Item = NodeId> + '_ {
         self.graph.node_indices()
     }

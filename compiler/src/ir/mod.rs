@@ -5,6 +5,7 @@
 mod attr;
 mod dtype;
 mod graph;
+mod plan;
 mod tensor;
 
 pub use attr::{Attr, AttrError, Attrs};
@@ -13,4 +14,5 @@ pub use graph::{
     Action, Device, Edge, Graph, Node, NodeId, Phase, Tensor, TensorId, VerifyError, INPUT_OP, SWAP_IN_OP, SWAP_OUT_OP,
     VARIABLE_OP,
 };
+pub use plan::{Plan, SwapDecision, SwapInDecision, NO_STRATEGY};
 pub use tensor::{f16_to_f32, numel, Shape, TensorData, TensorType};

@@ -31,11 +31,11 @@
 //!    before it.
 //!
 //! γ, the schedule and the reachability the strategies test are those of
-//! the input graph. The rewritten graph lists its nodes in an order that is
-//! its own default schedule: the input's schedule with each swap-out right
-//! after its producer and each swap-in right after its control op (and its
-//! swap-out), so the memory simulator sees the timing the paper intends.
-//! The result is checked to be acyclic and well formed.
+//! the input graph. The rewrite is a patch ([`crate::pipeline::Patch`]) that
+//! places each swap-out right after its producer and each swap-in right
+//! after its control op (and its swap-out) in the schedule, so the memory
+//! simulator sees the timing the paper intends; the pass manager checks the
+//! result is acyclic, well formed and correctly scheduled.
 //!
 //! [`fit`] is the budget mode: it picks `n_tensors` and `lb` with the memory
 //! simulator so that the rewritten graph fits given device and host budgets.
@@ -48,10 +48,12 @@ mod splice;
 mod tests;
 
 pub use fit::{fit, Fit, Plan};
+pub use splice::PASS;
 
 use crate::analysis::order;
 use crate::error::Result;
 use crate::ir::{Graph, NodeId};
+use crate::pipeline::{self, Patch};
 use control::ControlSearch;
 use select::Candidate;
 use serde::Serialize;
@@ -207,9 +209,15 @@ impl fmt::Display for Trigger {
     }
 }
 
-/// Rewrites `g` by TFLMS with the knobs of `cfg`; `g` is not changed.
-/// Returns the rewritten graph and what was swapped. Fails when a starting
-/// op or scope names nothing in `g`, or when `g` has a cycle.
+/// The TFLMS rewrite of `g` with the knobs of `cfg`, as a patch, and what it
+/// swaps. Fails when a starting op or scope names nothing in `g`, or when
+/// `g` has a cycle.
+pub fn patch(g: &Graph, cfg: &TflmsConfig) -> Result<(Patch, TflmsReport)> {
+    Analysis::new(g, cfg)?.patch(cfg)
+}
+
+/// [`patch`] applied to a copy of `g` (checked by the pass manager's
+/// invariants): the rewritten graph and what was swapped.
 pub fn rewrite(g: &Graph, cfg: &TflmsConfig) -> Result<(Graph, TflmsReport)> {
     Analysis::new(g, cfg)?.rewrite(cfg)
 }
@@ -275,8 +283,15 @@ impl<'g> Analysis<'g> {
         Ok(Analysis { g, order, candidates })
     }
 
-    /// Plans the first `cfg.n_tensors` candidates and builds the new graph.
+    /// Plans the first `cfg.n_tensors` candidates and applies the patch to a
+    /// copy of the graph.
     fn rewrite(&self, cfg: &TflmsConfig) -> Result<(Graph, TflmsReport)> {
+        let (patch, report) = self.patch(cfg)?;
+        Ok((pipeline::apply_checked(self.g, &patch)?.0, report))
+    }
+
+    /// Plans the first `cfg.n_tensors` candidates as a patch.
+    fn patch(&self, cfg: &TflmsConfig) -> Result<(Patch, TflmsReport)> {
         let mut search = ControlSearch::new(self.g, &self.order);
         let count = cfg.n_tensors.unwrap_or(self.candidates.len());
         let plans: Vec<SwapPlan<'_>> = self
@@ -295,6 +310,6 @@ impl<'g> Analysis<'g> {
                 SwapPlan { candidate, swap_ins }
             })
             .collect();
-        splice::splice(self.g, &self.order, &plans)
+        Ok(splice::splice(self.g, &self.order, &plans))
     }
 }

@@ -86,6 +86,7 @@ pub fn build(forward: &Graph, options: &TrainOptions) -> Result<Graph> {
     let grads = autodiff::differentiate(&mut b, loss, &fwd.trainable)?;
     optimizer::attach(&mut b, &fwd.trainable, &grads, options.optimizer)?;
     b.graph.outputs = vec![loss];
+    crate::analysis::order::settle(&mut b.graph)?;
     Ok(b.graph)
 }
 

@@ -1,0 +1,323 @@
+//! Patches: what a pass changes in a graph, as data.
+//!
+//! A pass reads the graph and returns a [`Patch`]: nodes to add (with their
+//! output tensors) at schedule positions before or after anchor nodes, input
+//! slots to rewire, control edges to add, and nodes to remove. [`apply`]
+//! performs all of it or, on a bad reference, none of it (the pass manager
+//! applies to a copy and keeps it only once the invariants hold).
+
+use crate::error::{Error, Result};
+use crate::ir::{Graph, Node, NodeId, SwapDecision, SwapInDecision, TensorId, TensorType, SWAP_IN_OP, SWAP_OUT_OP};
+use crate::shape::{self, Value};
+use crate::train::LMS_DOMAIN;
+
+/// A node the patch adds: its index in [`Patch`]'s list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct NewNode(pub usize);
+
+/// A node of the graph or one the patch adds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum NodeRef {
+    Existing(NodeId),
+    New(NewNode),
+}
+
+/// A tensor of the graph, or an output slot of a node the patch adds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TensorRef {
+    Existing(TensorId),
+    New(NewNode, usize),
+}
+
+/// Where an added node goes in the schedule, next to a node of the graph.
+/// Several nodes at one anchor keep the patch's order: `After(a)` nodes run
+/// right after `a`, `Before(a)` nodes right before it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Position {
+    Before(NodeId),
+    After(NodeId),
+}
+
+/// A node to add. `node.inputs` and `node.outputs` are ignored: the inputs
+/// come from `inputs`, the outputs are created from `outputs`.
+#[derive(Clone, Debug)]
+struct Addition {
+    node: Node,
+    inputs: Vec<Option<TensorRef>>,
+    outputs: Vec<(String, TensorType)>,
+    position: Position,
+}
+
+/// A swap decision for the plan, naming nodes the patch adds.
+#[derive(Clone, Debug)]
+struct SwapRecord {
+    tensor: TensorId,
+    swap_out: NewNode,
+    swap_ins: Vec<(NewNode, Option<NodeId>)>,
+}
+
+/// The changes one pass makes to a graph, and the plan decisions they carry
+/// out.
+#[derive(Clone, Debug)]
+pub struct Patch {
+    /// The pass that made it (named in errors).
+    pub pass: String,
+    additions: Vec<Addition>,
+    rewires: Vec<(NodeId, usize, TensorRef)>,
+    control_edges: Vec<(NodeRef, NodeRef)>,
+    removals: Vec<NodeId>,
+    swaps: Vec<SwapRecord>,
+}
+
+/// What [`apply`] created.
+#[derive(Clone, Debug, Default)]
+pub struct Applied {
+    /// The graph id of each added node, in the patch's order.
+    pub nodes: Vec<NodeId>,
+}
+
+impl Applied {
+    /// The graph id of an added node.
+    pub fn node(&self, n: NewNode) -> NodeId {
+        self.nodes[n.0]
+    }
+}
+
+impl Patch {
+    /// An empty patch made by `pass`.
+    pub fn new(pass: impl Into<String>) -> Patch {
+        Patch {
+            pass: pass.into(),
+            additions: Vec::new(),
+            rewires: Vec::new(),
+            control_edges: Vec::new(),
+            removals: Vec::new(),
+            swaps: Vec::new(),
+        }
+    }
+
+    /// True when the patch changes nothing.
+    pub fn is_empty(&self) -> bool {
+        self.additions.is_empty()
+            && self.rewires.is_empty()
+            && self.control_edges.is_empty()
+            && self.removals.is_empty()
+            && self.swaps.is_empty()
+    }
+
+    /// Adds `node` at `position`, reading `inputs` (tensors of the graph or
+    /// outputs of nodes added earlier in this patch) and making one tensor
+    /// per entry of `outputs`.
+    pub fn add_node(
+        &mut self,
+        node: Node,
+        inputs: Vec<Option<TensorRef>>,
+        outputs: Vec<(String, TensorType)>,
+        position: Position,
+    ) -> NewNode {
+        self.additions.push(Addition { node, inputs, outputs, position });
+        NewNode(self.additions.len() - 1)
+    }
+
+    /// Makes input `slot` of `node` read `tensor`, whose type must be the
+    /// one it read before.
+    pub fn rewire(&mut self, node: NodeId, slot: usize, tensor: TensorRef) {
+        self.rewires.push((node, slot, tensor));
+    }
+
+    /// Orders `before` ahead of `after` without data.
+    pub fn add_control_edge(&mut self, before: NodeRef, after: NodeRef) {
+        self.control_edges.push((before, after));
+    }
+
+    /// Removes a node; nothing left in the graph may read its outputs.
+    pub fn remove_node(&mut self, node: NodeId) {
+        self.removals.push(node);
+    }
+
+    /// Records in the plan that `tensor` is swapped out by `swap_out` and in
+    /// by each of `swap_ins`, started after its trigger (none: by its first
+    /// consumer).
+    pub fn record_swap(&mut self, tensor: TensorId, swap_out: NewNode, swap_ins: Vec<(NewNode, Option<NodeId>)>) {
+        self.swaps.push(SwapRecord { tensor, swap_out, swap_ins });
+    }
+
+    /// Number of nodes added.
+    pub fn added_nodes(&self) -> usize {
+        self.additions.len()
+    }
+
+    fn error(&self, problem: String) -> Error {
+        Error::Patch { pass: self.pass.clone(), problem }
+    }
+}
+
+/// Applies `patch` to `g`. Checks every reference first (anchors, rewired
+/// nodes and removed nodes exist, tensors exist, new nodes read only
+/// earlier new nodes, slots are in range, a rewire keeps the slot's type,
+/// an added ONNX op's outputs have the types shape inference gives and a
+/// swap op's output the type of its input), so on error `g` is unchanged.
+pub fn apply(g: &mut Graph, patch: &Patch) -> Result<Applied> {
+    check_references(g, patch)?;
+    let mut applied = Applied::default();
+    let mut resolved: Vec<Vec<TensorId>> = Vec::with_capacity(patch.additions.len());
+    let tensor = |resolved: &[Vec<TensorId>], t: TensorRef| match t {
+        TensorRef::Existing(t) => t,
+        TensorRef::New(n, slot) => resolved[n.0][slot],
+    };
+    for a in &patch.additions {
+        let inputs = a.inputs.iter().map(|t| t.map(|t| tensor(&resolved, t))).collect();
+        let id = g.add_node(Node { inputs, outputs: Vec::new(), ..a.node.clone() }, a.outputs.clone());
+        resolved.push(g.node(id).outputs.clone());
+        applied.nodes.push(id);
+    }
+    for &(node, slot, t) in &patch.rewires {
+        g.set_input(node, slot, Some(tensor(&resolved, t)));
+    }
+    let node = |n: NodeRef| match n {
+        NodeRef::Existing(id) => id,
+        NodeRef::New(n) => applied.node(n),
+    };
+    for &(before, after) in &patch.control_edges {
+        g.add_control_edge(node(before), node(after));
+    }
+    // The new order: each old node with its additions around it.
+    let mut before: Vec<Vec<NodeId>> = vec![Vec::new(); g.node_bound()];
+    let mut after: Vec<Vec<NodeId>> = vec![Vec::new(); g.node_bound()];
+    for (a, &id) in patch.additions.iter().zip(&applied.nodes) {
+        match a.position {
+            Position::Before(anchor) => before[anchor.index()].push(id),
+            Position::After(anchor) => after[anchor.index()].push(id),
+        }
+    }
+    let added: std::collections::HashSet<NodeId> = applied.nodes.iter().copied().collect();
+    let mut order = Vec::with_capacity(g.node_count());
+    for &id in g.schedule().iter().filter(|id| !added.contains(id)) {
+        order.append(&mut before[id.index()]);
+        order.push(id);
+        order.append(&mut after[id.index()]);
+    }
+    g.set_schedule(order);
+    for &id in &patch.removals {
+        g.remove_node(id);
+    }
+    for swap in &patch.swaps {
+        g.plan.swaps.push(SwapDecision {
+            tensor: swap.tensor,
+            swap_out: applied.node(swap.swap_out),
+            swap_ins: swap
+                .swap_ins
+                .iter()
+                .map(|&(node, trigger)| SwapInDecision { node: applied.node(node), trigger })
+                .collect(),
+        });
+    }
+    Ok(applied)
+}
+
+/// The checks of [`apply`] that need no change to the graph.
+fn check_references(g: &Graph, patch: &Patch) -> Result<()> {
+    let fail = |problem: String| Err(patch.error(problem));
+    let removed: std::collections::HashSet<NodeId> = patch.removals.iter().copied().collect();
+    let exists = |id: NodeId| g.contains_node(id) && !removed.contains(&id);
+    // The value a reference names, for a reader added at `before` (new
+    // tensors have no known contents).
+    let value_of = |t: TensorRef, before: usize| -> Option<Value> {
+        match t {
+            TensorRef::Existing(t) => {
+                let ok = t.index() < g.tensor_count() && g.contains_node(g.tensor(t).producer.0);
+                ok.then(|| Value { ty: g.tensor(t).ty.clone(), data: g.tensor(t).data.clone() })
+            }
+            TensorRef::New(n, slot) if n.0 < before => {
+                patch.additions[n.0].outputs.get(slot).map(|(_, ty)| Value { ty: ty.clone(), data: None })
+            }
+            TensorRef::New(..) => None,
+        }
+    };
+    for (i, a) in patch.additions.iter().enumerate() {
+        let name = &a.node.name;
+        let anchor = match a.position {
+            Position::Before(n) | Position::After(n) => n,
+        };
+        if !exists(anchor) {
+            return fail(format!("node '{name}' is placed next to a node that is not in the graph"));
+        }
+        let mut values = Vec::with_capacity(a.inputs.len());
+        for (slot, t) in a.inputs.iter().enumerate() {
+            match t.map(|t| value_of(t, i)) {
+                Some(None) => return fail(format!("node '{name}' input {slot} names no tensor it can read")),
+                Some(Some(v)) => values.push(Some(v)),
+                None => values.push(None),
+            }
+        }
+        check_types(&a.node, &values, &a.outputs, g.opset).map_err(|problem| patch.error(format!("node '{name}' ({}): {problem}", a.node.op)))?;
+    }
+    for &(node, slot, t) in &patch.rewires {
+        if !exists(node) || slot >= g.node(node).inputs.len() {
+            return fail(format!("a rewire names input {slot} of a node that is not in the graph"));
+        }
+        let n = g.node(node);
+        let Some(Value { ty, .. }) = value_of(t, patch.additions.len()) else {
+            return fail(format!("node '{}' input {slot} is rewired to no tensor", n.name));
+        };
+        let old = n.inputs[slot].map(|t| &g.tensor(t).ty);
+        if old != Some(&ty) {
+            return fail(format!("node '{}' input {slot} is rewired to a {ty} tensor, not its {}", n.name, old.map_or("absent".into(), |t| t.to_string())));
+        }
+    }
+    for &(before, after) in &patch.control_edges {
+        for n in [before, after] {
+            let ok = match n {
+                NodeRef::Existing(id) => exists(id),
+                NodeRef::New(n) => n.0 < patch.additions.len(),
+            };
+            if !ok {
+                return fail("a control edge names a node that is not in the graph".into());
+            }
+        }
+    }
+    if let Some(id) = patch.removals.iter().find(|&&id| !g.contains_node(id)) {
+        return fail(format!("removes node {} which is not in the graph", id.index()));
+    }
+    for swap in &patch.swaps {
+        let new_ok = std::iter::once(swap.swap_out).chain(swap.swap_ins.iter().map(|s| s.0)).all(|n| n.0 < patch.additions.len());
+        let triggers_ok = swap.swap_ins.iter().filter_map(|s| s.1).all(exists);
+        if !new_ok || !triggers_ok || value_of(TensorRef::Existing(swap.tensor), 0).is_none() {
+            return fail("a swap decision names a node or tensor that is not in the graph".into());
+        }
+    }
+    Ok(())
+}
+
+/// Whether an added node's declared output types agree with its inputs:
+/// swap ops copy their input's type; ONNX ops get the types shape inference
+/// gives; other lms ops declare theirs.
+fn check_types(
+    node: &Node,
+    inputs: &[Option<Value>],
+    outputs: &[(String, TensorType)],
+    opset: i64,
+) -> std::result::Result<(), String> {
+    let declared: Vec<&TensorType> = outputs.iter().map(|(_, ty)| ty).collect();
+    let expected: Vec<TensorType> = if node.domain == LMS_DOMAIN && [SWAP_IN_OP, SWAP_OUT_OP].contains(&node.op.as_str()) {
+        match inputs {
+            [Some(v)] => vec![v.ty.clone()],
+            _ => return Err("a swap op reads exactly one tensor".into()),
+        }
+    } else if node.domain.is_empty() && !node.parameterized {
+        let refs: Vec<Option<&Value>> = inputs.iter().map(Option::as_ref).collect();
+        let request = shape::Node { op: &node.op, opset, attrs: &node.attrs, inputs: &refs, num_outputs: outputs.len() };
+        shape::infer(&request).map_err(|e| e.to_string())?.into_iter().map(|v| v.ty).collect()
+    } else {
+        return Ok(());
+    };
+    if declared.iter().copied().ne(expected.iter()) {
+        let show = |tys: Vec<String>| tys.join(", ");
+        return Err(format!(
+            "declares outputs [{}] but its inputs give [{}]",
+            show(declared.iter().map(|t| t.to_string()).collect()),
+            show(expected.iter().map(|t| t.to_string()).collect())
+        ));
+    }
+    Ok(())
+}

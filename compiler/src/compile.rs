@@ -3,18 +3,26 @@
 //! ONNX export and report. Every output is written through a temporary file
 //! and a rename, and the same options always give the same bytes.
 
-use crate::analysis::{memory, order};
+use crate::analysis::memory;
 use crate::emit;
 use crate::error::{Error, Result};
 use crate::frontend::{self, FrontendOptions};
-use crate::ir::Graph;
-use crate::passes::tflms::{self, SwappedTensor, TflmsConfig};
-use crate::train::{self, TrainOptions, TrainSummary};
+use crate::ir::{Graph, Plan};
+use crate::passes::tflms::{FreeKnobs, SwappedTensor, TflmsConfig};
+use crate::pipeline::{self, stages, Context, Pass, PassOptions};
+use crate::train::{TrainOptions, TrainSummary};
 use crate::units::format_bytes;
 use lms_proto::Message;
 use serde::Serialize;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
+
+pub use crate::pipeline::stages::Budget;
+
+/// Host memory the swapped tensors may use when `--budget` is given without
+/// `--host-budget`: 64 GiB, a fixed figure so the same command plans the same
+/// graph on every machine (it is recorded in the plan).
+pub const DEFAULT_HOST_BUDGET_BYTES: u64 = 64 << 30;
 
 /// Which memory rewrite to apply to the training graph.
 #[derive(Clone, Debug, PartialEq)]
@@ -23,15 +31,6 @@ pub enum Strategy {
     None,
     /// TFLMS swapping with these knobs.
     Tflms(TflmsConfig),
-}
-
-/// A memory budget to fit.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Budget {
-    pub device_bytes: u64,
-    pub host_bytes: u64,
-    /// Rewrite even when the graph already fits.
-    pub force: bool,
 }
 
 /// Everything `lms compile` needs.
@@ -43,6 +42,14 @@ pub struct CompileOptions {
     pub strategy: Strategy,
     /// With a strategy: search its knobs for a plan that fits.
     pub budget: Option<Budget>,
+    /// With a budget: the strategy's knobs the search may choose (those the
+    /// user left unset); the others are used as given.
+    pub free_knobs: FreeKnobs,
+    /// Name of the device profile the plan is made for (recorded in the
+    /// plan); empty for none.
+    pub device_profile: String,
+    /// Where the pipeline stops and which pass's text form it dumps.
+    pub passes: PassOptions,
     /// The `.lms` file to write.
     pub output: PathBuf,
     /// Also write the stable text form here.
@@ -64,14 +71,19 @@ pub struct CompileOptions {
 pub struct CompileReport {
     pub model: String,
     pub strategy: String,
+    /// The passes run, in order (fewer than the pipeline's with `--stop-after`).
+    pub passes: Vec<String>,
     pub ops: usize,
     pub tensors: usize,
     /// With a budget: whether the training graph fit before any rewrite.
     pub fits_without_rewrite: Option<bool>,
     pub budget_bytes: Option<u64>,
-    /// Knobs chosen in budget mode.
+    pub host_budget_bytes: Option<u64>,
+    /// Knobs of the rewrite.
     pub n_tensors: Option<usize>,
     pub lb: Option<u32>,
+    /// The knobs the budget search chose (the others were given).
+    pub chosen_knobs: Vec<String>,
     pub swapped_tensors: usize,
     pub swapped_bytes: u64,
     pub added_ops: usize,
@@ -90,82 +102,92 @@ pub struct CompileReport {
 
 /// Compiles a model and writes every requested output.
 pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
-    let in_model = |e: Error| e.in_file(&options.model);
-    let proto = frontend::read_model(&options.model).map_err(in_model)?;
-    let base_dir = options.model.parent().unwrap_or(Path::new("."));
-    let model = frontend::import(&proto, Some(base_dir), &options.frontend).map_err(in_model)?;
-    let summary = train::summary(&model.graph, &options.train).map_err(in_model)?;
-    let training = train::build(&model.graph, &options.train).map_err(in_model)?;
-    let peak_before = device_peak(&training)?;
+    if options.budget.is_some() && options.strategy == Strategy::None {
+        return Err(Error::Usage("--budget needs a memory strategy (--strategy tflms)".into()));
+    }
+    let model = options.model.clone();
+    let mut import = stages::Import { model: model.clone(), options: options.frontend.clone(), proto: None };
+    let mut autodiff = stages::Autodiff { model: model.clone(), options: options.train.clone(), summary: None };
+    let mut optimizer = stages::Optimizer { model: model.clone(), optimizer: options.train.optimizer };
+    let mut tflms = match &options.strategy {
+        Strategy::None => None,
+        Strategy::Tflms(config) => Some(stages::Tflms {
+            model: model.clone(),
+            config: config.clone(),
+            free: options.free_knobs,
+            budget: options.budget,
+            outcome: None,
+        }),
+    };
+    let mut verify = stages::Verify { model: model.clone(), proven: None };
+    let mut passes: Vec<&mut dyn Pass> = vec![&mut import, &mut autodiff, &mut optimizer];
+    if let Some(t) = tflms.as_mut() {
+        passes.push(t);
+    }
+    if options.verify {
+        passes.push(&mut verify);
+    }
+    let mut cx = Context::default();
+    let ran = pipeline::run(&mut passes, &mut cx, &options.passes)?;
+    let strategy = match &options.strategy {
+        Strategy::Tflms(_) if ran.passes.contains(&crate::passes::tflms::PASS) => "tflms",
+        _ => crate::ir::NO_STRATEGY,
+    };
+    let graph = &mut cx.graph;
+    graph.plan = Plan {
+        strategy: strategy.to_string(),
+        budget_device_bytes: options.budget.map(|b| b.device_bytes),
+        budget_host_bytes: options.budget.map(|b| b.host_bytes),
+        device_profile: options.device_profile.clone(),
+        swaps: std::mem::take(&mut graph.plan.swaps),
+    };
+    let before = cx.reference.as_ref().unwrap_or(&cx.graph);
+    let peak_before = memory::simulate(before, before.schedule()).peak_bytes;
+    let after = memory::simulate(&cx.graph, cx.graph.schedule());
     let mut report = CompileReport {
         model: options.model.display().to_string(),
-        strategy: "none".into(),
-        ops: 0,
-        tensors: 0,
+        strategy: strategy.to_string(),
+        passes: ran.passes.iter().map(|p| p.to_string()).collect(),
+        ops: cx.graph.schedule().iter().filter(|&&id| !cx.graph.node(id).parameterized).count(),
+        tensors: cx.graph.tensors().count(),
         fits_without_rewrite: options.budget.map(|b| peak_before <= b.device_bytes),
         budget_bytes: options.budget.map(|b| b.device_bytes),
+        host_budget_bytes: options.budget.map(|b| b.host_bytes),
         n_tensors: None,
         lb: None,
+        chosen_knobs: Vec::new(),
         swapped_tensors: 0,
         swapped_bytes: 0,
         added_ops: 0,
         swap_ins_without_control: 0,
         peak_device_bytes_before: peak_before,
-        peak_device_bytes_after: peak_before,
-        peak_host_bytes_after: 0,
-        verified: None,
+        peak_device_bytes_after: after.peak_bytes,
+        peak_host_bytes_after: after.host_peak_bytes,
+        verified: verify.proven,
         swaps: vec![],
-        training: summary,
+        training: autodiff.summary.unwrap_or_default(),
     };
-    let graph = match (&options.strategy, options.budget) {
-        (Strategy::None, None) => training,
-        (Strategy::None, Some(_)) => {
-            return Err(Error::Usage("--budget needs a memory strategy (--strategy tflms)".into()))
+    if let Some((config, swap)) = tflms.and_then(|t| t.outcome) {
+        report.n_tensors = config.n_tensors;
+        report.lb = Some(config.lb);
+        if options.budget.is_some() {
+            let free = options.free_knobs;
+            report.chosen_knobs = [("n_tensors", free.n_tensors), ("lb", free.lb)]
+                .iter()
+                .filter(|k| k.1)
+                .map(|k| k.0.to_string())
+                .collect();
         }
-        (Strategy::Tflms(config), budget) => {
-            report.strategy = "tflms".into();
-            let (graph, swap) = match budget {
-                Some(b) if !b.force || peak_before > b.device_bytes => {
-                    let fit = tflms::fit(&training, config, b.device_bytes, b.host_bytes).map_err(in_model)?;
-                    match fit.plan {
-                        Some(plan) => {
-                            report.n_tensors = plan.config.n_tensors;
-                            report.lb = Some(plan.config.lb);
-                            (fit.graph, Some(plan.report))
-                        }
-                        None => (fit.graph, None),
-                    }
-                }
-                _ => {
-                    let (graph, swap) = tflms::rewrite(&training, config).map_err(in_model)?;
-                    (graph, Some(swap))
-                }
-            };
-            if options.verify {
-                let proof =
-                    crate::egraph::verify(&training, &graph, &crate::egraph::Limits::default()).map_err(in_model)?;
-                report.verified = Some(proof.proven());
-            }
-            if let Some(swap) = swap {
-                report.swapped_tensors = swap.tensors.len();
-                report.swapped_bytes = swap.swapped_bytes();
-                report.added_ops = swap.ops_added;
-                report.swap_ins_without_control = swap.swap_ins_without_control;
-                report.swaps = swap.tensors;
-            }
-            graph
-        }
-    };
-    let schedule = order::schedule(&graph)?;
-    let profile = memory::simulate(&graph, &schedule);
-    report.peak_device_bytes_after = profile.peak_bytes;
-    report.peak_host_bytes_after = profile.host_peak_bytes;
-    report.ops = graph.node_ids().filter(|&id| !graph.node(id).parameterized).count();
-    report.tensors = graph.tensor_count();
-    write_outputs(options, &graph, &schedule, &report)?;
-    if let Some(path) = &options.depfile {
+        report.swapped_tensors = swap.tensors.len();
+        report.swapped_bytes = swap.swapped_bytes();
+        report.added_ops = swap.ops_added;
+        report.swap_ins_without_control = swap.swap_ins_without_control;
+        report.swaps = swap.tensors;
+    }
+    write_outputs(options, &cx.graph, &report)?;
+    if let (Some(path), Some(proto)) = (&options.depfile, &import.proto) {
         let mut inputs = vec![options.model.clone()];
-        inputs.extend(frontend::external_files(&proto, base_dir));
+        inputs.extend(frontend::external_files(proto, options.model.parent().unwrap_or(Path::new("."))));
         write(path, depfile(&options.output, &inputs).as_bytes())?;
     }
     Ok(report)
@@ -178,20 +200,11 @@ fn depfile(target: &Path, inputs: &[PathBuf]) -> String {
     format!("{}: {}\n", escape(target), deps.join(" "))
 }
 
-fn device_peak(g: &Graph) -> Result<u64> {
-    Ok(memory::simulate(g, &order::schedule(g)?).peak_bytes)
-}
-
 fn write(path: &Path, bytes: &[u8]) -> Result<()> {
     emit::serialize::write_atomically(path, bytes).map_err(|e| Error::from(e).in_file(path))
 }
 
-fn write_outputs(
-    options: &CompileOptions,
-    graph: &Graph,
-    schedule: &[crate::ir::NodeId],
-    report: &CompileReport,
-) -> Result<()> {
+fn write_outputs(options: &CompileOptions, graph: &Graph, report: &CompileReport) -> Result<()> {
     let metadata = vec![
         ("source".to_string(), options.model.display().to_string()),
         ("batch".to_string(), options.frontend.batch.map_or_else(|| "model".to_string(), |b| b.to_string())),
@@ -199,7 +212,7 @@ fn write_outputs(
         ("loss".to_string(), format!("{:?}", options.train.loss)),
         ("strategy".to_string(), report.strategy.clone()),
     ];
-    emit::serialize::write(&options.output, graph, Some(schedule), &metadata)?;
+    emit::serialize::write(&options.output, graph, &metadata)?;
     if let Some(path) = &options.text {
         write(path, emit::text::to_text(graph)?.as_bytes())?;
     }
@@ -229,18 +242,27 @@ impl CompileReport {
             self.training.trained.len(),
             self.training.trained_values
         );
-        if let (Some(fits), Some(budget)) = (self.fits_without_rewrite, self.budget_bytes) {
+        if let (Some(fits), Some(budget), Some(host)) =
+            (self.fits_without_rewrite, self.budget_bytes, self.host_budget_bytes)
+        {
             let verdict = if fits { "fits" } else { "does not fit" };
             let _ = writeln!(
                 s,
-                "budget          {} device: the training graph {verdict} without rewriting",
-                format_bytes(budget)
+                "budget          {} device, {} host: the training graph {verdict} without rewriting",
+                format_bytes(budget),
+                format_bytes(host)
             );
         }
         if self.strategy != "none" {
             let knobs = match (self.n_tensors, self.lb) {
                 (n, Some(lb)) => {
-                    format!(" (chosen: n_tensors {}, lb {lb})", n.map_or_else(|| "all".to_string(), |n| n.to_string()))
+                    let chosen = if self.chosen_knobs.is_empty() {
+                        "given".to_string()
+                    } else {
+                        format!("{} chosen by the budget search", self.chosen_knobs.join(" and "))
+                    };
+                    let n = n.map_or_else(|| "all".to_string(), |n| n.to_string());
+                    format!(" (n_tensors {n}, lb {lb}; {chosen})")
                 }
                 _ => String::new(),
             };

@@ -1,15 +1,15 @@
 //! The `lms` command line.
 
 use clap::{Args, Parser, Subcommand};
-use lms_compiler::compile::{Budget, CompileOptions, Strategy};
+use lms_compiler::compile::{Budget, CompileOptions, Strategy, DEFAULT_HOST_BUDGET_BYTES};
 use lms_compiler::frontend::{self, FrontendOptions};
 use lms_compiler::inspect::InspectReport;
-use lms_compiler::passes::tflms::{CtrldStrategy, TflmsConfig};
-use lms_compiler::run::DeviceKind;
+use lms_compiler::passes::tflms::{CtrldStrategy, FreeKnobs, TflmsConfig};
+use lms_compiler::pipeline::PassOptions;
+use lms_compiler::run::{DeviceKind, MemoryLimits};
 use lms_compiler::simulate::SimulateReport;
 use lms_compiler::train::{Loss, Optimizer, TrainOptions};
 use lms_compiler::{egraph, emit, Error};
-use lms_runtime::RunOptions;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -58,7 +58,7 @@ struct MaxBatchArgs {
     /// Device memory to fit (e.g. 16GiB).
     #[arg(long, value_parser = parse_size)]
     budget: u64,
-    /// Host memory for swapped tensors (default half the RAM).
+    /// Host memory for swapped tensors (default 64GiB).
     #[arg(long, value_parser = parse_size)]
     host_budget: Option<u64>,
     /// Value of a named symbolic dimension, as NAME=N (repeatable).
@@ -88,10 +88,12 @@ struct RunArgs {
     /// Training steps.
     #[arg(long, default_value_t = 10)]
     steps: usize,
-    /// Device memory budget, a hard limit (e.g. 16GiB); default unlimited.
+    /// Device memory budget, a hard limit (e.g. 16GiB); default the plan's
+    /// device budget, else unlimited.
     #[arg(long, value_parser = parse_size)]
     device_memory: Option<u64>,
-    /// Pinned host memory budget; default half the machine's RAM.
+    /// Pinned host memory budget; default the plan's host budget, else half
+    /// the machine's RAM.
     #[arg(long, value_parser = parse_size)]
     host_memory: Option<u64>,
     /// Seed of initialisation and synthetic data.
@@ -162,7 +164,7 @@ struct CompileArgs {
     /// Device memory to fit (e.g. 16GiB): searches the strategy's knobs.
     #[arg(long, value_parser = parse_size)]
     budget: Option<u64>,
-    /// Host memory the swapped tensors may use with --budget (default half the RAM).
+    /// Host memory the swapped tensors may use with --budget (default 64GiB).
     #[arg(long, value_parser = parse_size)]
     host_budget: Option<u64>,
     /// With --budget: rewrite even when the graph already fits.
@@ -186,6 +188,12 @@ struct CompileArgs {
     /// Skip proving the rewritten graph equivalent to the training graph.
     #[arg(long)]
     no_verify: bool,
+    /// Write the graph's text form after pass PASS (import, autodiff, optimizer, tflms, verify) to FILE.
+    #[arg(long, num_args = 2, value_names = ["PASS", "FILE"])]
+    dump_after: Vec<String>,
+    /// End the pipeline after pass PASS; the .lms file holds the graph at that point.
+    #[arg(long, value_name = "PASS")]
+    stop_after: Option<String>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -205,12 +213,14 @@ enum CtrldArg {
 /// The knobs of TFLMS (tflms.txt Table 2), named as in the paper.
 #[derive(Args)]
 struct TflmsArgs {
-    /// Swap at most this many tensors, in breadth-first order (default all).
+    /// Swap at most this many tensors, in breadth-first order (default all;
+    /// with --budget, chosen by the search).
     #[arg(long)]
     n_tensors: Option<usize>,
-    /// Lower bound of the control-op distance.
-    #[arg(long, default_value_t = 1)]
-    lb: u32,
+    /// Lower bound of the control-op distance (default 1; with --budget,
+    /// chosen by the search).
+    #[arg(long)]
+    lb: Option<u32>,
     /// Upper bound of the control-op distance.
     #[arg(long, default_value_t = 10000)]
     ub: u32,
@@ -253,7 +263,7 @@ impl TflmsArgs {
     fn config(&self) -> TflmsConfig {
         TflmsConfig {
             n_tensors: self.n_tensors,
-            lb: self.lb,
+            lb: self.lb.unwrap_or(TflmsConfig::default().lb),
             ub: self.ub,
             ctrld_strategy: match self.ctrld_strategy {
                 CtrldArg::ChainRule => CtrldStrategy::ChainRule,
@@ -354,9 +364,18 @@ fn compile(args: &CompileArgs) -> Result<(), Error> {
         },
         budget: args.budget.map(|device_bytes| Budget {
             device_bytes,
-            host_bytes: args.host_budget.unwrap_or_else(|| RunOptions::default().host_memory),
+            host_bytes: args.host_budget.unwrap_or(DEFAULT_HOST_BUDGET_BYTES),
             force: args.force,
         }),
+        free_knobs: FreeKnobs { n_tensors: args.tflms.n_tensors.is_none(), lb: args.tflms.lb.is_none() },
+        device_profile: String::new(),
+        passes: PassOptions {
+            dump_after: match args.dump_after.as_slice() {
+                [pass, file] => Some((pass.clone(), PathBuf::from(file))),
+                _ => None,
+            },
+            stop_after: args.stop_after.clone(),
+        },
         output: args.output.clone(),
         text: args.text.clone(),
         onnx: args.onnx.clone(),
@@ -407,12 +426,7 @@ fn simulate(args: &SimulateArgs) -> Result<(), Error> {
 }
 
 fn run(args: &RunArgs) -> Result<(), Error> {
-    let defaults = RunOptions::default();
-    let options = RunOptions {
-        device_memory: args.device_memory.unwrap_or(defaults.device_memory),
-        host_memory: args.host_memory.unwrap_or(defaults.host_memory),
-        seed: args.seed,
-    };
+    let limits = MemoryLimits { device_bytes: args.device_memory, host_bytes: args.host_memory };
     let device = match args.device {
         DeviceArg::Cpu => DeviceKind::Cpu,
         DeviceArg::Cuda => DeviceKind::Cuda,
@@ -421,11 +435,12 @@ fn run(args: &RunArgs) -> Result<(), Error> {
     bar.set_style(
         indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} steps, loss {msg}").expect("valid template"),
     );
-    let report = lms_compiler::run::run(&args.graph, device, args.steps, options, args.trace.is_some(), |step| {
-        bar.set_message(step.loss.map_or_else(String::new, |l| format!("{l:.4}")));
-        bar.inc(1);
-    })
-    .map_err(|e| Error::Usage(e.to_string()));
+    let report =
+        lms_compiler::run::run(&args.graph, device, args.steps, limits, args.seed, args.trace.is_some(), |step| {
+            bar.set_message(step.loss.map_or_else(String::new, |l| format!("{l:.4}")));
+            bar.inc(1);
+        })
+        .map_err(|e| Error::Usage(e.to_string()));
     bar.finish_and_clear();
     let report = report?;
     if let Some(path) = &args.trace {
@@ -459,7 +474,7 @@ fn max_batch(args: &MaxBatchArgs) -> Result<(), Error> {
     let frontend = FrontendOptions { batch: None, dims: args.dims.iter().cloned().collect() };
     let train =
         TrainOptions { loss: loss(args.loss), optimizer: optimizer(args.train, None, 0.9), ..TrainOptions::default() };
-    let host = args.host_budget.unwrap_or_else(|| RunOptions::default().host_memory);
+    let host = args.host_budget.unwrap_or(DEFAULT_HOST_BUDGET_BYTES);
     let search = |strategy| {
         lms_compiler::max_batch::max_batch(&args.model, &frontend, &train, strategy, args.budget, host, args.limit)
     };

@@ -44,7 +44,7 @@ pub fn max_batch(
                 let profile = memory::simulate(&graph, &order::schedule(&graph)?);
                 Ok((profile.peak_bytes <= budget).then_some((profile.peak_bytes, profile.host_peak_bytes)))
             }
-            Some(config) => match tflms::fit(&graph, config, budget, host_budget) {
+            Some(config) => match tflms::fit(&graph, config, tflms::FreeKnobs::ALL, budget, host_budget) {
                 Ok(fit) => Ok(Some((fit.device_peak, fit.host_peak))),
                 Err(Error::OverBudget { .. }) => Ok(None),
                 Err(e) => Err(e.in_file(model)),

@@ -33,19 +33,39 @@ pub struct RunReport {
     pub trace: Vec<lms_proto::trace::TraceEvent>,
 }
 
-/// Trains `path` for `steps` steps on `device`, calling `progress` after
-/// each; with `trace`, the report holds the last step's per-node timings.
-/// Without a CUDA driver or GPU, `DeviceKind::Cuda` fails with a
-/// message that says so (and suggests `--device cpu`), never a panic.
+/// Memory limits for a run; `None` takes the budget the file's plan was made
+/// for, else the runtime's default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemoryLimits {
+    pub device_bytes: Option<u64>,
+    pub host_bytes: Option<u64>,
+}
+
+/// Trains `path` for `steps` steps on `device` with `seed`, calling
+/// `progress` after each; with `trace`, the report holds the last step's
+/// per-node timings. Without a CUDA driver or GPU, `DeviceKind::Cuda`
+/// fails with a message that says so (and suggests `--device cpu`), never a
+/// panic.
 pub fn run(
     path: &Path,
     device: DeviceKind,
     steps: usize,
-    options: RunOptions,
+    limits: MemoryLimits,
+    seed: u64,
     trace: bool,
     progress: impl FnMut(&Step),
 ) -> Result<RunReport, RuntimeError> {
     let program = Program::load(path)?;
+    let plan = program.graph().plan.as_ref();
+    let defaults = RunOptions::default();
+    let options = RunOptions {
+        device_memory: limits
+            .device_bytes
+            .or(plan.and_then(|p| p.budget_device_bytes))
+            .unwrap_or(defaults.device_memory),
+        host_memory: limits.host_bytes.or(plan.and_then(|p| p.budget_host_bytes)).unwrap_or(defaults.host_memory),
+        seed,
+    };
     match device {
         DeviceKind::Cpu => {
             train(Session::new(program, CpuBackend::new(), options)?, "cpu".into(), steps, trace, progress)

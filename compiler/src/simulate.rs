@@ -1,5 +1,6 @@
 //! `lms simulate`: memory over the schedule of a compiled graph, with the
-//! runtime's accounting rules (proto/OPS.md), and no GPU.
+//! runtime's accounting rules (proto/OPS.md), and no GPU; against the
+//! budgets of the graph's plan when it has them.
 
 use crate::analysis::memory;
 use crate::ir::{Graph, NodeId};
@@ -11,6 +12,18 @@ use std::fmt::Write;
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct SimulateReport {
     pub graph: String,
+    /// The plan's memory strategy (`none` for a graph nobody rewrote).
+    pub strategy: String,
+    /// The plan's device budget, when it was made for one.
+    pub budget_device_bytes: Option<u64>,
+    /// The plan's host budget, when it was made for one.
+    pub budget_host_bytes: Option<u64>,
+    /// With budgets: whether both peaks are within them.
+    pub fits: Option<bool>,
+    /// With budgets: device budget minus device peak (negative: over).
+    pub device_margin_bytes: Option<i64>,
+    /// With budgets: host budget minus host peak (negative: over).
+    pub host_margin_bytes: Option<i64>,
     pub nodes: usize,
     pub peak_device_bytes: u64,
     /// The op running at the peak.
@@ -38,8 +51,17 @@ impl SimulateReport {
     /// Simulates `g` over `schedule`.
     pub fn new(g: &Graph, schedule: &[NodeId]) -> SimulateReport {
         let profile = memory::simulate(g, schedule);
+        let margin = |budget: Option<u64>, peak: u64| budget.map(|b| b as i64 - peak as i64);
+        let device_margin_bytes = margin(g.plan.budget_device_bytes, profile.peak_bytes);
+        let host_margin_bytes = margin(g.plan.budget_host_bytes, profile.host_peak_bytes);
         SimulateReport {
             graph: g.name.clone(),
+            strategy: g.plan.strategy.clone(),
+            budget_device_bytes: g.plan.budget_device_bytes,
+            budget_host_bytes: g.plan.budget_host_bytes,
+            fits: device_margin_bytes.map(|d| d >= 0 && host_margin_bytes.is_none_or(|h| h >= 0)),
+            device_margin_bytes,
+            host_margin_bytes,
             nodes: schedule.len(),
             peak_device_bytes: profile.peak_bytes,
             peak_op: schedule.get(profile.peak_step).map_or_else(String::new, |&id| g.node(id).name.clone()),
@@ -74,6 +96,21 @@ impl SimulateReport {
             format_bytes(self.resident_bytes)
         );
         let _ = writeln!(s, "peak host    {}", format_bytes(self.peak_host_bytes));
+        let _ = writeln!(s, "strategy     {}", self.strategy);
+        for (pool, budget, margin) in [
+            ("device", self.budget_device_bytes, self.device_margin_bytes),
+            ("host", self.budget_host_bytes, self.host_margin_bytes),
+        ] {
+            if let (Some(budget), Some(margin)) = (budget, margin) {
+                let (verdict, by) = if margin >= 0 { ("fits", "to spare") } else { ("does NOT fit", "over") };
+                let _ = writeln!(
+                    s,
+                    "budget       {pool} {}: {verdict}, {} {by}",
+                    format_bytes(budget),
+                    format_bytes(margin.unsigned_abs())
+                );
+            }
+        }
         let _ = writeln!(s, "device       {}", sparkline(&self.timeline, self.peak_device_bytes));
         let _ = writeln!(s, "live at peak ({} tensors), largest:", self.live_at_peak.len());
         for t in self.live_at_peak.iter().take(10) {

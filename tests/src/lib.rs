@@ -261,7 +261,7 @@ pub mod training {
 
     /// A graph in its serialized form (default schedule).
     pub fn serialized(g: &Graph) -> lms_proto::lms::Graph {
-        serialize::to_proto(g, None, &[]).unwrap_or_else(|e| panic!("{e}"))
+        serialize::to_proto(g, &[]).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// A CPU session on a serialized graph, with some starting values given.

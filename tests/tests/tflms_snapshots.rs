@@ -89,7 +89,7 @@ fn rewrite_serializes_deterministically() {
     let g = training_graph("cnn_residual");
     let bytes = || {
         let (rewritten, _) = tflms::rewrite(&g, &TflmsConfig::default()).expect("rewrites");
-        serialize::to_proto(&rewritten, None, &[]).expect("serializes").encode_to_vec()
+        serialize::to_proto(&rewritten, &[]).expect("serializes").encode_to_vec()
     };
     assert_eq!(bytes(), bytes());
 }

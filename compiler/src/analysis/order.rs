@@ -79,7 +79,9 @@ pub fn schedule_violation(g: &Graph) -> Option<(NodeId, NodeId)> {
         position[id.index()] = i;
     }
     g.schedule().iter().find_map(|&id| {
-        g.in_edges(id).find(|(src, e)| orders(e.action) && position[src.index()] >= position[id.index()]).map(|(src, _)| (id, src))
+        g.in_edges(id)
+            .find(|(src, e)| orders(e.action) && position[src.index()] >= position[id.index()])
+            .map(|(src, _)| (id, src))
     })
 }
 

@@ -2,31 +2,29 @@
 //! contract (`lms_proto::contract`) has decoded and validated.
 //!
 //! Writing is deterministic: nodes and tensors are numbered densely in IR
-//! order, edges are sorted, and the schedule is the default one (or the one
-//! given), so the same graph always gives the same bytes. Files are written
+//! order, edges are sorted, the schedule is the graph's own (made
+//! topological where a builder left it otherwise, [`order::schedule`]) and
+//! the plan is written with it, so the same graph always gives the same
+//! bytes. Files are written
 //! to a temporary sibling and renamed, so a failed write never leaves a
 //! half-written file behind.
 
 use crate::analysis::order;
 use crate::error::{Error, Result};
-use crate::ir::{Action, Attr, Attrs, DType, Device, Graph, Node, NodeId, Phase, TensorData, TensorId, TensorType};
+use crate::ir::{
+    Action, Attr, Attrs, DType, Device, Graph, Node, NodeId, Phase, Plan, SwapDecision, SwapInDecision, TensorData,
+    TensorId, TensorType,
+};
 use lms_proto::contract::Program;
 use lms_proto::lms as pb;
 use lms_proto::{Message, LMS_FORMAT_VERSION};
 use std::collections::HashMap;
 use std::path::Path;
 
-/// Encodes `g` with its schedule (the default schedule when `None`) and
-/// metadata (key/value facts such as the source file and flags).
-pub fn to_proto(g: &Graph, schedule: Option<&[NodeId]>, metadata: &[(String, String)]) -> Result<pb::Graph> {
-    let default;
-    let schedule = match schedule {
-        Some(s) => s,
-        None => {
-            default = order::schedule(g)?;
-            &default
-        }
-    };
+/// Encodes `g` with its schedule, its plan and metadata (key/value facts
+/// such as the source file and flags).
+pub fn to_proto(g: &Graph, metadata: &[(String, String)]) -> Result<pb::Graph> {
+    let schedule = order::schedule(g)?;
     let node_ids: HashMap<NodeId, u32> = g.node_ids().enumerate().map(|(i, id)| (id, i as u32)).collect();
     let tensor_ids: HashMap<TensorId, u32> = g
         .tensors()
@@ -93,15 +91,15 @@ pub fn to_proto(g: &Graph, schedule: Option<&[NodeId]>, metadata: &[(String, Str
         outputs: g.outputs.iter().map(|&t| tid(t)).collect(),
         variables: g.node_ids().filter(|&id| g.node(id).parameterized).map(|id| node_ids[&id]).collect(),
         schedule: schedule.iter().map(|id| node_ids[id]).collect(),
-        plan: None,
+        plan: Some(plan_to_proto(&g.plan, &|id| node_ids[&id], &tid)),
         metadata: metadata.iter().map(|(k, v)| pb::Metadata { key: k.clone(), value: v.clone() }).collect(),
         opset: g.opset,
     })
 }
 
 /// Writes `g` as a `.lms` file through a temporary sibling and a rename.
-pub fn write(path: &Path, g: &Graph, schedule: Option<&[NodeId]>, metadata: &[(String, String)]) -> Result<()> {
-    let bytes = to_proto(g, schedule, metadata)?.encode_to_vec();
+pub fn write(path: &Path, g: &Graph, metadata: &[(String, String)]) -> Result<()> {
+    let bytes = to_proto(g, metadata)?.encode_to_vec();
     write_atomically(path, &bytes).map_err(|e| Error::from(e).in_file(path))
 }
 
@@ -182,8 +180,58 @@ pub fn from_program(program: &Program) -> Result<(Graph, Vec<NodeId>)> {
     }
     g.inputs = p.inputs.iter().map(|&t| tensor(t as usize)).collect();
     g.outputs = program.outputs().iter().map(|&t| tensor(t)).collect();
+    if let Some(plan) = &p.plan {
+        g.plan = plan_from_proto(plan, &|n| node(n as usize), &|t| tensor(t as usize));
+    }
     g.verify().map_err(|e| Error::Usage(format!("malformed .lms graph: {e}")))?;
     Ok((g, ids))
+}
+
+/// The plan with graph ids mapped to file ids.
+fn plan_to_proto(plan: &Plan, node: &dyn Fn(NodeId) -> u32, tensor: &dyn Fn(TensorId) -> u32) -> pb::Plan {
+    pb::Plan {
+        strategy: plan.strategy.clone(),
+        budget_device_bytes: plan.budget_device_bytes,
+        budget_host_bytes: plan.budget_host_bytes,
+        device_profile: plan.device_profile.clone(),
+        swaps: plan
+            .swaps
+            .iter()
+            .map(|s| pb::SwapDecision {
+                tensor: tensor(s.tensor),
+                swap_out: node(s.swap_out),
+                swap_ins: s
+                    .swap_ins
+                    .iter()
+                    .map(|i| pb::SwapInDecision { node: node(i.node), trigger: i.trigger.map(node) })
+                    .collect(),
+            })
+            .collect(),
+    }
+}
+
+/// The plan with file ids (checked by the contract) mapped to graph ids.
+fn plan_from_proto(plan: &pb::Plan, node: &dyn Fn(u32) -> NodeId, tensor: &dyn Fn(u32) -> TensorId) -> Plan {
+    let swaps = plan
+        .swaps
+        .iter()
+        .map(|s| SwapDecision {
+            tensor: tensor(s.tensor),
+            swap_out: node(s.swap_out),
+            swap_ins: s
+                .swap_ins
+                .iter()
+                .map(|i| SwapInDecision { node: node(i.node), trigger: i.trigger.map(node) })
+                .collect(),
+        })
+        .collect();
+    Plan {
+        strategy: plan.strategy.clone(),
+        budget_device_bytes: plan.budget_device_bytes,
+        budget_host_bytes: plan.budget_host_bytes,
+        device_profile: plan.device_profile.clone(),
+        swaps,
+    }
 }
 
 fn attr_to_proto(name: &str, value: &Attr) -> pb::Attribute {

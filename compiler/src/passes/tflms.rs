@@ -47,7 +47,7 @@ mod splice;
 #[cfg(test)]
 mod tests;
 
-pub use fit::{fit, Fit, Plan};
+pub use fit::{fit, Fit, FreeKnobs, Plan, MAX_LB};
 pub use splice::PASS;
 
 use crate::analysis::order;

@@ -27,7 +27,8 @@ pub fn check(g: &Graph) -> Result<(), String> {
         }
     }
     for swap in &g.plan.swaps {
-        let nodes = std::iter::once(swap.swap_out).chain(swap.swap_ins.iter().flat_map(|s| std::iter::once(s.node).chain(s.trigger)));
+        let nodes = std::iter::once(swap.swap_out)
+            .chain(swap.swap_ins.iter().flat_map(|s| std::iter::once(s.node).chain(s.trigger)));
         if !live(swap.tensor) || !nodes.into_iter().all(live_node) {
             return Err("the plan names a node or tensor that is not in the graph".into());
         }
@@ -43,7 +44,11 @@ pub fn check(g: &Graph) -> Result<(), String> {
         return Err(format!("the schedule never runs node '{}'", g.node(id).name));
     }
     if let Some((node, needs)) = order::schedule_violation(g) {
-        return Err(format!("the schedule runs node '{}' before '{}', which it depends on", g.node(node).name, g.node(needs).name));
+        return Err(format!(
+            "the schedule runs node '{}' before '{}', which it depends on",
+            g.node(node).name,
+            g.node(needs).name
+        ));
     }
     check_types(g)
 }
@@ -55,7 +60,11 @@ fn check_types(g: &Graph) -> Result<(), String> {
         if let (Action::Update, Some(t)) = (e.action, e.tensor) {
             let var = g.node(dst).outputs.first().map(|&v| &g.tensor(v).ty);
             if var != Some(&g.tensor(t).ty) {
-                return Err(format!("tensor '{}' updates variable '{}' of another type", g.tensor(t).name, g.node(dst).name));
+                return Err(format!(
+                    "tensor '{}' updates variable '{}' of another type",
+                    g.tensor(t).name,
+                    g.node(dst).name
+                ));
             }
         }
     }

@@ -11,6 +11,7 @@
 
 pub mod invariants;
 pub mod patch;
+pub mod stages;
 
 pub use patch::{apply, Applied, NewNode, NodeRef, Patch, Position, TensorRef};
 
@@ -95,7 +96,10 @@ pub fn run(passes: &mut [&mut dyn Pass], cx: &mut Context, options: &PassOptions
     let named = options.dump_after.as_ref().map(|(n, _)| n).into_iter().chain(&options.stop_after);
     for wanted in named {
         if !names.contains(&wanted.as_str()) {
-            return Err(Error::Usage(format!("no pass named '{wanted}' in this compile (passes: {})", names.join(", "))));
+            return Err(Error::Usage(format!(
+                "no pass named '{wanted}' in this compile (passes: {})",
+                names.join(", ")
+            )));
         }
     }
     let mut ran = Ran { passes: Vec::new(), stopped: false };

@@ -250,7 +250,8 @@ fn check_references(g: &Graph, patch: &Patch) -> Result<()> {
                 None => values.push(None),
             }
         }
-        check_types(&a.node, &values, &a.outputs, g.opset).map_err(|problem| patch.error(format!("node '{name}' ({}): {problem}", a.node.op)))?;
+        check_types(&a.node, &values, &a.outputs, g.opset)
+            .map_err(|problem| patch.error(format!("node '{name}' ({}): {problem}", a.node.op)))?;
     }
     for &(node, slot, t) in &patch.rewires {
         if !exists(node) || slot >= g.node(node).inputs.len() {
@@ -262,7 +263,11 @@ fn check_references(g: &Graph, patch: &Patch) -> Result<()> {
         };
         let old = n.inputs[slot].map(|t| &g.tensor(t).ty);
         if old != Some(&ty) {
-            return fail(format!("node '{}' input {slot} is rewired to a {ty} tensor, not its {}", n.name, old.map_or("absent".into(), |t| t.to_string())));
+            return fail(format!(
+                "node '{}' input {slot} is rewired to a {ty} tensor, not its {}",
+                n.name,
+                old.map_or("absent".into(), |t| t.to_string())
+            ));
         }
     }
     for &(before, after) in &patch.control_edges {
@@ -280,7 +285,9 @@ fn check_references(g: &Graph, patch: &Patch) -> Result<()> {
         return fail(format!("removes node {} which is not in the graph", id.index()));
     }
     for swap in &patch.swaps {
-        let new_ok = std::iter::once(swap.swap_out).chain(swap.swap_ins.iter().map(|s| s.0)).all(|n| n.0 < patch.additions.len());
+        let new_ok = std::iter::once(swap.swap_out)
+            .chain(swap.swap_ins.iter().map(|s| s.0))
+            .all(|n| n.0 < patch.additions.len());
         let triggers_ok = swap.swap_ins.iter().filter_map(|s| s.1).all(exists);
         if !new_ok || !triggers_ok || value_of(TensorRef::Existing(swap.tensor), 0).is_none() {
             return fail("a swap decision names a node or tensor that is not in the graph".into());
@@ -299,18 +306,20 @@ fn check_types(
     opset: i64,
 ) -> std::result::Result<(), String> {
     let declared: Vec<&TensorType> = outputs.iter().map(|(_, ty)| ty).collect();
-    let expected: Vec<TensorType> = if node.domain == LMS_DOMAIN && [SWAP_IN_OP, SWAP_OUT_OP].contains(&node.op.as_str()) {
-        match inputs {
-            [Some(v)] => vec![v.ty.clone()],
-            _ => return Err("a swap op reads exactly one tensor".into()),
-        }
-    } else if node.domain.is_empty() && !node.parameterized {
-        let refs: Vec<Option<&Value>> = inputs.iter().map(Option::as_ref).collect();
-        let request = shape::Node { op: &node.op, opset, attrs: &node.attrs, inputs: &refs, num_outputs: outputs.len() };
-        shape::infer(&request).map_err(|e| e.to_string())?.into_iter().map(|v| v.ty).collect()
-    } else {
-        return Ok(());
-    };
+    let expected: Vec<TensorType> =
+        if node.domain == LMS_DOMAIN && [SWAP_IN_OP, SWAP_OUT_OP].contains(&node.op.as_str()) {
+            match inputs {
+                [Some(v)] => vec![v.ty.clone()],
+                _ => return Err("a swap op reads exactly one tensor".into()),
+            }
+        } else if node.domain.is_empty() && !node.parameterized {
+            let refs: Vec<Option<&Value>> = inputs.iter().map(Option::as_ref).collect();
+            let request =
+                shape::Node { op: &node.op, opset, attrs: &node.attrs, inputs: &refs, num_outputs: outputs.len() };
+            shape::infer(&request).map_err(|e| e.to_string())?.into_iter().map(|v| v.ty).collect()
+        } else {
+            return Ok(());
+        };
     if declared.iter().copied().ne(expected.iter()) {
         let show = |tys: Vec<String>| tys.join(", ");
         return Err(format!(

@@ -21,6 +21,12 @@ impl Builder {
         Builder { graph: Graph::new(name, opset), phase: Phase::Forward, names: HashSet::new() }
     }
 
+    /// Continues building `graph`: new names avoid its node names.
+    pub fn resume(graph: Graph) -> Builder {
+        let names = graph.node_ids().map(|id| graph.node(id).name.clone()).collect();
+        Builder { graph, phase: Phase::Forward, names }
+    }
+
     /// `wanted` if unused, else `wanted_2`, `wanted_3`, ...
     pub fn unique(&mut self, wanted: &str) -> String {
         let mut name = wanted.to_string();

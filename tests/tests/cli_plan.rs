@@ -1,0 +1,100 @@
+//! The plan in the .lms file end to end: `lms compile --budget` records the
+//! strategy and budgets, `lms simulate` reads them back and says whether
+//! the graph fits, compiles are byte-identical, and the pipeline stops and
+//! dumps where it is told.
+
+use lms_tests::lms;
+use std::path::{Path, PathBuf};
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("lms-cli-plan-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+fn ok(args: &[&str]) -> String {
+    let out = lms(args);
+    assert!(out.status.success(), "lms {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Compiles tiny_gpt at batch 32 with Adam and TFLMS, plus `extra` flags.
+fn compile_tiny_gpt(out: &Path, extra: &[&str]) -> String {
+    let mut args = vec![
+        "compile",
+        "fixtures/models/tiny_gpt.onnx",
+        "--batch",
+        "32",
+        "--train",
+        "adam",
+        "--strategy",
+        "tflms",
+        "-o",
+        out.to_str().unwrap(),
+    ];
+    args.extend(extra);
+    ok(&args)
+}
+
+#[test]
+fn simulate_reads_the_budgets_and_strategy_from_the_file() {
+    let graph = scratch("budget.lms");
+    let report = compile_tiny_gpt(&graph, &["--budget", "2200KiB", "--host-budget", "1GiB"]);
+    assert!(report.contains("n_tensors and lb chosen by the budget search"), "{report}");
+    let sim: serde_json::Value = serde_json::from_str(&ok(&["simulate", graph.to_str().unwrap(), "--json"])).unwrap();
+    assert_eq!(sim["budget_device_bytes"], 2252800);
+    assert_eq!(sim["budget_host_bytes"], 1u64 << 30);
+    assert_eq!(sim["strategy"], "tflms");
+    assert_eq!(sim["fits"], true);
+    let peak = sim["peak_device_bytes"].as_i64().unwrap();
+    assert_eq!(sim["device_margin_bytes"].as_i64().unwrap(), 2252800 - peak);
+    // `lms run` takes the planned device budget as its limit.
+    let run: serde_json::Value =
+        serde_json::from_str(&ok(&["run", graph.to_str().unwrap(), "--steps", "1", "--json"])).unwrap();
+    assert_eq!(run["peak_device_bytes"].as_i64().unwrap(), peak);
+}
+
+#[test]
+fn a_graph_without_a_budget_has_no_verdict() {
+    let graph = scratch("plain.lms");
+    ok(&["compile", "fixtures/models/mlp.onnx", "--batch", "4", "-o", graph.to_str().unwrap()]);
+    let sim: serde_json::Value = serde_json::from_str(&ok(&["simulate", graph.to_str().unwrap(), "--json"])).unwrap();
+    assert_eq!(sim["strategy"], "none");
+    assert!(sim["budget_device_bytes"].is_null() && sim["fits"].is_null(), "{sim}");
+}
+
+#[test]
+fn compiles_are_byte_identical_with_and_without_a_budget() {
+    for extra in [&[][..], &["--budget", "2200KiB"][..]] {
+        let (a, b) = (scratch("a.lms"), scratch("b.lms"));
+        compile_tiny_gpt(&a, extra);
+        compile_tiny_gpt(&b, extra);
+        assert_eq!(std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap(), "flags {extra:?}");
+    }
+}
+
+#[test]
+fn a_given_knob_is_kept_and_the_report_says_which_were_chosen() {
+    let graph = scratch("lb.lms");
+    let report = compile_tiny_gpt(&graph, &["--budget", "2200KiB", "--lb", "2"]);
+    assert!(report.contains("lb 2; n_tensors chosen by the budget search"), "{report}");
+}
+
+#[test]
+fn the_pipeline_stops_and_dumps_after_a_named_pass() {
+    let (graph, dump) = (scratch("stopped.lms"), scratch("autodiff.txt"));
+    let report =
+        compile_tiny_gpt(&graph, &["--dump-after", "autodiff", dump.to_str().unwrap(), "--stop-after", "optimizer"]);
+    assert!(report.contains("peak device"), "{report}");
+    let text = std::fs::read_to_string(&dump).unwrap();
+    assert!(text.contains("/grad/") && !text.contains("AdamUpdate"), "autodiff's output has gradients, no updates");
+    let stopped = ok(&["simulate", graph.to_str().unwrap()]);
+    assert!(stopped.contains("strategy     none"), "stopped before tflms: {stopped}");
+    let out = lms(&["compile", "fixtures/models/mlp.onnx", "--stop-after", "tflms", "-o", graph.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        err.trim(),
+        "lms: error: no pass named 'tflms' in this compile (passes: import, autodiff, optimizer, verify)"
+    );
+}

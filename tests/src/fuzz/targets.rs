@@ -68,7 +68,7 @@ fn lms_seeds() -> (HashMap<String, Graph>, Vec<Vec<u8>>) {
         let graph = train::build(&model.graph, &options).unwrap_or_else(|e| panic!("{e}"));
         let (rewritten, _) = tflms::rewrite(&graph, &TflmsConfig::default()).unwrap_or_else(|e| panic!("{e}"));
         for g in [&graph, &rewritten] {
-            let mut seed = serialize::to_proto(g, None, &[]).unwrap_or_else(|e| panic!("{e}"));
+            let mut seed = serialize::to_proto(g, &[]).unwrap_or_else(|e| panic!("{e}"));
             for t in seed.tensors.iter_mut().filter(|t| t.data.len() > MAX_SEED_DATA_BYTES) {
                 t.data.clear();
             }

@@ -457,18 +457,16 @@ mod tests {
     }
 
     #[test]
-    fn creating_the_backend_without_a_driver_fails_cleanly() {
-        match unavailable() {
-            Some(reason) => {
-                let err = CudaBackend::new(0, 1 << 30).err().map(|e| e.to_string());
-                assert_eq!(err, Some(format!("cuda backend: {reason}")));
-                eprintln!("skipped the GPU part: {reason}");
-            }
-            None => {
-                let backend = CudaBackend::new(0, 1 << 28).unwrap_or_else(|e| panic!("{e}"));
-                assert!(!backend.device_name().is_empty());
-                assert!(backend.arena_stats().capacity >= 1 << 28);
-            }
+    fn the_backend_starts_on_a_gpu_and_fails_cleanly_without_a_driver() {
+        let runs = gpu_test_gate("the CUDA backend").unwrap_or_else(|why| panic!("{why}"));
+        if runs {
+            let backend = CudaBackend::new(0, 1 << 28).unwrap_or_else(|e| panic!("{e}"));
+            assert!(!backend.device_name().is_empty());
+            assert!(backend.arena_stats().capacity >= 1 << 28);
+        } else {
+            let reason = unavailable().expect("no driver");
+            let err = CudaBackend::new(0, 1 << 30).err().map(|e| e.to_string());
+            assert_eq!(err, Some(format!("cuda backend: {reason}")));
         }
     }
 }

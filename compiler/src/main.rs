@@ -194,6 +194,12 @@ struct CompileArgs {
     /// End the pipeline after pass PASS; the .lms file holds the graph at that point.
     #[arg(long, value_name = "PASS")]
     stop_after: Option<String>,
+    /// Print nothing on success.
+    #[arg(long, short, conflicts_with = "verbose")]
+    quiet: bool,
+    /// Also list each decision (every swapped tensor, its swap-ins and their triggers).
+    #[arg(long, short)]
+    verbose: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -383,12 +389,23 @@ fn compile(args: &CompileArgs) -> Result<(), Error> {
         depfile: args.depfile.clone(),
         verify: !args.no_verify,
     };
-    let report = lms_compiler::compile::compile(&options)?;
+    let started = std::time::Instant::now();
+    let spinner = (!args.quiet).then(|| spinner(format!("compiling {}", args.model.display())));
+    let report = lms_compiler::compile::compile(&options);
+    if let Some(s) = spinner {
+        s.finish_and_clear();
+    }
+    let report = report?;
     for warning in &report.training.warnings {
         eprintln!("lms: warning: {warning}");
     }
-    print!("{}", report.to_text());
-    eprintln!("lms: wrote {}", args.output.display());
+    if !args.quiet {
+        print!("{}", report.summary());
+        if args.verbose {
+            print!("{}", report.decisions());
+        }
+        println!("wrote           {} in {:.2} s", args.output.display(), started.elapsed().as_secs_f64());
+    }
     Ok(())
 }
 
@@ -470,6 +487,14 @@ fn loss(kind: LossKind) -> Loss {
     }
 }
 
+/// A spinner with `message` on stderr while long work runs; drawn only on a
+/// terminal (indicatif hides it when stderr is piped).
+fn spinner(message: String) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new_spinner().with_message(message);
+    bar.enable_steady_tick(std::time::Duration::from_millis(120));
+    bar
+}
+
 fn max_batch(args: &MaxBatchArgs) -> Result<(), Error> {
     let frontend = FrontendOptions { batch: None, dims: args.dims.iter().cloned().collect() };
     let train =
@@ -478,8 +503,13 @@ fn max_batch(args: &MaxBatchArgs) -> Result<(), Error> {
     let search = |strategy| {
         lms_compiler::max_batch::max_batch(&args.model, &frontend, &train, strategy, args.budget, host, args.limit)
     };
-    let plain = search(None)?;
-    let tflms = search(Some(&TflmsConfig::default()))?;
+    let progress = spinner("largest batch without rewriting".into());
+    let plain = search(None);
+    progress.set_message("largest batch with tflms");
+    let default_knobs = TflmsConfig::default();
+    let tflms = plain.and_then(|plain| Ok((plain, search(Some(&default_knobs))?)));
+    progress.finish_and_clear();
+    let (plain, tflms) = tflms?;
     if args.json {
         let json = serde_json::json!({ "budget_bytes": args.budget, "host_budget_bytes": host, "none": plain, "tflms": tflms });
         println!("{}", serde_json::to_string_pretty(&json).map_err(|e| Error::Usage(e.to_string()))?);
@@ -502,7 +532,10 @@ fn verify(args: &VerifyArgs) -> Result<(), Error> {
     let (original, _) = emit::serialize::read(&args.original)?;
     let (rewritten, _) = emit::serialize::read(&args.rewritten)?;
     let in_rewritten = |e: Error| e.in_file(&args.rewritten);
-    let report = egraph::check(&original, &rewritten, &egraph::Limits::default()).map_err(in_rewritten)?;
+    let progress = spinner(format!("proving {} equivalent", args.rewritten.display()));
+    let report = egraph::check(&original, &rewritten, &egraph::Limits::default());
+    progress.finish_and_clear();
+    let report = report.map_err(in_rewritten)?;
     print!("{}", report.to_text(args.verbose));
     report.require_proven().map_err(in_rewritten)?;
     Ok(())

@@ -6,6 +6,7 @@
 //! - [`contract`]: decoding and validation of `.lms` files, dtype sizes, lms op names and
 //!   the memory release rules, which the compiler and the runtime both use.
 //! - [`trace`]: the Chrome-trace form of a step's timeline, predicted or measured.
+//! - [`units`]: byte counts for people and the default host budget.
 
 /// ONNX model messages (official field numbers).
 pub mod onnx {
@@ -19,6 +20,7 @@ pub mod lms {
 
 pub mod contract;
 pub mod trace;
+pub mod units;
 
 /// Version of `lms.proto` this build writes and accepts.
 pub const LMS_FORMAT_VERSION: u32 = 1;

@@ -64,11 +64,15 @@ pub fn external_files(model: &ModelProto, base_dir: &Path) -> Vec<std::path::Pat
 
 /// Reads and decodes a `ModelProto` without importing it.
 pub fn read_model(path: &Path) -> Result<ModelProto> {
+    decode_model(&read_model_bytes(path)?)
+}
+
+/// The bytes of a model file (a directory is an error).
+pub fn read_model_bytes(path: &Path) -> Result<Vec<u8>> {
     if path.is_dir() {
         return Err(Error::IsDirectory);
     }
-    let bytes = std::fs::read(path)?;
-    decode_model(&bytes)
+    Ok(std::fs::read(path)?)
 }
 
 /// Decodes a `ModelProto` from bytes.

@@ -61,6 +61,15 @@ pub enum Error {
         format_bytes(*.budget)
     )]
     OverBudget { pool: &'static str, needed: u64, budget: u64, op: String },
+    /// The budget planner finds no plan within the device budget: `why`
+    /// names the op whose own working set exceeds it (or the op where the
+    /// best plan peaks); `smallest` is the smallest peak any plan reaches.
+    #[error(
+        "does not fit in {} of device memory: {why}; the smallest peak any plan reaches is {}",
+        format_bytes(*.budget),
+        format_bytes(*.smallest)
+    )]
+    NoPlan { why: String, smallest: u64, budget: u64 },
     /// A rewritten graph not proven to compute what its original does;
     /// `what` names the first output or variable update at fault.
     #[error("rewrite not proven equivalent: {what} {reason}")]

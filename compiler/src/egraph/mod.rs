@@ -18,7 +18,7 @@ pub mod rules;
 mod saturate;
 mod terms;
 #[cfg(test)]
-mod testing;
+pub(crate) mod testing;
 pub mod verify;
 
 pub use propagate::{propagate, Merge, SplitPlan, SplitRequest};

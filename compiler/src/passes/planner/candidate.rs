@@ -100,6 +100,39 @@ impl Queue {
     }
 }
 
+impl Queue {
+    /// Puts a costed candidate back.
+    pub fn push(&mut self, c: Candidate) {
+        self.heap.push(Entry(c));
+    }
+
+    /// Among the candidates that remove at least `excess` bytes each, the one
+    /// with the smallest extra time under `recost` (which returns `None` for
+    /// one no longer possible); it stays queued. Stored costs are lower
+    /// bounds, so candidates are re-costed in their order until none stored
+    /// is cheaper than the best found.
+    pub fn cheapest_covering(
+        &self,
+        excess: u64,
+        mut recost: impl FnMut(&Candidate) -> Option<Candidate>,
+    ) -> Option<Candidate> {
+        let mut covering: Vec<&Candidate> = self.heap.iter().map(|e| &e.0).filter(|c| c.bytes >= excess).collect();
+        covering.sort_by(|a, b| a.extra_seconds.total_cmp(&b.extra_seconds).then(a.rank(b)));
+        let mut best: Option<Candidate> = None;
+        for stored in covering {
+            if best.as_ref().is_some_and(|b| b.extra_seconds <= stored.extra_seconds) {
+                break;
+            }
+            if let Some(fresh) = recost(stored) {
+                if best.as_ref().is_none_or(|b| fresh.extra_seconds < b.extra_seconds) {
+                    best = Some(fresh);
+                }
+            }
+        }
+        best
+    }
+}
+
 /// Seconds of a swap-in triggered after position `trigger` that are not
 /// hidden behind the compute before the tensor's first backward reader.
 pub(super) fn swap_in_exposed(facts: &Facts<'_>, d: &Droppable, trigger: usize) -> f64 {
@@ -122,16 +155,18 @@ pub(super) fn link_overload(facts: &Facts<'_>, bytes: u64, already: u64) -> f64 
 impl Planner<'_, '_> {
     /// Costs candidate `c` at the peak `step`; `None` when it is not possible
     /// (tensor already decided, not freed at the step, no host room, a chain
-    /// reads it there, or no recompute chain within the bound). A swap of a
-    /// tensor already swapped whose swap-in starts before `step` delays the
-    /// swap-in to `step`; its cost is the extra exposed transfer.
+    /// reads it there, or no recompute chain within the bound). For a tensor
+    /// already swapped whose swap-in starts before `step`, a swap delays the
+    /// swap-in to `step` (cost: the extra exposed transfer) and a recompute
+    /// replaces the swap (cost: the chain less what the swap cost).
     pub(super) fn cost(&self, c: &Candidate, step: usize) -> Option<Candidate> {
         let facts = self.facts;
         let d = &facts.droppable[c.index];
-        // A swapped tensor whose swap-in starts before the peak may start later.
+        // A swapped tensor whose swap-in starts before the peak may start
+        // later, or be recomputed instead.
         let swapped_until = match self.state[c.index] {
             State::Kept => None,
-            State::Swapped { trigger } if c.what == Move::Swap && trigger < step => Some(trigger),
+            State::Swapped { trigger } if trigger < step => Some(trigger),
             _ => return None,
         };
         if !d.covers(step) {
@@ -165,7 +200,10 @@ impl Planner<'_, '_> {
                     return None;
                 }
                 let chain = self.chain(d)?;
-                let extra = chain.seconds(&facts.speeds.node_seconds);
+                let undone_swap = swapped_until.map_or(0.0, |old| {
+                    swap_in_exposed(facts, d, old) + link_overload(facts, d.bytes, self.swapped_bytes - d.bytes)
+                });
+                let extra = chain.seconds(&facts.speeds.node_seconds) - undone_swap;
                 (Kind::Recompute { chain }, extra)
             }
         };

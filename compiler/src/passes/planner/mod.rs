@@ -19,7 +19,9 @@
 //! O(log n) (the rematerialization approach of XLA) instead of re-simulating
 //! the graph per probe, and candidates wait in a lazy priority queue: costs
 //! only grow as decisions accumulate, so a popped candidate is re-costed and
-//! taken when it is still the cheapest. Ties go to the larger tensor, then
+//! taken when it is still the cheapest; when it removes more than the
+//! peak's excess, a candidate that removes the whole excess for less extra
+//! time in total is taken instead. Ties go to the larger tensor, then
 //! the lower tensor id, then swap before recompute: the plan is
 //! deterministic.
 //!
@@ -31,6 +33,7 @@
 mod apply;
 mod candidate;
 mod facts;
+mod report;
 #[cfg(test)]
 mod milp;
 #[cfg(test)]
@@ -39,6 +42,7 @@ mod tracker;
 
 pub use apply::apply;
 pub use facts::{Droppable, Facts, Speeds};
+pub use report::{decision_reports, DecisionReport};
 
 use crate::analysis::memory;
 use crate::analysis::order;
@@ -167,7 +171,22 @@ impl Planner<'_, '_> {
                 queue = Queue::new(self.candidates_at(step));
                 queued_for = Some(step);
             }
-            let Some(taken) = queue.pop_cheapest(|c| self.cost(c, step)) else { return };
+            let Some(cheapest) = queue.pop_cheapest(|c| self.cost(c, step)) else { return };
+            // The last bytes of a peak: one candidate that covers them all may
+            // cost less in total than the cheapest per byte.
+            let excess = peak - self.options.device_budget;
+            let whole = if cheapest.bytes > excess {
+                queue.cheapest_covering(excess, |c| self.cost(c, step))
+            } else {
+                None
+            };
+            let taken = match whole {
+                Some(whole) if whole.extra_seconds < cheapest.extra_seconds => {
+                    queue.push(cheapest);
+                    whole
+                }
+                _ => cheapest,
+            };
             self.take(taken, step);
         }
     }
@@ -193,18 +212,18 @@ impl Planner<'_, '_> {
         let d = &self.facts.droppable[c.index];
         let bytes = d.bytes as i64;
         let kind = c.kind.expect("a costed candidate has its decision");
+        // A swapped tensor is decided again: a later swap-in, or a recompute.
+        let previous = match self.state[c.index] {
+            State::Swapped { trigger } => Some(trigger),
+            _ => None,
+        };
+        if let Some(old) = previous {
+            self.device.add(d.last_forward + 1, old, bytes);
+            self.host.add(d.made + 1, old, -bytes);
+            self.swapped_bytes -= d.bytes;
+        }
         match &kind {
             Kind::Swap { trigger } => {
-                if let State::Swapped { trigger: old } = self.state[c.index] {
-                    // A delayed swap-in: the decision already taken changes.
-                    self.device.add(old + 1, *trigger, -bytes);
-                    self.host.add(old + 1, *trigger, bytes);
-                    self.state[c.index] = State::Swapped { trigger: *trigger };
-                    let decision = self.decisions.iter_mut().find(|x| x.tensor == d.tensor).expect("swapped before");
-                    decision.kind = kind;
-                    decision.extra_seconds += c.extra_seconds;
-                    return;
-                }
                 self.device.add(d.last_forward + 1, *trigger, -bytes);
                 self.host.add(d.made + 1, *trigger, bytes);
                 self.swapped_bytes += d.bytes;
@@ -220,6 +239,12 @@ impl Planner<'_, '_> {
                 }
                 self.state[c.index] = State::Recomputed { chain: chain.clone() };
             }
+        }
+        if previous.is_some() {
+            let decision = self.decisions.iter_mut().find(|x| x.tensor == d.tensor).expect("decided before");
+            decision.kind = kind;
+            decision.extra_seconds += c.extra_seconds;
+            return;
         }
         self.decisions.push(Decision {
             tensor: d.tensor,
@@ -379,6 +404,8 @@ pub fn largest_working_set(g: &Graph, schedule: &[NodeId]) -> (NodeId, u64) {
 pub struct Fitted {
     pub graph: Graph,
     pub plan: Plan,
+    /// Each decision with its ΔM, ΔT and why.
+    pub reports: Vec<DecisionReport>,
     /// Simulated peaks of `graph` (the memory simulator, not the planner's estimate).
     pub device_peak: u64,
     pub host_peak: u64,
@@ -397,7 +424,8 @@ pub fn fit(g: &Graph, speeds: &Speeds, options: PlanOptions) -> Result<Fitted> {
         let peak_op = &graph.node(new_schedule[profile.peak_step]).name;
         return Err(no_plan(g, &schedule, profile.peak_bytes, peak_op, options.device_budget));
     }
-    Ok(Fitted { graph, plan, device_peak: profile.peak_bytes, host_peak: profile.host_peak_bytes })
+    let reports = decision_reports(&facts, &plan.decisions);
+    Ok(Fitted { graph, plan, reports, device_peak: profile.peak_bytes, host_peak: profile.host_peak_bytes })
 }
 
 /// The one-line error for a graph no plan fits: the op whose own working

@@ -5,7 +5,7 @@
 //! original does not, and the verifier proves it computes the same outputs
 //! and updates.
 
-use lms_compiler::analysis::{memory, order};
+use lms_compiler::analysis::memory;
 use lms_compiler::frontend::{self, FrontendOptions};
 use lms_compiler::ir::Graph;
 use lms_compiler::passes::planner::{self, Kind, PlanOptions, Speeds, DEFAULT_MAX_CHAIN};
@@ -21,7 +21,7 @@ fn training_graph(path: &Path, batch: usize) -> Graph {
     let options = TrainOptions {
         loss: Loss::SoftmaxCrossEntropy,
         optimizer: Optimizer::Momentum { lr: 0.05, momentum: 0.9 },
-        trainable: vec![],
+        ..Default::default()
     };
     train::build(&model.graph, &options).unwrap()
 }
@@ -59,11 +59,13 @@ fn train_bits(g: &Graph) -> (Vec<u32>, BTreeMap<String, Vec<u8>>, u64, u64) {
 
 #[test]
 fn planned_graphs_train_bit_for_bit_and_fit_where_the_original_does_not() {
-    for (name, path) in [("cnn_residual", fixture("models/cnn_residual.onnx")), ("tiny_gpt", fixture("models/tiny_gpt.onnx"))] {
+    for (name, path) in
+        [("cnn_residual", fixture("models/cnn_residual.onnx")), ("tiny_gpt", fixture("models/tiny_gpt.onnx"))]
+    {
         let original = training_graph(&path, 4);
-        let before = memory::simulate(&original, &order::schedule(&original).unwrap());
+        let before = memory::simulate(&original, original.schedule());
         let (losses_a, vars_a, _, _) = train_bits(&original);
-        let schedule = order::schedule(&original).unwrap();
+        let schedule = original.schedule().to_vec();
         for host_budget in [u64::MAX, 0] {
             // Halfway between the smallest peak the planner reaches and the original's.
             let options = PlanOptions { device_budget: 0, host_budget, max_chain: DEFAULT_MAX_CHAIN };
@@ -71,8 +73,7 @@ fn planned_graphs_train_bit_for_bit_and_fit_where_the_original_does_not() {
             let budget = smallest + (before.peak_bytes - smallest) / 2;
             let options = PlanOptions { device_budget: budget, ..options };
             let fitted = planner::fit(&original, &speeds(&original), options).unwrap();
-            let recomputes =
-                fitted.plan.decisions.iter().filter(|d| matches!(d.kind, Kind::Recompute { .. })).count();
+            let recomputes = fitted.plan.decisions.iter().filter(|d| matches!(d.kind, Kind::Recompute { .. })).count();
             let swaps = fitted.plan.decisions.len() - recomputes;
             println!(
                 "{name} host budget {host_budget}: {recomputes} recomputed, {swaps} swapped, peak {} -> {} (budget {budget})",
@@ -86,7 +87,7 @@ fn planned_graphs_train_bit_for_bit_and_fit_where_the_original_does_not() {
             let (losses_b, vars_b, peak_b, host_b) = train_bits(g);
             assert_eq!(losses_a, losses_b, "{name}: losses differ after planning");
             assert_eq!(vars_a, vars_b, "{name}: parameters differ after planning");
-            let sim = memory::simulate(g, &order::schedule(g).unwrap());
+            let sim = memory::simulate(g, g.schedule());
             assert_eq!((peak_b, host_b), (sim.peak_bytes, sim.host_peak_bytes), "{name}: runtime vs simulated peaks");
             assert!(peak_b <= budget, "{name}: {peak_b} over the budget {budget}");
             session(g, budget).step().unwrap();

@@ -143,7 +143,7 @@ mod tests {
     }
 
     fn positions(net: &Net) -> Vec<usize> {
-        let schedule = crate::analysis::order::schedule(&net.g).unwrap();
+        let schedule = net.g.schedule();
         let mut position = vec![0; net.g.node_bound()];
         for (i, id) in schedule.iter().enumerate() {
             position[id.index()] = i;

@@ -147,7 +147,8 @@ pub(super) fn link_overload(facts: &Facts<'_>, bytes: u64, already: u64) -> f64 
     let over = |moved: u64, bandwidth: f64, hidden: f64| (moved as f64 / bandwidth - hidden).max(0.0);
     let s = facts.speeds;
     let (before, after) = (already, already + bytes);
-    over(after, s.d2h_bytes_per_second, facts.forward_seconds) - over(before, s.d2h_bytes_per_second, facts.forward_seconds)
+    over(after, s.d2h_bytes_per_second, facts.forward_seconds)
+        - over(before, s.d2h_bytes_per_second, facts.forward_seconds)
         + over(after, s.h2d_bytes_per_second, facts.backward_seconds)
         - over(before, s.h2d_bytes_per_second, facts.backward_seconds)
 }

@@ -33,9 +33,9 @@
 mod apply;
 mod candidate;
 mod facts;
-mod report;
 #[cfg(test)]
 mod milp;
+pub mod report;
 #[cfg(test)]
 mod tests;
 mod tracker;
@@ -45,7 +45,6 @@ pub use facts::{Droppable, Facts, Speeds};
 pub use report::{decision_reports, DecisionReport};
 
 use crate::analysis::memory;
-use crate::analysis::order;
 use crate::error::{Error, Result};
 use crate::ir::{Graph, NodeId, TensorId};
 use crate::passes::recompute::Chain;
@@ -175,11 +174,8 @@ impl Planner<'_, '_> {
             // The last bytes of a peak: one candidate that covers them all may
             // cost less in total than the cheapest per byte.
             let excess = peak - self.options.device_budget;
-            let whole = if cheapest.bytes > excess {
-                queue.cheapest_covering(excess, |c| self.cost(c, step))
-            } else {
-                None
-            };
+            let whole =
+                if cheapest.bytes > excess { queue.cheapest_covering(excess, |c| self.cost(c, step)) } else { None };
             let taken = match whole {
                 Some(whole) if whole.extra_seconds < cheapest.extra_seconds => {
                     queue.push(cheapest);
@@ -414,16 +410,20 @@ pub struct Fitted {
 /// Plans `g` for `options`' budgets and applies the plan. Fails with
 /// [`Error::NoPlan`] when no plan fits the device budget.
 pub fn fit(g: &Graph, speeds: &Speeds, options: PlanOptions) -> Result<Fitted> {
-    let schedule = order::schedule(g)?;
+    let schedule = g.schedule().to_vec();
     let facts = Facts::new(g, &schedule, speeds);
     let plan = plan_with(&facts, options);
     let graph = apply(&facts, &plan.decisions)?;
-    let new_schedule = order::schedule(&graph)?;
-    let profile = memory::simulate(&graph, &new_schedule);
+    let new_schedule = graph.schedule();
+    let profile = memory::simulate(&graph, new_schedule);
     if !plan.fits || profile.peak_bytes > options.device_budget {
         let peak_op = &graph.node(new_schedule[profile.peak_step]).name;
         return Err(no_plan(g, &schedule, profile.peak_bytes, peak_op, options.device_budget));
     }
+    let mut graph = graph;
+    graph.plan.strategy = "auto".into();
+    graph.plan.budget_device_bytes = Some(options.device_budget);
+    graph.plan.budget_host_bytes = Some(options.host_budget);
     let reports = decision_reports(&facts, &plan.decisions);
     Ok(Fitted { graph, plan, reports, device_peak: profile.peak_bytes, host_peak: profile.host_peak_bytes })
 }

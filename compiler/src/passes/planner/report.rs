@@ -30,10 +30,9 @@ pub fn decision_reports(facts: &Facts<'_>, decisions: &[Decision]) -> Vec<Decisi
         .map(|decision| {
             let d = &facts.droppable[facts.index[decision.tensor.index()].expect("decisions are on droppable tensors")];
             let (kind, how) = match &decision.kind {
-                Kind::Swap { trigger } => (
-                    "swap",
-                    format!("swapped out after '{}', in after '{}'", name(d.last_forward), name(*trigger)),
-                ),
+                Kind::Swap { trigger } => {
+                    ("swap", format!("swapped out after '{}', in after '{}'", name(d.last_forward), name(*trigger)))
+                }
                 Kind::Recompute { chain } => {
                     let ops: Vec<&str> = chain.nodes.iter().map(|&n| g.node(n).op.as_str()).collect();
                     ("recompute", format!("re-made by {} before '{}'", ops.join("→"), name(d.first_backward)))

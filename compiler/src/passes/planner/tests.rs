@@ -11,7 +11,7 @@ fn training_graph(model: &str, batch: usize) -> Graph {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/models").join(model);
     let model = frontend::load(&path, &FrontendOptions { batch: Some(batch), ..Default::default() }).unwrap();
     let options =
-        TrainOptions { loss: Loss::SoftmaxCrossEntropy, optimizer: Optimizer::Sgd { lr: 0.1 }, trainable: vec![] };
+        TrainOptions { loss: Loss::SoftmaxCrossEntropy, optimizer: Optimizer::Sgd { lr: 0.1 }, ..Default::default() };
     train::build(&model.graph, &options).unwrap()
 }
 
@@ -38,7 +38,7 @@ fn options(device_budget: u64, host_budget: u64) -> PlanOptions {
 fn plans_fit_their_budget_and_are_proven_equal() {
     for model in ["cnn_residual.onnx", "tiny_gpt.onnx", "mlp.onnx"] {
         let g = training_graph(model, 8);
-        let schedule = order::schedule(&g).unwrap();
+        let schedule = g.schedule().to_vec();
         let before = memory::simulate(&g, &schedule);
         let speeds = speeds(&g);
         for (fraction, host) in [(90, u64::MAX), (70, u64::MAX), (70, 0)] {
@@ -58,7 +58,7 @@ fn plans_fit_their_budget_and_are_proven_equal() {
 #[test]
 fn a_budget_below_an_ops_working_set_names_the_op() {
     let g = training_graph("cnn_residual.onnx", 8);
-    let schedule = order::schedule(&g).unwrap();
+    let schedule = g.schedule().to_vec();
     let (op, working_set) = largest_working_set(&g, &schedule);
     let err = fit(&g, &speeds(&g), options(working_set - 1, u64::MAX)).unwrap_err().to_string();
     assert!(err.contains(&format!("op '{}' alone needs", g.node(op).name)), "{err}");
@@ -71,7 +71,7 @@ fn the_greedy_is_within_ten_percent_of_the_optimum() {
     // The tiny GPT's program (hundreds of binaries) is beyond the solver's reach in a test.
     for model in ["cnn_residual.onnx", "mlp.onnx"] {
         let g = training_graph(model, 8);
-        let schedule = order::schedule(&g).unwrap();
+        let schedule = g.schedule().to_vec();
         let before = memory::simulate(&g, &schedule);
         for link in [5e9, 0.5e9] {
             let speeds = speeds_with_link(&g, link);
@@ -87,7 +87,9 @@ fn the_greedy_is_within_ten_percent_of_the_optimum() {
                 assert!(plan.fits, "{model} at {fraction}%, link {link}: the optimum fits, the greedy does not");
                 let greedy = (base + extra_seconds(&facts, &plan.decisions)) / base;
                 let optimal = (base + best) / base;
-                println!("{model} {fraction}% link {link} host {host}: overhead greedy {greedy:.4}, optimum {optimal:.4}");
+                println!(
+                    "{model} {fraction}% link {link} host {host}: overhead greedy {greedy:.4}, optimum {optimal:.4}"
+                );
                 assert!(greedy <= optimal * 1.10, "{model} at {fraction}%: greedy {greedy} vs optimum {optimal}");
                 compared += 1;
             }

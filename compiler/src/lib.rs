@@ -11,6 +11,8 @@
 pub mod analysis;
 pub mod builder;
 pub mod compile;
+#[cfg(feature = "cli")]
+pub mod dataset;
 pub mod egraph;
 pub mod emit;
 mod error;
@@ -18,6 +20,8 @@ pub mod frontend;
 pub mod inspect;
 pub mod ir;
 pub mod max_batch;
+#[cfg(feature = "cli")]
+pub mod npz;
 pub mod passes;
 pub mod pipeline;
 pub mod provenance;

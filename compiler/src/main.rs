@@ -6,7 +6,7 @@ use lms_compiler::frontend::{self, FrontendOptions};
 use lms_compiler::inspect::InspectReport;
 use lms_compiler::passes::tflms::{CtrldStrategy, FreeKnobs, TflmsConfig};
 use lms_compiler::pipeline::PassOptions;
-use lms_compiler::run::{DeviceKind, MemoryLimits};
+use lms_compiler::run::{DeviceKind, MemoryLimits, RunPlan, SaveOnnx};
 use lms_compiler::simulate::SimulateReport;
 use lms_compiler::train::{Loss, Optimizer, TrainOptions};
 use lms_compiler::{egraph, emit, Error};
@@ -30,7 +30,7 @@ enum Command {
     Compile(Box<CompileArgs>),
     /// Memory over the schedule of a .lms file, without a GPU.
     Simulate(SimulateArgs),
-    /// Train a .lms graph on synthetic data; report loss, peak memory and speed.
+    /// Train a .lms graph on synthetic data or an .npz file; report loss, peak memory and speed.
     Run(RunArgs),
     /// The largest batch whose training graph fits a device budget (simulated).
     MaxBatch(MaxBatchArgs),
@@ -85,9 +85,27 @@ struct RunArgs {
     /// Backend that executes the graph.
     #[arg(long, value_enum, default_value = "cpu")]
     device: DeviceArg,
-    /// Training steps.
-    #[arg(long, default_value_t = 10)]
+    /// Training steps on synthetic data.
+    #[arg(long, default_value_t = 10, conflicts_with = "data")]
     steps: usize,
+    /// Train on this .npz file: one array per graph input (and `labels` or `target`), samples along axis 0.
+    #[arg(long, value_name = "FILE.npz")]
+    data: Option<PathBuf>,
+    /// Passes over --data.
+    #[arg(long, default_value_t = 1, requires = "data")]
+    epochs: usize,
+    /// Start from the variables and optimizer state saved by --save-state.
+    #[arg(long, value_name = "STATE.npz")]
+    resume: Option<PathBuf>,
+    /// After training, save every variable, optimizer slot and the step count as .npz.
+    #[arg(long, value_name = "STATE.npz")]
+    save_state: Option<PathBuf>,
+    /// After training, write the original forward model with the trained weights.
+    #[arg(long, value_name = "OUT.onnx")]
+    save_onnx: Option<PathBuf>,
+    /// The model the graph was compiled from, for --save-onnx (default: the one its metadata names).
+    #[arg(long, value_name = "MODEL.onnx", requires = "save_onnx")]
+    model: Option<PathBuf>,
     /// Device memory budget, a hard limit (e.g. 16GiB); default the plan's
     /// device budget, else unlimited.
     #[arg(long, value_parser = parse_size)]
@@ -448,16 +466,24 @@ fn run(args: &RunArgs) -> Result<(), Error> {
         DeviceArg::Cpu => DeviceKind::Cpu,
         DeviceArg::Cuda => DeviceKind::Cuda,
     };
+    let plan = RunPlan {
+        steps: args.steps,
+        data: args.data.clone(),
+        epochs: args.epochs,
+        resume: args.resume.clone(),
+        save_state: args.save_state.clone(),
+        save_onnx: args.save_onnx.clone().map(|output| SaveOnnx { output, model: args.model.clone() }),
+        trace: args.trace.is_some(),
+    };
     let bar = indicatif::ProgressBar::new(args.steps as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} steps, loss {msg}").expect("valid template"),
     );
-    let report =
-        lms_compiler::run::run(&args.graph, device, args.steps, limits, args.seed, args.trace.is_some(), |step| {
-            bar.set_message(step.loss.map_or_else(String::new, |l| format!("{l:.4}")));
-            bar.inc(1);
-        })
-        .map_err(|e| Error::Usage(e.to_string()));
+    let report = lms_compiler::run::run(&args.graph, device, &plan, limits, args.seed, |total, step| {
+        bar.set_length(total as u64);
+        bar.set_message(step.loss.map_or_else(String::new, |l| format!("{l:.4}")));
+        bar.inc(1);
+    });
     bar.finish_and_clear();
     let report = report?;
     if let Some(path) = &args.trace {

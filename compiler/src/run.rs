@@ -1,11 +1,19 @@
-//! `lms run`: trains a compiled graph on synthetic data with the runtime and
-//! reports the loss per step, peak memory and time per step.
+//! `lms run`: trains a compiled graph with the runtime — on synthetic data,
+//! or on a user's `.npz` data for some epochs — and reports the loss per
+//! step, peak memory and time per step; it can resume from a saved state,
+//! save the state, and write the original model with the trained weights.
 
+use crate::dataset::Dataset;
+use crate::emit::trained_onnx;
+use crate::error::{Error, Result};
+use crate::npz;
 use crate::units::format_bytes;
-use lms_runtime::{Backend, CpuBackend, CudaBackend, Program, RunOptions, RuntimeError, Session, Step};
+use lms_proto::contract::{NodeKind, VARIABLE_OP};
+use lms_runtime::{Backend, CpuBackend, CudaBackend, HostTensor, Program, RunOptions, RuntimeError, Session, Step};
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::fmt::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Which backend executes the graph.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -28,6 +36,13 @@ pub struct RunReport {
     pub bytes_host_to_device: u64,
     /// Wall time of each step.
     pub step_seconds: Vec<f64>,
+    /// With data: whole batches per pass, and the samples after the last one, left out.
+    pub batches_per_epoch: Option<usize>,
+    pub samples_left_out: usize,
+    /// With `--resume`: the steps the saved run had made.
+    pub resumed_after_steps: Option<u64>,
+    /// With `--save-onnx`: the weights written into the model.
+    pub weights_saved: Option<usize>,
     /// When asked for: per node, when and how long it ran on its queue in the last step.
     #[serde(skip)]
     pub trace: Vec<lms_proto::trace::TraceEvent>,
@@ -41,55 +56,112 @@ pub struct MemoryLimits {
     pub host_bytes: Option<u64>,
 }
 
-/// Trains `path` for `steps` steps on `device` with `seed`, calling
-/// `progress` after each; with `trace`, the report holds the last step's
-/// per-node timings. Without a CUDA driver or GPU, `DeviceKind::Cuda`
-/// fails with a message that says so (and suggests `--device cpu`), never a
-/// panic.
+/// What a run trains on and what it keeps.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunPlan {
+    /// Steps on the synthetic batch, when there is no data.
+    pub steps: usize,
+    /// An `.npz` file with one array per graph input ([`Dataset`]).
+    pub data: Option<PathBuf>,
+    /// Passes over the data.
+    pub epochs: usize,
+    /// Start from the variables and optimizer state saved by `save_state`.
+    pub resume: Option<PathBuf>,
+    /// After the run, save every variable (weights, running statistics,
+    /// optimizer slots) and the step count to this `.npz` file.
+    pub save_state: Option<PathBuf>,
+    /// After the run, write the original forward model with the trained weights.
+    pub save_onnx: Option<SaveOnnx>,
+    /// Record the last step's per-node timings in the report.
+    pub trace: bool,
+}
+
+/// Where `--save-onnx` writes and which model it starts from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SaveOnnx {
+    /// The ONNX file to write.
+    pub output: PathBuf,
+    /// The original forward model; default: the model file the `.lms`
+    /// metadata names (`source`), relative to the working directory.
+    pub model: Option<PathBuf>,
+}
+
+/// The name of the step count in a saved state.
+const STEPS_KEY: &str = "lms.steps";
+
+/// Trains `path` on `device` with `seed` as `plan` says, calling `progress`
+/// with the number of steps planned after each step. Without a CUDA driver or GPU,
+/// `DeviceKind::Cuda` fails with a message that says so (and suggests
+/// `--device cpu`), never a panic.
 pub fn run(
     path: &Path,
     device: DeviceKind,
-    steps: usize,
+    plan: &RunPlan,
     limits: MemoryLimits,
     seed: u64,
-    trace: bool,
-    progress: impl FnMut(&Step),
-) -> Result<RunReport, RuntimeError> {
-    let program = Program::load(path)?;
-    let plan = program.graph().plan.as_ref();
+    progress: impl FnMut(usize, &Step),
+) -> Result<RunReport> {
+    let program = Program::load(path).map_err(|e| runtime(e.into()))?;
+    let budgets = program.graph().plan.as_ref();
     let defaults = RunOptions::default();
     let options = RunOptions {
         device_memory: limits
             .device_bytes
-            .or(plan.and_then(|p| p.budget_device_bytes))
+            .or(budgets.and_then(|p| p.budget_device_bytes))
             .unwrap_or(defaults.device_memory),
-        host_memory: limits.host_bytes.or(plan.and_then(|p| p.budget_host_bytes)).unwrap_or(defaults.host_memory),
+        host_memory: limits.host_bytes.or(budgets.and_then(|p| p.budget_host_bytes)).unwrap_or(defaults.host_memory),
         seed,
     };
-    match device {
+    let plan = &RunPlan {
+        save_onnx: plan.save_onnx.as_ref().map(|s| original_model(s, &program)).transpose()?,
+        ..plan.clone()
+    };
+    let (values, resumed) = match &plan.resume {
+        Some(state) => resume_values(state, &program)?,
+        None => (BTreeMap::new(), None),
+    };
+    let report = match device {
         DeviceKind::Cpu => {
-            train(Session::new(program, CpuBackend::new(), options)?, "cpu".into(), steps, trace, progress)
+            let session = Session::with_values(program, CpuBackend::new(), options, &values).map_err(runtime)?;
+            train(session, "cpu".into(), plan, resumed, progress)?
         }
         DeviceKind::Cuda => {
-            let backend = CudaBackend::new(0, options.device_memory)?;
+            let backend = CudaBackend::new(0, options.device_memory).map_err(runtime)?;
             let name = format!("cuda ({})", backend.device_name());
-            train(Session::new(program, backend, options)?, name, steps, trace, progress)
+            let session = Session::with_values(program, backend, options, &values).map_err(runtime)?;
+            train(session, name, plan, resumed, progress)?
         }
-    }
+    };
+    Ok(report)
 }
 
 fn train<B: Backend>(
     mut session: Session<B>,
     device: String,
-    steps: usize,
-    trace: bool,
-    mut progress: impl FnMut(&Step),
-) -> Result<RunReport, RuntimeError> {
-    let mut report = RunReport { device, ..RunReport::default() };
-    session.set_tracing(trace);
-    for _ in 0..steps {
-        let step = session.step()?;
-        progress(&step);
+    plan: &RunPlan,
+    resumed: Option<u64>,
+    mut progress: impl FnMut(usize, &Step),
+) -> Result<RunReport> {
+    let mut report = RunReport { device, resumed_after_steps: resumed, ..RunReport::default() };
+    session.set_tracing(plan.trace);
+    if let Some(steps) = resumed {
+        session.resume_at(steps);
+    }
+    let data = plan.data.as_ref().map(|p| Dataset::open(p, session.program())).transpose()?;
+    let total = match &data {
+        Some(d) => {
+            report.batches_per_epoch = Some(d.batches());
+            report.samples_left_out = d.left_out();
+            plan.epochs * d.batches()
+        }
+        None => plan.steps,
+    };
+    for i in 0..total {
+        if let Some(d) = &data {
+            session.feed(&d.batch(i % d.batches())?).map_err(runtime)?;
+        }
+        let step = session.step().map_err(runtime)?;
+        progress(total, &step);
         report.losses.extend(step.loss);
         report.peak_device_bytes = report.peak_device_bytes.max(step.report.peak_device_bytes);
         report.peak_host_bytes = report.peak_host_bytes.max(step.report.peak_host_bytes);
@@ -98,7 +170,70 @@ fn train<B: Backend>(
         report.step_seconds.push(step.report.step_seconds);
         report.trace = step.report.trace;
     }
+    if plan.save_state.is_none() && plan.save_onnx.is_none() {
+        return Ok(report);
+    }
+    let mut variables = session.variables().map_err(runtime)?;
+    if let Some(save) = &plan.save_onnx {
+        let model = save.model.as_deref().unwrap_or(Path::new(""));
+        report.weights_saved = Some(trained_onnx::write(model, &variables, &save.output)?);
+    }
+    if let Some(path) = &plan.save_state {
+        let steps = i64::try_from(session.steps()).unwrap_or(i64::MAX);
+        variables.push((STEPS_KEY.to_string(), HostTensor::scalar(steps)));
+        npz::write(path, &variables)?;
+    }
     Ok(report)
+}
+
+/// The variables saved in `state` and the step count, checked to be exactly
+/// the variables of `program`.
+fn resume_values(state: &Path, program: &Program) -> Result<(BTreeMap<String, HostTensor>, Option<u64>)> {
+    let fail = |message: String| Error::Usage(message).in_file(state);
+    let mut values: BTreeMap<String, HostTensor> = npz::read(state)?.into_iter().collect();
+    let steps = match values.remove(STEPS_KEY) {
+        Some(t) => {
+            let steps = t.to_i64s(STEPS_KEY).ok().and_then(|v| v.first().copied()).and_then(|s| u64::try_from(s).ok());
+            Some(steps.ok_or_else(|| fail(format!("'{STEPS_KEY}' is not a step count")))?)
+        }
+        None => None,
+    };
+    let variables: Vec<&str> = (0..program.node_count())
+        .filter(|&n| program.kind(n) == NodeKind::Parameter && program.node(n).op == VARIABLE_OP)
+        .map(|n| program.node(n).name.as_str())
+        .collect();
+    if let Some(missing) = variables.iter().find(|v| !values.contains_key(**v)) {
+        return Err(fail(format!("has no value for variable '{missing}' of {}", program.source())));
+    }
+    if let Some(extra) = values.keys().find(|k| !variables.contains(&k.as_str())) {
+        return Err(fail(format!("holds '{extra}', which is not a variable of {}", program.source())));
+    }
+    Ok((values, steps))
+}
+
+/// `save` with its model resolved: given, or named by the program's metadata.
+fn original_model(save: &SaveOnnx, program: &Program) -> Result<SaveOnnx> {
+    let model = match &save.model {
+        Some(m) => m.clone(),
+        None => {
+            let source = program.graph().metadata.iter().find(|m| m.key == "source").map(|m| PathBuf::from(&m.value));
+            match source.filter(|p| p.is_file()) {
+                Some(p) => p,
+                None => {
+                    return Err(Error::Usage(format!(
+                        "--save-onnx needs the model {} was compiled from: pass --model ORIGINAL.onnx",
+                        program.source()
+                    )))
+                }
+            }
+        }
+    };
+    Ok(SaveOnnx { output: save.output.clone(), model: Some(model) })
+}
+
+/// A runtime error as the compiler's one-line error.
+fn runtime(e: RuntimeError) -> Error {
+    Error::Usage(e.to_string())
 }
 
 impl RunReport {
@@ -107,6 +242,15 @@ impl RunReport {
         let mut s = String::new();
         for (i, (loss, secs)) in self.losses.iter().zip(&self.step_seconds).enumerate() {
             let _ = writeln!(s, "step {:>4}  loss {loss:.6}  {:.3} s", i + 1, secs);
+        }
+        if let Some(batches) = self.batches_per_epoch {
+            let _ = writeln!(s, "data: {batches} batches per epoch, {} samples left out", self.samples_left_out);
+        }
+        if let Some(steps) = self.resumed_after_steps {
+            let _ = writeln!(s, "resumed after step {steps}");
+        }
+        if let Some(n) = self.weights_saved {
+            let _ = writeln!(s, "saved the model with {n} trained weights");
         }
         let mean = self.step_seconds.iter().sum::<f64>() / self.step_seconds.len().max(1) as f64;
         let _ = writeln!(

@@ -164,15 +164,47 @@ impl<B: Backend> Executor<B> {
         node: usize,
         value: impl FnOnce(&Program) -> Result<HostTensor, RuntimeError>,
     ) -> Result<(), RuntimeError> {
+        let t = self.parameter_tensor(node)?;
         let program = &self.program;
-        let (n, t) = match (program.kind(node), program.node_outputs(node)) {
-            (NodeKind::Parameter, &[t]) => (program.node(node), t),
-            _ => return Err(RuntimeError::Internal(format!("node {node} is not a parameterized vertex"))),
-        };
-        let pool = program.pool(t);
-        self.pools.get(pool).alloc(t, program.tensor_name(t), program.tensor_type(t).bytes, n)?;
-        let host = self.backend.host_buffer(value(program)?)?;
-        let stored = match pool {
+        let n = program.node(node);
+        self.pools.get(program.pool(t)).alloc(t, program.tensor_name(t), program.tensor_type(t).bytes, n)?;
+        let value = value(program)?;
+        self.store(node, t, value)
+    }
+
+    /// Gives the placed tensor of parameterized node `node` a new value (a new batch of
+    /// an input, from the next step on); its pool accounting is unchanged.
+    pub fn replace(&mut self, node: usize, value: HostTensor) -> Result<(), RuntimeError> {
+        let t = self.parameter_tensor(node)?;
+        if self.held[t].is_none() {
+            return Err(RuntimeError::Internal(format!("node '{}' was not placed", self.program.node(node).name)));
+        }
+        self.store(node, t, value)
+    }
+
+    /// The steps started so far; kernels draw per-step randomness (dropout masks) from it.
+    pub fn steps(&self) -> u64 {
+        self.steps
+    }
+
+    /// Continues a run as if `steps` steps had already run (resuming a saved run).
+    pub fn set_steps(&mut self, steps: u64) {
+        self.steps = steps;
+    }
+
+    /// The output tensor of parameterized node `node`.
+    fn parameter_tensor(&self, node: usize) -> Result<usize, RuntimeError> {
+        match (self.program.kind(node), self.program.node_outputs(node)) {
+            (NodeKind::Parameter, &[t]) => Ok(t),
+            _ => Err(RuntimeError::Internal(format!("node {node} is not a parameterized vertex"))),
+        }
+    }
+
+    /// Stores `value` as tensor `t` of parameterized node `node`, uploaded when it lives
+    /// in device memory.
+    fn store(&mut self, node: usize, t: usize, value: HostTensor) -> Result<(), RuntimeError> {
+        let host = self.backend.host_buffer(value)?;
+        let stored = match self.program.pool(t) {
             Pool::Device => Stored::Device(self.backend.upload(&host)?),
             Pool::Host => Stored::Host(host),
         };

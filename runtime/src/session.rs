@@ -1,5 +1,6 @@
 //! A training run: a program placed on a backend with its variables initialised and a
-//! fixed synthetic batch, stepped one training step at a time.
+//! synthetic batch (or batches of given data, [`Session::feed`]), stepped one training
+//! step at a time.
 
 use crate::backend::Backend;
 use crate::error::RuntimeError;
@@ -7,7 +8,7 @@ use crate::executor::{Executor, StepReport};
 use crate::init::initial_value;
 use crate::memory::default_host_memory;
 use crate::tensor::HostTensor;
-use lms_proto::contract::{NodeKind, Program, VARIABLE_OP};
+use lms_proto::contract::{NodeKind, Program, INPUT_OP, VARIABLE_OP};
 use std::collections::BTreeMap;
 
 /// The budgets and seed of a run.
@@ -94,6 +95,38 @@ impl<B: Backend> Session<B> {
             .filter(|t| t.shape.iter().product::<usize>() == 1)
             .and_then(|t| t.as_f32("loss").ok()?.first().copied());
         Ok(Step { loss, outputs, report })
+    }
+
+    /// Gives the inputs named in `values` these values (type-checked) from the next step
+    /// on: a new batch of data.
+    pub fn feed(&mut self, values: &BTreeMap<String, HostTensor>) -> Result<(), RuntimeError> {
+        for (name, value) in values {
+            let program = self.executor.program();
+            let node = (0..program.node_count())
+                .find(|&n| {
+                    program.kind(n) == NodeKind::Parameter
+                        && program.node(n).op == INPUT_OP
+                        && &program.node(n).name == name
+                })
+                .ok_or_else(|| RuntimeError::Init {
+                    node: name.clone(),
+                    message: "the graph has no such input".into(),
+                })?;
+            let value = given_value(program, node, value)?;
+            self.executor.replace(node, value)?;
+        }
+        Ok(())
+    }
+
+    /// The number of steps run so far (counting those of a resumed run).
+    pub fn steps(&self) -> u64 {
+        self.executor.steps()
+    }
+
+    /// Continues a saved run that had run `steps` steps, so that per-step randomness
+    /// (dropout masks) goes on where it stopped.
+    pub fn resume_at(&mut self, steps: u64) {
+        self.executor.set_steps(steps);
     }
 
     /// The current value of every `Variable`, in node order, named by its node.

@@ -1,6 +1,9 @@
 //! Outputs of the compiler: the stable text form of a graph, the serialized
-//! `.lms` graph, and the ONNX export for graph viewers.
+//! `.lms` graph, the ONNX export for graph viewers, and the original model
+//! with trained weights.
 
 pub mod onnx;
 pub mod serialize;
 pub mod text;
+#[cfg(feature = "cli")]
+pub mod trained_onnx;

@@ -9,18 +9,24 @@ use lms_compiler::pipeline::PassOptions;
 use lms_compiler::run::{DeviceKind, MemoryLimits};
 use lms_compiler::simulate::SimulateReport;
 use lms_compiler::train::{Loss, Optimizer, TrainOptions};
-use lms_compiler::{egraph, emit, Error};
+use lms_compiler::{egraph, emit, exit, flags, Error};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// lms: make deep-learning training graphs fit in GPU memory.
 #[derive(Parser)]
-#[command(name = "lms", version, about)]
+#[command(name = "lms", version, about, after_help = EXIT_CODES)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
 }
+
+/// The exit statuses, as `--help` prints them.
+const EXIT_CODES: &str = "Exit status: 0 ok, 1 internal error, 2 usage error or bad input (file, flag, path), \
+3 does not fit (compile or max-batch over the budget, run out of memory), 4 rewrite not proven equivalent. \
+Errors are one line on stderr. A closed stdout (e.g. `lms inspect --ir | head -1`) ends lms by SIGPIPE, \
+as for other Unix tools.";
 
 #[derive(Subcommand)]
 enum Command {
@@ -56,13 +62,13 @@ struct MaxBatchArgs {
     /// The ONNX model (forward graph).
     model: PathBuf,
     /// Device memory to fit (e.g. 16GiB).
-    #[arg(long, value_parser = parse_size)]
+    #[arg(long, value_parser = flags::size)]
     budget: u64,
     /// Host memory for swapped tensors (default 64GiB).
-    #[arg(long, value_parser = parse_size)]
+    #[arg(long, value_parser = flags::size)]
     host_budget: Option<u64>,
     /// Value of a named symbolic dimension, as NAME=N (repeatable).
-    #[arg(long = "dim", value_name = "NAME=N", value_parser = parse_dim)]
+    #[arg(long = "dim", value_name = "NAME=N", value_parser = flags::dim)]
     dims: Vec<(String, usize)>,
     /// Optimizer of the training graph.
     #[arg(long, value_enum, default_value = "sgd")]
@@ -71,7 +77,7 @@ struct MaxBatchArgs {
     #[arg(long, value_enum, default_value = "softmax-xent")]
     loss: LossKind,
     /// Largest batch to try.
-    #[arg(long, default_value_t = 1 << 16)]
+    #[arg(long, default_value_t = 1 << 16, value_parser = flags::count)]
     limit: usize,
     /// Print the result as JSON.
     #[arg(long)]
@@ -86,15 +92,15 @@ struct RunArgs {
     #[arg(long, value_enum, default_value = "cpu")]
     device: DeviceArg,
     /// Training steps.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_parser = flags::count)]
     steps: usize,
     /// Device memory budget, a hard limit (e.g. 16GiB); default the plan's
     /// device budget, else unlimited.
-    #[arg(long, value_parser = parse_size)]
+    #[arg(long, value_parser = flags::size)]
     device_memory: Option<u64>,
     /// Pinned host memory budget; default the plan's host budget, else half
     /// the machine's RAM.
-    #[arg(long, value_parser = parse_size)]
+    #[arg(long, value_parser = flags::size)]
     host_memory: Option<u64>,
     /// Seed of initialisation and synthetic data.
     #[arg(long, default_value_t = 0)]
@@ -111,10 +117,6 @@ struct RunArgs {
 enum DeviceArg {
     Cpu,
     Cuda,
-}
-
-fn parse_size(s: &str) -> Result<u64, String> {
-    lms_compiler::units::parse_bytes(s)
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -141,12 +143,12 @@ struct CompileArgs {
     /// Optimizer of the training graph.
     #[arg(long, value_enum, default_value = "sgd")]
     train: OptimizerKind,
-    /// Learning rate (default 0.01; 0.001 for Adam).
-    #[arg(long)]
+    /// Learning rate, finite and above 0 (default 0.01; 0.001 for Adam).
+    #[arg(long, value_parser = flags::positive)]
     lr: Option<f32>,
-    /// Momentum of the momentum optimizer.
-    #[arg(long, default_value_t = 0.9)]
-    momentum: f32,
+    /// Momentum of the momentum optimizer, in [0, 1) (default 0.9).
+    #[arg(long, value_parser = flags::fraction)]
+    momentum: Option<f32>,
     /// Loss on the model's first output.
     #[arg(long, value_enum, default_value = "softmax-xent")]
     loss: LossKind,
@@ -162,10 +164,10 @@ struct CompileArgs {
     #[command(flatten)]
     tflms: TflmsArgs,
     /// Device memory to fit (e.g. 16GiB): searches the strategy's knobs.
-    #[arg(long, value_parser = parse_size)]
+    #[arg(long, value_parser = flags::size)]
     budget: Option<u64>,
     /// Host memory the swapped tensors may use with --budget (default 64GiB).
-    #[arg(long, value_parser = parse_size)]
+    #[arg(long, value_parser = flags::size)]
     host_budget: Option<u64>,
     /// With --budget: rewrite even when the graph already fits.
     #[arg(long)]
@@ -215,7 +217,7 @@ enum CtrldArg {
 struct TflmsArgs {
     /// Swap at most this many tensors, in breadth-first order (default all;
     /// with --budget, chosen by the search).
-    #[arg(long)]
+    #[arg(long, value_parser = flags::count)]
     n_tensors: Option<usize>,
     /// Lower bound of the control-op distance (default 1; with --budget,
     /// chosen by the search).
@@ -260,6 +262,27 @@ struct TflmsArgs {
 }
 
 impl TflmsArgs {
+    /// The first knob given a value other than its default, as its flag.
+    fn first_given(&self) -> Option<&'static str> {
+        let given = [
+            (self.n_tensors.is_some(), "--n-tensors"),
+            (self.lb.is_some(), "--lb"),
+            (self.ub != 10000, "--ub"),
+            (!matches!(self.ctrld_strategy, CtrldArg::ChainRule), "--ctrld-strategy"),
+            (self.fuse_swapins, "--fuse-swapins"),
+            (self.fuse_threshold.is_some(), "--fuse-threshold"),
+            (self.swap_branches, "--swap-branches"),
+            (self.branch_threshold != 0, "--branch-threshold"),
+            (!self.incl_types.is_empty(), "--incl-types"),
+            (!self.excl_types.is_empty(), "--excl-types"),
+            (!self.incl_scopes.is_empty(), "--incl-scopes"),
+            (!self.excl_scopes.is_empty(), "--excl-scopes"),
+            (self.starting_scope.is_some(), "--starting-scope"),
+            (!self.starting_op_names.is_empty(), "--starting-op-names"),
+        ];
+        given.into_iter().find_map(|(given, flag)| given.then_some(flag))
+    }
+
     fn config(&self) -> TflmsConfig {
         TflmsConfig {
             n_tensors: self.n_tensors,
@@ -301,11 +324,11 @@ struct SimulateArgs {
 /// Options that make a model's shapes concrete.
 #[derive(Args)]
 struct ShapeArgs {
-    /// Leading dimension of every data input.
-    #[arg(long)]
+    /// Leading dimension of every data input (at least 1).
+    #[arg(long, value_parser = flags::count)]
     batch: Option<usize>,
     /// Value of a named symbolic dimension, as NAME=N (repeatable).
-    #[arg(long = "dim", value_name = "NAME=N", value_parser = parse_dim)]
+    #[arg(long = "dim", value_name = "NAME=N", value_parser = flags::dim)]
     dims: Vec<(String, usize)>,
 }
 
@@ -321,12 +344,6 @@ struct InspectArgs {
     /// Also print the graph in lms's stable text form.
     #[arg(long, conflicts_with = "json")]
     ir: bool,
-}
-
-fn parse_dim(s: &str) -> Result<(String, usize), String> {
-    let (name, value) = s.split_once('=').ok_or_else(|| format!("'{s}' is not NAME=N"))?;
-    let value = value.parse().map_err(|_| format!("'{value}' is not a dimension size"))?;
-    Ok((name.to_string(), value))
 }
 
 impl ShapeArgs {
@@ -351,7 +368,23 @@ fn inspect(args: &InspectArgs) -> Result<(), Error> {
     Ok(())
 }
 
+/// Refuses compile flags that have no effect without another flag.
+fn check_compile_flags(args: &CompileArgs) -> Result<(), Error> {
+    let has_budget = args.budget.is_some();
+    flags::needs(args.host_budget.is_some(), "--host-budget", has_budget, "--budget")?;
+    flags::needs(args.force, "--force", has_budget, "--budget")?;
+    let momentum = matches!(args.train, OptimizerKind::Momentum);
+    flags::needs(args.momentum.is_some(), "--momentum", momentum, "--train momentum")?;
+    let tflms = args.strategy == StrategyKind::Tflms;
+    if let Some(knob) = args.tflms.first_given() {
+        flags::needs(true, knob, tflms, "--strategy tflms")?;
+    }
+    flags::needs(args.tflms.fuse_threshold.is_some(), "--fuse-threshold", args.tflms.fuse_swapins, "--fuse-swapins")?;
+    flags::needs(args.tflms.branch_threshold != 0, "--branch-threshold", args.tflms.swap_branches, "--swap-branches")
+}
+
 fn compile(args: &CompileArgs) -> Result<(), Error> {
+    check_compile_flags(args)?;
     let optimizer = optimizer(args.train, args.lr, args.momentum);
     let loss = loss(args.loss);
     let options = CompileOptions {
@@ -393,6 +426,11 @@ fn compile(args: &CompileArgs) -> Result<(), Error> {
 }
 
 fn simulate(args: &SimulateArgs) -> Result<(), Error> {
+    if let Some(svg) = &args.svg {
+        let mut inputs = vec![("graph", args.graph.as_path())];
+        inputs.extend(args.before.as_deref().map(|b| ("--before graph", b)));
+        emit::output::check_distinct(&inputs, &[("--svg", svg)])?;
+    }
     let load = |path: &PathBuf| -> Result<SimulateReport, Error> {
         let (graph, schedule) = emit::serialize::read(path)?;
         Ok(SimulateReport::new(&graph, &schedule))
@@ -406,7 +444,7 @@ fn simulate(args: &SimulateArgs) -> Result<(), Error> {
         }
         series.push((if before.is_some() { "after" } else { "graph" }, &after));
         let picture = lms_compiler::simulate::svg(&series);
-        emit::serialize::write_atomically(path, picture.as_bytes()).map_err(|e| Error::from(e).in_file(path))?;
+        emit::output::write_atomically(path, picture.as_bytes())?;
     }
     if args.json {
         let json = match &before {
@@ -426,6 +464,9 @@ fn simulate(args: &SimulateArgs) -> Result<(), Error> {
 }
 
 fn run(args: &RunArgs) -> Result<(), Error> {
+    if let Some(trace) = &args.trace {
+        emit::output::check_distinct(&[("graph", args.graph.as_path())], &[("--trace", trace)])?;
+    }
     let limits = MemoryLimits { device_bytes: args.device_memory, host_bytes: args.host_memory };
     let device = match args.device {
         DeviceArg::Cpu => DeviceKind::Cpu,
@@ -440,12 +481,12 @@ fn run(args: &RunArgs) -> Result<(), Error> {
             bar.set_message(step.loss.map_or_else(String::new, |l| format!("{l:.4}")));
             bar.inc(1);
         })
-        .map_err(|e| Error::Usage(e.to_string()));
+        .map_err(Error::from);
     bar.finish_and_clear();
     let report = report?;
     if let Some(path) = &args.trace {
         let json = lms_proto::trace::to_chrome_json(&format!("lms run on {}", report.device), &report.trace);
-        emit::serialize::write_atomically(path, json.as_bytes()).map_err(|e| Error::from(e).in_file(path))?;
+        emit::output::write_atomically(path, json.as_bytes())?;
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report).map_err(|e| Error::Usage(e.to_string()))?);
@@ -455,10 +496,10 @@ fn run(args: &RunArgs) -> Result<(), Error> {
     Ok(())
 }
 
-fn optimizer(kind: OptimizerKind, lr: Option<f32>, momentum: f32) -> Optimizer {
+fn optimizer(kind: OptimizerKind, lr: Option<f32>, momentum: Option<f32>) -> Optimizer {
     match kind {
         OptimizerKind::Sgd => Optimizer::Sgd { lr: lr.unwrap_or(0.01) },
-        OptimizerKind::Momentum => Optimizer::Momentum { lr: lr.unwrap_or(0.01), momentum },
+        OptimizerKind::Momentum => Optimizer::Momentum { lr: lr.unwrap_or(0.01), momentum: momentum.unwrap_or(0.9) },
         OptimizerKind::Adam => Optimizer::Adam { lr: lr.unwrap_or(0.001), beta1: 0.9, beta2: 0.999, epsilon: 1e-8 },
     }
 }
@@ -473,7 +514,7 @@ fn loss(kind: LossKind) -> Loss {
 fn max_batch(args: &MaxBatchArgs) -> Result<(), Error> {
     let frontend = FrontendOptions { batch: None, dims: args.dims.iter().cloned().collect() };
     let train =
-        TrainOptions { loss: loss(args.loss), optimizer: optimizer(args.train, None, 0.9), ..TrainOptions::default() };
+        TrainOptions { loss: loss(args.loss), optimizer: optimizer(args.train, None, None), ..TrainOptions::default() };
     let host = args.host_budget.unwrap_or(DEFAULT_HOST_BUDGET_BYTES);
     let search = |strategy| {
         lms_compiler::max_batch::max_batch(&args.model, &frontend, &train, strategy, args.budget, host, args.limit)
@@ -485,15 +526,20 @@ fn max_batch(args: &MaxBatchArgs) -> Result<(), Error> {
         println!("{}", serde_json::to_string_pretty(&json).map_err(|e| Error::Usage(e.to_string()))?);
     } else {
         for (name, r) in [("no rewrite", &plain), ("tflms", &tflms)] {
+            let bound = if r.at_limit { ">=" } else { "" };
             match r.batch {
                 Some(b) => println!(
-                    "{name:<12} max batch {b:>6}  (peak device {}, host {})",
+                    "{name:<12} max batch {bound:>2}{b:>6}  (peak device {}, host {}){}",
                     lms_compiler::units::format_bytes(r.peak_device_bytes),
-                    lms_compiler::units::format_bytes(r.peak_host_bytes)
+                    lms_compiler::units::format_bytes(r.peak_host_bytes),
+                    if r.at_limit { "; stopped at --limit, raise it to search further" } else { "" }
                 ),
                 None => println!("{name:<12} batch 1 does not fit"),
             }
         }
+    }
+    if plain.batch.is_none() && tflms.batch.is_none() {
+        return Err(Error::NoBatchFits(args.budget).in_file(&args.model));
     }
     Ok(())
 }
@@ -509,8 +555,20 @@ fn verify(args: &VerifyArgs) -> Result<(), Error> {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let result = match &cli.command {
+    lms_compiler::process::die_quietly_on_closed_stdout();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // Help and version (stdout, status 0), and help for a bare `lms` (status 2).
+        Err(e) if !e.use_stderr() || e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { exit::USAGE } else { exit::OK });
+        }
+        Err(e) => {
+            eprintln!("lms: error: {}", lms_compiler::process::one_line(&e.to_string()));
+            return ExitCode::from(exit::USAGE);
+        }
+    };
+    let result = lms_compiler::process::internal_on_panic(|| match &cli.command {
         Command::Inspect(args) => inspect(args),
         Command::Compile(args) => compile(args),
         Command::Simulate(args) => simulate(args),
@@ -522,12 +580,13 @@ fn main() -> ExitCode {
             print!("{}", diagnosis.facts);
             diagnosis.problem.map_or(Ok(()), |problem| Err(Error::Usage(problem)))
         }
-    };
+    });
     match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
+        Some(Ok(())) => ExitCode::SUCCESS,
+        Some(Err(e)) => {
             eprintln!("lms: error: {e}");
-            ExitCode::from(2)
+            ExitCode::from(e.exit_code())
         }
+        None => ExitCode::from(exit::INTERNAL),
     }
 }

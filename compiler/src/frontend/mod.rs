@@ -62,13 +62,10 @@ pub fn external_files(model: &ModelProto, base_dir: &Path) -> Vec<std::path::Pat
     files
 }
 
-/// Reads and decodes a `ModelProto` without importing it.
+/// Reads and decodes a `ModelProto` without importing it: a regular file of
+/// at most [`MAX_PROTO_FILE_BYTES`](lms_proto::input::MAX_PROTO_FILE_BYTES).
 pub fn read_model(path: &Path) -> Result<ModelProto> {
-    if path.is_dir() {
-        return Err(Error::IsDirectory);
-    }
-    let bytes = std::fs::read(path)?;
-    decode_model(&bytes)
+    decode_model(&lms_proto::input::read_regular(path, lms_proto::input::MAX_PROTO_FILE_BYTES)?)
 }
 
 /// Decodes a `ModelProto` from bytes.

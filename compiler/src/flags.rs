@@ -2,7 +2,7 @@
 //! in (parsers for clap's `value_parser`), and flags that have no effect
 //! without another. Names a flag gives that must match something in the model
 //! (op types, scopes, dimensions, globs) are checked where the model is known,
-//! with close candidates from [`close_candidates`].
+//! and errors name close candidates ([`no_match`], [`close_candidates`]).
 
 use crate::error::{Error, Result};
 
@@ -59,29 +59,35 @@ pub fn needs(given: bool, flag: &str, has_needed: bool, needed: &str) -> Result<
     Ok(())
 }
 
-/// An error for `flag`'s value `name`, which matches none of `known`: names
-/// the three closest known names, when any is close.
-pub fn no_match<'a>(flag: &str, name: &str, what: &str, known: impl IntoIterator<Item = &'a str>) -> Error {
-    let candidates = close_candidates(name, known);
-    let hint = if candidates.is_empty() {
+/// An error for `flag`'s value `name`, which matches no `what`, naming the
+/// `close` candidates when there are any.
+pub fn no_match(flag: &str, name: &str, what: &str, close: &[&str]) -> Error {
+    let hint = if close.is_empty() {
         String::new()
     } else {
-        format!(" (close: {})", candidates.iter().map(|c| format!("'{c}'")).collect::<Vec<_>>().join(", "))
+        format!(" (close: {})", close.iter().map(|c| format!("'{c}'")).collect::<Vec<_>>().join(", "))
     };
     Error::Usage(format!("{flag} '{name}' matches no {what}{hint}"))
 }
 
-/// Up to three of `known` closest to `name` (normalised Levenshtein
-/// similarity at least 0.5), best first, ties by name.
+/// Up to three of `known` closest to `name`, best first.
 pub fn close_candidates<'a>(name: &str, known: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
-    let mut scored: Vec<(f64, &str)> = known
-        .into_iter()
-        .map(|k| (strsim::normalized_levenshtein(&name.to_lowercase(), &k.to_lowercase()), k))
-        .filter(|&(score, _)| score >= 0.5)
-        .collect();
+    closest(known, |k| similarity(name, k))
+}
+
+/// Up to three of `known` with the highest `score` of at least 0.5, best
+/// first, ties by name.
+pub fn closest<'a>(known: impl IntoIterator<Item = &'a str>, score: impl Fn(&str) -> f64) -> Vec<&'a str> {
+    let mut scored: Vec<(f64, &str)> =
+        known.into_iter().map(|k| (score(k), k)).filter(|&(score, _)| score >= 0.5).collect();
     scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(b.1)));
     scored.dedup_by(|a, b| a.1 == b.1);
     scored.into_iter().take(3).map(|(_, k)| k).collect()
+}
+
+/// Normalised Levenshtein similarity ignoring case: 1 for equal names.
+pub fn similarity(a: &str, b: &str) -> f64 {
+    strsim::normalized_levenshtein(&a.to_lowercase(), &b.to_lowercase())
 }
 
 #[cfg(test)]
@@ -110,7 +116,8 @@ mod tests {
         assert_eq!(err.to_string(), "--host-budget has no effect without --budget");
         assert!(needs(false, "--host-budget", false, "--budget").is_ok());
         assert_eq!(close_candidates("Conv2", ["Conv", "Relu", "ConvTranspose"]), ["Conv"]);
-        let err = no_match("--incl-types", "Rellu", "op type of the graph", ["Relu", "Add"]);
+        let close = close_candidates("Rellu", ["Relu", "Add"]);
+        let err = no_match("--incl-types", "Rellu", "op type of the graph", &close);
         assert_eq!(err.to_string(), "--incl-types 'Rellu' matches no op type of the graph (close: 'Relu')");
     }
 }

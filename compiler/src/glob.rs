@@ -52,10 +52,28 @@ impl Globs {
             }
         }
         match hits.iter().position(|hit| !hit) {
-            Some(i) => Err(flags::no_match(&self.flag, &self.patterns[i], what, names.iter().copied())),
+            Some(i) => {
+                let pattern = &self.patterns[i];
+                let close = flags::closest(names.iter().copied(), |name| resemblance(pattern, name));
+                Err(flags::no_match(&self.flag, pattern, what, &close))
+            }
             None => Ok(()),
         }
     }
+}
+
+/// How much `name` resembles what `pattern` asks for: its start against the
+/// pattern's literal start (`conv9.*` against `conv1.`), or the whole name
+/// against the pattern's literal characters when it starts with a wildcard.
+fn resemblance(pattern: &str, name: &str) -> f64 {
+    let is_meta = |c: char| matches!(c, '*' | '?' | '[' | ']' | '{' | '}');
+    let literal: String = pattern.chars().take_while(|&c| !is_meta(c)).collect();
+    if literal.is_empty() {
+        let text: String = pattern.chars().filter(|&c| !is_meta(c)).collect();
+        return flags::similarity(&text, name);
+    }
+    let start: String = name.chars().take(literal.chars().count()).collect();
+    flags::similarity(&literal, &start)
 }
 
 #[cfg(test)]

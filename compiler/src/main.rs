@@ -23,10 +23,14 @@ struct Cli {
 }
 
 /// The exit statuses, as `--help` prints them.
-const EXIT_CODES: &str = "Exit status: 0 ok, 1 internal error, 2 usage error or bad input (file, flag, path), \
-3 does not fit (compile or max-batch over the budget, run out of memory), 4 rewrite not proven equivalent. \
-Errors are one line on stderr. A closed stdout (e.g. `lms inspect --ir | head -1`) ends lms by SIGPIPE, \
-as for other Unix tools.";
+const EXIT_CODES: &str = "Exit status:
+  0  ok
+  1  internal error (a bug in lms)
+  2  usage error or bad input: a file, a flag, an output path
+  3  does not fit: compile or max-batch over the budget, run out of memory
+  4  rewrite not proven equivalent (verify, compile)
+Errors are one line on stderr. A closed stdout (`lms inspect --ir | head -1`) ends lms quietly by
+SIGPIPE, as for other Unix tools (status 141 in a shell).";
 
 #[derive(Subcommand)]
 enum Command {

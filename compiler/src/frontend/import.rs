@@ -307,7 +307,10 @@ impl Builder<'_> {
             })
             .collect();
         match options.dims.keys().find(|name| !names.contains(name.as_str())) {
-            Some(name) => Err(flags::no_match("--dim", name, "symbolic dimension of the model's inputs", names)),
+            Some(name) => {
+                let close = flags::close_candidates(name, names);
+                Err(flags::no_match("--dim", name, "symbolic dimension of the model's inputs", &close))
+            }
             None => Ok(()),
         }
     }

@@ -56,7 +56,12 @@ pub fn check_knobs(g: &Graph, cfg: &TflmsConfig) -> Result<()> {
     let types = || g.node_ids().map(|id| g.node(id).op.as_str()).collect::<BTreeSet<_>>();
     for (flag, list) in [("--incl-types", &cfg.incl_types), ("--excl-types", &cfg.excl_types)] {
         if let Some(t) = list.iter().find(|t| !g.node_ids().any(|id| g.node(id).op == **t)) {
-            return Err(flags::no_match(flag, t, "op type of the training graph", types()));
+            return Err(flags::no_match(
+                flag,
+                t,
+                "op type of the training graph",
+                &flags::close_candidates(t, types()),
+            ));
         }
     }
     let scopes = || {
@@ -74,12 +79,14 @@ pub fn check_knobs(g: &Graph, cfg: &TflmsConfig) -> Result<()> {
         .flat_map(|(flag, list)| list.iter().map(move |s| (flag, s)));
     for (flag, scope) in listed.chain(starting) {
         if !g.node_ids().any(|id| in_scope(&g.node(id).name, scope)) {
-            return Err(flags::no_match(flag, scope, "scope of the training graph", scopes()));
+            let close = flags::close_candidates(scope, scopes());
+            return Err(flags::no_match(flag, scope, "scope of the training graph", &close));
         }
     }
     if let Some(name) = cfg.starting_op_names.iter().find(|n| !g.node_ids().any(|id| g.node(id).name == **n)) {
         let names = g.node_ids().map(|id| g.node(id).name.as_str());
-        return Err(flags::no_match("--starting-op-names", name, "op of the training graph", names));
+        let close = flags::close_candidates(name, names);
+        return Err(flags::no_match("--starting-op-names", name, "op of the training graph", &close));
     }
     Ok(())
 }

@@ -31,7 +31,8 @@ fn main() {
     let a = HostTensor::from_vec(vec![n, n], vec![1.0f32; n * n]).expect("tensor");
     let b = HostTensor::from_vec(vec![n, n], vec![0.5f32; n * n]).expect("tensor");
     let gemm = best(5, || {
-        kernels::forward("MatMul", 13, &no_attrs, &[Some(&a), Some(&b)], &[(DType::DtypeF32, vec![n, n])]).expect("MatMul");
+        kernels::forward("MatMul", 13, &no_attrs, &[Some(&a), Some(&b)], &[(DType::DtypeF32, vec![n, n])])
+            .expect("MatMul");
     });
     let gemm_flops = 2.0 * (n * n * n) as f64 / gemm;
 

@@ -1,6 +1,7 @@
 //! The `lms` command line.
 
 use clap::{Args, Parser, Subcommand};
+use lms_compiler::analysis::profile::{DeviceProfile, DEFAULT_PROFILE};
 use lms_compiler::compile::{Budget, CompileOptions, Strategy, DEFAULT_HOST_BUDGET_BYTES};
 use lms_compiler::frontend::{self, FrontendOptions};
 use lms_compiler::inspect::InspectReport;
@@ -299,6 +300,12 @@ struct SimulateArgs {
     /// Write a picture of memory over the schedule (both graphs) as SVG.
     #[arg(long, value_name = "FILE.svg")]
     svg: Option<PathBuf>,
+    /// Write the predicted timeline of the three streams as a Chrome trace (Perfetto).
+    #[arg(long, value_name = "FILE.json")]
+    trace: Option<PathBuf>,
+    /// Device profile of the time model: a shipped name (h100-sxm, h100-pcie, h200, a100, cpu) or a file.
+    #[arg(long, value_name = "NAME|FILE", default_value = DEFAULT_PROFILE)]
+    device_profile: String,
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
@@ -410,9 +417,10 @@ fn compile(args: &CompileArgs) -> Result<(), Error> {
 }
 
 fn simulate(args: &SimulateArgs) -> Result<(), Error> {
+    let device = DeviceProfile::load(&args.device_profile)?;
     let load = |path: &PathBuf| -> Result<SimulateReport, Error> {
         let (graph, schedule) = emit::serialize::read(path)?;
-        Ok(SimulateReport::new(&graph, &schedule))
+        Ok(SimulateReport::new(&graph, &schedule, &device))
     };
     let after = load(&args.graph)?;
     let before = args.before.as_ref().map(load).transpose()?;
@@ -424,6 +432,10 @@ fn simulate(args: &SimulateArgs) -> Result<(), Error> {
         series.push((if before.is_some() { "after" } else { "graph" }, &after));
         let picture = lms_compiler::simulate::svg(&series);
         emit::serialize::write_atomically(path, picture.as_bytes()).map_err(|e| Error::from(e).in_file(path))?;
+    }
+    if let Some(path) = &args.trace {
+        let json = lms_proto::trace::to_chrome_json(&after.graph, &after.trace);
+        emit::serialize::write_atomically(path, json.as_bytes()).map_err(|e| Error::from(e).in_file(path))?;
     }
     if args.json {
         let json = match &before {

@@ -100,8 +100,7 @@ pub fn work(g: &Graph, id: NodeId) -> Work {
     if node.parameterized {
         return Work { flops: 0, bytes_read: 0, bytes_written: 0, engine: Engine::View };
     }
-    let inputs: Vec<Option<&crate::ir::TensorType>> =
-        node.inputs.iter().map(|t| t.map(|t| &g.tensor(t).ty)).collect();
+    let inputs: Vec<Option<&crate::ir::TensorType>> = node.inputs.iter().map(|t| t.map(|t| &g.tensor(t).ty)).collect();
     let outputs: Vec<&crate::ir::TensorType> = node.outputs.iter().map(|&t| &g.tensor(t).ty).collect();
     let cost_node = CostNode { op: &node.op, attrs: &node.attrs, inputs: &inputs, outputs: &outputs };
     shape::work(&cost_node).unwrap_or_else(|| cost_node.streaming(0))

@@ -3,11 +3,11 @@
 //! results are known at compile time whenever their inputs are. Their cost,
 //! and that of the parameterized vertices and `Zeros`.
 
+use super::cost::{copy, fill, view, CostFn};
 use super::util::{
     checked_numel, const_i64s, const_scalar, expect_inputs, fold, foldable, input, input_of, int_data, same_dtype,
     to_dim, too_large, wide_to_dim, Accepts,
 };
-use super::cost::{copy, fill, view, CostFn};
 use super::{InferFn, Node, ShapeError, ShapeResult, Value};
 use crate::ir::{DType, TensorData, TensorType};
 

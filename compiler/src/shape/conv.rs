@@ -1,12 +1,12 @@
 //! Shape inference for convolutions: `Conv` and `ConvTranspose`, 1-D to 3-D;
 //! their cost and that of their gradients.
 
+use super::cost::{CostFn, CostNode};
 use super::util::{
     check_rank, expect_inputs, fmt_shape, input, input_of, optional_input, positive_attr, same_dtype, to_dim,
     too_large, typed, wide_to_dim, Accepts,
 };
 use super::window::{length_error, Window};
-use super::cost::{CostFn, CostNode};
 use super::{InferFn, Node, ShapeError, ShapeResult, Value};
 
 /// The convolution ops.

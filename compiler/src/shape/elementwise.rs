@@ -3,11 +3,11 @@
 //! `Sum`/`Max`/`Min`/`Mean`, and `Where`; their cost, and that of the
 //! elementwise lms ops (gradients of unary ops, optimizer updates).
 
+use super::cost::{CostFn, CostNode, Work};
 use super::util::{
     broadcast, broadcast_data, broadcast_to, check_dtype, expect_inputs, fmt_shape, fold, input, input_of,
     normalize_axis, optional_input, same_dtype, typed, Accepts,
 };
-use super::cost::{CostFn, CostNode, Work};
 use super::{InferFn, Node, ShapeError, ShapeResult, Value};
 use crate::ir::{DType, Shape, TensorType};
 

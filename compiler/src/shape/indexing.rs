@@ -2,12 +2,12 @@
 //! `Split`, `Slice`, `Gather` and `Pad`. Integer contents are folded
 //! (except for `Pad`). Their cost, and that of their gradients.
 
+use super::cost::{copy, CostFn, CostNode, Work};
 use super::util::{
     affine_gather, checked_numel, const_i64s, expect_inputs, fmt_shape, fold, input, input_of, int_data,
     normalize_axes, normalize_axis, optional_const_i64s, optional_input, same_dtype, strides, to_dim, too_large, typed,
     wide_to_dim, Accepts,
 };
-use super::cost::{copy, CostFn, CostNode, Work};
 use super::{InferFn, Node, ShapeError, ShapeResult, Value};
 use crate::ir::{AttrError, TensorType};
 

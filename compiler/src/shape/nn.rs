@@ -2,11 +2,11 @@
 //! `LogSoftmax`, `Dropout`, `Gemm` and `MatMul`; their cost, and that of the
 //! training-mode forms, losses and gradients of these layers.
 
+use super::cost::{copy, CostFn, CostNode, Work};
 use super::util::{
     broadcast, broadcast_to, check_dtype, check_rank, expect_inputs, fmt_shape, input, input_of, normalize_axis,
     optional_input, same_dtype, typed, Accepts,
 };
-use super::cost::{copy, CostFn, CostNode, Work};
 use super::{InferFn, Node, ShapeError, ShapeResult, Value};
 use crate::ir::DType;
 

@@ -1,9 +1,9 @@
 //! Shape inference for pooling: `MaxPool`, `AveragePool`, the global pools
 //! and `LRN`; their cost and that of their gradients.
 
+use super::cost::{CostFn, CostNode};
 use super::util::{check_dtype, check_rank, expect_inputs, input, input_of, positive_attr, typed, Accepts};
 use super::window::Window;
-use super::cost::{CostFn, CostNode};
 use super::{InferFn, Node, ShapeResult, Value};
 use crate::ir::DType;
 

@@ -1,8 +1,8 @@
 //! Shape inference for reductions: `ReduceMean`, `ReduceSum`, `ReduceMax`,
 //! `ReduceMin`; their cost and that of the reducing and broadcasting lms ops.
 
-use super::util::{check_dtype, expect_inputs, input, normalize_axes, optional_const_i64s, typed, Accepts};
 use super::cost::CostFn;
+use super::util::{check_dtype, expect_inputs, input, normalize_axes, optional_const_i64s, typed, Accepts};
 use super::{InferFn, Node, ShapeResult, Value};
 
 /// The reductions, each with the opset from which `axes` is an input.

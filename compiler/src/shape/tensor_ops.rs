@@ -3,12 +3,12 @@
 //! `Transpose`, `Unsqueeze`, `Squeeze`, `Expand` and `Tile`. Integer
 //! contents are folded. Their cost, and that of `ReshapeTo`.
 
+use super::cost::{copy, view, CostFn};
 use super::util::{
     affine_gather, broadcast, broadcast_data, checked_numel, const_i64s, expect_inputs, fmt_shape, fold, input,
     int_data, normalize_axes, normalize_axis, optional_const_i64s, strides, to_dim, too_large, typed,
 };
 use super::window::length_error;
-use super::cost::{copy, view, CostFn};
 use super::{InferFn, Node, ShapeError, ShapeResult, Value};
 use crate::ir::{AttrError, Shape, TensorType};
 

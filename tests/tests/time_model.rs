@@ -7,7 +7,7 @@ use lms_compiler::analysis::profile::DeviceProfile;
 use lms_compiler::frontend::{self, FrontendOptions};
 use lms_compiler::ir::Graph;
 use lms_compiler::simulate::SimulateReport;
-use lms_compiler::train::{self, Loss, Optimizer, TrainOptions};
+use lms_compiler::train::{self, Optimizer, TrainOptions};
 use lms_tests::{lms, onnx_data};
 use std::path::PathBuf;
 
@@ -24,11 +24,7 @@ fn ok(args: &[&str]) -> String {
 }
 
 fn momentum() -> TrainOptions {
-    TrainOptions {
-        loss: Loss::SoftmaxCrossEntropy,
-        optimizer: Optimizer::Momentum { lr: 0.01, momentum: 0.9 },
-        trainable: vec![],
-    }
+    TrainOptions { optimizer: Optimizer::Momentum { lr: 0.01, momentum: 0.9 }, ..TrainOptions::default() }
 }
 
 /// FLOPs of the forward graph's Conv and Gemm nodes, counted here from the

@@ -10,6 +10,7 @@ use crate::frontend::{self, FrontendOptions};
 use crate::ir::{Graph, Plan};
 use crate::passes::tflms::{FreeKnobs, SwappedTensor, TflmsConfig};
 use crate::pipeline::{self, stages, Context, Pass, PassOptions};
+use crate::provenance;
 use crate::train::{TrainOptions, TrainSummary};
 use crate::units::format_bytes;
 use lms_proto::Message;
@@ -66,6 +67,30 @@ pub struct CompileOptions {
     pub verify: bool,
 }
 
+impl Default for CompileOptions {
+    /// No model or output yet, the model's batch, the default training
+    /// graph, no rewrite (a budget search may choose every knob),
+    /// verification on, no extra outputs.
+    fn default() -> Self {
+        CompileOptions {
+            model: PathBuf::new(),
+            frontend: FrontendOptions::default(),
+            train: TrainOptions::default(),
+            strategy: Strategy::None,
+            budget: None,
+            free_knobs: FreeKnobs::ALL,
+            device_profile: String::new(),
+            passes: PassOptions::default(),
+            output: PathBuf::new(),
+            text: None,
+            onnx: None,
+            report: None,
+            depfile: None,
+            verify: true,
+        }
+    }
+}
+
 /// What `lms compile` did.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct CompileReport {
@@ -105,6 +130,7 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
     if options.budget.is_some() && options.strategy == Strategy::None {
         return Err(Error::Usage("--budget needs a memory strategy (--strategy tflms)".into()));
     }
+    let model_bytes = frontend::read_model_bytes(&options.model).map_err(|e| e.in_file(&options.model))?;
     let model = options.model.clone();
     let mut import = stages::Import { model: model.clone(), options: options.frontend.clone(), proto: None };
     let mut autodiff = stages::Autodiff { model: model.clone(), options: options.train.clone(), summary: None };
@@ -145,7 +171,7 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
     let peak_before = memory::simulate(before, before.schedule()).peak_bytes;
     let after = memory::simulate(&cx.graph, cx.graph.schedule());
     let mut report = CompileReport {
-        model: options.model.display().to_string(),
+        model: provenance::model_file_name(&options.model),
         strategy: strategy.to_string(),
         passes: ran.passes.iter().map(|p| p.to_string()).collect(),
         ops: cx.graph.schedule().iter().filter(|&&id| !cx.graph.node(id).parameterized).count(),
@@ -187,7 +213,8 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
     let base_dir = options.model.parent().unwrap_or(Path::new("."));
     let external = import.proto.as_ref().map(|proto| frontend::external_files(proto, base_dir)).unwrap_or_default();
     check_paths(options, &external)?;
-    write_outputs(options, &cx.graph, &report)?;
+    let metadata = provenance::metadata(options, &model_bytes, &report);
+    write_outputs(options, &cx.graph, &metadata, &report)?;
     if let Some(path) = &options.depfile {
         let mut inputs = vec![options.model.clone()];
         inputs.extend(external);
@@ -222,15 +249,13 @@ fn write(path: &Path, bytes: &[u8]) -> Result<()> {
     emit::output::write_atomically(path, bytes)
 }
 
-fn write_outputs(options: &CompileOptions, graph: &Graph, report: &CompileReport) -> Result<()> {
-    let metadata = vec![
-        ("source".to_string(), options.model.display().to_string()),
-        ("batch".to_string(), options.frontend.batch.map_or_else(|| "model".to_string(), |b| b.to_string())),
-        ("optimizer".to_string(), format!("{:?}", options.train.optimizer)),
-        ("loss".to_string(), format!("{:?}", options.train.loss)),
-        ("strategy".to_string(), report.strategy.clone()),
-    ];
-    emit::serialize::write(&options.output, graph, &metadata)?;
+fn write_outputs(
+    options: &CompileOptions,
+    graph: &Graph,
+    metadata: &[(String, String)],
+    report: &CompileReport,
+) -> Result<()> {
+    emit::serialize::write(&options.output, graph, metadata)?;
     if let Some(path) = &options.text {
         write(path, emit::text::to_text(graph)?.as_bytes())?;
     }
@@ -245,8 +270,9 @@ fn write_outputs(options: &CompileOptions, graph: &Graph, report: &CompileReport
 }
 
 impl CompileReport {
-    /// The report for people.
-    pub fn to_text(&self) -> String {
+    /// The short report for people: what was done, peaks before and after,
+    /// host bytes, what was proven.
+    pub fn summary(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(s, "training graph  {} ops, {} tensors ({})", self.ops, self.tensors, self.model);
         let frozen = match self.training.frozen.len() {
@@ -305,6 +331,13 @@ impl CompileReport {
             let _ =
                 writeln!(s, "verified        {n} outputs and variable updates proven equal to the training graph's");
         }
+        s
+    }
+
+    /// Each decision, one line each: the tensor swapped, its bytes and
+    /// distance, its swap-ins and what triggers them.
+    pub fn decisions(&self) -> String {
+        let mut s = String::new();
         for t in &self.swaps {
             let triggers: Vec<String> = t.swap_ins.iter().map(|i| format!("{} {}", i.node, i.trigger)).collect();
             let _ = writeln!(

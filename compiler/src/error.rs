@@ -6,6 +6,7 @@ use crate::ir::{AttrError, VerifyError};
 use crate::shape::ShapeError;
 use crate::units::format_bytes;
 use lms_proto::input::InputError;
+#[cfg(feature = "cli")]
 use lms_runtime::RuntimeError;
 use std::path::PathBuf;
 
@@ -68,6 +69,15 @@ pub enum Error {
         format_bytes(*.budget)
     )]
     OverBudget { pool: &'static str, needed: u64, budget: u64, op: String },
+    /// The budget planner finds no plan within the device budget: `why`
+    /// names the op whose own working set exceeds it (or the op where the
+    /// best plan peaks); `smallest` is the smallest peak any plan reaches.
+    #[error(
+        "does not fit in {} of device memory: {why}; the smallest peak any plan reaches is {}",
+        format_bytes(*.budget),
+        format_bytes(*.smallest)
+    )]
+    NoPlan { why: String, smallest: u64, budget: u64 },
     /// A rewritten graph not proven to compute what its original does;
     /// `what` names the first output or variable update at fault.
     #[error("rewrite not proven equivalent: {what} {reason}")]
@@ -76,6 +86,7 @@ pub enum Error {
     #[error("batch 1 does not fit in a device budget of {}, with or without TFLMS", format_bytes(*.0))]
     NoBatchFits(u64),
     /// Running a compiled graph failed (out of memory among others).
+    #[cfg(feature = "cli")]
     #[error(transparent)]
     Run(#[from] RuntimeError),
     #[error("{0}")]
@@ -106,9 +117,12 @@ impl Error {
         match self {
             Error::InFile { source, .. } => source.exit_code(),
             Error::OverBudget { .. } | Error::NoBatchFits(_) => exit::DOES_NOT_FIT,
+            #[cfg(feature = "cli")]
             Error::Run(RuntimeError::OutOfMemory(_)) => exit::DOES_NOT_FIT,
             Error::Unproven { .. } => exit::NOT_PROVEN,
-            Error::Malformed(_) | Error::Run(RuntimeError::Internal(_)) => exit::INTERNAL,
+            Error::Malformed(_) => exit::INTERNAL,
+            #[cfg(feature = "cli")]
+            Error::Run(RuntimeError::Internal(_)) => exit::INTERNAL,
             _ => exit::USAGE,
         }
     }

@@ -1,7 +1,15 @@
-//! lms compiler: reads ONNX models into the lms IR, infers shapes, analyses
-//! memory, and (in later stages) rewrites training graphs to fit a budget.
+//! lms compiler: reads ONNX models into the lms IR, infers shapes, builds
+//! training graphs, rewrites them to fit a memory budget, proves the rewrite
+//! and writes `.lms` files.
+//!
+//! As a library (a `build.rs`, a test): [`Compile`] is `lms compile` as a
+//! builder and [`testing`] gives a rewrite's stable text form for snapshot
+//! tests. The `cli` feature (on by default) adds the `lms` command and the
+//! runtime behind `lms run`; `default-features = false` compiles graphs
+//! without them.
 
 pub mod analysis;
+pub mod builder;
 pub mod compile;
 pub mod egraph;
 pub mod emit;
@@ -15,10 +23,14 @@ pub mod max_batch;
 pub mod passes;
 pub mod pipeline;
 pub mod process;
+pub mod provenance;
+#[cfg(feature = "cli")]
 pub mod run;
 pub mod shape;
 pub mod simulate;
+pub mod testing;
 pub mod train;
 pub mod units;
 
+pub use builder::Compile;
 pub use error::{exit, Error, Result};

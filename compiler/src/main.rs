@@ -1,6 +1,7 @@
 //! The `lms` command line.
 
 use clap::{Args, Parser, Subcommand};
+use lms_compiler::analysis::profile::{DeviceProfile, DEFAULT_PROFILE};
 use lms_compiler::compile::{Budget, CompileOptions, Strategy, DEFAULT_HOST_BUDGET_BYTES};
 use lms_compiler::frontend::{self, FrontendOptions};
 use lms_compiler::inspect::InspectReport;
@@ -200,6 +201,12 @@ struct CompileArgs {
     /// End the pipeline after pass PASS; the .lms file holds the graph at that point.
     #[arg(long, value_name = "PASS")]
     stop_after: Option<String>,
+    /// Print nothing on success.
+    #[arg(long, short, conflicts_with = "verbose")]
+    quiet: bool,
+    /// Also list each decision (every swapped tensor, its swap-ins and their triggers).
+    #[arg(long, short)]
+    verbose: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -320,6 +327,12 @@ struct SimulateArgs {
     /// Write a picture of memory over the schedule (both graphs) as SVG.
     #[arg(long, value_name = "FILE.svg")]
     svg: Option<PathBuf>,
+    /// Write the predicted timeline of the three streams as a Chrome trace (Perfetto).
+    #[arg(long, value_name = "FILE.json")]
+    trace: Option<PathBuf>,
+    /// Device profile of the time model: a shipped name (h100-sxm, h100-pcie, h200, a100, cpu) or a file.
+    #[arg(long, value_name = "NAME|FILE", default_value = DEFAULT_PROFILE)]
+    device_profile: String,
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
@@ -420,24 +433,37 @@ fn compile(args: &CompileArgs) -> Result<(), Error> {
         depfile: args.depfile.clone(),
         verify: !args.no_verify,
     };
-    let report = lms_compiler::compile::compile(&options)?;
+    let started = std::time::Instant::now();
+    let spinner = (!args.quiet).then(|| spinner(format!("compiling {}", args.model.display())));
+    let report = lms_compiler::compile::compile(&options);
+    if let Some(s) = spinner {
+        s.finish_and_clear();
+    }
+    let report = report?;
     for warning in &report.training.warnings {
         eprintln!("lms: warning: {warning}");
     }
-    print!("{}", report.to_text());
-    eprintln!("lms: wrote {}", args.output.display());
+    if !args.quiet {
+        print!("{}", report.summary());
+        if args.verbose {
+            print!("{}", report.decisions());
+        }
+        println!("wrote           {} in {:.2} s", args.output.display(), started.elapsed().as_secs_f64());
+    }
     Ok(())
 }
 
 fn simulate(args: &SimulateArgs) -> Result<(), Error> {
-    if let Some(svg) = &args.svg {
-        let mut inputs = vec![("graph", args.graph.as_path())];
-        inputs.extend(args.before.as_deref().map(|b| ("--before graph", b)));
-        emit::output::check_distinct(&inputs, &[("--svg", svg)])?;
-    }
+    let device = DeviceProfile::load(&args.device_profile)?;
+    let mut inputs = vec![("graph", args.graph.as_path())];
+    inputs.extend(args.before.as_deref().map(|b| ("--before graph", b)));
+    let mut outputs = Vec::new();
+    outputs.extend(args.svg.as_deref().map(|p| ("--svg", p)));
+    outputs.extend(args.trace.as_deref().map(|p| ("--trace", p)));
+    emit::output::check_distinct(&inputs, &outputs)?;
     let load = |path: &PathBuf| -> Result<SimulateReport, Error> {
         let (graph, schedule) = emit::serialize::read(path)?;
-        Ok(SimulateReport::new(&graph, &schedule))
+        Ok(SimulateReport::new(&graph, &schedule, &device))
     };
     let after = load(&args.graph)?;
     let before = args.before.as_ref().map(load).transpose()?;
@@ -449,6 +475,10 @@ fn simulate(args: &SimulateArgs) -> Result<(), Error> {
         series.push((if before.is_some() { "after" } else { "graph" }, &after));
         let picture = lms_compiler::simulate::svg(&series);
         emit::output::write_atomically(path, picture.as_bytes())?;
+    }
+    if let Some(path) = &args.trace {
+        let json = lms_proto::trace::to_chrome_json(&after.graph, &after.trace);
+        emit::output::write_atomically(path, json.as_bytes())?;
     }
     if args.json {
         let json = match &before {
@@ -515,6 +545,14 @@ fn loss(kind: LossKind) -> Loss {
     }
 }
 
+/// A spinner with `message` on stderr while long work runs; drawn only on a
+/// terminal (indicatif hides it when stderr is piped).
+fn spinner(message: String) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::new_spinner().with_message(message);
+    bar.enable_steady_tick(std::time::Duration::from_millis(120));
+    bar
+}
+
 fn max_batch(args: &MaxBatchArgs) -> Result<(), Error> {
     let frontend = FrontendOptions { batch: None, dims: args.dims.iter().cloned().collect() };
     let train =
@@ -523,8 +561,13 @@ fn max_batch(args: &MaxBatchArgs) -> Result<(), Error> {
     let search = |strategy| {
         lms_compiler::max_batch::max_batch(&args.model, &frontend, &train, strategy, args.budget, host, args.limit)
     };
-    let plain = search(None)?;
-    let tflms = search(Some(&TflmsConfig::default()))?;
+    let progress = spinner("largest batch without rewriting".into());
+    let plain = search(None);
+    progress.set_message("largest batch with tflms");
+    let default_knobs = TflmsConfig::default();
+    let tflms = plain.and_then(|plain| Ok((plain, search(Some(&default_knobs))?)));
+    progress.finish_and_clear();
+    let (plain, tflms) = tflms?;
     if args.json {
         let json = serde_json::json!({ "budget_bytes": args.budget, "host_budget_bytes": host, "none": plain, "tflms": tflms });
         println!("{}", serde_json::to_string_pretty(&json).map_err(|e| Error::Usage(e.to_string()))?);
@@ -552,7 +595,10 @@ fn verify(args: &VerifyArgs) -> Result<(), Error> {
     let (original, _) = emit::serialize::read(&args.original)?;
     let (rewritten, _) = emit::serialize::read(&args.rewritten)?;
     let in_rewritten = |e: Error| e.in_file(&args.rewritten);
-    let report = egraph::check(&original, &rewritten, &egraph::Limits::default()).map_err(in_rewritten)?;
+    let progress = spinner(format!("proving {} equivalent", args.rewritten.display()));
+    let report = egraph::check(&original, &rewritten, &egraph::Limits::default());
+    progress.finish_and_clear();
+    let report = report.map_err(in_rewritten)?;
     print!("{}", report.to_text(args.verbose));
     report.require_proven().map_err(in_rewritten)?;
     Ok(())

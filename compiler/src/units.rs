@@ -2,7 +2,7 @@
 
 /// Formats a byte count with binary units (shared with the runtime's reports):
 /// `512 B`, `1.50 KiB`, `3.06 MiB`.
-pub use lms_runtime::memory::format_bytes;
+pub use lms_proto::units::format_bytes;
 
 /// Parses a byte size: a number with an optional unit, binary (`KiB`, `MiB`,
 /// `GiB`, `TiB`) or decimal (`KB`, `MB`, `GB`, `TB`), or plain bytes (`B`).

@@ -7,6 +7,7 @@
 //!   the memory release rules, which the compiler and the runtime both use.
 //! - [`trace`]: the Chrome-trace form of a step's timeline, predicted or measured.
 //! - [`input`]: reading input files within bounds (regular files only, capped sizes).
+//! - [`units`]: byte counts for people and the default host budget.
 
 /// ONNX model messages (official field numbers).
 pub mod onnx {
@@ -21,6 +22,7 @@ pub mod lms {
 pub mod contract;
 pub mod input;
 pub mod trace;
+pub mod units;
 
 /// Version of `lms.proto` this build writes and accepts.
 pub const LMS_FORMAT_VERSION: u32 = 1;

@@ -9,8 +9,7 @@ use lms_proto::lms::Node;
 use std::collections::BTreeMap;
 use std::fmt;
 
-/// Host budget when the machine's physical memory is unknown: 8 GiB.
-pub const FALLBACK_HOST_MEMORY: u64 = 8 << 30;
+pub use lms_proto::units::{default_host_memory, format_bytes, FALLBACK_HOST_MEMORY};
 
 pub use lms_proto::contract::Pool;
 
@@ -53,41 +52,6 @@ impl fmt::Display for OutOfMemory {
             }
         }
         Ok(())
-    }
-}
-
-/// A byte count for people: `512 B`, `3.06 MiB`, `14.90 GiB`.
-pub fn format_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
-    if bytes < 1024 {
-        return format!("{bytes} B");
-    }
-    let mut value = bytes as f64 / 1024.0;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    format!("{value:.2} {}", UNITS[unit])
-}
-
-/// The default host budget: half of the physical memory that `/proc/meminfo` reports,
-/// or [`FALLBACK_HOST_MEMORY`] when it cannot be read.
-pub fn default_host_memory() -> u64 {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|text| parse_mem_total(&text))
-        .map_or(FALLBACK_HOST_MEMORY, |total| total / 2)
-}
-
-/// Bytes of the `MemTotal:` line of a `/proc/meminfo` text (given in kB).
-fn parse_mem_total(meminfo: &str) -> Option<u64> {
-    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
-    let mut words = line.split_whitespace().skip(1);
-    let kib: u64 = words.next()?.parse().ok()?;
-    match words.next() {
-        Some("kB") => kib.checked_mul(1024),
-        _ => None,
     }
 }
 
@@ -228,16 +192,5 @@ mod tests {
         let mut h = Arena::new(Pool::Host, 10);
         let err = h.alloc(0, "x", 11, &node("s", "SwapOut")).unwrap_err();
         assert_eq!(err.to_string(), "out of host memory at node 's' (SwapOut): wants 11 B, 0 B of 10 B live");
-    }
-
-    #[test]
-    fn byte_formatting_and_meminfo() {
-        assert_eq!(format_bytes(0), "0 B");
-        assert_eq!(format_bytes(1023), "1023 B");
-        assert_eq!(format_bytes(1536), "1.50 KiB");
-        assert_eq!(format_bytes(16 << 30), "16.00 GiB");
-        assert_eq!(parse_mem_total("MemTotal:       16384 kB\nMemFree: 1 kB\n"), Some(16 << 20));
-        assert_eq!(parse_mem_total("MemFree: 1 kB\n"), None);
-        assert!(default_host_memory() > 0);
     }
 }

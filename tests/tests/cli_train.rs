@@ -116,7 +116,11 @@ fn compile_with_tflms_writes_report_and_onnx_export() {
     let nodes = &model.graph.as_ref().unwrap().node;
     let swap_ins: Vec<_> = nodes.iter().filter(|n| n.op_type == "SwapIn" && n.domain == "lms").collect();
     assert!(!swap_ins.is_empty());
-    assert!(swap_ins.iter().any(|n| n.attribute.iter().any(|a| a.name == "lms_after")), "control edges are recorded");
+    assert!(
+        swap_ins.iter().any(|n| n.metadata_props.iter().any(|p| p.key == "lms.after")
+            && n.input.iter().any(|i| i.ends_with(":control"))),
+        "control edges are recorded and drawn"
+    );
 }
 
 #[test]

@@ -19,7 +19,7 @@ pub mod rules;
 mod saturate;
 mod terms;
 #[cfg(test)]
-mod testing;
+pub(crate) mod testing;
 pub mod values;
 pub mod verify;
 

@@ -1,22 +1,29 @@
 //! ONNX export of an lms graph, to open in graph viewers (Netron and the
-//! like): ONNX ops keep their domain; lms's own ops (swaps, gradients,
-//! optimizer steps) are in the custom domain `lms`; variables with known
-//! values become initializers, the others and the inputs graph inputs;
-//! every tensor gets its type in `value_info`. Control edges, which ONNX has
-//! no notion of, are recorded on the later node as the strings attribute
-//! `lms_after` (the names of the nodes it waits for); update edges as
-//! `lms_updates` (the variables the node writes); phase and device as
-//! `lms_phase` and `lms_device`.
+//! like) and to pass `onnx.checker`: ONNX ops keep their domain and only
+//! their own attributes; lms's own ops (swaps, gradients, optimizer steps)
+//! are in the custom domain `lms`; variables with known values become
+//! initializers, the others and the inputs graph inputs; every tensor gets
+//! its type in `value_info`. lms facts are node `metadata_props`, never
+//! attributes: `lms.phase`, `lms.device`, `lms.updates` (the variables the
+//! node writes) and `lms.after` (the nodes it waits for).
+//!
+//! Control edges, which ONNX has no notion of, are also drawn: for an edge
+//! into an `lms` node, a `lms::Control` marker node reads the earlier node's
+//! first output and makes a marker tensor (`<node>:control`) that the later
+//! node takes as an extra, trailing input, so viewers draw the edge.
 
 use crate::analysis::order;
 use crate::error::Result;
-use crate::ir::{Action, Attr, Graph, TensorData, TensorId, TensorType, INPUT_OP, VARIABLE_OP};
+use crate::ir::{Action, Attr, DType, Graph, NodeId, TensorData, TensorId, TensorType, INPUT_OP, VARIABLE_OP};
+use crate::train::LMS_DOMAIN;
 use lms_proto::onnx::{self as onnx, attribute_proto::AttributeType, tensor_shape_proto, type_proto};
+use std::collections::HashSet;
 
 /// The graph as an ONNX model, nodes in schedule order.
 pub fn to_onnx(g: &Graph) -> Result<onnx::ModelProto> {
     let schedule = order::schedule(g)?;
     let mut graph = onnx::GraphProto { name: g.name.clone(), ..Default::default() };
+    let mut markers = HashSet::new();
     for &id in &schedule {
         let node = g.node(id);
         let t = node.outputs.first().copied();
@@ -26,38 +33,41 @@ pub fn to_onnx(g: &Graph) -> Result<onnx::ModelProto> {
             }
             (VARIABLE_OP | INPUT_OP, Some(t)) => graph.input.push(value_info(&g.tensor(t).name, &g.tensor(t).ty)),
             _ => {
-                let mut attribute: Vec<onnx::AttributeProto> =
-                    node.attrs.iter().map(|(k, v)| attribute_of(k, v)).collect();
-                let mut after: Vec<String> = g
-                    .in_edges(id)
-                    .filter(|(_, e)| e.action == Action::Control)
-                    .map(|(src, _)| g.node(src).name.clone())
-                    .collect();
+                let mut after: Vec<NodeId> =
+                    g.in_edges(id).filter(|(_, e)| e.action == Action::Control).map(|(src, _)| src).collect();
+                after.sort_by(|&a, &b| g.node(a).name.cmp(&g.node(b).name));
+                after.dedup();
                 let mut updates: Vec<String> = g
                     .out_edges(id)
                     .filter(|(_, e)| e.action == Action::Update)
                     .map(|(dst, _)| g.node(dst).name.clone())
                     .collect();
-                after.sort();
                 updates.sort();
-                for (name, values) in [("lms_after", after), ("lms_updates", updates)] {
-                    if !values.is_empty() {
-                        attribute.push(attribute_of(name, &Attr::Strings(values)));
+                let mut input: Vec<String> =
+                    node.inputs.iter().map(|t| t.map_or_else(String::new, |t| g.tensor(t).name.clone())).collect();
+                if node.domain == LMS_DOMAIN {
+                    for &src in &after {
+                        if let Some(marker) = control_marker(g, src, &mut graph, &mut markers) {
+                            input.push(marker);
+                        }
                     }
                 }
-                attribute.push(attribute_of("lms_phase", &Attr::String(node.phase.name().into())));
-                attribute.push(attribute_of("lms_device", &Attr::String(node.device.name().into())));
+                let after: Vec<String> = after.iter().map(|&src| g.node(src).name.clone()).collect();
+                let mut metadata_props =
+                    vec![fact("lms.phase", node.phase.name()), fact("lms.device", node.device.name())];
+                for (key, names) in [("lms.after", after), ("lms.updates", updates)] {
+                    if !names.is_empty() {
+                        metadata_props.push(fact(key, &names.join(",")));
+                    }
+                }
                 graph.node.push(onnx::NodeProto {
                     name: node.name.clone(),
                     op_type: node.op.clone(),
                     domain: node.domain.clone(),
-                    input: node
-                        .inputs
-                        .iter()
-                        .map(|t| t.map_or_else(String::new, |t| g.tensor(t).name.clone()))
-                        .collect(),
+                    input,
                     output: node.outputs.iter().map(|&t| g.tensor(t).name.clone()).collect(),
-                    attribute,
+                    attribute: node.attrs.iter().map(|(k, v)| attribute_of(k, v)).collect(),
+                    metadata_props,
                     ..Default::default()
                 });
                 graph.value_info.extend(node.outputs.iter().map(|&t| value_info(&g.tensor(t).name, &g.tensor(t).ty)));
@@ -66,17 +76,50 @@ pub fn to_onnx(g: &Graph) -> Result<onnx::ModelProto> {
     }
     graph.output = g.outputs.iter().map(|&t: &TensorId| value_info(&g.tensor(t).name, &g.tensor(t).ty)).collect();
     let mut opset_import = vec![onnx::OperatorSetIdProto { domain: String::new(), version: g.opset }];
-    if graph.node.iter().any(|n| n.domain == crate::train::LMS_DOMAIN) {
-        opset_import.push(onnx::OperatorSetIdProto { domain: crate::train::LMS_DOMAIN.into(), version: 1 });
+    if graph.node.iter().any(|n| n.domain == LMS_DOMAIN) {
+        opset_import.push(onnx::OperatorSetIdProto { domain: LMS_DOMAIN.into(), version: 1 });
     }
     Ok(onnx::ModelProto {
-        ir_version: 8,
+        // Version 10 is the first with node metadata_props.
+        ir_version: 10,
         producer_name: "lms".into(),
         producer_version: env!("CARGO_PKG_VERSION").into(),
         opset_import,
         graph: Some(graph),
         ..Default::default()
     })
+}
+
+/// The op of the marker nodes that draw control edges.
+pub const CONTROL_OP: &str = "Control";
+
+/// Adds (once per node) the `lms::Control` marker of `src` to `graph` and
+/// returns its marker tensor; `None` for a node without outputs.
+fn control_marker(
+    g: &Graph,
+    src: NodeId,
+    graph: &mut onnx::GraphProto,
+    markers: &mut HashSet<NodeId>,
+) -> Option<String> {
+    let node = g.node(src);
+    let first = g.tensor(*node.outputs.first()?);
+    let marker = format!("{}:control", node.name);
+    if markers.insert(src) {
+        graph.node.push(onnx::NodeProto {
+            name: marker.clone(),
+            op_type: CONTROL_OP.into(),
+            domain: LMS_DOMAIN.into(),
+            input: vec![first.name.clone()],
+            output: vec![marker.clone()],
+            ..Default::default()
+        });
+        graph.value_info.push(value_info(&marker, &TensorType::new(DType::Bool, vec![])));
+    }
+    Some(marker)
+}
+
+fn fact(key: &str, value: &str) -> onnx::StringStringEntryProto {
+    onnx::StringStringEntryProto { key: key.into(), value: value.into() }
 }
 
 fn tensor_proto(name: &str, data: &TensorData) -> onnx::TensorProto {

@@ -3,5 +3,10 @@
 //! - [`tflms`]: TFLMS (tflms.txt §4-5): swap-out/swap-in identity ops on the
 //!   CPU with control edges that time the swap-ins, and a budget mode that
 //!   searches its knobs with the memory simulator.
+//! - [`recompute`]: the producer chain that re-makes a dropped forward tensor.
+//! - [`planner`]: `--strategy auto`, the budget planner that chooses swap or
+//!   recompute per tensor by extra time per byte removed from the peak.
 
+pub mod planner;
+pub mod recompute;
 pub mod tflms;

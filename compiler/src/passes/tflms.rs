@@ -62,6 +62,7 @@ use std::fmt;
 
 /// How the control op of a swap-in is chosen (tflms.txt §4.3).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum CtrldStrategy {
     /// Algorithm 2: breadth-first along the forward ops from the swapped
     /// tensor's producer f1; at a depth between `lb` and `ub`, a backward

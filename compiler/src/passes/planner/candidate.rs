@@ -1,0 +1,242 @@
+//! Candidates at a peak and their cost: the extra predicted time of a swap
+//! or a recompute, per byte it removes from the peak; and the lazy queue the
+//! greedy takes them from. A new kind of candidate (split) is a new [`Move`]
+//! costed in [`Planner::cost`] and applied in `Planner::take`.
+
+use super::facts::{Droppable, Facts};
+use super::{Kind, Planner, State};
+use crate::ir::TensorId;
+use crate::passes::recompute;
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+/// Op whose running-statistics inputs (slots 3 and 4) do not reach the
+/// outputs a backward op reads: re-running it after the statistics were
+/// written gives the same Y, saved mean and saved invstd.
+const BATCH_NORM_TRAIN: &str = "BatchNormTrain";
+
+/// What a candidate does to its tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Move {
+    Swap,
+    Recompute,
+}
+
+/// A candidate decision on a droppable tensor, costed at one peak.
+#[derive(Clone, Debug)]
+pub(super) struct Candidate {
+    /// Index into `Facts::droppable`.
+    pub index: usize,
+    pub what: Move,
+    pub extra_seconds: f64,
+    /// Extra seconds per byte removed from the peak.
+    pub ratio: f64,
+    pub bytes: u64,
+    /// The decision, once costed.
+    pub kind: Option<Kind>,
+}
+
+impl Candidate {
+    /// An uncosted candidate.
+    pub fn new(index: usize, what: Move) -> Candidate {
+        Candidate { index, what, extra_seconds: 0.0, ratio: 0.0, bytes: 0, kind: None }
+    }
+
+    /// Cheapest first: ratio, then larger tensors, then lower index, swap
+    /// before recompute.
+    fn rank(&self, other: &Candidate) -> Ordering {
+        self.ratio
+            .total_cmp(&other.ratio)
+            .then(other.bytes.cmp(&self.bytes))
+            .then(self.index.cmp(&other.index))
+            .then(self.what.cmp(&other.what))
+    }
+}
+
+/// Heap entry: the heap is a max-heap, so the order is reversed.
+struct Entry(Candidate);
+
+impl PartialEq for Entry {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+impl Eq for Entry {}
+impl PartialOrd for Entry {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Entry {
+    fn cmp(&self, other: &Self) -> Ordering {
+        other.0.rank(&self.0)
+    }
+}
+
+/// Costed candidates, cheapest first. Costs only grow as decisions are
+/// taken, so a stored cost is a lower bound: the cheapest entry is re-costed
+/// and taken when it is still no dearer than the next one.
+#[derive(Default)]
+pub(super) struct Queue {
+    heap: BinaryHeap<Entry>,
+}
+
+impl Queue {
+    pub fn new(candidates: Vec<Candidate>) -> Queue {
+        Queue { heap: candidates.into_iter().map(Entry).collect() }
+    }
+
+    /// The cheapest candidate still valid under `recost` (which returns
+    /// `None` for one no longer possible).
+    pub fn pop_cheapest(&mut self, mut recost: impl FnMut(&Candidate) -> Option<Candidate>) -> Option<Candidate> {
+        while let Some(Entry(stored)) = self.heap.pop() {
+            let Some(fresh) = recost(&stored) else { continue };
+            match self.heap.peek() {
+                Some(Entry(next)) if fresh.rank(next) == Ordering::Greater => self.heap.push(Entry(fresh)),
+                _ => return Some(fresh),
+            }
+        }
+        None
+    }
+}
+
+impl Queue {
+    /// Puts a costed candidate back.
+    pub fn push(&mut self, c: Candidate) {
+        self.heap.push(Entry(c));
+    }
+
+    /// Among the candidates that remove at least `excess` bytes each, the one
+    /// with the smallest extra time under `recost` (which returns `None` for
+    /// one no longer possible); it stays queued. Stored costs are lower
+    /// bounds, so candidates are re-costed in their order until none stored
+    /// is cheaper than the best found.
+    pub fn cheapest_covering(
+        &self,
+        excess: u64,
+        mut recost: impl FnMut(&Candidate) -> Option<Candidate>,
+    ) -> Option<Candidate> {
+        let mut covering: Vec<&Candidate> = self.heap.iter().map(|e| &e.0).filter(|c| c.bytes >= excess).collect();
+        covering.sort_by(|a, b| a.extra_seconds.total_cmp(&b.extra_seconds).then(a.rank(b)));
+        let mut best: Option<Candidate> = None;
+        for stored in covering {
+            if best.as_ref().is_some_and(|b| b.extra_seconds <= stored.extra_seconds) {
+                break;
+            }
+            if let Some(fresh) = recost(stored) {
+                if best.as_ref().is_none_or(|b| fresh.extra_seconds < b.extra_seconds) {
+                    best = Some(fresh);
+                }
+            }
+        }
+        best
+    }
+}
+
+/// Seconds of a swap-in triggered after position `trigger` that are not
+/// hidden behind the compute before the tensor's first backward reader.
+pub(super) fn swap_in_exposed(facts: &Facts<'_>, d: &Droppable, trigger: usize) -> f64 {
+    let lead = d.bytes as f64 / facts.speeds.h2d_bytes_per_second;
+    (lead - facts.seconds_between(trigger + 1, d.first_backward)).max(0.0)
+}
+
+/// Extra seconds from `bytes` more traffic on links already carrying
+/// `already` bytes each way: swap-outs beyond what the forward phase's
+/// compute hides, swap-ins beyond what the backward phase's hides.
+pub(super) fn link_overload(facts: &Facts<'_>, bytes: u64, already: u64) -> f64 {
+    let over = |moved: u64, bandwidth: f64, hidden: f64| (moved as f64 / bandwidth - hidden).max(0.0);
+    let s = facts.speeds;
+    let (before, after) = (already, already + bytes);
+    over(after, s.d2h_bytes_per_second, facts.forward_seconds)
+        - over(before, s.d2h_bytes_per_second, facts.forward_seconds)
+        + over(after, s.h2d_bytes_per_second, facts.backward_seconds)
+        - over(before, s.h2d_bytes_per_second, facts.backward_seconds)
+}
+
+impl Planner<'_, '_> {
+    /// Costs candidate `c` at the peak `step`; `None` when it is not possible
+    /// (tensor already decided, not freed at the step, no host room, a chain
+    /// reads it there, or no recompute chain within the bound). For a tensor
+    /// already swapped whose swap-in starts before `step`, a swap delays the
+    /// swap-in to `step` (cost: the extra exposed transfer) and a recompute
+    /// replaces the swap (cost: the chain less what the swap cost).
+    pub(super) fn cost(&self, c: &Candidate, step: usize) -> Option<Candidate> {
+        let facts = self.facts;
+        let d = &facts.droppable[c.index];
+        // A swapped tensor whose swap-in starts before the peak may start
+        // later, or be recomputed instead.
+        let swapped_until = match self.state[c.index] {
+            State::Kept => None,
+            State::Swapped { trigger } if trigger < step => Some(trigger),
+            _ => return None,
+        };
+        if !d.covers(step) {
+            return None;
+        }
+        let pinned_in = |from: usize, to: usize| self.pins[c.index].iter().any(|&p| from <= p && p <= to);
+        let (kind, extra_seconds) = match c.what {
+            Move::Swap => {
+                if !d.swappable {
+                    return None;
+                }
+                let lead = d.bytes as f64 / facts.speeds.h2d_bytes_per_second;
+                let trigger = facts.latest_hiding(d.last_forward, d.first_backward, lead).max(step);
+                let (out_from, hosted_from) = match swapped_until {
+                    Some(old) => (old + 1, old + 1),
+                    None => (d.last_forward + 1, d.made + 1),
+                };
+                if pinned_in(out_from, trigger)
+                    || self.host.max_in(hosted_from, trigger) + d.bytes > self.options.host_budget
+                {
+                    return None;
+                }
+                let extra = match swapped_until {
+                    Some(old) => swap_in_exposed(facts, d, trigger) - swap_in_exposed(facts, d, old),
+                    None => swap_in_exposed(facts, d, trigger) + link_overload(facts, d.bytes, self.swapped_bytes),
+                };
+                (Kind::Swap { trigger }, extra)
+            }
+            Move::Recompute => {
+                if pinned_in(d.last_forward + 1, d.first_backward - 1) {
+                    return None;
+                }
+                let chain = self.chain(d)?;
+                let undone_swap = swapped_until.map_or(0.0, |old| {
+                    swap_in_exposed(facts, d, old) + link_overload(facts, d.bytes, self.swapped_bytes - d.bytes)
+                });
+                let extra = chain.seconds(&facts.speeds.node_seconds) - undone_swap;
+                (Kind::Recompute { chain }, extra)
+            }
+        };
+        Some(Candidate {
+            index: c.index,
+            what: c.what,
+            extra_seconds,
+            ratio: extra_seconds / d.bytes as f64,
+            bytes: d.bytes,
+            kind: Some(kind),
+        })
+    }
+
+    /// The chain that re-makes `d` right before its first backward reader
+    /// from what is resident there; `None` when there is none within the
+    /// bound, or when it would read a variable already overwritten there.
+    fn chain(&self, d: &Droppable) -> Option<recompute::Chain> {
+        let facts = self.facts;
+        let at = d.first_backward;
+        let chain =
+            recompute::chain(facts.g, d.tensor, |u| self.resident(u, at), &facts.position, self.options.max_chain)?;
+        let overwritten = |u: TensorId| facts.writer[u.index()].is_some_and(|w| w < at);
+        for &n in &chain.nodes {
+            let node = facts.g.node(n);
+            for (slot, u) in node.inputs.iter().enumerate() {
+                let Some(u) = *u else { continue };
+                let statistics = node.op == BATCH_NORM_TRAIN && (slot == 3 || slot == 4);
+                if overwritten(u) && !statistics {
+                    return None;
+                }
+            }
+        }
+        Some(chain)
+    }
+}

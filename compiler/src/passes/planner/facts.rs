@@ -1,0 +1,168 @@
+//! What the planner knows about the training graph before deciding anything:
+//! each node's place in the schedule and time, the prefix sums of compute
+//! time, and the forward tensors a decision may drop (with the stretch of
+//! the schedule where each is not needed).
+
+use crate::analysis::memory;
+use crate::ir::{Action, Device, Graph, NodeId, Phase, TensorId};
+
+/// Per-op time and transfer speeds the planner predicts with.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Speeds {
+    /// Predicted compute time of each node, indexed by `NodeId::index()`.
+    pub node_seconds: Vec<f64>,
+    /// Device-to-host bandwidth (swap-outs), bytes per second.
+    pub d2h_bytes_per_second: f64,
+    /// Host-to-device bandwidth (swap-ins), bytes per second.
+    pub h2d_bytes_per_second: f64,
+}
+
+/// A forward tensor that is not needed between its last forward reader and
+/// its first backward reader: it can be swapped out or recomputed there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Droppable {
+    pub tensor: TensorId,
+    pub bytes: u64,
+    /// Position of its producer.
+    pub made: usize,
+    /// Position of its last forward reader (its producer's when none).
+    pub last_forward: usize,
+    /// Position of its first backward reader.
+    pub first_backward: usize,
+    /// Whether a swap may move it (float data, as TFLMS swaps).
+    pub swappable: bool,
+}
+
+impl Droppable {
+    /// Whether dropping it frees memory at `step`.
+    pub fn covers(&self, step: usize) -> bool {
+        self.last_forward < step && step < self.first_backward
+    }
+}
+
+/// The schedule, times and droppable tensors of one training graph.
+pub struct Facts<'g> {
+    pub g: &'g Graph,
+    pub schedule: &'g [NodeId],
+    /// Position of each node in the schedule, indexed by `NodeId::index()`.
+    pub position: Vec<usize>,
+    /// Step after which each tensor is freed (`memory::last_use`).
+    pub last_use: Vec<usize>,
+    /// `prefix[k]`: compute seconds of the first `k` scheduled nodes.
+    pub prefix: Vec<f64>,
+    /// Compute seconds of the forward phase and of the rest.
+    pub forward_seconds: f64,
+    pub backward_seconds: f64,
+    pub speeds: &'g Speeds,
+    pub droppable: Vec<Droppable>,
+    /// Index into `droppable` of each tensor, indexed by `TensorId::index()`.
+    pub index: Vec<Option<usize>>,
+    /// Position of the node that writes each variable's tensor (update
+    /// edge), indexed by `TensorId::index()` of the variable's tensor.
+    pub writer: Vec<Option<usize>>,
+}
+
+impl<'g> Facts<'g> {
+    /// Gathers the facts of `g` run in `schedule`.
+    pub fn new(g: &'g Graph, schedule: &'g [NodeId], speeds: &'g Speeds) -> Facts<'g> {
+        let mut position = vec![usize::MAX; g.node_bound()];
+        for (i, id) in schedule.iter().enumerate() {
+            position[id.index()] = i;
+        }
+        let last_use = memory::last_use(g, schedule);
+        let mut prefix = Vec::with_capacity(schedule.len() + 1);
+        let (mut total, mut forward_seconds) = (0.0, 0.0);
+        prefix.push(0.0);
+        for &id in schedule {
+            let s = speeds.node_seconds[id.index()];
+            total += s;
+            if g.node(id).phase == Phase::Forward {
+                forward_seconds += s;
+            }
+            prefix.push(total);
+        }
+        let mut writer = vec![None; g.tensor_count()];
+        for (src, dst, e) in g.edges() {
+            if e.action == Action::Update {
+                writer[g.node(dst).outputs[0].index()] = Some(position[src.index()]);
+            }
+        }
+        let mut facts = Facts {
+            g,
+            schedule,
+            position,
+            last_use,
+            prefix,
+            forward_seconds,
+            backward_seconds: total - forward_seconds,
+            speeds,
+            droppable: Vec::new(),
+            index: vec![None; g.tensor_count()],
+            writer,
+        };
+        facts.find_droppable();
+        facts
+    }
+
+    /// Forward tensors of GPU ops, not graph outputs and not written into a
+    /// variable, read in the backward phase after a gap of at least one op.
+    fn find_droppable(&mut self) {
+        let g = self.g;
+        let mut is_output = vec![false; g.tensor_count()];
+        for &t in &g.outputs {
+            is_output[t.index()] = true;
+        }
+        for (step, &id) in self.schedule.iter().enumerate() {
+            let node = g.node(id);
+            if node.parameterized || node.phase != Phase::Forward || node.device != Device::Gpu {
+                continue;
+            }
+            for &t in &node.outputs {
+                let tensor = g.tensor(t);
+                if is_output[t.index()] || self.last_use[t.index()] == step || tensor.ty.bytes() == 0 {
+                    continue;
+                }
+                let (mut last_forward, mut first_backward) = (step, usize::MAX);
+                for (r, _) in g.readers(t) {
+                    let p = self.position[r.index()];
+                    if g.node(r).phase == Phase::Forward {
+                        last_forward = last_forward.max(p);
+                    } else {
+                        first_backward = first_backward.min(p);
+                    }
+                }
+                if first_backward == usize::MAX || first_backward <= last_forward + 1 {
+                    continue;
+                }
+                self.index[t.index()] = Some(self.droppable.len());
+                self.droppable.push(Droppable {
+                    tensor: t,
+                    bytes: tensor.ty.bytes(),
+                    made: step,
+                    last_forward,
+                    first_backward,
+                    swappable: tensor.ty.dtype.is_float(),
+                });
+            }
+        }
+    }
+
+    /// Compute seconds of the scheduled nodes at positions `from..to`.
+    pub fn seconds_between(&self, from: usize, to: usize) -> f64 {
+        if from >= to {
+            0.0
+        } else {
+            self.prefix[to] - self.prefix[from]
+        }
+    }
+
+    /// The latest position `q` in `earliest..before` such that the nodes
+    /// after `q` and before `before` take at least `lead` seconds: a
+    /// transfer started after `q` is hidden. `earliest` when none is.
+    pub fn latest_hiding(&self, earliest: usize, before: usize, lead: f64) -> usize {
+        // prefix[q + 1] <= prefix[before] - lead, the largest such q.
+        let limit = self.prefix[before] - lead;
+        let k = self.prefix[..=before].partition_point(|&p| p <= limit);
+        k.saturating_sub(2).max(earliest).min(before.saturating_sub(1))
+    }
+}

@@ -1,0 +1,446 @@
+//! The budget planner (`--strategy auto`): TSPLIT Algorithm 2's greedy on
+//! extra time per byte, with Capuchin §4's swap-or-recompute choice.
+//!
+//! Memory is simulated over the training graph's schedule once; then, while
+//! the peak is over the device budget, the planner takes the candidate with
+//! the smallest extra predicted time per byte it removes from the peak:
+//!
+//! - **swap** a forward tensor to host memory after its last forward use and
+//!   back before its first backward use. The swap-in starts after the latest
+//!   op that still hides its transfer (at the peak at the earliest, so the
+//!   peak is relieved); its extra time is the part of the transfer not hidden
+//!   behind compute, plus what the tensor adds to a saturated link over the
+//!   whole phase. Host memory is counted against the host budget.
+//! - **recompute** it: drop it after its last forward use and re-run its
+//!   producer chain ([`crate::passes::recompute`]) just before its first
+//!   backward use; the extra time is the chain's compute time.
+//!
+//! Each decision updates one device and one host [`tracker::Tracker`] in
+//! O(log n) (the rematerialization approach of XLA) instead of re-simulating
+//! the graph per probe, and candidates wait in a lazy priority queue: costs
+//! only grow as decisions accumulate, so a popped candidate is re-costed and
+//! taken when it is still the cheapest; when it removes more than the
+//! peak's excess, a candidate that removes the whole excess for less extra
+//! time in total is taken instead. Ties go to the larger tensor, then
+//! the lower tensor id, then swap before recompute: the plan is
+//! deterministic.
+//!
+//! A clean-up pass then undoes decisions (most expensive first) whose removal
+//! still fits, and moves each swap-in back towards the op that hides its
+//! transfer as far as the budget allows. New candidate kinds (split) are
+//! added to [`Kind`] and costed in `candidate.rs`.
+
+mod apply;
+mod candidate;
+mod facts;
+#[cfg(test)]
+mod milp;
+pub mod report;
+#[cfg(test)]
+mod tests;
+mod tracker;
+
+pub use apply::apply;
+pub use facts::{Droppable, Facts, Speeds};
+pub use report::{decision_reports, DecisionReport};
+
+use crate::analysis::memory;
+use crate::error::{Error, Result};
+use crate::ir::{Graph, NodeId, TensorId};
+use crate::passes::recompute::Chain;
+use crate::units::format_bytes;
+use candidate::{Candidate, Queue};
+use tracker::Tracker;
+
+/// The longest producer chain a recompute re-runs, in nodes.
+pub const DEFAULT_MAX_CHAIN: usize = 8;
+
+/// Budgets and limits of one planning run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PlanOptions {
+    pub device_budget: u64,
+    pub host_budget: u64,
+    /// Longest recompute chain, in nodes.
+    pub max_chain: usize,
+}
+
+/// How a tensor leaves device memory.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Kind {
+    /// Swapped out after its last forward use; swapped back in after the
+    /// node at schedule position `trigger`.
+    Swap { trigger: usize },
+    /// Re-made by re-running `chain` right before its first backward reader.
+    Recompute { chain: Chain },
+}
+
+/// One decision of the plan.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decision {
+    pub tensor: TensorId,
+    pub kind: Kind,
+    /// Bytes the decision removes from device memory while it holds.
+    pub bytes: u64,
+    /// Predicted extra step time.
+    pub extra_seconds: f64,
+    /// The schedule position of the peak the decision was taken for.
+    pub peak_step: usize,
+}
+
+/// What [`plan`] decided and the memory it predicts.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub decisions: Vec<Decision>,
+    /// The planner's (conservative) device peak of the plan.
+    pub device_peak: u64,
+    pub host_peak: u64,
+    /// Whether `device_peak` is within the device budget.
+    pub fits: bool,
+}
+
+/// The state of a droppable tensor during planning.
+#[derive(Clone, Debug, PartialEq)]
+enum State {
+    Kept,
+    Swapped { trigger: usize },
+    Recomputed { chain: Chain },
+}
+
+/// Everything one planning run updates.
+struct Planner<'f, 'g> {
+    facts: &'f Facts<'g>,
+    options: PlanOptions,
+    device: Tracker,
+    host: Tracker,
+    /// State of each droppable tensor, indexed like `facts.droppable`.
+    state: Vec<State>,
+    /// Positions where a recompute chain reads each droppable tensor.
+    pins: Vec<Vec<usize>>,
+    /// Bytes swapped out and in so far.
+    swapped_bytes: u64,
+    decisions: Vec<Decision>,
+}
+
+/// Plans swap and recompute decisions that bring `g`'s device peak over
+/// `schedule` within `options.device_budget`. Returns the plan even when it
+/// does not fit (`fits` false): its peak is the smallest this planner reaches.
+pub fn plan(g: &Graph, schedule: &[NodeId], speeds: &Speeds, options: PlanOptions) -> Plan {
+    let facts = Facts::new(g, schedule, speeds);
+    plan_with(&facts, options)
+}
+
+/// [`plan`] on facts already gathered (a budget search plans one graph many times).
+pub fn plan_with(facts: &Facts<'_>, options: PlanOptions) -> Plan {
+    let profile = memory::simulate(facts.g, facts.schedule);
+    let mut planner = Planner {
+        facts,
+        options,
+        device: Tracker::new(&profile.timeline),
+        host: Tracker::new(&profile.host_timeline),
+        state: vec![State::Kept; facts.droppable.len()],
+        pins: vec![Vec::new(); facts.droppable.len()],
+        swapped_bytes: 0,
+        decisions: Vec::new(),
+    };
+    planner.greedy();
+    if planner.device.peak().1 <= options.device_budget {
+        planner.clean_up();
+    }
+    let device_peak = planner.device.peak().1;
+    Plan {
+        device_peak,
+        host_peak: planner.host.peak().1,
+        fits: device_peak <= options.device_budget,
+        decisions: planner.decisions,
+    }
+}
+
+impl Planner<'_, '_> {
+    /// Takes the cheapest candidate at the peak until the peak fits or no
+    /// candidate relieves it.
+    fn greedy(&mut self) {
+        let mut queue = Queue::default();
+        let mut queued_for = None;
+        loop {
+            let (step, peak) = self.device.peak();
+            if peak <= self.options.device_budget {
+                return;
+            }
+            if queued_for != Some(step) {
+                queue = Queue::new(self.candidates_at(step));
+                queued_for = Some(step);
+            }
+            let Some(cheapest) = queue.pop_cheapest(|c| self.cost(c, step)) else { return };
+            // The last bytes of a peak: one candidate that covers them all may
+            // cost less in total than the cheapest per byte.
+            let excess = peak - self.options.device_budget;
+            let whole =
+                if cheapest.bytes > excess { queue.cheapest_covering(excess, |c| self.cost(c, step)) } else { None };
+            let taken = match whole {
+                Some(whole) if whole.extra_seconds < cheapest.extra_seconds => {
+                    queue.push(cheapest);
+                    whole
+                }
+                _ => cheapest,
+            };
+            self.take(taken, step);
+        }
+    }
+
+    /// Every candidate that frees memory at `step`, costed.
+    fn candidates_at(&self, step: usize) -> Vec<Candidate> {
+        let mut found = Vec::new();
+        for (i, d) in self.facts.droppable.iter().enumerate() {
+            if matches!(self.state[i], State::Recomputed { .. }) || !d.covers(step) {
+                continue;
+            }
+            for kind in [candidate::Move::Swap, candidate::Move::Recompute] {
+                if let Some(c) = self.cost(&Candidate::new(i, kind), step) {
+                    found.push(c);
+                }
+            }
+        }
+        found
+    }
+
+    /// Applies a costed candidate to the trackers and records the decision.
+    fn take(&mut self, c: Candidate, step: usize) {
+        let d = &self.facts.droppable[c.index];
+        let bytes = d.bytes as i64;
+        let kind = c.kind.expect("a costed candidate has its decision");
+        // A swapped tensor is decided again: a later swap-in, or a recompute.
+        let previous = match self.state[c.index] {
+            State::Swapped { trigger } => Some(trigger),
+            _ => None,
+        };
+        if let Some(old) = previous {
+            self.device.add(d.last_forward + 1, old, bytes);
+            self.host.add(d.made + 1, old, -bytes);
+            self.swapped_bytes -= d.bytes;
+        }
+        match &kind {
+            Kind::Swap { trigger } => {
+                self.device.add(d.last_forward + 1, *trigger, -bytes);
+                self.host.add(d.made + 1, *trigger, bytes);
+                self.swapped_bytes += d.bytes;
+                self.state[c.index] = State::Swapped { trigger: *trigger };
+            }
+            Kind::Recompute { chain } => {
+                self.device.add(d.last_forward + 1, d.first_backward - 1, -bytes);
+                self.device.add(d.first_backward, d.first_backward, chain.transient_bytes as i64);
+                for s in &chain.sources {
+                    if let Some(j) = self.facts.index[s.index()] {
+                        self.pins[j].push(d.first_backward);
+                    }
+                }
+                self.state[c.index] = State::Recomputed { chain: chain.clone() };
+            }
+        }
+        if previous.is_some() {
+            let decision = self.decisions.iter_mut().find(|x| x.tensor == d.tensor).expect("decided before");
+            decision.kind = kind;
+            decision.extra_seconds += c.extra_seconds;
+            return;
+        }
+        self.decisions.push(Decision {
+            tensor: d.tensor,
+            kind,
+            bytes: d.bytes,
+            extra_seconds: c.extra_seconds,
+            peak_step: step,
+        });
+    }
+
+    /// Whether droppable tensor `u`'s device copy exists at `step` in the
+    /// current plan (a non-droppable tensor: between its producer and last use).
+    fn resident(&self, u: TensorId, step: usize) -> bool {
+        let facts = self.facts;
+        let made = facts.position[facts.g.tensor(u).producer.0.index()];
+        if step < made || step > facts.last_use[u.index()] {
+            return false;
+        }
+        let Some(i) = facts.index[u.index()] else { return true };
+        let d = &facts.droppable[i];
+        match &self.state[i] {
+            State::Kept => true,
+            State::Swapped { trigger } => step <= d.last_forward || step > *trigger,
+            State::Recomputed { .. } => step <= d.last_forward || step >= d.first_backward,
+        }
+    }
+
+    /// Undoes decisions (most expensive first) whose removal still fits;
+    /// then starts each delayed swap-in as early as the budget allows, up
+    /// to the op that hides its transfer.
+    fn clean_up(&mut self) {
+        let budget = self.options.device_budget;
+        let mut order: Vec<usize> = (0..self.decisions.len()).collect();
+        order.sort_by(|&a, &b| {
+            let (x, y) = (&self.decisions[a], &self.decisions[b]);
+            y.extra_seconds.total_cmp(&x.extra_seconds).then(b.cmp(&a))
+        });
+        let mut undone = vec![false; self.decisions.len()];
+        for i in order {
+            let decision = self.decisions[i].clone();
+            let j = self.facts.index[decision.tensor.index()].expect("decisions are on droppable tensors");
+            // Kept, the tensor is resident wherever a chain reads it, so undoing is always sound.
+            self.revert(j, &decision, 1);
+            if self.device.peak().1 <= budget && self.host.peak().1 <= self.options.host_budget {
+                undone[i] = true;
+                self.state[j] = State::Kept;
+            } else {
+                self.revert(j, &decision, -1);
+            }
+        }
+        let mut kept = Vec::new();
+        for (decision, undone) in std::mem::take(&mut self.decisions).into_iter().zip(undone) {
+            if !undone {
+                kept.push(decision);
+            }
+        }
+        self.decisions = kept;
+        for i in 0..self.decisions.len() {
+            self.start_swap_in_earlier(i);
+        }
+    }
+
+    /// Adds back (`sign` 1) or removes again (`sign` -1) a decision's bytes.
+    fn revert(&mut self, j: usize, decision: &Decision, sign: i64) {
+        let d = &self.facts.droppable[j];
+        let bytes = d.bytes as i64 * sign;
+        match &decision.kind {
+            Kind::Swap { trigger } => {
+                self.device.add(d.last_forward + 1, *trigger, bytes);
+                self.host.add(d.made + 1, *trigger, -bytes);
+            }
+            Kind::Recompute { chain } => {
+                self.device.add(d.last_forward + 1, d.first_backward - 1, bytes);
+                self.device.add(d.first_backward, d.first_backward, -(chain.transient_bytes as i64) * sign);
+            }
+        }
+    }
+
+    /// Moves decision `i`'s swap-in trigger earlier, towards the latest op
+    /// that hides its transfer, as far as the device budget allows.
+    fn start_swap_in_earlier(&mut self, i: usize) {
+        let Kind::Swap { trigger } = self.decisions[i].kind else { return };
+        let j = self.facts.index[self.decisions[i].tensor.index()].expect("decisions are on droppable tensors");
+        let d = &self.facts.droppable[j];
+        let lead = d.bytes as f64 / self.facts.speeds.h2d_bytes_per_second;
+        let hiding = self.facts.latest_hiding(d.last_forward, d.first_backward, lead);
+        if hiding >= trigger {
+            return;
+        }
+        // The earliest q in hiding..trigger with room for the tensor over q+1..=trigger.
+        let budget = self.options.device_budget;
+        let fits = |q: usize| self.device.max_in(q + 1, trigger) + d.bytes <= budget;
+        let (mut lo, mut hi) = (hiding, trigger);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if fits(mid) {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        if lo < trigger {
+            self.device.add(lo + 1, trigger, d.bytes as i64);
+            self.host.add(lo + 1, trigger, -(d.bytes as i64));
+            let decision = &mut self.decisions[i];
+            decision.kind = Kind::Swap { trigger: lo };
+            decision.extra_seconds = candidate::swap_in_exposed(self.facts, d, lo)
+                + candidate::link_overload(self.facts, d.bytes, self.swapped_bytes - d.bytes);
+        }
+    }
+}
+
+/// Predicted extra step time of `decisions`: swap-in time not hidden behind
+/// compute, recompute chains, and swap traffic beyond what each phase hides.
+pub fn extra_seconds(facts: &Facts<'_>, decisions: &[Decision]) -> f64 {
+    let mut swapped = 0;
+    let mut extra = 0.0;
+    for decision in decisions {
+        let d = &facts.droppable[facts.index[decision.tensor.index()].expect("decisions are on droppable tensors")];
+        match &decision.kind {
+            Kind::Swap { trigger } => {
+                extra += candidate::swap_in_exposed(facts, d, *trigger);
+                swapped += d.bytes;
+            }
+            Kind::Recompute { chain } => extra += chain.seconds(&facts.speeds.node_seconds),
+        }
+    }
+    extra + candidate::link_overload(facts, swapped, 0)
+}
+
+/// The node whose own working set (its inputs and outputs plus everything
+/// resident) is largest, and that working set: no plan goes below it.
+pub fn largest_working_set(g: &Graph, schedule: &[NodeId]) -> (NodeId, u64) {
+    let profile = memory::simulate(g, schedule);
+    let device_bytes = |t: &TensorId| {
+        let producer = g.node(g.tensor(*t).producer.0);
+        if memory::pool(producer) == memory::Pool::Device && !producer.parameterized {
+            g.tensor(*t).ty.bytes()
+        } else {
+            0
+        }
+    };
+    schedule
+        .iter()
+        .map(|&id| {
+            let node = g.node(id);
+            let mut tensors: Vec<TensorId> = node.inputs.iter().flatten().chain(&node.outputs).copied().collect();
+            tensors.sort();
+            tensors.dedup();
+            (id, profile.resident_bytes + tensors.iter().map(device_bytes).sum::<u64>())
+        })
+        .fold((schedule[0], 0), |best, (id, bytes)| if bytes > best.1 { (id, bytes) } else { best })
+}
+
+/// The planned graph and what it takes.
+#[derive(Clone, Debug)]
+pub struct Fitted {
+    pub graph: Graph,
+    pub plan: Plan,
+    /// Each decision with its ΔM, ΔT and why.
+    pub reports: Vec<DecisionReport>,
+    /// Simulated peaks of `graph` (the memory simulator, not the planner's estimate).
+    pub device_peak: u64,
+    pub host_peak: u64,
+}
+
+/// Plans `g` for `options`' budgets and applies the plan. Fails with
+/// [`Error::NoPlan`] when no plan fits the device budget.
+pub fn fit(g: &Graph, speeds: &Speeds, options: PlanOptions) -> Result<Fitted> {
+    let schedule = g.schedule().to_vec();
+    let facts = Facts::new(g, &schedule, speeds);
+    let plan = plan_with(&facts, options);
+    let graph = apply(&facts, &plan.decisions)?;
+    let new_schedule = graph.schedule();
+    let profile = memory::simulate(&graph, new_schedule);
+    if !plan.fits || profile.peak_bytes > options.device_budget {
+        let peak_op = &graph.node(new_schedule[profile.peak_step]).name;
+        return Err(no_plan(g, &schedule, profile.peak_bytes, peak_op, options.device_budget));
+    }
+    let mut graph = graph;
+    graph.plan.strategy = "auto".into();
+    graph.plan.budget_device_bytes = Some(options.device_budget);
+    graph.plan.budget_host_bytes = Some(options.host_budget);
+    let reports = decision_reports(&facts, &plan.decisions);
+    Ok(Fitted { graph, plan, reports, device_peak: profile.peak_bytes, host_peak: profile.host_peak_bytes })
+}
+
+/// The one-line error for a graph no plan fits: the op whose own working
+/// set exceeds the budget (or the op at the best plan's peak) and the
+/// smallest peak any plan reaches.
+fn no_plan(g: &Graph, schedule: &[NodeId], smallest: u64, peak_op: &str, budget: u64) -> Error {
+    let (op, working_set) = largest_working_set(g, schedule);
+    let why = if working_set > budget {
+        format!(
+            "op '{}' alone needs {} (its inputs and outputs plus the resident variables)",
+            g.node(op).name,
+            format_bytes(working_set)
+        )
+    } else {
+        format!("the best plan peaks at op '{peak_op}'")
+    };
+    Error::NoPlan { why, smallest, budget }
+}

@@ -1,0 +1,99 @@
+//! Planner tests: plans fit, apply to verified graphs, and come within 10%
+//! of the exact optimum on the small training graphs.
+
+use super::milp::optimum;
+use super::*;
+use crate::frontend::{self, FrontendOptions};
+use crate::train::{self, Loss, Optimizer, TrainOptions};
+use std::path::PathBuf;
+
+fn training_graph(model: &str, batch: usize) -> Graph {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/models").join(model);
+    let model = frontend::load(&path, &FrontendOptions { batch: Some(batch), ..Default::default() }).unwrap();
+    let options =
+        TrainOptions { loss: Loss::SoftmaxCrossEntropy, optimizer: Optimizer::Sgd { lr: 0.1 }, ..Default::default() };
+    train::build(&model.graph, &options).unwrap()
+}
+
+/// Op times from the bytes each node touches at 10 GB/s, links at `link` bytes/s.
+fn speeds_with_link(g: &Graph, link: f64) -> Speeds {
+    let mut node_seconds = vec![0.0; g.node_bound()];
+    for id in g.node_ids() {
+        let node = g.node(id);
+        let bytes: u64 = node.inputs.iter().flatten().chain(&node.outputs).map(|&t| g.tensor(t).ty.bytes()).sum();
+        node_seconds[id.index()] = bytes as f64 / 10e9;
+    }
+    Speeds { node_seconds, d2h_bytes_per_second: link, h2d_bytes_per_second: link }
+}
+
+fn speeds(g: &Graph) -> Speeds {
+    speeds_with_link(g, 5e9)
+}
+
+fn options(device_budget: u64, host_budget: u64) -> PlanOptions {
+    PlanOptions { device_budget, host_budget, max_chain: DEFAULT_MAX_CHAIN }
+}
+
+#[test]
+fn plans_fit_their_budget_and_are_proven_equal() {
+    for model in ["cnn_residual.onnx", "tiny_gpt.onnx", "mlp.onnx"] {
+        let g = training_graph(model, 8);
+        let schedule = g.schedule().to_vec();
+        let before = memory::simulate(&g, &schedule);
+        let speeds = speeds(&g);
+        for (fraction, host) in [(90, u64::MAX), (70, u64::MAX), (70, 0)] {
+            let budget = before.resident_bytes + (before.peak_bytes - before.resident_bytes) * fraction / 100;
+            let Ok(fitted) = fit(&g, &speeds, options(budget, host)) else { continue };
+            assert!(fitted.device_peak <= budget, "{model}: {} over {budget}", fitted.device_peak);
+            assert!(fitted.plan.device_peak >= fitted.device_peak, "{model}: the tracker is not conservative");
+            assert!(!fitted.plan.decisions.is_empty(), "{model}: nothing decided");
+            crate::egraph::verify(&g, &fitted.graph, &crate::egraph::Limits::default()).unwrap();
+            // Same input, same plan.
+            let again = fit(&g, &speeds, options(budget, host)).unwrap();
+            assert_eq!(again.plan.decisions, fitted.plan.decisions, "{model}: not deterministic");
+        }
+    }
+}
+
+#[test]
+fn a_budget_below_an_ops_working_set_names_the_op() {
+    let g = training_graph("cnn_residual.onnx", 8);
+    let schedule = g.schedule().to_vec();
+    let (op, working_set) = largest_working_set(&g, &schedule);
+    let err = fit(&g, &speeds(&g), options(working_set - 1, u64::MAX)).unwrap_err().to_string();
+    assert!(err.contains(&format!("op '{}' alone needs", g.node(op).name)), "{err}");
+    assert!(err.contains("the smallest peak any plan reaches is"), "{err}");
+}
+
+#[test]
+fn the_greedy_is_within_ten_percent_of_the_optimum() {
+    let mut compared = 0;
+    // The tiny GPT's program (hundreds of binaries) is beyond the solver's reach in a test.
+    for model in ["cnn_residual.onnx", "mlp.onnx"] {
+        let g = training_graph(model, 8);
+        let schedule = g.schedule().to_vec();
+        let before = memory::simulate(&g, &schedule);
+        for link in [5e9, 0.5e9] {
+            let speeds = speeds_with_link(&g, link);
+            let facts = Facts::new(&g, &schedule, &speeds);
+            let base: f64 = speeds.node_seconds.iter().sum();
+            for (fraction, host) in [(85, u64::MAX), (70, u64::MAX), (55, u64::MAX), (70, 0)] {
+                let budget = before.resident_bytes + (before.peak_bytes - before.resident_bytes) * fraction / 100;
+                let plan = plan_with(&facts, options(budget, host));
+                let Some(best) = optimum(&facts, options(budget, host)) else {
+                    assert!(!plan.fits, "{model} at {fraction}%: the greedy fits where the optimum does not");
+                    continue;
+                };
+                assert!(plan.fits, "{model} at {fraction}%, link {link}: the optimum fits, the greedy does not");
+                let greedy = (base + extra_seconds(&facts, &plan.decisions)) / base;
+                let optimal = (base + best) / base;
+                println!(
+                    "{model} {fraction}% link {link} host {host}: overhead greedy {greedy:.4}, optimum {optimal:.4}"
+                );
+                assert!(greedy <= optimal * 1.10, "{model} at {fraction}%: greedy {greedy} vs optimum {optimal}");
+                compared += 1;
+            }
+        }
+    }
+    assert!(compared >= 6, "only {compared} plans compared with the optimum");
+}

@@ -1,0 +1,102 @@
+//! The budget planner on the CPU runtime: under a budget the training graph
+//! cannot meet, the planned graph (swaps and recomputes, or recomputes only
+//! with no host memory) trains three steps bit for bit like the original,
+//! its runtime peaks equal the simulated ones, it fits the budget where the
+//! original does not, and the verifier proves it computes the same outputs
+//! and updates.
+
+use lms_compiler::analysis::memory;
+use lms_compiler::frontend::{self, FrontendOptions};
+use lms_compiler::ir::Graph;
+use lms_compiler::passes::planner::{self, Kind, PlanOptions, Speeds, DEFAULT_MAX_CHAIN};
+use lms_compiler::train::{self, Loss, Optimizer, TrainOptions};
+use lms_runtime::{CpuBackend, Program, RunOptions, RuntimeError, Session};
+use lms_tests::fixture;
+use lms_tests::training::serialized;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+fn training_graph(path: &Path, batch: usize) -> Graph {
+    let model = frontend::load(path, &FrontendOptions { batch: Some(batch), ..Default::default() }).unwrap();
+    let options = TrainOptions {
+        loss: Loss::SoftmaxCrossEntropy,
+        optimizer: Optimizer::Momentum { lr: 0.05, momentum: 0.9 },
+        ..Default::default()
+    };
+    train::build(&model.graph, &options).unwrap()
+}
+
+/// Op times from the bytes each node touches, at CPU-like rates.
+fn speeds(g: &Graph) -> Speeds {
+    let mut node_seconds = vec![0.0; g.node_bound()];
+    for id in g.node_ids() {
+        let node = g.node(id);
+        let bytes: u64 = node.inputs.iter().flatten().chain(&node.outputs).map(|&t| g.tensor(t).ty.bytes()).sum();
+        node_seconds[id.index()] = bytes as f64 / 10e9;
+    }
+    Speeds { node_seconds, d2h_bytes_per_second: 5e9, h2d_bytes_per_second: 5e9 }
+}
+
+fn session(g: &Graph, device_memory: u64) -> Session<CpuBackend> {
+    let program = Program::new(serialized(g), "test.lms").unwrap();
+    Session::new(program, CpuBackend::new(), RunOptions { device_memory, seed: 5, ..RunOptions::default() }).unwrap()
+}
+
+/// Losses and final variables (as bits) of three steps, and the peaks.
+fn train_bits(g: &Graph) -> (Vec<u32>, BTreeMap<String, Vec<u8>>, u64, u64) {
+    let mut s = session(g, u64::MAX);
+    let mut losses = Vec::new();
+    let (mut device, mut host) = (0, 0);
+    for _ in 0..3 {
+        let step = s.step().unwrap();
+        losses.push(step.loss.unwrap().to_bits());
+        device = device.max(step.report.peak_device_bytes);
+        host = host.max(step.report.peak_host_bytes);
+    }
+    let vars = s.variables().unwrap().into_iter().map(|(n, t)| (n, t.to_le_bytes())).collect();
+    (losses, vars, device, host)
+}
+
+#[test]
+fn planned_graphs_train_bit_for_bit_and_fit_where_the_original_does_not() {
+    for (name, path) in
+        [("cnn_residual", fixture("models/cnn_residual.onnx")), ("tiny_gpt", fixture("models/tiny_gpt.onnx"))]
+    {
+        let original = training_graph(&path, 4);
+        let before = memory::simulate(&original, original.schedule());
+        let (losses_a, vars_a, _, _) = train_bits(&original);
+        let schedule = original.schedule().to_vec();
+        for host_budget in [u64::MAX, 0] {
+            // Halfway between the smallest peak the planner reaches and the original's.
+            let options = PlanOptions { device_budget: 0, host_budget, max_chain: DEFAULT_MAX_CHAIN };
+            let smallest = planner::plan(&original, &schedule, &speeds(&original), options).device_peak;
+            let budget = smallest + (before.peak_bytes - smallest) / 2;
+            let options = PlanOptions { device_budget: budget, ..options };
+            let fitted = planner::fit(&original, &speeds(&original), options).unwrap();
+            let recomputes = fitted.plan.decisions.iter().filter(|d| matches!(d.kind, Kind::Recompute { .. })).count();
+            let swaps = fitted.plan.decisions.len() - recomputes;
+            println!(
+                "{name} host budget {host_budget}: {recomputes} recomputed, {swaps} swapped, peak {} -> {} (budget {budget})",
+                before.peak_bytes, fitted.device_peak
+            );
+            if host_budget == 0 {
+                assert!(recomputes > 0, "{name}: no recompute");
+                assert_eq!(swaps, 0, "{name}: swaps without host memory");
+            }
+            let g = &fitted.graph;
+            let (losses_b, vars_b, peak_b, host_b) = train_bits(g);
+            assert_eq!(losses_a, losses_b, "{name}: losses differ after planning");
+            assert_eq!(vars_a, vars_b, "{name}: parameters differ after planning");
+            let sim = memory::simulate(g, g.schedule());
+            assert_eq!((peak_b, host_b), (sim.peak_bytes, sim.host_peak_bytes), "{name}: runtime vs simulated peaks");
+            assert!(peak_b <= budget, "{name}: {peak_b} over the budget {budget}");
+            session(g, budget).step().unwrap();
+            match session(&original, budget).step() {
+                Err(RuntimeError::OutOfMemory(_)) => {}
+                other => panic!("{name}: the original should not fit in {budget} bytes: {:?}", other.map(|s| s.loss)),
+            }
+            let proof = lms_compiler::egraph::verify(&original, g, &lms_compiler::egraph::Limits::default()).unwrap();
+            assert!(proof.proven() > 0, "{name}: nothing proven");
+        }
+    }
+}

@@ -210,14 +210,32 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
         report.swap_ins_without_control = swap.swap_ins_without_control;
         report.swaps = swap.tensors;
     }
+    let base_dir = options.model.parent().unwrap_or(Path::new("."));
+    let external = import.proto.as_ref().map(|proto| frontend::external_files(proto, base_dir)).unwrap_or_default();
+    check_paths(options, &external)?;
     let metadata = provenance::metadata(options, &model_bytes, &report);
     write_outputs(options, &cx.graph, &metadata, &report)?;
-    if let (Some(path), Some(proto)) = (&options.depfile, &import.proto) {
+    if let Some(path) = &options.depfile {
         let mut inputs = vec![options.model.clone()];
-        inputs.extend(frontend::external_files(proto, options.model.parent().unwrap_or(Path::new("."))));
+        inputs.extend(external);
         write(path, depfile(&options.output, &inputs).as_bytes())?;
     }
     Ok(report)
+}
+
+/// Refuses outputs that name the model, its external data or each other.
+fn check_paths(options: &CompileOptions, external: &[PathBuf]) -> Result<()> {
+    let mut inputs = vec![("model", options.model.as_path())];
+    inputs.extend(external.iter().map(|p| ("model's external data", p.as_path())));
+    let mut outputs = vec![("-o", options.output.as_path())];
+    let optional = [
+        ("--text", &options.text),
+        ("--onnx", &options.onnx),
+        ("--report", &options.report),
+        ("--depfile", &options.depfile),
+    ];
+    outputs.extend(optional.into_iter().filter_map(|(flag, p)| Some((flag, p.as_deref()?))));
+    emit::output::check_distinct(&inputs, &outputs)
 }
 
 /// A Makefile rule: `target: input input ...` with spaces escaped.
@@ -228,7 +246,7 @@ fn depfile(target: &Path, inputs: &[PathBuf]) -> String {
 }
 
 fn write(path: &Path, bytes: &[u8]) -> Result<()> {
-    emit::serialize::write_atomically(path, bytes).map_err(|e| Error::from(e).in_file(path))
+    emit::output::write_atomically(path, bytes)
 }
 
 fn write_outputs(

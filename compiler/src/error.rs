@@ -5,6 +5,9 @@ use crate::analysis::order::CycleError;
 use crate::ir::{AttrError, VerifyError};
 use crate::shape::ShapeError;
 use crate::units::format_bytes;
+use lms_proto::input::InputError;
+#[cfg(feature = "cli")]
+use lms_runtime::RuntimeError;
 use std::path::PathBuf;
 
 /// Everything that can go wrong reading, analysing or writing a graph.
@@ -15,10 +18,15 @@ pub enum Error {
     InFile { path: PathBuf, source: Box<Error> },
     #[error("cannot read: {0}")]
     Io(#[from] std::io::Error),
+    /// An input file refused before or while reading it (not a regular file,
+    /// too large, unreadable).
+    #[error(transparent)]
+    Refused(#[from] InputError),
+    /// An output file that could not be written.
+    #[error("cannot write: {0}")]
+    Write(std::io::Error),
     #[error("file is empty")]
     Empty,
-    #[error("is a directory, not a model file")]
-    IsDirectory,
     #[error("not a valid ONNX model: {0}")]
     Decode(#[from] prost::DecodeError),
     #[error("model has no graph")]
@@ -74,6 +82,13 @@ pub enum Error {
     /// `what` names the first output or variable update at fault.
     #[error("rewrite not proven equivalent: {what} {reason}")]
     Unproven { what: String, reason: String },
+    /// Even batch 1 does not fit the device budget, with or without a rewrite.
+    #[error("batch 1 does not fit in a device budget of {}, with or without TFLMS", format_bytes(*.0))]
+    NoBatchFits(u64),
+    /// Running a compiled graph failed (out of memory among others).
+    #[cfg(feature = "cli")]
+    #[error(transparent)]
+    Run(#[from] RuntimeError),
     #[error("{0}")]
     Usage(String),
     /// A `.lms` file that breaks the contract (the error names the file).
@@ -81,7 +96,37 @@ pub enum Error {
     Contract(#[from] lms_proto::contract::ContractError),
 }
 
+/// The exit status of `lms` for each kind of outcome (documented in `--help`
+/// and the README).
+pub mod exit {
+    /// Success.
+    pub const OK: u8 = 0;
+    /// An internal error: a bug in lms, not in its input.
+    pub const INTERNAL: u8 = 1;
+    /// A usage error or bad input (file, flag or path).
+    pub const USAGE: u8 = 2;
+    /// The graph does not fit its memory budget (compile, max-batch, run).
+    pub const DOES_NOT_FIT: u8 = 3;
+    /// A rewrite is not proven equivalent to its original.
+    pub const NOT_PROVEN: u8 = 4;
+}
+
 impl Error {
+    /// The exit status this error ends `lms` with (see [`exit`]).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Error::InFile { source, .. } => source.exit_code(),
+            Error::OverBudget { .. } | Error::NoBatchFits(_) => exit::DOES_NOT_FIT,
+            #[cfg(feature = "cli")]
+            Error::Run(RuntimeError::OutOfMemory(_)) => exit::DOES_NOT_FIT,
+            Error::Unproven { .. } => exit::NOT_PROVEN,
+            Error::Malformed(_) => exit::INTERNAL,
+            #[cfg(feature = "cli")]
+            Error::Run(RuntimeError::Internal(_)) => exit::INTERNAL,
+            _ => exit::USAGE,
+        }
+    }
+
     /// Attaches the file the error is about (once; an error that already
     /// names a file keeps it).
     pub fn in_file(self, path: impl Into<PathBuf>) -> Error {

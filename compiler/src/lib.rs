@@ -16,7 +16,9 @@ pub mod dataset;
 pub mod egraph;
 pub mod emit;
 mod error;
+pub mod flags;
 pub mod frontend;
+pub mod glob;
 pub mod inspect;
 pub mod ir;
 pub mod max_batch;
@@ -24,6 +26,7 @@ pub mod max_batch;
 pub mod npz;
 pub mod passes;
 pub mod pipeline;
+pub mod process;
 pub mod provenance;
 #[cfg(feature = "cli")]
 pub mod run;
@@ -34,4 +37,4 @@ pub mod train;
 pub mod units;
 
 pub use builder::Compile;
-pub use error::{Error, Result};
+pub use error::{exit, Error, Result};

@@ -1,6 +1,7 @@
 //! The `lms` command line.
 
 use clap::{Args, Parser, Subcommand};
+use lms_compiler::analysis::profile::{DeviceProfile, DEFAULT_PROFILE};
 use lms_compiler::compile::{Budget, CompileOptions, Strategy, DEFAULT_HOST_BUDGET_BYTES};
 use lms_compiler::frontend::{self, FrontendOptions};
 use lms_compiler::inspect::InspectReport;
@@ -9,18 +10,28 @@ use lms_compiler::pipeline::PassOptions;
 use lms_compiler::run::{DeviceKind, MemoryLimits, RunPlan, SaveOnnx};
 use lms_compiler::simulate::SimulateReport;
 use lms_compiler::train::{Loss, Optimizer, TrainOptions};
-use lms_compiler::{egraph, emit, Error};
+use lms_compiler::{egraph, emit, exit, flags, Error};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// lms: make deep-learning training graphs fit in GPU memory.
 #[derive(Parser)]
-#[command(name = "lms", version, about)]
+#[command(name = "lms", version, about, after_help = EXIT_CODES)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
 }
+
+/// The exit statuses, as `--help` prints them.
+const EXIT_CODES: &str = "Exit status:
+  0  ok
+  1  internal error (a bug in lms)
+  2  usage error or bad input: a file, a flag, an output path
+  3  does not fit: compile or max-batch over the budget, run out of memory
+  4  rewrite not proven equivalent (verify, compile)
+Errors are one line on stderr. A closed stdout (`lms inspect --ir | head -1`) ends lms quietly by
+SIGPIPE, as for other Unix tools (status 141 in a shell).";
 
 #[derive(Subcommand)]
 enum Command {
@@ -56,13 +67,13 @@ struct MaxBatchArgs {
     /// The ONNX model (forward graph).
     model: PathBuf,
     /// Device memory to fit (e.g. 16GiB).
-    #[arg(long, value_parser = parse_size)]
+    #[arg(long, value_parser = flags::size)]
     budget: u64,
     /// Host memory for swapped tensors (default 64GiB).
-    #[arg(long, value_parser = parse_size)]
+    #[arg(long, value_parser = flags::size)]
     host_budget: Option<u64>,
     /// Value of a named symbolic dimension, as NAME=N (repeatable).
-    #[arg(long = "dim", value_name = "NAME=N", value_parser = parse_dim)]
+    #[arg(long = "dim", value_name = "NAME=N", value_parser = flags::dim)]
     dims: Vec<(String, usize)>,
     /// Optimizer of the training graph.
     #[arg(long, value_enum, default_value = "sgd")]
@@ -71,7 +82,7 @@ struct MaxBatchArgs {
     #[arg(long, value_enum, default_value = "softmax-xent")]
     loss: LossKind,
     /// Largest batch to try.
-    #[arg(long, default_value_t = 1 << 16)]
+    #[arg(long, default_value_t = 1 << 16, value_parser = flags::count)]
     limit: usize,
     /// Print the result as JSON.
     #[arg(long)]
@@ -86,7 +97,7 @@ struct RunArgs {
     #[arg(long, value_enum, default_value = "cpu")]
     device: DeviceArg,
     /// Training steps on synthetic data.
-    #[arg(long, default_value_t = 10, conflicts_with = "data")]
+    #[arg(long, default_value_t = 10, conflicts_with = "data", value_parser = flags::count)]
     steps: usize,
     /// Train on this .npz file: one array per graph input (and `labels` or `target`), samples along axis 0.
     #[arg(long, value_name = "FILE.npz")]
@@ -108,11 +119,11 @@ struct RunArgs {
     model: Option<PathBuf>,
     /// Device memory budget, a hard limit (e.g. 16GiB); default the plan's
     /// device budget, else unlimited.
-    #[arg(long, value_parser = parse_size)]
+    #[arg(long, value_parser = flags::size)]
     device_memory: Option<u64>,
     /// Pinned host memory budget; default the plan's host budget, else half
     /// the machine's RAM.
-    #[arg(long, value_parser = parse_size)]
+    #[arg(long, value_parser = flags::size)]
     host_memory: Option<u64>,
     /// Seed of initialisation and synthetic data.
     #[arg(long, default_value_t = 0)]
@@ -129,10 +140,6 @@ struct RunArgs {
 enum DeviceArg {
     Cpu,
     Cuda,
-}
-
-fn parse_size(s: &str) -> Result<u64, String> {
-    lms_compiler::units::parse_bytes(s)
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -159,12 +166,12 @@ struct CompileArgs {
     /// Optimizer of the training graph.
     #[arg(long, value_enum, default_value = "sgd")]
     train: OptimizerKind,
-    /// Learning rate (default 0.01; 0.001 for Adam).
-    #[arg(long)]
+    /// Learning rate, finite and above 0 (default 0.01; 0.001 for Adam).
+    #[arg(long, value_parser = flags::positive)]
     lr: Option<f32>,
-    /// Momentum of the momentum optimizer.
-    #[arg(long, default_value_t = 0.9)]
-    momentum: f32,
+    /// Momentum of the momentum optimizer, in [0, 1) (default 0.9).
+    #[arg(long, value_parser = flags::fraction)]
+    momentum: Option<f32>,
     /// Loss on the model's first output.
     #[arg(long, value_enum, default_value = "softmax-xent")]
     loss: LossKind,
@@ -180,10 +187,10 @@ struct CompileArgs {
     #[command(flatten)]
     tflms: TflmsArgs,
     /// Device memory to fit (e.g. 16GiB): searches the strategy's knobs.
-    #[arg(long, value_parser = parse_size)]
+    #[arg(long, value_parser = flags::size)]
     budget: Option<u64>,
     /// Host memory the swapped tensors may use with --budget (default 64GiB).
-    #[arg(long, value_parser = parse_size)]
+    #[arg(long, value_parser = flags::size)]
     host_budget: Option<u64>,
     /// With --budget: rewrite even when the graph already fits.
     #[arg(long)]
@@ -239,7 +246,7 @@ enum CtrldArg {
 struct TflmsArgs {
     /// Swap at most this many tensors, in breadth-first order (default all;
     /// with --budget, chosen by the search).
-    #[arg(long)]
+    #[arg(long, value_parser = flags::count)]
     n_tensors: Option<usize>,
     /// Lower bound of the control-op distance (default 1; with --budget,
     /// chosen by the search).
@@ -284,6 +291,27 @@ struct TflmsArgs {
 }
 
 impl TflmsArgs {
+    /// The first knob given a value other than its default, as its flag.
+    fn first_given(&self) -> Option<&'static str> {
+        let given = [
+            (self.n_tensors.is_some(), "--n-tensors"),
+            (self.lb.is_some(), "--lb"),
+            (self.ub != 10000, "--ub"),
+            (!matches!(self.ctrld_strategy, CtrldArg::ChainRule), "--ctrld-strategy"),
+            (self.fuse_swapins, "--fuse-swapins"),
+            (self.fuse_threshold.is_some(), "--fuse-threshold"),
+            (self.swap_branches, "--swap-branches"),
+            (self.branch_threshold != 0, "--branch-threshold"),
+            (!self.incl_types.is_empty(), "--incl-types"),
+            (!self.excl_types.is_empty(), "--excl-types"),
+            (!self.incl_scopes.is_empty(), "--incl-scopes"),
+            (!self.excl_scopes.is_empty(), "--excl-scopes"),
+            (self.starting_scope.is_some(), "--starting-scope"),
+            (!self.starting_op_names.is_empty(), "--starting-op-names"),
+        ];
+        given.into_iter().find_map(|(given, flag)| given.then_some(flag))
+    }
+
     fn config(&self) -> TflmsConfig {
         TflmsConfig {
             n_tensors: self.n_tensors,
@@ -317,6 +345,12 @@ struct SimulateArgs {
     /// Write a picture of memory over the schedule (both graphs) as SVG.
     #[arg(long, value_name = "FILE.svg")]
     svg: Option<PathBuf>,
+    /// Write the predicted timeline of the three streams as a Chrome trace (Perfetto).
+    #[arg(long, value_name = "FILE.json")]
+    trace: Option<PathBuf>,
+    /// Device profile of the time model: a shipped name (h100-sxm, h100-pcie, h200, a100, cpu) or a file.
+    #[arg(long, value_name = "NAME|FILE", default_value = DEFAULT_PROFILE)]
+    device_profile: String,
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
@@ -325,11 +359,11 @@ struct SimulateArgs {
 /// Options that make a model's shapes concrete.
 #[derive(Args)]
 struct ShapeArgs {
-    /// Leading dimension of every data input.
-    #[arg(long)]
+    /// Leading dimension of every data input (at least 1).
+    #[arg(long, value_parser = flags::count)]
     batch: Option<usize>,
     /// Value of a named symbolic dimension, as NAME=N (repeatable).
-    #[arg(long = "dim", value_name = "NAME=N", value_parser = parse_dim)]
+    #[arg(long = "dim", value_name = "NAME=N", value_parser = flags::dim)]
     dims: Vec<(String, usize)>,
 }
 
@@ -345,12 +379,6 @@ struct InspectArgs {
     /// Also print the graph in lms's stable text form.
     #[arg(long, conflicts_with = "json")]
     ir: bool,
-}
-
-fn parse_dim(s: &str) -> Result<(String, usize), String> {
-    let (name, value) = s.split_once('=').ok_or_else(|| format!("'{s}' is not NAME=N"))?;
-    let value = value.parse().map_err(|_| format!("'{value}' is not a dimension size"))?;
-    Ok((name.to_string(), value))
 }
 
 impl ShapeArgs {
@@ -375,7 +403,23 @@ fn inspect(args: &InspectArgs) -> Result<(), Error> {
     Ok(())
 }
 
+/// Refuses compile flags that have no effect without another flag.
+fn check_compile_flags(args: &CompileArgs) -> Result<(), Error> {
+    let has_budget = args.budget.is_some();
+    flags::needs(args.host_budget.is_some(), "--host-budget", has_budget, "--budget")?;
+    flags::needs(args.force, "--force", has_budget, "--budget")?;
+    let momentum = matches!(args.train, OptimizerKind::Momentum);
+    flags::needs(args.momentum.is_some(), "--momentum", momentum, "--train momentum")?;
+    let tflms = args.strategy == StrategyKind::Tflms;
+    if let Some(knob) = args.tflms.first_given() {
+        flags::needs(true, knob, tflms, "--strategy tflms")?;
+    }
+    flags::needs(args.tflms.fuse_threshold.is_some(), "--fuse-threshold", args.tflms.fuse_swapins, "--fuse-swapins")?;
+    flags::needs(args.tflms.branch_threshold != 0, "--branch-threshold", args.tflms.swap_branches, "--swap-branches")
+}
+
 fn compile(args: &CompileArgs) -> Result<(), Error> {
+    check_compile_flags(args)?;
     let optimizer = optimizer(args.train, args.lr, args.momentum);
     let loss = loss(args.loss);
     let options = CompileOptions {
@@ -428,9 +472,16 @@ fn compile(args: &CompileArgs) -> Result<(), Error> {
 }
 
 fn simulate(args: &SimulateArgs) -> Result<(), Error> {
+    let device = DeviceProfile::load(&args.device_profile)?;
+    let mut inputs = vec![("graph", args.graph.as_path())];
+    inputs.extend(args.before.as_deref().map(|b| ("--before graph", b)));
+    let mut outputs = Vec::new();
+    outputs.extend(args.svg.as_deref().map(|p| ("--svg", p)));
+    outputs.extend(args.trace.as_deref().map(|p| ("--trace", p)));
+    emit::output::check_distinct(&inputs, &outputs)?;
     let load = |path: &PathBuf| -> Result<SimulateReport, Error> {
         let (graph, schedule) = emit::serialize::read(path)?;
-        Ok(SimulateReport::new(&graph, &schedule))
+        Ok(SimulateReport::new(&graph, &schedule, &device))
     };
     let after = load(&args.graph)?;
     let before = args.before.as_ref().map(load).transpose()?;
@@ -441,7 +492,11 @@ fn simulate(args: &SimulateArgs) -> Result<(), Error> {
         }
         series.push((if before.is_some() { "after" } else { "graph" }, &after));
         let picture = lms_compiler::simulate::svg(&series);
-        emit::serialize::write_atomically(path, picture.as_bytes()).map_err(|e| Error::from(e).in_file(path))?;
+        emit::output::write_atomically(path, picture.as_bytes())?;
+    }
+    if let Some(path) = &args.trace {
+        let json = lms_proto::trace::to_chrome_json(&after.graph, &after.trace);
+        emit::output::write_atomically(path, json.as_bytes())?;
     }
     if args.json {
         let json = match &before {
@@ -461,6 +516,9 @@ fn simulate(args: &SimulateArgs) -> Result<(), Error> {
 }
 
 fn run(args: &RunArgs) -> Result<(), Error> {
+    if let Some(trace) = &args.trace {
+        emit::output::check_distinct(&[("graph", args.graph.as_path())], &[("--trace", trace)])?;
+    }
     let limits = MemoryLimits { device_bytes: args.device_memory, host_bytes: args.host_memory };
     let device = match args.device {
         DeviceArg::Cpu => DeviceKind::Cpu,
@@ -488,7 +546,7 @@ fn run(args: &RunArgs) -> Result<(), Error> {
     let report = report?;
     if let Some(path) = &args.trace {
         let json = lms_proto::trace::to_chrome_json(&format!("lms run on {}", report.device), &report.trace);
-        emit::serialize::write_atomically(path, json.as_bytes()).map_err(|e| Error::from(e).in_file(path))?;
+        emit::output::write_atomically(path, json.as_bytes())?;
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report).map_err(|e| Error::Usage(e.to_string()))?);
@@ -498,10 +556,10 @@ fn run(args: &RunArgs) -> Result<(), Error> {
     Ok(())
 }
 
-fn optimizer(kind: OptimizerKind, lr: Option<f32>, momentum: f32) -> Optimizer {
+fn optimizer(kind: OptimizerKind, lr: Option<f32>, momentum: Option<f32>) -> Optimizer {
     match kind {
         OptimizerKind::Sgd => Optimizer::Sgd { lr: lr.unwrap_or(0.01) },
-        OptimizerKind::Momentum => Optimizer::Momentum { lr: lr.unwrap_or(0.01), momentum },
+        OptimizerKind::Momentum => Optimizer::Momentum { lr: lr.unwrap_or(0.01), momentum: momentum.unwrap_or(0.9) },
         OptimizerKind::Adam => Optimizer::Adam { lr: lr.unwrap_or(0.001), beta1: 0.9, beta2: 0.999, epsilon: 1e-8 },
     }
 }
@@ -524,7 +582,7 @@ fn spinner(message: String) -> indicatif::ProgressBar {
 fn max_batch(args: &MaxBatchArgs) -> Result<(), Error> {
     let frontend = FrontendOptions { batch: None, dims: args.dims.iter().cloned().collect() };
     let train =
-        TrainOptions { loss: loss(args.loss), optimizer: optimizer(args.train, None, 0.9), ..TrainOptions::default() };
+        TrainOptions { loss: loss(args.loss), optimizer: optimizer(args.train, None, None), ..TrainOptions::default() };
     let host = args.host_budget.unwrap_or(DEFAULT_HOST_BUDGET_BYTES);
     let search = |strategy| {
         lms_compiler::max_batch::max_batch(&args.model, &frontend, &train, strategy, args.budget, host, args.limit)
@@ -541,15 +599,20 @@ fn max_batch(args: &MaxBatchArgs) -> Result<(), Error> {
         println!("{}", serde_json::to_string_pretty(&json).map_err(|e| Error::Usage(e.to_string()))?);
     } else {
         for (name, r) in [("no rewrite", &plain), ("tflms", &tflms)] {
+            let bound = if r.at_limit { ">=" } else { "" };
             match r.batch {
                 Some(b) => println!(
-                    "{name:<12} max batch {b:>6}  (peak device {}, host {})",
+                    "{name:<12} max batch {bound:>2}{b:>6}  (peak device {}, host {}){}",
                     lms_compiler::units::format_bytes(r.peak_device_bytes),
-                    lms_compiler::units::format_bytes(r.peak_host_bytes)
+                    lms_compiler::units::format_bytes(r.peak_host_bytes),
+                    if r.at_limit { "; stopped at --limit, raise it to search further" } else { "" }
                 ),
                 None => println!("{name:<12} batch 1 does not fit"),
             }
         }
+    }
+    if plain.batch.is_none() && tflms.batch.is_none() {
+        return Err(Error::NoBatchFits(args.budget).in_file(&args.model));
     }
     Ok(())
 }
@@ -568,8 +631,20 @@ fn verify(args: &VerifyArgs) -> Result<(), Error> {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let result = match &cli.command {
+    lms_compiler::process::die_quietly_on_closed_stdout();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // Help and version (stdout, status 0), and help for a bare `lms` (status 2).
+        Err(e) if !e.use_stderr() || e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { exit::USAGE } else { exit::OK });
+        }
+        Err(e) => {
+            eprintln!("lms: error: {}", lms_compiler::process::one_line(&e.to_string()));
+            return ExitCode::from(exit::USAGE);
+        }
+    };
+    let result = lms_compiler::process::internal_on_panic(|| match &cli.command {
         Command::Inspect(args) => inspect(args),
         Command::Compile(args) => compile(args),
         Command::Simulate(args) => simulate(args),
@@ -581,12 +656,13 @@ fn main() -> ExitCode {
             print!("{}", diagnosis.facts);
             diagnosis.problem.map_or(Ok(()), |problem| Err(Error::Usage(problem)))
         }
-    };
+    });
     match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
+        Some(Ok(())) => ExitCode::SUCCESS,
+        Some(Err(e)) => {
             eprintln!("lms: error: {e}");
-            ExitCode::from(2)
+            ExitCode::from(e.exit_code())
         }
+        None => ExitCode::from(exit::INTERNAL),
     }
 }

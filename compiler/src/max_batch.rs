@@ -20,6 +20,9 @@ pub struct MaxBatch {
     pub peak_device_bytes: u64,
     /// Simulated host peak at that batch (swapped tensors).
     pub peak_host_bytes: u64,
+    /// The search stopped at its limit with the limit still fitting: the
+    /// largest batch is at least `batch`, not exactly it.
+    pub at_limit: bool,
 }
 
 /// Searches batches up to `limit` for the largest whose training graph fits
@@ -52,7 +55,7 @@ pub fn max_batch(
         }
     };
     let Some(mut best) = fits(1)? else {
-        return Ok(MaxBatch { batch: None, peak_device_bytes: 0, peak_host_bytes: 0 });
+        return Ok(MaxBatch { batch: None, peak_device_bytes: 0, peak_host_bytes: 0, at_limit: false });
     };
     let (mut lo, mut hi) = (1usize, None::<usize>);
     // Double until a batch does not fit (or the limit), then bisect.
@@ -72,5 +75,6 @@ pub fn max_batch(
             }
         }
     }
-    Ok(MaxBatch { batch: Some(lo), peak_device_bytes: best.0, peak_host_bytes: best.1 })
+    let at_limit = hi.is_none();
+    Ok(MaxBatch { batch: Some(lo), peak_device_bytes: best.0, peak_host_bytes: best.1, at_limit })
 }

@@ -3,7 +3,7 @@
 //! C-ordered; the element types are those the runtime holds (f32, f64, i64,
 //! i32, i8, u8, bool).
 
-use crate::emit::serialize::write_atomically;
+use crate::emit::output::write_atomically;
 use crate::error::{Error, Result};
 use lms_runtime::{Buffer, HostTensor};
 use npyz::{Deserialize, NpyFile, TypeChar, WriterBuilder};
@@ -40,7 +40,7 @@ pub fn write(path: &Path, arrays: &[(String, HostTensor)]) -> Result<()> {
         zip.write_all(&npy).map_err(|e| fail(format!("array '{name}': {e}")))?;
     }
     let bytes = zip.finish().map_err(|e| fail(e.to_string()))?.into_inner();
-    write_atomically(path, &bytes).map_err(|e| Error::from(e).in_file(path))
+    write_atomically(path, &bytes)
 }
 
 /// One `.npy` file's array.

@@ -6,6 +6,7 @@
 //! - [`contract`]: decoding and validation of `.lms` files, dtype sizes, lms op names and
 //!   the memory release rules, which the compiler and the runtime both use.
 //! - [`trace`]: the Chrome-trace form of a step's timeline, predicted or measured.
+//! - [`input`]: reading input files within bounds (regular files only, capped sizes).
 //! - [`units`]: byte counts for people and the default host budget.
 
 /// ONNX model messages (official field numbers).
@@ -19,6 +20,7 @@ pub mod lms {
 }
 
 pub mod contract;
+pub mod input;
 pub mod trace;
 pub mod units;
 

@@ -69,7 +69,7 @@ fn simulate_and_run_agree_on_the_peak() {
     let budget = (sim["peak_device_bytes"].as_u64().unwrap() - 1).to_string();
     let out = lms(&["run", graph.to_str().unwrap(), "--steps", "1", "--device-memory", &budget]);
     let err = String::from_utf8(out.stderr).unwrap();
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(out.status.code(), Some(3), "does not fit: {err}");
     assert!(err.contains("out of device memory at node '"), "{err}");
 }
 
@@ -152,7 +152,7 @@ fn budget_mode_leaves_a_fitting_graph_alone_and_names_the_shortfall() {
         graph.to_str().unwrap(),
     ]);
     let err = String::from_utf8(out.stderr).unwrap();
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(out.status.code(), Some(3), "does not fit: {err}");
     assert!(
         err.contains("does not fit in device memory") && err.contains("over the budget") && err.contains("at op '"),
         "{err}"
@@ -188,7 +188,7 @@ fn verify_proves_a_rewrite_and_rejects_another_graph() {
     ]);
     let out = lms(&["verify", original.to_str().unwrap(), other.to_str().unwrap()]);
     let err = String::from_utf8(out.stderr).unwrap();
-    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(out.status.code(), Some(4), "not proven: {err}");
     assert!(err.contains("not proven equivalent"), "{err}");
 }
 

@@ -1,7 +1,11 @@
 //! Analyses over the IR: execution ordering (γ of tflms.txt Definition 2 and
-//! the default schedule), tensor classification, lifetimes and memory.
+//! the default schedule), tensor classification, lifetimes, memory, and the
+//! time model (device profiles, per-op cost, the three-stream timeline).
 
 pub mod classify;
+pub mod cost;
 pub mod lifetime;
 pub mod memory;
 pub mod order;
+pub mod profile;
+pub mod timeline;

@@ -3,7 +3,8 @@
 //!
 //! - [`verify`] proves that a rewritten graph computes the same outputs and
 //!   variable updates as its original (`lms verify`, and after every
-//!   rewrite in `lms compile`).
+//!   rewrite in `lms compile`), with [`values`] comparing the bytes of
+//!   variables and constants, which terms do not see.
 //! - [`propagate`] finds how far a split of an op into micro-ops travels
 //!   through the ops after it before its parts must be merged, extracting the
 //!   cheapest form with a cost function.
@@ -19,6 +20,7 @@ mod saturate;
 mod terms;
 #[cfg(test)]
 pub(crate) mod testing;
+pub mod values;
 pub mod verify;
 
 pub use propagate::{propagate, Merge, SplitPlan, SplitRequest};

@@ -7,11 +7,14 @@
 //! proven when its two terms end in the same e-class. Outputs are matched by
 //! position, updates by the variable's name. Control edges carry no meaning
 //! for the terms: the rewritten graph, control edges included, is checked
-//! separately to be acyclic.
+//! separately to be acyclic. The terms do not see the bytes of variables
+//! and constants: [`values`](super::values) compares those by content hash,
+//! and a proof needs both.
 
 use super::lang::{TermAnalysis, TermGraph};
 use super::saturate::{saturate, Limits, Stop};
 use super::terms::TermBuilder;
+use super::values::{self, ValueItem, Verdict};
 use crate::analysis::order;
 use crate::error::{Error, Result};
 use crate::ir::{Action, Graph};
@@ -78,6 +81,8 @@ pub const UNPROVEN_LISTED: usize = 10;
 pub struct VerifyReport {
     /// The outputs by position, then the updates by variable name.
     pub items: Vec<Item>,
+    /// Variables' initial values and constants, compared by content hash.
+    pub values: Vec<ValueItem>,
     /// E-nodes after saturation.
     pub nodes: usize,
     /// E-classes after saturation.
@@ -127,6 +132,7 @@ pub fn check(original: &Graph, rewritten: &Graph, limits: &Limits) -> Result<Ver
         .collect();
     Ok(VerifyReport {
         items,
+        values: values::compare(original, rewritten),
         nodes: run.egraph.total_number_of_nodes(),
         classes: run.egraph.number_of_classes(),
         iterations: run.iterations,
@@ -204,9 +210,13 @@ impl VerifyReport {
         self.items.iter().find(|i| i.status != Status::Proven)
     }
 
-    /// The report when every item is proven, else [`Error::Unproven`] naming
-    /// the first that is not.
+    /// The report when every item is proven and every stored value equal,
+    /// else [`Error::Unproven`] naming the first value that differs, or else
+    /// the first item not proven.
     pub fn require_proven(self) -> Result<VerifyReport> {
+        if let Some((item, reason)) = self.values.iter().find_map(|v| Some((v, v.reason()?))) {
+            return Err(Error::Unproven { what: item.what.to_string(), reason });
+        }
         let Some(item) = self.first_unproven() else {
             return Ok(self);
         };
@@ -240,6 +250,13 @@ impl VerifyReport {
             self.iterations,
             self.seconds
         );
+        let equal = self.values.iter().filter(|v| v.verdict == Verdict::Equal).count();
+        let _ = writeln!(s, "equal content: {equal} of {} variables' initial values and constants", self.values.len());
+        for value in &self.values {
+            if let Some(reason) = value.reason() {
+                let _ = writeln!(s, "  {} {reason}", value.what);
+            }
+        }
         if verbose && !self.applied.is_empty() {
             let rules: Vec<String> = self.applied.iter().map(|(rule, n)| format!("{rule} ×{n}")).collect();
             let _ = writeln!(s, "rules applied: {}", rules.join(", "));
@@ -333,13 +350,16 @@ mod tests {
         let statuses: Vec<Status> = report.items.iter().map(|i| i.status).collect();
         // The renamed variable is another leaf, so the output differs too.
         assert_eq!(statuses, [Status::Unproven, Status::MissingInRewritten, Status::MissingInOriginal]);
+        // The stored values are checked first: the variable itself is missing.
         let err = report.require_proven().unwrap_err();
-        assert!(
-            err.to_string().starts_with("rewrite not proven equivalent: output 0 'out' is not proven equal"),
-            "{err}"
+        assert_eq!(
+            err.to_string(),
+            "rewrite not proven equivalent: the initial value of variable 'w' is missing in the rewritten graph"
         );
         let report = check(&net(no_swap), &rewritten, &Limits::default()).unwrap();
-        assert!(report.to_text(false).contains("the update of variable 'w': MISSING in the rewritten graph"));
+        let text = report.to_text(false);
+        assert!(text.contains("the update of variable 'w': MISSING in the rewritten graph"), "{text}");
+        assert!(text.contains("the initial value of variable 'w_renamed' is not in the original graph"), "{text}");
     }
 
     #[test]

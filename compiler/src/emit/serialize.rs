@@ -5,10 +5,11 @@
 //! order, edges are sorted, the schedule is the graph's own (made
 //! topological where a builder left it otherwise, [`order::schedule`]) and
 //! the plan is written with it, so the same graph always gives the same
-//! bytes. Files are written
-//! to a temporary sibling and renamed, so a failed write never leaves a
+//! bytes. Files are written through
+//! [`write_atomically`](super::output::write_atomically), so a failed write never leaves a
 //! half-written file behind.
 
+use super::output::write_atomically;
 use crate::analysis::order;
 use crate::error::{Error, Result};
 use crate::ir::{
@@ -100,17 +101,7 @@ pub fn to_proto(g: &Graph, metadata: &[(String, String)]) -> Result<pb::Graph> {
 /// Writes `g` as a `.lms` file through a temporary sibling and a rename.
 pub fn write(path: &Path, g: &Graph, metadata: &[(String, String)]) -> Result<()> {
     let bytes = to_proto(g, metadata)?.encode_to_vec();
-    write_atomically(path, &bytes).map_err(|e| Error::from(e).in_file(path))
-}
-
-/// Writes bytes to `path` through `path.tmp` and a rename.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })
+    write_atomically(path, &bytes)
 }
 
 /// Reads a `.lms` file back into the IR, with its schedule: the contract

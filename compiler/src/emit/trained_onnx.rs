@@ -8,7 +8,7 @@
 //! slots, which the model does not have, are left out. Every value is stored
 //! inline, external data included, so the file stands alone.
 
-use super::serialize::write_atomically;
+use super::output::write_atomically;
 use crate::error::{Error, Result};
 use crate::frontend;
 use lms_proto::onnx::TensorProto;
@@ -63,7 +63,7 @@ pub fn write(model: &Path, variables: &[(String, HostTensor)], out: &Path) -> Re
         graph.initializer.push(init);
         replaced += 1;
     }
-    write_atomically(out, &proto.encode_to_vec()).map_err(|e| Error::from(e).in_file(out))?;
+    write_atomically(out, &proto.encode_to_vec())?;
     Ok(replaced)
 }
 

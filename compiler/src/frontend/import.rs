@@ -2,11 +2,12 @@
 
 use super::{attr, tensor, FrontendOptions, Model, OPSETS};
 use crate::error::{Error, Result};
+use crate::flags;
 use crate::ir::{Attrs, DType, Device, Graph, Node, Phase, TensorData, TensorId, TensorType, INPUT_OP, VARIABLE_OP};
 use crate::shape::{self, Value};
 use lms_proto::onnx::{type_proto, GraphProto, ModelProto, NodeProto, ValueInfoProto};
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::collections::{BTreeSet, BinaryHeap, HashMap, HashSet};
 use std::path::Path;
 
 /// Imports a decoded model. `base_dir` is where external data files live.
@@ -97,6 +98,7 @@ impl<'a> Builder<'a> {
     }
 
     fn add_inputs(&mut self, options: &FrontendOptions) -> Result<()> {
+        self.check_dims(options)?;
         for input in &self.proto.input {
             if self.tensors.contains_key(input.name.as_str()) {
                 continue; // an initializer listed as an input (IR version < 4)
@@ -286,6 +288,31 @@ fn vertex(name: String, op: &str, attrs: Attrs, parameterized: bool, inputs: Vec
 fn declared_dtype(info: &ValueInfoProto) -> Option<DType> {
     match info.r#type.as_ref()?.value.as_ref()? {
         type_proto::Value::TensorType(t) => DType::from_code(t.elem_type),
+    }
+}
+
+impl Builder<'_> {
+    /// Refuses a `--dim NAME=N` whose name no data input's shape uses.
+    fn check_dims(&self, options: &FrontendOptions) -> Result<()> {
+        use lms_proto::onnx::tensor_shape_proto::dimension::Value as D;
+        let names: BTreeSet<&str> = (self.proto.input.iter())
+            .filter(|input| !self.tensors.contains_key(input.name.as_str()))
+            .filter_map(|input| match input.r#type.as_ref()?.value.as_ref()? {
+                type_proto::Value::TensorType(t) => t.shape.as_ref(),
+            })
+            .flat_map(|shape| &shape.dim)
+            .filter_map(|dim| match &dim.value {
+                Some(D::DimParam(p)) => Some(p.as_str()),
+                _ => None,
+            })
+            .collect();
+        match options.dims.keys().find(|name| !names.contains(name.as_str())) {
+            Some(name) => {
+                let close = flags::close_candidates(name, names);
+                Err(flags::no_match("--dim", name, "symbolic dimension of the model's inputs", &close))
+            }
+            None => Ok(()),
+        }
     }
 }
 

@@ -62,17 +62,16 @@ pub fn external_files(model: &ModelProto, base_dir: &Path) -> Vec<std::path::Pat
     files
 }
 
-/// Reads and decodes a `ModelProto` without importing it.
+/// Reads and decodes a `ModelProto` without importing it: a regular file of
+/// at most [`MAX_PROTO_FILE_BYTES`](lms_proto::input::MAX_PROTO_FILE_BYTES).
 pub fn read_model(path: &Path) -> Result<ModelProto> {
     decode_model(&read_model_bytes(path)?)
 }
 
-/// The bytes of a model file (a directory is an error).
+/// The bytes of a model file: a regular file of at most
+/// [`MAX_PROTO_FILE_BYTES`](lms_proto::input::MAX_PROTO_FILE_BYTES).
 pub fn read_model_bytes(path: &Path) -> Result<Vec<u8>> {
-    if path.is_dir() {
-        return Err(Error::IsDirectory);
-    }
-    Ok(std::fs::read(path)?)
+    Ok(lms_proto::input::read_regular(path, lms_proto::input::MAX_PROTO_FILE_BYTES)?)
 }
 
 /// Decodes a `ModelProto` from bytes.

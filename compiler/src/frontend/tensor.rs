@@ -74,16 +74,26 @@ fn read_external(p: &TensorProto, base_dir: Option<&Path>, bytes: u64) -> Result
     if length != bytes {
         return Err(format!("external data length {length} does not match the {bytes} bytes of its shape"));
     }
+    let path = inside(base_dir.unwrap_or(Path::new(".")), location)?;
+    lms_proto::input::read_range(&path, offset, length).map_err(|e| format!("external data '{}' {e}", path.display()))
+}
+
+/// The file `location` names, relative to the model's folder `base_dir`,
+/// with every link followed; refused unless it lies inside that folder.
+fn inside(base_dir: &Path, location: &str) -> Result<std::path::PathBuf, String> {
+    let outside = || format!("external data location '{location}' must stay inside the model's folder");
     let rel = Path::new(location);
     if rel.is_absolute() || rel.components().any(|c| matches!(c, std::path::Component::ParentDir)) {
-        return Err(format!("external data location '{location}' must stay inside the model's folder"));
+        return Err(outside());
     }
-    let path = base_dir.unwrap_or(Path::new(".")).join(rel);
-    let file = std::fs::read(&path).map_err(|e| format!("cannot read external data '{}': {e}", path.display()))?;
-    let end = offset.checked_add(length).filter(|&end| end <= file.len() as u64).ok_or_else(|| {
-        format!("external data '{}' is shorter than offset {offset} + length {length}", path.display())
-    })?;
-    Ok(file[offset as usize..end as usize].to_vec())
+    let joined = base_dir.join(rel);
+    let cannot = |e: std::io::Error| format!("cannot read external data '{}': {e}", joined.display());
+    let folder = base_dir.canonicalize().map_err(cannot)?;
+    let path = joined.canonicalize().map_err(cannot)?;
+    if !path.starts_with(&folder) {
+        return Err(outside());
+    }
+    Ok(path)
 }
 
 #[cfg(test)]

@@ -48,6 +48,7 @@ mod splice;
 mod tests;
 
 pub use fit::{fit, Fit, FreeKnobs, Plan, MAX_LB};
+pub use select::check_knobs;
 pub use splice::PASS;
 
 use crate::analysis::order;

@@ -119,7 +119,7 @@ pub fn run(passes: &mut [&mut dyn Pass], cx: &mut Context, options: &PassOptions
         ran.passes.push(name);
         if let Some((_, path)) = options.dump_after.as_ref().filter(|(n, _)| n == name) {
             let text = emit::text::to_text(&cx.graph)?;
-            emit::serialize::write_atomically(path, text.as_bytes()).map_err(|e| Error::from(e).in_file(path))?;
+            emit::output::write_atomically(path, text.as_bytes())?;
         }
         if options.stop_after.as_deref() == Some(name) {
             ran.stopped = true;

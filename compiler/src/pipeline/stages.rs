@@ -106,6 +106,7 @@ impl Pass for Tflms {
     fn run(&mut self, cx: &mut Context) -> Result<Step> {
         let in_model = |e: Error| e.in_file(&self.model);
         let g = &cx.graph;
+        tflms::check_knobs(g, &self.config).map_err(in_model)?;
         let (patch, outcome) = match self.budget {
             Some(b) if !b.force || memory::simulate(g, g.schedule()).peak_bytes > b.device_bytes => {
                 let fit = tflms::fit(g, &self.config, self.free, b.device_bytes, b.host_bytes).map_err(in_model)?;

@@ -1,7 +1,9 @@
 //! Shape inference for ops that create or convert values: `Constant`,
 //! `ConstantOfShape`, `Shape`, `Range`, `Cast` and `Identity`. Their
-//! results are known at compile time whenever their inputs are.
+//! results are known at compile time whenever their inputs are. Their cost,
+//! and that of the parameterized vertices and `Zeros`.
 
+use super::cost::{copy, fill, view, CostFn};
 use super::util::{
     checked_numel, const_i64s, const_scalar, expect_inputs, fold, foldable, input, input_of, int_data, same_dtype,
     to_dim, too_large, wide_to_dim, Accepts,
@@ -17,6 +19,21 @@ pub(super) const OPS: &[(&str, InferFn)] = &[
     ("Range", range),
     ("Cast", cast),
     ("Identity", identity),
+];
+
+/// Work of the value-creating ops: they write their output (`Cast` also
+/// reads its input); `Identity` is a view; variables and inputs are
+/// resident and run nothing.
+pub(super) const COSTS: &[(&str, CostFn)] = &[
+    ("Constant", fill),
+    ("ConstantOfShape", fill),
+    ("Shape", fill),
+    ("Range", fill),
+    ("Cast", copy),
+    ("Identity", view),
+    ("Zeros", fill),
+    ("Variable", view),
+    ("Input", view),
 ];
 
 /// Checks that a constant tensor holds as many bytes as its type needs.

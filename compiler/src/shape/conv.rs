@@ -1,5 +1,7 @@
-//! Shape inference for convolutions: `Conv` and `ConvTranspose`, 1-D to 3-D.
+//! Shape inference for convolutions: `Conv` and `ConvTranspose`, 1-D to 3-D;
+//! their cost and that of their gradients.
 
+use super::cost::{CostFn, CostNode};
 use super::util::{
     check_rank, expect_inputs, fmt_shape, input, input_of, optional_input, positive_attr, same_dtype, to_dim,
     too_large, typed, wide_to_dim, Accepts,
@@ -9,6 +11,37 @@ use super::{InferFn, Node, ShapeError, ShapeResult, Value};
 
 /// The convolution ops.
 pub(super) const OPS: &[(&str, InferFn)] = &[("Conv", conv), ("ConvTranspose", conv_transpose)];
+
+/// Work of the convolutions: each output element of a `Conv` is a dot
+/// product over one weight filter, W[m] of C/group·k... elements, 2 FLOPs per
+/// multiply-add; each input element of a `ConvTranspose` scatters into
+/// M/group·k... outputs. The data gradient is the transposed convolution of
+/// dY with W and the weight gradient correlates dY with X: both as many
+/// FLOPs as the forward convolution. A bias adds one FLOP per output.
+pub(super) const COSTS: &[(&str, CostFn)] = &[
+    ("Conv", |n| n.matrix(2 * n.out_numel(0) * filter(n, 1) + bias(n))),
+    ("ConvTranspose", |n| n.matrix(2 * n.in_numel(0) * filter(n, 1) + bias(n))),
+    // dY [N, M, D'...], W [M, C/group, k...].
+    ("ConvGradData", |n| n.matrix(2 * n.in_numel(0) * filter(n, 1))),
+    // dY [N, M, D'...], X; dW [M, C/group, k...].
+    ("ConvGradWeight", |n| n.matrix(2 * n.in_numel(0) * n.outputs[0].shape.iter().skip(1).product::<usize>() as u64)),
+    ("ConvGradBias", |n| n.per_input(1)),
+];
+
+/// Elements of one filter of the weight at input `index`: W [M, C/group, k...]
+/// gives C/group·k....
+fn filter(node: &CostNode<'_>, index: usize) -> u64 {
+    node.in_shape(index).iter().skip(1).product::<usize>() as u64
+}
+
+/// One FLOP per output element when the bias (input 2) is present.
+fn bias(node: &CostNode<'_>) -> u64 {
+    if node.input(2).is_some() {
+        node.out_numel(0)
+    } else {
+        0
+    }
+}
 
 /// The input and weight of a convolution, checked against each other.
 struct Operands<'a> {
@@ -135,11 +168,31 @@ fn conv_transpose(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::cost::testing::{counts, work_of};
+    use super::super::cost::Engine;
     use super::super::util::testing::{error, f, shape, t};
     use crate::ir::{Attr, Attrs, DType};
 
     fn ints(name: &str, v: &[i64]) -> Attrs {
         Attrs::new().with(name, Attr::Ints(v.to_vec()))
+    }
+
+    /// Hand-computed: ResNet's stem, 1x3x224x224 * 64x3x7x7 → 1x64x112x112:
+    /// 802,816 outputs x 147 multiply-adds x 2 = 236,027,904 FLOPs (+ 802,816 for the bias).
+    #[test]
+    fn costs() {
+        let (x, w, y): (&[usize], &[usize], &[usize]) = (&[1, 3, 224, 224], &[64, 3, 7, 7], &[1, 64, 112, 112]);
+        let bytes = |s: &[usize]| 4 * s.iter().product::<usize>() as u64;
+        let conv = work_of("Conv", &Attrs::new(), &[x, w, &[64]], &[y]);
+        assert_eq!(conv.flops, 236_027_904 + 802_816);
+        assert_eq!((conv.bytes_read, conv.bytes_written), (bytes(x) + bytes(w) + 256, bytes(y)));
+        assert_eq!(conv.engine, Engine::Matrix);
+        assert_eq!(counts("ConvGradData", &[y, w], &[x]).0, 236_027_904);
+        assert_eq!(counts("ConvGradWeight", &[y, x], &[w]).0, 236_027_904);
+        let bias = work_of("ConvGradBias", &Attrs::new(), &[y], &[&[64]]);
+        assert_eq!((bias.flops, bias.engine), (802_816, Engine::Vector));
+        // Transposed: 1x16x7x7 inputs each scatter into 8x3x3 outputs.
+        assert_eq!(counts("ConvTranspose", &[&[1, 16, 7, 7], &[16, 8, 3, 3]], &[&[1, 8, 14, 14]]).0, 2 * 784 * 72);
     }
 
     #[test]

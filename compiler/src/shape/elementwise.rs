@@ -1,7 +1,9 @@
 //! Shape inference for elementwise ops: unary activations and math,
-//! broadcasting binary arithmetic and comparisons, the variadic
-//! `Sum`/`Max`/`Min`/`Mean`, and `Where`.
+//! broadcasting binary arithmetic, comparisons and logic, the variadic
+//! `Sum`/`Max`/`Min`/`Mean`, and `Where`; their cost, and that of the
+//! elementwise lms ops (gradients of unary ops, optimizer updates).
 
+use super::cost::{CostFn, CostNode, Work};
 use super::util::{
     broadcast, broadcast_data, broadcast_to, check_dtype, expect_inputs, fmt_shape, fold, input, input_of,
     normalize_axis, optional_input, same_dtype, typed, Accepts,
@@ -25,6 +27,8 @@ pub(super) const OPS: &[(&str, InferFn)] = &[
     ("Log", |n| unary(n, Accepts::Float)),
     ("Reciprocal", |n| unary(n, Accepts::Float)),
     ("Erf", |n| unary(n, Accepts::Float)),
+    ("Gelu", |n| unary(n, Accepts::Float)),
+    ("HardSigmoid", |n| unary(n, Accepts::Float)),
     ("Sqrt", |n| unary(n, Accepts::Float)),
     ("Floor", |n| unary(n, Accepts::Float)),
     ("Ceil", |n| unary(n, Accepts::Float)),
@@ -39,12 +43,80 @@ pub(super) const OPS: &[(&str, InferFn)] = &[
     ("Equal", |n| compare(n, Compare::Equal)),
     ("Less", |n| compare(n, Compare::Less)),
     ("Greater", |n| compare(n, Compare::Greater)),
+    ("GreaterOrEqual", |n| compare(n, Compare::GreaterOrEqual)),
+    ("LessOrEqual", |n| compare(n, Compare::LessOrEqual)),
+    ("And", logic),
+    ("Or", logic),
+    ("Xor", logic),
     ("Sum", variadic),
     ("Max", variadic),
     ("Min", variadic),
     ("Mean", variadic),
     ("Where", where_),
 ];
+
+/// Work of the elementwise ops: one FLOP per arithmetic step per output
+/// element (a unary function, a comparison or a binary operation counts one),
+/// inputs read and outputs written once. Optimizer updates count their
+/// formula's steps per parameter element (proto/OPS.md).
+pub(super) const COSTS: &[(&str, CostFn)] = &[
+    ("Relu", |n| n.per_output(1)),
+    ("LeakyRelu", |n| n.per_output(1)),
+    ("Sigmoid", |n| n.per_output(1)),
+    ("Tanh", |n| n.per_output(1)),
+    ("Elu", |n| n.per_output(1)),
+    ("Selu", |n| n.per_output(1)),
+    ("Softplus", |n| n.per_output(1)),
+    ("Softsign", |n| n.per_output(1)),
+    ("Neg", |n| n.per_output(1)),
+    ("Abs", |n| n.per_output(1)),
+    ("Exp", |n| n.per_output(1)),
+    ("Log", |n| n.per_output(1)),
+    ("Reciprocal", |n| n.per_output(1)),
+    ("Erf", |n| n.per_output(1)),
+    ("Gelu", |n| n.per_output(1)),
+    ("HardSigmoid", |n| n.per_output(1)),
+    ("Sqrt", |n| n.per_output(1)),
+    ("Floor", |n| n.per_output(1)),
+    ("Ceil", |n| n.per_output(1)),
+    ("Not", |n| n.per_output(1)),
+    ("Clip", |n| n.per_output(2)),
+    ("PRelu", |n| n.per_output(2)),
+    ("Add", |n| n.per_output(1)),
+    ("Sub", |n| n.per_output(1)),
+    ("Mul", |n| n.per_output(1)),
+    ("Div", |n| n.per_output(1)),
+    ("Pow", |n| n.per_output(1)),
+    ("Equal", |n| n.per_output(1)),
+    ("Less", |n| n.per_output(1)),
+    ("Greater", |n| n.per_output(1)),
+    ("GreaterOrEqual", |n| n.per_output(1)),
+    ("LessOrEqual", |n| n.per_output(1)),
+    ("And", |n| n.per_output(1)),
+    ("Or", |n| n.per_output(1)),
+    ("Xor", |n| n.per_output(1)),
+    ("Sum", variadic_cost),
+    ("Max", variadic_cost),
+    ("Min", variadic_cost),
+    ("Mean", |n| n.per_output(n.inputs.len() as u64)),
+    ("Where", |n| n.per_output(1)),
+    // dY · f′(X): the derivative and the product.
+    ("UnaryGrad", |n| n.per_output(2)),
+    // dY · P · X^(P−1): the power and two products.
+    ("PowGrad", |n| n.per_output(3)),
+    // W − lr·dW.
+    ("SgdUpdate", |n| n.per_output(2)),
+    // V′ = momentum·V + dW; W′ = W − lr·V′.
+    ("MomentumUpdate", |n| n.per_output(4)),
+    ("AdamStep", |n| n.per_output(1)),
+    // M′: 3, V′: 4, W′ = W − lr·(M′/c1)/(√(V′/c2) + ε): 7.
+    ("AdamUpdate", |n| n.per_output(14)),
+];
+
+/// `Sum`, `Max`, `Min` of n inputs: n − 1 operations per output element.
+fn variadic_cost(node: &CostNode<'_>) -> Work {
+    node.per_output(node.inputs.len().saturating_sub(1).max(1) as u64)
+}
 
 /// One input, output of the same type.
 fn unary(node: &Node<'_>, accepts: Accepts) -> ShapeResult<Vec<Value>> {
@@ -177,6 +249,8 @@ enum Compare {
     Equal,
     Less,
     Greater,
+    GreaterOrEqual,
+    LessOrEqual,
 }
 
 impl Compare {
@@ -187,12 +261,14 @@ impl Compare {
             Compare::Equal => order.is_eq(),
             Compare::Less => order.is_lt(),
             Compare::Greater => order.is_gt(),
+            Compare::GreaterOrEqual => order.is_ge(),
+            Compare::LessOrEqual => order.is_le(),
         }
     }
 }
 
-/// `Equal` (any dtype) and `Less`/`Greater` (numeric): a bool output; folded
-/// for integers.
+/// `Equal` (any dtype) and `Less`/`Greater`/`GreaterOrEqual`/`LessOrEqual`
+/// (numeric): a bool output; folded for integers.
 fn compare(node: &Node<'_>, op: Compare) -> ShapeResult<Vec<Value>> {
     expect_inputs(node, 2, 2)?;
     let a = input(node, 0)?;
@@ -204,6 +280,14 @@ fn compare(node: &Node<'_>, op: Compare) -> ShapeResult<Vec<Value>> {
     let ty = TensorType::new(DType::Bool, binary_shape(node, &a.ty.shape, &b.ty.shape)?);
     let out = fold(ty.clone(), || fold_binary(&ty.shape, a, b, |x, y| Ok(i64::from(op.apply(dtype, x, y)))))?;
     Ok(vec![out])
+}
+
+/// `And`, `Or`, `Xor`: two bool inputs, broadcast; a bool output.
+fn logic(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
+    expect_inputs(node, 2, 2)?;
+    let a = input_of(node, 0, Accepts::Bool)?;
+    let b = input_of(node, 1, Accepts::Bool)?;
+    Ok(vec![typed(DType::Bool, binary_shape(node, &a.ty.shape, &b.ty.shape)?)])
 }
 
 /// `Sum`, `Max`, `Min`, `Mean`: one or more inputs of one dtype, broadcast
@@ -244,6 +328,7 @@ fn where_(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::cost::testing::counts;
     use super::super::util::testing::{data, error, f, ints, run, scalar, shape, t};
     use crate::ir::{Attr, Attrs, DType};
 
@@ -299,6 +384,36 @@ mod tests {
         assert_eq!(error("Div", 13, Attrs::new(), &[ints(&[1]), scalar(0)]), "integer division by zero");
         let unknown = run("Add", 13, Attrs::new(), &[t(DType::I64, &[2]), scalar(1)], 1).unwrap();
         assert_eq!(unknown[0].data, None);
+    }
+
+    #[test]
+    fn gelu_hard_sigmoid_logic_and_ordered_comparisons() {
+        assert_eq!(shape("Gelu", 20, Attrs::new(), &[f(&[2, 3])]), vec![2, 3]);
+        assert_eq!(shape("HardSigmoid", 6, Attrs::new(), &[f(&[4])]), vec![4]);
+        assert_eq!(error("Gelu", 20, Attrs::new(), &[t(DType::I64, &[2])]), "input 0 must be a float tensor, got i64");
+        let and = run("And", 7, Attrs::new(), &[t(DType::Bool, &[2, 1]), t(DType::Bool, &[3])], 1).unwrap();
+        assert_eq!((and[0].ty.dtype, and[0].ty.shape.clone()), (DType::Bool, vec![2, 3]));
+        assert!(run("Xor", 7, Attrs::new(), &[f(&[2]), f(&[2])], 1).is_err());
+        let ge = run("GreaterOrEqual", 16, Attrs::new(), &[ints(&[1, 2, 3]), scalar(2)], 1).unwrap();
+        assert_eq!(data(&ge[0]), vec![0, 1, 1]);
+        let le = run("LessOrEqual", 16, Attrs::new(), &[ints(&[1, 2, 3]), scalar(2)], 1).unwrap();
+        assert_eq!(data(&le[0]), vec![1, 1, 0]);
+    }
+
+    /// Hand-computed: a [64, 1000] tensor is 64,000 elements, 256,000 bytes.
+    #[test]
+    fn costs() {
+        let x: &[usize] = &[64, 1000];
+        let b = 256_000;
+        assert_eq!(counts("Relu", &[x], &[x]), (64_000, b, b));
+        assert_eq!(counts("Add", &[x, &[1000]], &[x]), (64_000, b + 4000, b));
+        assert_eq!(counts("Clip", &[x], &[x]), (128_000, b, b));
+        assert_eq!(counts("Sum", &[x, x, x], &[x]), (128_000, 3 * b, b));
+        assert_eq!(counts("Mean", &[x, x, x], &[x]), (192_000, 3 * b, b));
+        assert_eq!(counts("UnaryGrad", &[x, x], &[x]), (128_000, 2 * b, b));
+        // Momentum reads W, V, dW and writes W′, V′: 4 FLOPs per parameter.
+        assert_eq!(counts("MomentumUpdate", &[x, x, x], &[x, x]), (256_000, 3 * b, 2 * b));
+        assert_eq!(counts("AdamUpdate", &[x, x, x, x, &[]], &[x, x, x]).0, 14 * 64_000);
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Shape inference for ops that select or join parts of tensors: `Concat`,
 //! `Split`, `Slice`, `Gather` and `Pad`. Integer contents are folded
-//! (except for `Pad`).
+//! (except for `Pad`). Their cost, and that of their gradients.
 
+use super::cost::{copy, CostFn, CostNode, Work};
 use super::util::{
     affine_gather, checked_numel, const_i64s, expect_inputs, fmt_shape, fold, input, input_of, int_data,
     normalize_axes, normalize_axis, optional_const_i64s, optional_input, same_dtype, strides, to_dim, too_large, typed,
@@ -13,6 +14,26 @@ use crate::ir::{AttrError, TensorType};
 /// The selecting and joining ops.
 pub(super) const OPS: &[(&str, InferFn)] =
     &[("Concat", concat), ("Split", split), ("Slice", slice), ("Gather", gather), ("Pad", pad)];
+
+/// Work of the selecting and joining ops: copies. `Slice` and `Gather` read
+/// only what they keep (and the indices); `GatherGrad` and `SliceGrad`
+/// write zeros over their whole output and add or copy dY into it (one FLOP
+/// per element of dY for the scatter-add).
+pub(super) const COSTS: &[(&str, CostFn)] = &[
+    ("Concat", copy),
+    ("Split", copy),
+    ("Slice", |n| n.partial_copy(n.bytes_out())),
+    ("Gather", |n| n.partial_copy(n.bytes_out() + n.input(1).map_or(0, |t| t.bytes()))),
+    ("Pad", copy),
+    ("ConcatGrad", copy),
+    ("SliceGrad", copy),
+    ("GatherGrad", gather_grad_cost),
+];
+
+/// `GatherGrad`: zeros of data's shape, dY scatter-added at the indices.
+fn gather_grad_cost(node: &CostNode<'_>) -> Work {
+    node.per_input(1)
+}
 
 /// `Concat`: inputs of one dtype and rank, equal except along `axis`.
 fn concat(node: &Node<'_>) -> ShapeResult<Vec<Value>> {

@@ -9,6 +9,7 @@
 
 mod constant;
 mod conv;
+pub mod cost;
 mod elementwise;
 mod indexing;
 mod nn;
@@ -101,6 +102,26 @@ type InferFn = fn(&Node<'_>) -> ShapeResult<Vec<Value>>;
 /// [`is_supported`] and [`supported_ops`].
 const REGISTRY: &[&[(&str, InferFn)]] =
     &[elementwise::OPS, conv::OPS, pool::OPS, nn::OPS, reduce::OPS, tensor_ops::OPS, indexing::OPS, constant::OPS];
+
+/// Every op with a cost rule, by family: the ONNX ops of each shape family,
+/// the lms ops derived from them, and the swap ops.
+const COSTS: &[&[(&str, cost::CostFn)]] = &[
+    elementwise::COSTS,
+    conv::COSTS,
+    pool::COSTS,
+    nn::COSTS,
+    reduce::COSTS,
+    tensor_ops::COSTS,
+    indexing::COSTS,
+    constant::COSTS,
+    cost::COSTS,
+];
+
+/// The work (FLOPs, bytes) of a node, by its op's cost rule; `None` for an
+/// op without one.
+pub fn work(node: &cost::CostNode<'_>) -> Option<cost::Work> {
+    COSTS.iter().flat_map(|family| family.iter()).find(|(name, _)| *name == node.op).map(|&(_, f)| f(node))
+}
 
 /// Largest number of elements any inferred tensor may have (2^40).
 const MAX_ELEMENTS: usize = 1 << 40;
@@ -230,6 +251,22 @@ mod tests {
         }
         assert!(!is_supported("LSTM"));
         assert_eq!(run("LSTM", 13, Attrs::new(), &[], 1).unwrap_err().to_string(), "unsupported op 'LSTM'");
+    }
+
+    /// Every op shape inference knows and every lms op of the contract
+    /// (proto/OPS.md's tables) has exactly one cost rule.
+    #[test]
+    fn every_op_has_one_cost_rule() {
+        let costed: Vec<&str> = COSTS.iter().flat_map(|family| family.iter().map(|&(name, _)| name)).collect();
+        let unique: BTreeSet<&str> = costed.iter().copied().collect();
+        assert_eq!(unique.len(), costed.len(), "an op has two cost rules");
+        let contract = include_str!("../../../proto/OPS.md");
+        let lms_ops = contract.lines().filter_map(|line| line.strip_prefix("| `")?.split('`').next());
+        let ops: Vec<&str> = supported_ops().chain(lms_ops).collect();
+        assert!(ops.len() > 100, "the contract's tables were not found");
+        for op in ops {
+            assert!(unique.contains(op), "{op} has no cost rule");
+        }
     }
 
     #[test]

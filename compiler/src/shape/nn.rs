@@ -1,6 +1,8 @@
 //! Shape inference for neural-network layers: normalisations, `Softmax`,
-//! `LogSoftmax`, `Dropout`, `Gemm` and `MatMul`.
+//! `LogSoftmax`, `Dropout`, `Gemm` and `MatMul`; their cost, and that of the
+//! training-mode forms, losses and gradients of these layers.
 
+use super::cost::{copy, CostFn, CostNode, Work};
 use super::util::{
     broadcast, broadcast_to, check_dtype, check_rank, expect_inputs, fmt_shape, input, input_of, normalize_axis,
     optional_input, same_dtype, typed, Accepts,
@@ -19,6 +21,46 @@ pub(super) const OPS: &[(&str, InferFn)] = &[
     ("Gemm", gemm),
     ("MatMul", matmul),
 ];
+
+/// Work of the layers. Matrix products: 2 FLOPs per multiply-add, `Gemm`'s
+/// C adds one per output. Per element of the (first) input: a normalisation
+/// applies its statistics and affine map in 4 steps and computes them in 3
+/// more (mean, squares, sum); its gradient takes 10. Softmax: max,
+/// subtract-exp, sum, divide (5); its gradient 4. Dropout in training draws,
+/// masks and scales (3), its gradient masks and scales (2). The losses: a
+/// softmax and a pick per logit (5), the gradient a softmax and a subtract
+/// (6); squared error 3 per element, its gradient 3.
+pub(super) const COSTS: &[(&str, CostFn)] = &[
+    ("BatchNormalization", |n| n.per_input(4)),
+    ("InstanceNormalization", |n| n.per_input(7)),
+    ("LayerNormalization", |n| n.per_input(7)),
+    ("Softmax", |n| n.per_input(5)),
+    ("LogSoftmax", |n| n.per_input(5)),
+    ("Dropout", copy),
+    ("Gemm", gemm_cost),
+    ("MatMul", |n| n.matrix(2 * n.out_numel(0) * n.in_shape(0).last().copied().unwrap_or(1) as u64)),
+    ("BatchNormTrain", |n| n.per_input(7)),
+    ("BatchNormGrad", |n| n.per_input(10)),
+    ("LayerNormGrad", |n| n.per_input(10)),
+    ("SoftmaxGrad", |n| n.per_input(4)),
+    ("LogSoftmaxGrad", |n| n.per_input(4)),
+    ("DropoutTrain", |n| n.per_input(3)),
+    ("DropoutGrad", |n| n.per_input(2)),
+    ("SoftmaxCrossEntropy", |n| n.per_input(5)),
+    ("SoftmaxCrossEntropyGrad", |n| n.per_input(6)),
+    ("MeanSquaredError", |n| n.per_input(3)),
+    ("MeanSquaredErrorGrad", |n| n.per_input(3)),
+];
+
+/// `Gemm`: A [M, K] (or [K, M] with `transA`) by B gives [M, N]: 2·M·N·K,
+/// plus M·N when C is added.
+fn gemm_cost(node: &CostNode<'_>) -> Work {
+    let a = node.in_shape(0);
+    let trans_a = node.attrs.int("transA", 0).unwrap_or(0) != 0;
+    let k = if trans_a { a.first() } else { a.get(1) }.copied().unwrap_or(1) as u64;
+    let c = if node.input(2).is_some() { node.out_numel(0) } else { 0 };
+    node.matrix(2 * node.out_numel(0) * k + c)
+}
 
 /// Checks that the per-channel input at `index` has shape [channels].
 fn check_per_channel<'a>(node: &Node<'a>, index: usize, channels: usize) -> ShapeResult<&'a Value> {
@@ -183,8 +225,30 @@ fn matmul(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::cost::testing::{counts, work_of};
+    use super::super::cost::Engine;
     use super::super::util::testing::{error, f, run, shape, t};
     use crate::ir::{Attr, Attrs, DType};
+
+    /// Hand-computed: ResNet's classifier, [256, 2048] x [1000, 2048]ᵀ + [1000]
+    /// is 2·256·1000·2048 = 1,048,576,000 FLOPs plus 256,000 for the bias.
+    #[test]
+    fn costs() {
+        let trans_b = Attrs::new().with("transB", Attr::Int(1));
+        let gemm = work_of("Gemm", &trans_b, &[&[256, 2048], &[1000, 2048], &[1000]], &[&[256, 1000]]);
+        assert_eq!(gemm.flops, 1_048_576_000 + 256_000);
+        assert_eq!((gemm.bytes_read, gemm.bytes_written, gemm.engine), (10_293_152, 1_024_000, Engine::Matrix));
+        let trans_a = Attrs::new().with("transA", Attr::Int(1));
+        assert_eq!(work_of("Gemm", &trans_a, &[&[2048, 256], &[2048, 1000]], &[&[256, 1000]]).flops, 1_048_576_000);
+        // Batched: 12 heads of [128, 64] x [64, 128].
+        assert_eq!(counts("MatMul", &[&[12, 128, 64], &[12, 64, 128]], &[&[12, 128, 128]]).0, 2 * 12 * 128 * 128 * 64);
+        let x: &[usize] = &[256, 64, 56, 56];
+        let (n, b) = (51_380_224, 205_520_896);
+        let bn = counts("BatchNormTrain", &[x, &[64], &[64], &[64], &[64]], &[x, &[64], &[64], &[64], &[64]]);
+        assert_eq!(bn, (7 * n, b + 4 * 256, b + 4 * 256));
+        assert_eq!(counts("BatchNormGrad", &[x, x, &[64], &[64], &[64]], &[x, &[64], &[64]]).0, 10 * n);
+        assert_eq!(counts("SoftmaxCrossEntropy", &[&[256, 1000], &[256]], &[&[]]), (5 * 256_000, 1_025_024, 4));
+    }
 
     #[test]
     fn gemm_transposes() {

@@ -1,6 +1,7 @@
 //! Shape inference for pooling: `MaxPool`, `AveragePool`, the global pools
-//! and `LRN`.
+//! and `LRN`; their cost and that of their gradients.
 
+use super::cost::{CostFn, CostNode};
 use super::util::{check_dtype, check_rank, expect_inputs, input, input_of, positive_attr, typed, Accepts};
 use super::window::Window;
 use super::{InferFn, Node, ShapeResult, Value};
@@ -14,6 +15,33 @@ pub(super) const OPS: &[(&str, InferFn)] = &[
     ("GlobalMaxPool", global_pool),
     ("LRN", lrn),
 ];
+
+/// Work of the pools: a windowed pool compares or adds each window element
+/// once per output element (its gradient revisits the windows from dY); a
+/// global pool touches each input element once (its gradient each output
+/// element); `LRN` sums `size` squares per element and then scales (3 more
+/// FLOPs), its gradient twice that.
+pub(super) const COSTS: &[(&str, CostFn)] = &[
+    ("MaxPool", |n| n.per_output(window(n))),
+    ("AveragePool", |n| n.per_output(window(n))),
+    ("GlobalAveragePool", |n| n.per_input(1)),
+    ("GlobalMaxPool", |n| n.per_input(1)),
+    ("LRN", |n| n.per_input(lrn_per_element(n))),
+    ("MaxPoolGrad", |n| n.per_input(window(n))),
+    ("AveragePoolGrad", |n| n.per_input(window(n))),
+    ("GlobalAveragePoolGrad", |n| n.per_output(1)),
+    ("LRNGrad", |n| n.per_input(2 * lrn_per_element(n))),
+];
+
+/// Elements of one pooling window (`kernel_shape`).
+fn window(node: &CostNode<'_>) -> u64 {
+    node.attrs.ints("kernel_shape", vec![]).unwrap_or_default().iter().map(|&k| k.max(1) as u64).product()
+}
+
+/// FLOPs per element of `LRN`: `size` squares summed, then the scaling.
+fn lrn_per_element(node: &CostNode<'_>) -> u64 {
+    2 * node.attrs.int("size", 1).unwrap_or(1).max(1) as u64 + 3
+}
 
 /// The pooled output of a windowed pool over X [N, C, D...].
 fn pooled(node: &Node<'_>, x: &Value) -> ShapeResult<Value> {
@@ -66,8 +94,24 @@ fn lrn(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::cost::testing::{counts, work_of};
     use super::super::util::testing::{error, f, run, shape, t};
     use crate::ir::{Attr, Attrs, DType};
+
+    /// Hand-computed: ResNet's 3x3 max pool, 1x64x112x112 → 1x64x56x56 is
+    /// 200,704 outputs x 9 comparisons.
+    #[test]
+    fn costs() {
+        let (x, y): (&[usize], &[usize]) = (&[1, 64, 112, 112], &[1, 64, 56, 56]);
+        let k3 = Attrs::new().with("kernel_shape", Attr::Ints(vec![3, 3]));
+        let pool = work_of("MaxPool", &k3, &[x], &[y]);
+        assert_eq!((pool.flops, pool.bytes_read, pool.bytes_written), (1_806_336, 3_211_264, 802_816));
+        assert_eq!(work_of("MaxPoolGrad", &k3, &[y, x], &[x]).flops, 1_806_336);
+        assert_eq!(counts("GlobalAveragePool", &[&[2, 2048, 7, 7]], &[&[2, 2048, 1, 1]]).0, 200_704);
+        assert_eq!(counts("GlobalAveragePoolGrad", &[&[2, 2048, 1, 1]], &[&[2, 2048, 7, 7]]).0, 200_704);
+        let lrn = Attrs::new().with("size", Attr::Int(5));
+        assert_eq!(work_of("LRN", &lrn, &[&[1, 96, 55, 55]], &[&[1, 96, 55, 55]]).flops, 290_400 * 13);
+    }
 
     fn kernel(k: &[i64]) -> Attrs {
         Attrs::new().with("kernel_shape", Attr::Ints(k.to_vec()))

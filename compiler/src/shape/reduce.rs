@@ -1,6 +1,7 @@
 //! Shape inference for reductions: `ReduceMean`, `ReduceSum`, `ReduceMax`,
-//! `ReduceMin`.
+//! `ReduceMin`; their cost and that of the reducing and broadcasting lms ops.
 
+use super::cost::CostFn;
 use super::util::{check_dtype, expect_inputs, input, normalize_axes, optional_const_i64s, typed, Accepts};
 use super::{InferFn, Node, ShapeResult, Value};
 
@@ -10,6 +11,17 @@ pub(super) const OPS: &[(&str, InferFn)] = &[
     ("ReduceSum", |n| reduce(n, 13, true)),
     ("ReduceMax", |n| reduce(n, 18, false)),
     ("ReduceMin", |n| reduce(n, 18, false)),
+];
+
+/// Work of the reductions: one FLOP per input element (`SumTo` too);
+/// `ReduceGrad` broadcasts dY back, one FLOP per output element.
+pub(super) const COSTS: &[(&str, CostFn)] = &[
+    ("ReduceMean", |n| n.per_input(1)),
+    ("ReduceSum", |n| n.per_input(1)),
+    ("ReduceMax", |n| n.per_input(1)),
+    ("ReduceMin", |n| n.per_input(1)),
+    ("SumTo", |n| n.per_input(1)),
+    ("ReduceGrad", |n| n.per_output(1)),
 ];
 
 /// A reduction over `axes` (an attribute before `axes_input_opset`, an

@@ -1,8 +1,9 @@
 //! Shape inference for ops that change a tensor's shape but not the order
 //! of its elements (or only replicate them): `Reshape`, `Flatten`,
 //! `Transpose`, `Unsqueeze`, `Squeeze`, `Expand` and `Tile`. Integer
-//! contents are folded.
+//! contents are folded. Their cost, and that of `ReshapeTo`.
 
+use super::cost::{copy, view, CostFn};
 use super::util::{
     affine_gather, broadcast, broadcast_data, checked_numel, const_i64s, expect_inputs, fmt_shape, fold, input,
     int_data, normalize_axes, normalize_axis, optional_const_i64s, strides, to_dim, too_large, typed,
@@ -20,6 +21,20 @@ pub(super) const OPS: &[(&str, InferFn)] = &[
     ("Squeeze", squeeze),
     ("Expand", expand),
     ("Tile", tile),
+];
+
+/// Work of the reshaping ops: `Reshape`, `Flatten`, `Unsqueeze`, `Squeeze`
+/// and `ReshapeTo` are views of their input's memory (no kernel); the others
+/// copy their input into their output.
+pub(super) const COSTS: &[(&str, CostFn)] = &[
+    ("Reshape", view),
+    ("Flatten", view),
+    ("Transpose", copy),
+    ("Unsqueeze", view),
+    ("Squeeze", view),
+    ("Expand", copy),
+    ("Tile", copy),
+    ("ReshapeTo", view),
 ];
 
 /// The output of an op that keeps the elements in order and changes only

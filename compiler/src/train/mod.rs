@@ -57,8 +57,8 @@ pub enum Optimizer {
 pub struct TrainOptions {
     pub loss: Loss,
     pub optimizer: Optimizer,
-    /// Glob patterns (`*` matches any run of characters) over initializer and
-    /// weight names; when given, exactly the matching ones are trained.
+    /// Glob patterns ([`crate::glob::Globs`]) over initializer and weight
+    /// names; when given, exactly the matching ones are trained.
     /// Empty: the weights in parameter positions ([`trainable`]).
     pub trainable: Vec<String>,
     /// Glob patterns of weights not to train (applied after `trainable`).
@@ -119,30 +119,4 @@ fn selection(forward: &Graph, options: &TrainOptions) -> Result<trainable::Selec
     let schedule = order::schedule(forward)?;
     let classes = classify(forward, &schedule);
     trainable::select(forward, &schedule, &classes, options)
-}
-
-/// True when `name` matches the glob `pattern` (`*` = any run of characters).
-pub fn glob_match(pattern: &str, name: &str) -> bool {
-    match pattern.split_once('*') {
-        None => pattern == name,
-        Some((head, rest)) => {
-            let Some(tail) = name.strip_prefix(head) else { return false };
-            (0..=tail.len()).filter(|&i| tail.is_char_boundary(i)).any(|i| glob_match(rest, &tail[i..]))
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::glob_match;
-
-    #[test]
-    fn globs() {
-        assert!(glob_match("*", "conv1.weight"));
-        assert!(glob_match("conv*", "conv1.weight"));
-        assert!(glob_match("*.bias", "fc.bias"));
-        assert!(!glob_match("*.bias", "fc.weight"));
-        assert!(glob_match("a*b*c", "axxbyyc"));
-        assert!(!glob_match("a*b*c", "axxbyy"));
-    }
 }

@@ -17,9 +17,10 @@
 //! updates them). `--trainable` globs replace the default set, `--frozen`
 //! globs remove from it.
 
-use super::{glob_match, TrainOptions};
+use super::TrainOptions;
 use crate::analysis::classify::TensorClass;
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::glob::Globs;
 use crate::ir::{Graph, NodeId, TensorId, VARIABLE_OP};
 use serde::Serialize;
 
@@ -108,35 +109,21 @@ pub fn select(f: &Graph, schedule: &[NodeId], classes: &[TensorClass], options: 
             candidate[t.index()] = true;
         }
     }
-    let mut used = (vec![false; options.trainable.len()], vec![false; options.frozen.len()]);
-    let matches = |globs: &[String], used: &mut [bool], name: &str| {
-        let mut any = false;
-        for (g, u) in globs.iter().zip(used.iter_mut()) {
-            if glob_match(g, name) {
-                *u = true;
-                any = true;
-            }
-        }
-        any
-    };
+    let (trainable, frozen) =
+        (Globs::new("--trainable", &options.trainable)?, Globs::new("--frozen", &options.frozen)?);
     let mut trained = vec![false; n];
+    let mut names = Vec::new();
     for (t, tensor) in f.tensors() {
         let i = t.index();
         if !candidate[i] || running_stat[i] {
             continue;
         }
-        let wanted = if options.trainable.is_empty() {
-            seeded[i] || feeds[i]
-        } else {
-            matches(&options.trainable, &mut used.0, &tensor.name)
-        };
-        let frozen = matches(&options.frozen, &mut used.1, &tensor.name);
-        trained[i] = wanted && !frozen;
+        names.push(tensor.name.as_str());
+        let wanted = if trainable.is_empty() { seeded[i] || feeds[i] } else { trainable.matches(&tensor.name) };
+        trained[i] = wanted && !frozen.matches(&tensor.name);
     }
-    for (flag, globs, used) in [("--trainable", &options.trainable, &used.0), ("--frozen", &options.frozen, &used.1)] {
-        if let Some((g, _)) = globs.iter().zip(used).find(|(_, &u)| !u) {
-            return Err(Error::Usage(format!("{flag} '{g}' matches no weight or buffer of the model")));
-        }
+    for globs in [&trainable, &frozen] {
+        globs.require_each_matches("weight or buffer of the model", &names)?;
     }
     Ok(Selection { seeded, trained, running_stat })
 }

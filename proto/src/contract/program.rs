@@ -36,14 +36,12 @@ pub struct Program {
 }
 
 impl Program {
-    /// Reads and checks the `.lms` file at `path`; errors name the file.
+    /// Reads and checks the `.lms` file at `path` (a regular file of at most
+    /// [`MAX_PROTO_FILE_BYTES`](crate::input::MAX_PROTO_FILE_BYTES)); errors name the file.
     pub fn load(path: &Path) -> Result<Program, ContractError> {
         let file = path.display().to_string();
-        let invalid = |message: String| ContractError { file: file.clone(), message };
-        if path.is_dir() {
-            return Err(invalid("is a directory, not an .lms file".into()));
-        }
-        let bytes = std::fs::read(path).map_err(|e| invalid(format!("cannot read: {e}")))?;
+        let bytes = crate::input::read_regular(path, crate::input::MAX_PROTO_FILE_BYTES)
+            .map_err(|e| ContractError { file: file.clone(), message: e.to_string() })?;
         Program::decode(&bytes, &file)
     }
 

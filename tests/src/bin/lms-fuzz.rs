@@ -1,11 +1,12 @@
-//! `lms-fuzz`: long fuzz campaigns on the ONNX import and `.lms` load targets, e.g.
+//! `lms-fuzz`: long fuzz campaigns on the ONNX import, `.lms` load, command-line and
+//! external-data targets, e.g.
 //! `cargo run --release -p lms-tests --bin lms-fuzz -- lms --executions 1000000`.
 //! Prints the executions, accepted inputs, time and findings; exits 1 when anything was found.
 
 use clap::{Parser, ValueEnum};
 use lms_tests::fuzz::alloc::CountingAlloc;
 use lms_tests::fuzz::runner::{self, Options};
-use lms_tests::fuzz::targets;
+use lms_tests::fuzz::{surface, targets};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -19,6 +20,10 @@ enum TargetArg {
     Onnx,
     /// `.lms` load: decode, validate, rebuild, simulate, verify.
     Lms,
+    /// `lms` command lines (the built binary): exit statuses, one error line, no clobbering.
+    Cli,
+    /// External-data layouts: locations, offsets, lengths, links, FIFOs.
+    External,
 }
 
 /// Fuzz one target of lms with structure-aware mutations of the fixtures.
@@ -52,6 +57,8 @@ fn main() -> ExitCode {
     let target = match cli.target {
         TargetArg::Onnx => targets::onnx_import(),
         TargetArg::Lms => targets::lms_load(),
+        TargetArg::Cli => surface::cli_args(),
+        TargetArg::External => surface::external_layouts(),
     };
     let options = Options {
         executions: cli.executions,

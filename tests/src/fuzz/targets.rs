@@ -5,6 +5,7 @@
 use super::mutate::{mutate_lms, mutate_onnx};
 use super::runner::Target;
 use crate::{fixture, list, onnx_data};
+use lms_compiler::analysis::profile::{DeviceProfile, DEFAULT_PROFILE};
 use lms_compiler::egraph::{self, Limits};
 use lms_compiler::emit::serialize;
 use lms_compiler::frontend::{self, FrontendOptions};
@@ -87,6 +88,7 @@ fn fuzz_limits() -> Limits {
 /// The `.lms` target: contract validation, then what `lms simulate` and `lms verify` do.
 pub fn lms_load() -> Target {
     let (originals, seeds) = lms_seeds();
+    let device = DeviceProfile::load(DEFAULT_PROFILE).unwrap_or_else(|e| panic!("{e}"));
     let run = move |bytes: &[u8]| {
         let Ok(program) = Program::decode(bytes, "fuzz.lms") else {
             return false;
@@ -94,7 +96,7 @@ pub fn lms_load() -> Target {
         let Ok((graph, schedule)) = serialize::from_program(&program) else {
             return true;
         };
-        let _ = SimulateReport::new(&graph, &schedule);
+        let _ = SimulateReport::new(&graph, &schedule, &device);
         if let Some(original) = originals.get(&graph.name) {
             let _ = egraph::check(original, &graph, &fuzz_limits());
         }

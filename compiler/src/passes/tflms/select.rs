@@ -3,7 +3,9 @@
 
 use super::{Order, TflmsConfig};
 use crate::error::{Error, Result};
+use crate::flags;
 use crate::ir::{Action, Graph, Node, NodeId, Phase, TensorId};
+use std::collections::BTreeSet;
 
 /// A tensor that qualifies for swapping.
 pub(super) struct Candidate {
@@ -42,6 +44,51 @@ pub(super) fn candidates(g: &Graph, order: &Order, cfg: &TflmsConfig) -> Result<
         }
     }
     Ok(found)
+}
+
+/// Checks knobs given by a user against `g`: `lb` at most `ub`, and every op
+/// type, scope and op name given matches something in `g` (errors name the
+/// flag and the closest names that exist).
+pub fn check_knobs(g: &Graph, cfg: &TflmsConfig) -> Result<()> {
+    if cfg.lb > cfg.ub {
+        return Err(Error::Usage(format!("--lb {} is above --ub {}", cfg.lb, cfg.ub)));
+    }
+    let types = || g.node_ids().map(|id| g.node(id).op.as_str()).collect::<BTreeSet<_>>();
+    for (flag, list) in [("--incl-types", &cfg.incl_types), ("--excl-types", &cfg.excl_types)] {
+        if let Some(t) = list.iter().find(|t| !g.node_ids().any(|id| g.node(id).op == **t)) {
+            return Err(flags::no_match(
+                flag,
+                t,
+                "op type of the training graph",
+                &flags::close_candidates(t, types()),
+            ));
+        }
+    }
+    let scopes = || {
+        let mut all = BTreeSet::new();
+        for id in g.node_ids() {
+            let name = g.node(id).name.as_str();
+            all.extend(name.match_indices('/').map(|(i, _)| &name[..i]));
+            all.insert(name);
+        }
+        all
+    };
+    let starting = cfg.starting_scope.iter().map(|s| ("--starting-scope", s));
+    let listed = [("--incl-scopes", &cfg.incl_scopes), ("--excl-scopes", &cfg.excl_scopes)]
+        .into_iter()
+        .flat_map(|(flag, list)| list.iter().map(move |s| (flag, s)));
+    for (flag, scope) in listed.chain(starting) {
+        if !g.node_ids().any(|id| in_scope(&g.node(id).name, scope)) {
+            let close = flags::close_candidates(scope, scopes());
+            return Err(flags::no_match(flag, scope, "scope of the training graph", &close));
+        }
+    }
+    if let Some(name) = cfg.starting_op_names.iter().find(|n| !g.node_ids().any(|id| g.node(id).name == **n)) {
+        let names = g.node_ids().map(|id| g.node(id).name.as_str());
+        let close = flags::close_candidates(name, names);
+        return Err(flags::no_match("--starting-op-names", name, "op of the training graph", &close));
+    }
+    Ok(())
 }
 
 /// Splits a tensor's consumers (schedule order) into the groups that share

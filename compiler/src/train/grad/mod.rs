@@ -82,6 +82,11 @@ const NO_GRADIENT: &[(&str, &str)] = &[
     ("Equal", "its output is boolean"),
     ("Less", "its output is boolean"),
     ("Greater", "its output is boolean"),
+    ("GreaterOrEqual", "its output is boolean"),
+    ("LessOrEqual", "its output is boolean"),
+    ("And", "its output is boolean"),
+    ("Or", "its output is boolean"),
+    ("Xor", "its output is boolean"),
     ("Floor", "it is piecewise constant, so its gradient is zero wherever it is defined"),
     ("Ceil", "it is piecewise constant, so its gradient is zero wherever it is defined"),
     ("Max", "the gradient of an elementwise maximum is not implemented"),
@@ -94,6 +99,8 @@ const NO_GRADIENT: &[(&str, &str)] = &[
     ("Tile", "the gradient of Tile is not implemented (Expand has one)"),
     ("ConvTranspose", "the gradient of ConvTranspose is not implemented"),
     ("InstanceNormalization", "the gradient of InstanceNormalization is not implemented"),
+    ("Gelu", "the gradient of Gelu is not implemented"),
+    ("HardSigmoid", "the gradient of HardSigmoid is not implemented"),
 ];
 
 /// Why lms cannot differentiate `op`, when it cannot.

@@ -1,0 +1,212 @@
+//! Device profiles: the peak rates and latencies the time model turns work
+//! into seconds with. Profiles are JSON files; the shipped ones
+//! (`compiler/profiles/*.json`: h100-sxm, h100-pcie, h200, a100, cpu) are
+//! built into the binary, and any other file of the same format can be
+//! given by path. A measured profile adds `op_seconds`, the time of ops keyed
+//! by [`op_key`], which then replaces the roofline estimate for those ops.
+
+use crate::error::{Error, Result};
+use crate::ir::{Graph, NodeId};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::path::Path;
+
+/// The profile used when none is named.
+pub const DEFAULT_PROFILE: &str = "h100-sxm";
+
+/// The shipped profiles: (name, JSON text).
+pub const SHIPPED: &[(&str, &str)] = &[
+    ("h100-sxm", include_str!("../../profiles/h100-sxm.json")),
+    ("h100-pcie", include_str!("../../profiles/h100-pcie.json")),
+    ("h200", include_str!("../../profiles/h200.json")),
+    ("a100", include_str!("../../profiles/a100.json")),
+    ("cpu", include_str!("../../profiles/cpu.json")),
+];
+
+/// Peak arithmetic rates, FLOP/s (2 FLOPs per multiply-add), dense.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeakFlops {
+    pub fp32: f64,
+    pub tf32: f64,
+    pub bf16: f64,
+}
+
+/// The precision whose peak convolutions and matrix products run at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    Fp32,
+    Tf32,
+    Bf16,
+}
+
+/// A device's rates, as read from a profile file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceProfile {
+    /// Short name, written into the plan (e.g. `h100-sxm`).
+    pub name: String,
+    /// What the device is and where the figures come from.
+    pub description: String,
+    pub peak_flops: PeakFlops,
+    /// The peak that `Conv`, `ConvTranspose`, `Gemm`, `MatMul` and their
+    /// gradients run at: the precision the runtime computes them in.
+    pub matrix_precision: Precision,
+    /// Why that precision (the runtime's TF32 policy).
+    #[serde(default)]
+    pub matrix_precision_note: String,
+    /// Device memory bandwidth, bytes/s.
+    pub memory_bytes_per_second: f64,
+    /// The link to host memory, in words.
+    #[serde(default)]
+    pub host_link: String,
+    /// Copy bandwidth host → device (swap-ins), bytes/s.
+    pub host_to_device_bytes_per_second: f64,
+    /// Copy bandwidth device → host (swap-outs), bytes/s.
+    pub device_to_host_bytes_per_second: f64,
+    /// Fixed time added to every kernel launch and copy, seconds.
+    pub launch_seconds: f64,
+    /// True when copies run on their own streams beside compute (GPUs);
+    /// false when the backend runs them in line with compute, in schedule
+    /// order (the CPU backend).
+    pub copies_overlap_compute: bool,
+    /// Measured seconds per op, keyed by [`op_key`]; these replace the
+    /// roofline estimate.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub op_seconds: BTreeMap<String, f64>,
+}
+
+impl DeviceProfile {
+    /// The profile named `name_or_file`: a shipped profile's name, or the
+    /// path of a profile file.
+    pub fn load(name_or_file: &str) -> Result<DeviceProfile> {
+        if let Some((_, text)) = SHIPPED.iter().find(|(name, _)| *name == name_or_file) {
+            return DeviceProfile::parse(text).map_err(|e| e.in_file(format!("{name_or_file} (shipped profile)")));
+        }
+        let path = Path::new(name_or_file);
+        if !path.exists() {
+            let names: Vec<&str> = SHIPPED.iter().map(|(name, _)| *name).collect();
+            return Err(Error::Usage(format!(
+                "unknown device profile '{name_or_file}': not a file and not one of {}",
+                names.join(", ")
+            )));
+        }
+        let text = std::fs::read_to_string(path).map_err(|e| Error::from(e).in_file(path))?;
+        DeviceProfile::parse(&text).map_err(|e| e.in_file(path))
+    }
+
+    /// Parses and checks a profile's JSON text.
+    pub fn parse(text: &str) -> Result<DeviceProfile> {
+        let profile: DeviceProfile =
+            serde_json::from_str(text).map_err(|e| Error::Usage(format!("not a device profile: {e}")))?;
+        profile.check()?;
+        Ok(profile)
+    }
+
+    /// The peak of the matrix precision, FLOP/s.
+    pub fn matrix_flops(&self) -> f64 {
+        match self.matrix_precision {
+            Precision::Fp32 => self.peak_flops.fp32,
+            Precision::Tf32 => self.peak_flops.tf32,
+            Precision::Bf16 => self.peak_flops.bf16,
+        }
+    }
+
+    /// Every rate must be positive and finite, every time non-negative.
+    fn check(&self) -> Result<()> {
+        let rates = [
+            ("peak_flops.fp32", self.peak_flops.fp32),
+            ("peak_flops.tf32", self.peak_flops.tf32),
+            ("peak_flops.bf16", self.peak_flops.bf16),
+            ("memory_bytes_per_second", self.memory_bytes_per_second),
+            ("host_to_device_bytes_per_second", self.host_to_device_bytes_per_second),
+            ("device_to_host_bytes_per_second", self.device_to_host_bytes_per_second),
+        ];
+        for (field, value) in rates {
+            if !(value.is_finite() && value > 0.0) {
+                return Err(Error::Usage(format!("profile '{}': {field} must be a positive number", self.name)));
+            }
+        }
+        let times = std::iter::once(("launch_seconds", self.launch_seconds))
+            .chain(self.op_seconds.iter().map(|(key, &s)| (key.as_str(), s)));
+        for (what, value) in times {
+            if !(value.is_finite() && value >= 0.0) {
+                return Err(Error::Usage(format!(
+                    "profile '{}': {what} must be a non-negative number of seconds",
+                    self.name
+                )));
+            }
+        }
+        if self.name.is_empty() {
+            return Err(Error::Usage("profile has an empty name".into()));
+        }
+        Ok(())
+    }
+}
+
+/// The key of a node in a measured profile's `op_seconds`: the op and the
+/// types of its inputs and outputs, e.g.
+/// `Conv(f32[8,3,224,224],f32[64,3,7,7])->f32[8,64,112,112]`; an omitted
+/// input is `_`.
+pub fn op_key(g: &Graph, id: NodeId) -> String {
+    let node = g.node(id);
+    let mut key = String::with_capacity(64);
+    key.push_str(&node.op);
+    key.push('(');
+    for (i, input) in node.inputs.iter().enumerate() {
+        if i > 0 {
+            key.push(',');
+        }
+        match input {
+            Some(t) => {
+                let _ = write!(key, "{}", g.tensor(*t).ty);
+            }
+            None => key.push('_'),
+        }
+    }
+    key.push_str(")->");
+    for (i, t) in node.outputs.iter().enumerate() {
+        if i > 0 {
+            key.push(',');
+        }
+        let _ = write!(key, "{}", g.tensor(*t).ty);
+    }
+    key
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shipped_profiles_parse_and_name_themselves() {
+        for (name, _) in SHIPPED {
+            let p = DeviceProfile::load(name).unwrap();
+            assert_eq!(p.name, *name);
+            assert!(p.peak_flops.fp32 <= p.peak_flops.tf32 || p.name == "cpu", "{name}: TF32 below FP32");
+        }
+        let h100 = DeviceProfile::load(DEFAULT_PROFILE).unwrap();
+        assert_eq!((h100.matrix_precision, h100.matrix_flops()), (Precision::Fp32, 67e12));
+        assert!(h100.copies_overlap_compute);
+        assert!(!DeviceProfile::load("cpu").unwrap().copies_overlap_compute);
+    }
+
+    #[test]
+    fn bad_profiles_are_refused_with_the_field() {
+        let err = DeviceProfile::load("h100-sxn").unwrap_err().to_string();
+        assert!(err.starts_with("unknown device profile 'h100-sxn': not a file and not one of h100-sxm,"), "{err}");
+        let mut value: serde_json::Value = serde_json::from_str(SHIPPED[0].1).unwrap();
+        value["memory_bytes_per_second"] = serde_json::json!(0);
+        let err = DeviceProfile::parse(&value.to_string()).unwrap_err().to_string();
+        assert_eq!(err, "profile 'h100-sxm': memory_bytes_per_second must be a positive number");
+        value["memory_bytes_per_second"] = serde_json::json!(1e12);
+        value["op_seconds"] = serde_json::json!({ "Relu(f32[2])->f32[2]": -1.0 });
+        let err = DeviceProfile::parse(&value.to_string()).unwrap_err().to_string();
+        assert!(err.contains("Relu(f32[2])->f32[2] must be a non-negative"), "{err}");
+        value["hbm"] = serde_json::json!(1);
+        let err = DeviceProfile::parse(&value.to_string()).unwrap_err().to_string();
+        assert!(err.starts_with("not a device profile: unknown field `hbm`"), "{err}");
+    }
+}

@@ -1,0 +1,131 @@
+//! Writing output files safely: each goes to a temporary file created
+//! exclusively, with a unique name, in the target's folder (so no planted
+//! link is ever followed), and is renamed over the target only once complete.
+//! The temporary file is removed on every failure path. Before anything is
+//! written, a command's outputs are checked to be distinct from each other
+//! and from its inputs.
+
+use crate::error::{Error, Result};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Writes `bytes` to `path` through a fresh temporary sibling and a rename;
+/// a link at `path` is replaced, never followed. Errors name the file and
+/// say "cannot write".
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    let write = || -> std::io::Result<()> {
+        let dir = match path.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir,
+            _ => Path::new("."),
+        };
+        let name = path.file_name().ok_or_else(|| std::io::Error::other("the path names no file"))?;
+        let mut prefix = std::ffi::OsString::from(".");
+        prefix.push(name);
+        prefix.push(".");
+        let mut builder = tempfile::Builder::new();
+        builder.prefix(&prefix).suffix(".tmp");
+        // As for any file a tool creates: read and write for all, less the umask.
+        #[cfg(unix)]
+        builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
+        let mut tmp = builder.tempfile_in(dir)?;
+        tmp.write_all(bytes)?;
+        tmp.as_file().sync_data()?;
+        tmp.persist(path).map(drop).map_err(|e| e.error)
+    };
+    write().map_err(|e| Error::Write(e).in_file(path))
+}
+
+/// Refuses outputs that name an input or each other. `inputs` and `outputs`
+/// are (flag or role, path) pairs; paths are compared after resolving links
+/// in their folder, so `./m.onnx` and `m.onnx` are the same file.
+pub fn check_distinct(inputs: &[(&str, &Path)], outputs: &[(&str, &Path)]) -> Result<()> {
+    let inputs: Vec<(&str, PathBuf)> = inputs.iter().map(|&(role, p)| (role, resolved(p))).collect();
+    let mut seen: Vec<(&str, PathBuf)> = Vec::with_capacity(outputs.len());
+    for &(role, path) in outputs {
+        let target = resolved(path);
+        if let Some((input, _)) = inputs.iter().find(|(_, p)| *p == target) {
+            return Err(Error::Usage(format!(
+                "{role} {} is the {input}: lms never overwrites an input",
+                path.display()
+            )));
+        }
+        if let Some((other, _)) = seen.iter().find(|(_, p)| *p == target) {
+            return Err(Error::Usage(format!("{role} {} is also the file of {other}", path.display())));
+        }
+        seen.push((role, target));
+    }
+    Ok(())
+}
+
+/// The path with its folder resolved (links followed) and, when the file
+/// itself exists, the file resolved too; else the path as given.
+fn resolved(path: &Path) -> PathBuf {
+    if let Ok(p) = path.canonicalize() {
+        return p;
+    }
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    match (dir.canonicalize(), path.file_name()) {
+        (Ok(dir), Some(name)) => dir.join(name),
+        _ => path.to_path_buf(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch() -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("lms-output-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn writes_through_a_unique_temporary_and_leaves_nothing_on_failure() {
+        let dir = scratch().join("write");
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = dir.join("out.txt");
+        write_atomically(&out, b"one").unwrap();
+        write_atomically(&out, b"two").unwrap();
+        assert_eq!(std::fs::read(&out).unwrap(), b"two");
+        // A directory in the way: the rename fails, the temporary is removed.
+        let blocked = dir.join("blocked");
+        std::fs::create_dir_all(blocked.join("inside")).unwrap();
+        let err = write_atomically(&blocked, b"x").unwrap_err().to_string();
+        assert!(err.contains("blocked: cannot write"), "{err}");
+        let left: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(left.len(), 2, "only out.txt and blocked/: {left:?}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_link_at_the_target_is_replaced_not_followed() {
+        let dir = scratch().join("link");
+        std::fs::create_dir_all(&dir).unwrap();
+        let victim = dir.join("victim");
+        std::fs::write(&victim, b"precious").unwrap();
+        let out = dir.join("out.lms");
+        let _ = std::fs::remove_file(&out);
+        std::os::unix::fs::symlink(&victim, &out).unwrap();
+        write_atomically(&out, b"new").unwrap();
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+        assert!(!std::fs::symlink_metadata(&out).unwrap().file_type().is_symlink());
+    }
+
+    #[test]
+    fn outputs_naming_an_input_or_each_other_are_refused() {
+        let dir = scratch();
+        let model = dir.join("m.onnx");
+        std::fs::write(&model, b"m").unwrap();
+        let same = dir.join(".").join("m.onnx");
+        let err = check_distinct(&[("model", &model)], &[("-o", &same)]).unwrap_err().to_string();
+        assert!(err.ends_with("is the model: lms never overwrites an input"), "{err}");
+        let x = dir.join("x");
+        let err = check_distinct(&[("model", &model)], &[("-o", &x), ("--text", &x)]).unwrap_err().to_string();
+        assert!(err.starts_with("--text ") && err.ends_with("is also the file of -o"), "{err}");
+        check_distinct(&[("model", &model)], &[("-o", &x), ("--text", &dir.join("y"))]).unwrap();
+    }
+}

@@ -1,0 +1,265 @@
+//! Hostile and careless use of the `lms` command: each case is one
+//! observation that used to succeed silently, clobber a file or hang, and
+//! now ends with the documented exit status (2 usage or bad input, 3 does
+//! not fit, 4 not proven), one line on stderr, nothing overwritten and no
+//! stray file.
+
+use lms_proto::lms as pb;
+use lms_proto::Message;
+use lms_tests::{fixture, lms, lms_bin, onnx_data};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// A fresh scratch folder for one test.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("lms-hardening-{}", std::process::id())).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// The sorted names in a folder.
+fn entries(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    names
+}
+
+/// Asserts `lms` failed with `code` and one line on stderr containing
+/// `needle`, and returns that line.
+fn fails(out: &Output, code: i32, needle: &str) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(code), "stderr: {stderr}");
+    assert_eq!(stderr.trim_end().lines().count(), 1, "not one line: {stderr}");
+    assert!(stderr.starts_with("lms: error: "), "{stderr}");
+    assert!(stderr.contains(needle), "{needle:?} not in: {stderr}");
+    stderr
+}
+
+/// `lms compile` of the tiny GPT fixture (batch 2) into `dir`, with extra
+/// flags; returns the output path.
+fn compile(dir: &Path, name: &str, flags: &[&str]) -> PathBuf {
+    let out = dir.join(name);
+    let model = fixture("models/tiny_gpt.onnx");
+    let mut args = vec!["compile", s(&model), "--batch", "2", "-o", s(&out)];
+    args.extend(flags);
+    let run = lms(&args);
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    out
+}
+
+/// The original and the TFLMS-rewritten tiny GPT, then `lms verify` of the
+/// original against the rewritten graph after `tamper`.
+fn verify_tampered(dir: &Path, tamper: impl FnOnce(&mut pb::Graph)) -> Output {
+    let original = compile(dir, "original.lms", &[]);
+    let rewritten = compile(dir, "rewritten.lms", &["--strategy", "tflms"]);
+    let ok = lms(&["verify", s(&original), s(&rewritten)]);
+    assert!(ok.status.success(), "untampered: {}", String::from_utf8_lossy(&ok.stderr));
+    let mut graph = pb::Graph::decode(&*std::fs::read(&rewritten).unwrap()).unwrap();
+    tamper(&mut graph);
+    let tampered = dir.join("tampered.lms");
+    std::fs::write(&tampered, graph.encode_to_vec()).unwrap();
+    lms(&["verify", s(&original), s(&tampered)])
+}
+
+fn tensor<'a>(g: &'a mut pb::Graph, name: &str) -> &'a mut pb::Tensor {
+    g.tensors.iter_mut().find(|t| t.name == name).unwrap()
+}
+
+#[test]
+fn verify_rejects_a_zeroed_weight_naming_it() {
+    let out = verify_tampered(&scratch("zeroed"), |g| tensor(g, "attn.qkv.weight").data.fill(0));
+    fails(&out, 4, "the initial value of variable 'attn.qkv.weight' differs from the original's (content hash ");
+}
+
+#[test]
+fn verify_rejects_one_flipped_bit_in_a_constant_naming_it() {
+    let out = verify_tampered(&scratch("flipped"), |g| {
+        let node = g.nodes.iter_mut().find(|n| n.name == "attn.scale").unwrap();
+        let Some(pb::attribute::Value::Tensor(t)) = &mut node.attributes[0].value else { panic!("a tensor attribute") };
+        t.data[0] ^= 1;
+    });
+    fails(&out, 4, "constant 'attn.scale' differs from the original's");
+}
+
+#[test]
+fn verify_rejects_a_swapped_pair_of_same_shaped_weights() {
+    let out = verify_tampered(&scratch("swapped"), |g| {
+        let (a, b) = ("attn.proj.bias", "mlp.proj.bias");
+        let shape = tensor(g, a).shape.clone();
+        assert_eq!(shape, tensor(g, b).shape);
+        let (x, y) = (tensor(g, a).data.clone(), tensor(g, b).data.clone());
+        assert_ne!(x, y, "the pair must differ for the swap to matter");
+        tensor(g, a).data = y;
+        tensor(g, b).data = x;
+    });
+    fails(&out, 4, "the initial value of variable 'attn.proj.bias' differs");
+}
+
+#[cfg(unix)]
+#[test]
+fn planted_links_are_never_followed_and_outputs_never_become_links() {
+    let dir = scratch("links");
+    let victim = dir.join("victim");
+    std::fs::write(&victim, b"precious").unwrap();
+    // The old fixed temporary name, planted as a link to the victim; and the
+    // output itself a link to the victim.
+    std::os::unix::fs::symlink(&victim, dir.join("out.lms.tmp")).unwrap();
+    std::os::unix::fs::symlink(&victim, dir.join("text.txt")).unwrap();
+    let out = compile(&dir, "out.lms", &["--text", s(&dir.join("text.txt"))]);
+    assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+    for written in [out, dir.join("text.txt")] {
+        assert!(std::fs::symlink_metadata(&written).unwrap().file_type().is_file(), "{}", written.display());
+    }
+    assert_eq!(entries(&dir), ["out.lms", "out.lms.tmp", "text.txt", "victim"]);
+}
+
+#[test]
+fn a_failed_write_says_cannot_write_and_leaves_no_temporary() {
+    let dir = scratch("write-failure");
+    std::fs::create_dir_all(dir.join("taken").join("inside")).unwrap();
+    let model = fixture("models/mlp.onnx");
+    let out = lms(&["compile", s(&model), "-o", s(&dir.join("taken"))]);
+    fails(&out, 2, "taken: cannot write: ");
+    assert_eq!(entries(&dir), ["taken"]);
+}
+
+#[test]
+fn an_output_naming_an_input_or_another_output_is_refused() {
+    let dir = scratch("clobber");
+    let model = dir.join("m.onnx");
+    std::fs::copy(fixture("models/mlp.onnx"), &model).unwrap();
+    let before = std::fs::read(&model).unwrap();
+    let same = dir.join(".").join("m.onnx");
+    fails(&lms(&["compile", s(&model), "-o", s(&same)]), 2, "is the model: lms never overwrites an input");
+    assert_eq!(std::fs::read(&model).unwrap(), before);
+    let x = dir.join("x");
+    let out = lms(&["compile", s(&model), "-o", s(&x), "--text", s(&x), "--report", s(&x)]);
+    fails(&out, 2, "--text ");
+    assert_eq!(entries(&dir), ["m.onnx"]);
+}
+
+#[cfg(unix)]
+#[test]
+fn external_data_through_a_link_out_of_the_model_folder_is_refused() {
+    let dir = scratch("external-link");
+    let outside = scratch("external-link-outside");
+    let mut model = lms_compiler::frontend::read_model(&fixture("models/mlp.onnx")).unwrap();
+    let init = model.graph.as_mut().unwrap().initializer.iter_mut().find(|t| t.name == "fc1.weight").unwrap();
+    let data = lms_compiler::frontend::tensor::decode(init, None).unwrap();
+    std::fs::write(outside.join("secret.bin"), &*data.bytes).unwrap();
+    std::os::unix::fs::symlink(outside.join("secret.bin"), dir.join("weights.bin")).unwrap();
+    init.raw_data.clear();
+    init.float_data.clear();
+    init.data_location = 1;
+    init.external_data =
+        vec![lms_proto::onnx::StringStringEntryProto { key: "location".into(), value: "weights.bin".into() }];
+    let path = dir.join("m.onnx");
+    std::fs::write(&path, model.encode_to_vec()).unwrap();
+    let out = lms(&["compile", s(&path), "-o", s(&dir.join("m.lms"))]);
+    fails(&out, 2, "external data location 'weights.bin' must stay inside the model's folder");
+    assert_eq!(entries(&dir), ["m.onnx", "weights.bin"]);
+}
+
+#[cfg(unix)]
+#[test]
+fn devices_and_fifos_are_refused_without_reading() {
+    fails(&lms(&["inspect", "/dev/zero"]), 2, "/dev/zero: is not a regular file");
+    let dir = scratch("fifo");
+    let fifo = dir.join("model.onnx");
+    let made = Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(made.success());
+    // Opening a FIFO for reading would wait for a writer forever.
+    fails(&lms(&["inspect", s(&fifo)]), 2, "model.onnx: is not a regular file");
+    fails(&lms(&["verify", s(&fifo), s(&fifo)]), 2, "is not a regular file");
+}
+
+#[test]
+fn an_exponential_glob_ends_at_once() {
+    let model = fixture("models/mlp.onnx");
+    let dir = scratch("glob");
+    let out = lms(&["compile", s(&model), "-o", s(&dir.join("m.lms")), "--trainable", "**********Z"]);
+    fails(&out, 2, "--trainable '**********Z' matches no weight or buffer of the model");
+    assert!(entries(&dir).is_empty());
+}
+
+#[cfg(unix)]
+#[test]
+fn a_closed_stdout_ends_quietly() {
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::process::ExitStatusExt;
+    // Its text form (290 KB) overflows the pipe's buffer, so the write after
+    // the reader left fails for certain.
+    let model = onnx_data("light/light_densenet121.onnx");
+    let mut child = Command::new(lms_bin())
+        .args(["inspect", s(&model), "--ir"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    assert!(first.starts_with("graph"), "{first}");
+    let out = child.wait_with_output().unwrap();
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    let by_sigpipe = out.status.signal() == Some(libc::SIGPIPE);
+    assert!(out.status.success() || by_sigpipe, "{:?}", out.status);
+}
+
+#[test]
+fn every_bad_flag_value_is_an_error_naming_the_flag() {
+    let dir = scratch("flags");
+    let (mlp, gpt) = (fixture("models/mlp.onnx"), fixture("models/tiny_gpt.onnx"));
+    let out = dir.join("m.lms");
+    let cases: [(&Path, &[&str], &str); 11] = [
+        (&mlp, &["--batch", "0"], "'--batch <BATCH>': must be at least 1"),
+        (&mlp, &["--lr", "nan"], "'--lr <LR>': must be a finite number above 0"),
+        (&mlp, &["--train", "momentum", "--momentum", "7"], "'--momentum <MOMENTUM>': must be at least 0 and below 1"),
+        (&gpt, &["--dim", "foo=3"], "--dim 'foo' matches no symbolic dimension"),
+        (&mlp, &["--strategy", "tflms", "--lb", "3", "--ub", "2"], "--lb 3 is above --ub 2"),
+        (&mlp, &["--strategy", "tflms", "--incl-types", "NoSuchOp"], "--incl-types 'NoSuchOp' matches no op type"),
+        (
+            &mlp,
+            &["--strategy", "tflms", "--incl-types", "Rellu"],
+            "matches no op type of the training graph (close: 'Relu')",
+        ),
+        (&mlp, &["--strategy", "tflms", "--incl-scopes", "nosuch"], "--incl-scopes 'nosuch' matches no scope"),
+        (&mlp, &["--strategy", "tflms", "--starting-scope", "nosuch"], "--starting-scope 'nosuch' matches no scope"),
+        (&mlp, &["--trainable", "nomatch*"], "--trainable 'nomatch*' matches no weight or buffer"),
+        (&mlp, &["--host-budget", "1GiB"], "--host-budget has no effect without --budget"),
+    ];
+    for (model, flags, needle) in cases {
+        let mut args = vec!["compile", s(model), "-o", s(&out)];
+        args.extend(flags);
+        fails(&lms(&args), 2, needle);
+    }
+    fails(
+        &lms(&["max-batch", s(&mlp), "--budget", "1GiB", "--limit", "0"]),
+        2,
+        "'--limit <LIMIT>': must be at least 1",
+    );
+    assert!(entries(&dir).is_empty(), "{:?}", entries(&dir));
+}
+
+#[test]
+fn exit_status_says_does_not_fit_and_max_batch_says_when_it_hit_the_limit() {
+    let dir = scratch("exit-codes");
+    let mlp = fixture("models/mlp.onnx");
+    let out = lms(&["compile", s(&mlp), "-o", s(&dir.join("m.lms")), "--strategy", "tflms", "--budget", "1KiB"]);
+    fails(&out, 3, "does not fit in device memory");
+    fails(&lms(&["max-batch", s(&mlp), "--budget", "1KiB"]), 3, "batch 1 does not fit in a device budget of 1.00 KiB");
+    let plain = compile(&dir, "plain.lms", &[]);
+    fails(&lms(&["run", s(&plain), "--steps", "1", "--device-memory", "1KiB"]), 3, "");
+
+    let limited = lms(&["max-batch", s(&mlp), "--budget", "1GiB", "--limit", "4"]);
+    let stdout = String::from_utf8_lossy(&limited.stdout);
+    assert!(limited.status.success(), "{}", String::from_utf8_lossy(&limited.stderr));
+    assert!(stdout.contains("max batch >=     4") && stdout.contains("stopped at --limit"), "{stdout}");
+    let help = String::from_utf8_lossy(&lms(&["--help"]).stdout).into_owned();
+    assert!(help.contains("Exit status") && help.contains("  4  rewrite not proven equivalent"), "{help}");
+}

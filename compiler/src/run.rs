@@ -233,7 +233,7 @@ fn original_model(save: &SaveOnnx, program: &Program) -> Result<SaveOnnx> {
 
 /// A runtime error as the compiler's one-line error.
 fn runtime(e: RuntimeError) -> Error {
-    Error::Usage(e.to_string())
+    Error::Run(e)
 }
 
 impl RunReport {

@@ -241,7 +241,7 @@ enum CtrldArg {
     DirectOrder,
 }
 
-/// The knobs of TFLMS (tflms.txt Table 2), named as in the paper.
+/// The knobs of TFLMS (TFLMS Table 2), named as in the paper.
 #[derive(Args)]
 struct TflmsArgs {
     /// Swap at most this many tensors, in breadth-first order (default all;

@@ -1,4 +1,4 @@
-//! Analyses over the IR: execution ordering (γ of tflms.txt Definition 2 and
+//! Analyses over the IR: execution ordering (γ of TFLMS Definition 2 and
 //! the default schedule), tensor classification, lifetimes, memory, and the
 //! time model (device profiles, per-op cost, the three-stream timeline).
 

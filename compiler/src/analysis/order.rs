@@ -1,4 +1,4 @@
-//! Execution ordering: the topological ordering γ of tflms.txt Definition 2,
+//! Execution ordering: the topological ordering γ of TFLMS Definition 2,
 //! and the default schedule (a deterministic topological order).
 //!
 //! Both follow read and control edges; update edges into variables are
@@ -124,7 +124,7 @@ mod tests {
         TensorType::new(DType::F32, vec![4])
     }
 
-    /// Figure 2a of tflms.txt: x -> h -> f -> (update) x.
+    /// Figure 2a of TFLMS: x -> h -> f -> (update) x.
     #[test]
     fn update_edges_do_not_move_variables() {
         let mut g = Graph::new("fig2a", 13);

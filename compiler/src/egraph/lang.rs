@@ -8,7 +8,7 @@
 //! | `(Op{attrs}->f32[2,3] x y ...)` | an op applied to its inputs; the head carries the op type, domain, canonical attributes and output types |
 //! | `(out i node)` | output `i` of a multi-output op `node` (TENSAT's projection) |
 //! | `none` | an omitted optional input |
-//! | `(id x)`, `(swap_out x)`, `(swap_in x)` | identities (tflms.txt eq. 2 and 5); ONNX `Identity` is `id` |
+//! | `(id x)`, `(swap_out x)`, `(swap_in x)` | identities (TFLMS eq. 2 and 5); ONNX `Identity` is `id` |
 //! | `(split d i n x)` | part `i` of `n` of `x` along axis `d` |
 //! | `(concat d x0 x1 ...)` | the parts concatenated along axis `d`; ONNX `Concat` is `concat` |
 //! | `3` | an integer: an axis, a part index or count, an output index |

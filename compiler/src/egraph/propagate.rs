@@ -1,4 +1,4 @@
-//! How far a split travels (tsplit.txt §III-A and §V-A; split-cnn.md §3.2):
+//! How far a split travels (TSPLIT §III-A and §V-A; Split-CNN §3.2):
 //! given an op computed as p micro-ops along an axis, which of the ops after
 //! it can run on the parts too, and where the parts must be merged.
 //!

@@ -1,4 +1,4 @@
-//! The graph G = (V, E, λ, τ) of tflms.txt Definition 1, on petgraph.
+//! The graph G = (V, E, λ, τ) of TFLMS Definition 1, on petgraph.
 //!
 //! Vertices are [`Node`]s: an operation λ(v) with its attributes, whether it is
 //! parameterized (a variable or an input), its training [`Phase`] and its

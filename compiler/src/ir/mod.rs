@@ -1,5 +1,5 @@
 //! The lms intermediate representation: G = (V, E, λ, τ) on petgraph
-//! (tflms.txt Definition 1), tensor types and constants, attributes, and the
+//! (TFLMS Definition 1), tensor types and constants, attributes, and the
 //! stable text form.
 
 mod attr;

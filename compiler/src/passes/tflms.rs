@@ -1,4 +1,4 @@
-//! TFLMS: graph rewriting with swap-out and swap-in ops (tflms.txt §4-5).
+//! TFLMS: graph rewriting with swap-out and swap-in ops (TFLMS §4-5).
 //!
 //! A tensor t made by a forward op f1 and read by a backward op f2 lives in
 //! device memory from f1 to f2. The rewrite `f2ᴳ ∘ f1ᴳ  →  f2ᴳ ∘ swap_inᶜ ∘
@@ -60,7 +60,7 @@ use select::Candidate;
 use serde::Serialize;
 use std::fmt;
 
-/// How the control op of a swap-in is chosen (tflms.txt §4.3).
+/// How the control op of a swap-in is chosen (TFLMS §4.3).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum CtrldStrategy {
@@ -76,7 +76,7 @@ pub enum CtrldStrategy {
     DirectOrder,
 }
 
-/// The knobs of TFLMS (tflms.txt Table 2). Optimizer scopes are replaced by
+/// The knobs of TFLMS (TFLMS Table 2). Optimizer scopes are replaced by
 /// the phase each node records; scopes still select ops by name.
 ///
 /// A *scope* is a prefix of node names split on `/`: scope `block/conv`
@@ -229,7 +229,7 @@ struct Order {
     schedule: Vec<NodeId>,
     /// Position in `schedule`, indexed by `NodeId::index()`.
     position: Vec<usize>,
-    /// γ (tflms.txt Definition 2), indexed by `NodeId::index()`.
+    /// γ (TFLMS Definition 2), indexed by `NodeId::index()`.
     gamma: Vec<u32>,
 }
 

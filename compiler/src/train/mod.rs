@@ -1,6 +1,6 @@
 //! Training-graph construction: from a forward ONNX graph, a loss and an
 //! optimizer, the graph with forward, backward and update phases
-//! (tflms.txt §3.3-3.5).
+//! (TFLMS §3.3-3.5).
 //!
 //! 1. [`trainable`]: which weights are trained (those in parameter positions
 //!    by default; masks and buffers keep their values).

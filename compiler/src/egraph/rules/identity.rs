@@ -1,4 +1,4 @@
-//! Identities (tflms.txt eq. 2-5): `id ∘ id = id` and `id(x) = x`. ONNX
+//! Identities (TFLMS eq. 2-5): `id ∘ id = id` and `id(x) = x`. ONNX
 //! `Identity` is built as `id`, so these rules cover it too.
 
 use crate::egraph::lang::TermRewrite;

@@ -14,7 +14,7 @@
 //! ConvGradBias and a MatMul split along its reduction axis need a sum of the
 //! parts, not a concatenation; losses and their gradients divide by the
 //! total count; dropout draws its mask by position. Windowed ops split along
-//! a spatial axis need halos and per-part padding (split-cnn.md §3); those
+//! a spatial axis need halos and per-part padding (Split-CNN §3); those
 //! splits are refused ([`needs_halo`]).
 
 use crate::egraph::lang::{axis as onnx_axis, Head};
@@ -198,7 +198,7 @@ fn per_sample(head: &Head, inputs: &[Option<&Shape>], axis: usize, _: i64) -> Op
 }
 
 /// A windowed op split along a spatial axis (2 and on) would need halos
-/// and per-part padding (split-cnn.md §3.1); such splits are not applied.
+/// and per-part padding (Split-CNN §3.1); such splits are not applied.
 pub fn needs_halo(axis: usize) -> bool {
     axis >= 2
 }

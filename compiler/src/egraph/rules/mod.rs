@@ -9,7 +9,7 @@
 //!   [`independence`], whose conditions say when an op is independent along
 //!   an axis.
 //!
-//! Every rule is an equation the graph semantics validate (tflms.txt §4: the
+//! Every rule is an equation the graph semantics validate (TFLMS §4: the
 //! rewrites must be provable), and no rule makes a term larger without
 //! bound: the split and distribution rules only add terms for splits that
 //! already occur.

@@ -1,4 +1,4 @@
-//! Split and merge (tsplit.txt §V-A): the two directions of
+//! Split and merge (TSPLIT §V-A): the two directions of
 //! `concat_d(split(d,0,n)(x), ..., split(d,n-1,n)(x)) = x`, and a split of a
 //! concatenation picking a part, for 2 to [`MAX_PARTS`] parts.
 //!

@@ -1,4 +1,4 @@
-//! Swapping (tflms.txt eq. 5): a swap-in of a swap-out is the identity
+//! Swapping (TFLMS eq. 5): a swap-in of a swap-out is the identity
 //! `id₂ ∘ id₁ = id`, so it equals the swapped tensor. A swap-in wired to the
 //! swap-out of another tensor equals that other tensor, and a lone swap-out
 //! or swap-in is not removed: only the pair is proven to be the identity.

@@ -1,4 +1,4 @@
-//! The control op of a swap-in (tflms.txt §4.3): the op g whose control
+//! The control op of a swap-in (TFLMS §4.3): the op g whose control
 //! edge g → swap-in starts the swap-in, by the direct-order strategy
 //! (Algorithm 1) or the chain-rule strategy (Algorithm 2).
 //!
@@ -170,7 +170,7 @@ impl<'a> ControlSearch<'a> {
 }
 
 /// Edges that order execution: reads and control edges (update edges into
-/// variables do not, tflms.txt Definition 2).
+/// variables do not, TFLMS Definition 2).
 fn orders(action: Action) -> bool {
     action != Action::Update
 }

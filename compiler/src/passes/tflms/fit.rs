@@ -1,5 +1,5 @@
 //! Budget mode: the TFLMS knobs that make a graph fit a memory budget
-//! (tflms.txt §5.2 tunes `n_tensors` and `lb` by hand; this tunes them with
+//! (TFLMS §5.2 tunes `n_tensors` and `lb` by hand; this tunes them with
 //! the memory simulator).
 //!
 //! A plan fits when its simulated device peak is within the device budget

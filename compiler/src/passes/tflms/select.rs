@@ -1,4 +1,4 @@
-//! Which tensors TFLMS swaps (tflms.txt §4.1, §5.1), and which of their
+//! Which tensors TFLMS swaps (TFLMS §4.1, §5.1), and which of their
 //! consumers share a swap-in (§4.2.3).
 
 use super::{Order, TflmsConfig};

@@ -4,7 +4,7 @@
 //! every buffer at an offset inside it. Placement is best fit over a free list (the
 //! smallest free block that holds the request; ties: the lowest offset), and a freed block
 //! merges with free neighbours at once. This is the dynamic alternative to a static offset
-//! plan (split-cnn.md §4.4, HMMS): the executor frees tensors in the schedule's order, so a
+//! plan (Split-CNN §4.4, HMMS): the executor frees tensors in the schedule's order, so a
 //! plan computed ahead would need the backend to see the whole schedule; best fit with
 //! coalescing keeps fragmentation low in practice, and [`ArenaStats`] reports it.
 //!

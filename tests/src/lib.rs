@@ -76,6 +76,21 @@ pub fn lms_bin() -> PathBuf {
     bin
 }
 
+/// The path `name` in this test process's scratch folder `lms-<suite>-<pid>` of the temp dir
+/// (created if needed).
+pub fn scratch_path(suite: &str, name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("lms-{suite}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+/// Runs `lms` with `args`, asserts that it succeeded, and returns its standard output.
+pub fn lms_ok(args: &[&str]) -> String {
+    let out = lms(args);
+    assert!(out.status.success(), "lms {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
 /// Runs `lms` with arguments from the repository root.
 pub fn lms(args: &[&str]) -> Output {
     Command::new(lms_bin()).args(args).current_dir(repo_root()).output().expect("run lms")

@@ -12,9 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("lms-cli-data-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
+    lms_tests::scratch_path("cli-data", name)
 }
 
 fn s(p: &Path) -> &str {
@@ -23,9 +21,7 @@ fn s(p: &Path) -> &str {
 
 /// Runs `lms`; its stdout, or a panic with its stderr.
 fn ok(args: &[&str]) -> String {
-    let out = lms(args);
-    assert!(out.status.success(), "lms {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap()
+    lms_tests::lms_ok(args)
 }
 
 /// Runs `lms`, which must fail with exit code 2; its one-line error.

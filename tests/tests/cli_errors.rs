@@ -21,9 +21,7 @@ fn inspect_error(path: &str) -> String {
 
 /// A scratch folder for this test binary.
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("lms-cli-errors-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
+    lms_tests::scratch_path("cli-errors", name)
 }
 
 /// The tiny GPT fixture, edited and written to a scratch file.

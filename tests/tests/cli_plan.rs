@@ -7,15 +7,11 @@ use lms_tests::lms;
 use std::path::{Path, PathBuf};
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("lms-cli-plan-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
+    lms_tests::scratch_path("cli-plan", name)
 }
 
 fn ok(args: &[&str]) -> String {
-    let out = lms(args);
-    assert!(out.status.success(), "lms {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap()
+    lms_tests::lms_ok(args)
 }
 
 /// Compiles tiny_gpt at batch 32 with Adam and TFLMS, plus `extra` flags.

@@ -8,19 +8,15 @@ use lms_compiler::frontend::{self, FrontendOptions};
 use lms_compiler::ir::Graph;
 use lms_compiler::simulate::SimulateReport;
 use lms_compiler::train::{self, Optimizer, TrainOptions};
-use lms_tests::{lms, onnx_data};
+use lms_tests::onnx_data;
 use std::path::PathBuf;
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("lms-time-model-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join(name)
+    lms_tests::scratch_path("time-model", name)
 }
 
 fn ok(args: &[&str]) -> String {
-    let out = lms(args);
-    assert!(out.status.success(), "lms {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap()
+    lms_tests::lms_ok(args)
 }
 
 fn momentum() -> TrainOptions {

@@ -38,7 +38,7 @@ struct Cli {
     /// Stop after this many seconds.
     #[arg(long, default_value_t = 86_400)]
     seconds: u64,
-    /// Seconds one input may run before it counts as a hang.
+    /// Seconds one input may run before it counts as slow (ten times this: a hang).
     #[arg(long, default_value_t = 10)]
     per_input: u64,
     /// Seed of the mutations.

@@ -1,6 +1,7 @@
 //! The fuzz loop: mutate a seed, run the target, and catch what must never happen — a
 //! panic, an input that runs longer than the per-input limit (a watchdog ends the process
-//! when one never returns), or an execution holding more than 1 GiB (with
+//! when one runs past [`HANG_FACTOR`] times the limit: a hang), or an execution holding more
+//! than 1 GiB (with
 //! [`super::alloc::CountingAlloc`] installed). Every finding's input is written to the
 //! output folder.
 
@@ -89,6 +90,10 @@ pub struct Summary {
     pub findings: Vec<Finding>,
 }
 
+/// An input running this many times the per-input limit is a hang: the watchdog writes it
+/// out and ends the process.
+pub const HANG_FACTOR: u32 = 10;
+
 /// The input being run, for the watchdog and the allocator's hard limit.
 static CURRENT: Mutex<Vec<u8>> = Mutex::new(Vec::new());
 /// Where the input goes when the allocator refuses an allocation (opened before the run).
@@ -146,7 +151,7 @@ pub fn run(target: &Target, options: &Options) -> Summary {
     let file = File::create(&memory_path).unwrap_or_else(|e| panic!("{}: {e}", memory_path.display()));
     *MEMORY_FILE.lock().expect("not poisoned") = Some(file);
     let (started, done) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicBool::new(false)));
-    watchdog(started.clone(), done.clone(), options.per_input, options.out.clone(), target.name);
+    watchdog(started.clone(), done.clone(), options.per_input * HANG_FACTOR, options.out.clone(), target.name);
     let previous_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(|info| {
         if let Ok(mut last) = LAST_PANIC.lock() {

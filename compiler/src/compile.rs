@@ -4,6 +4,7 @@
 //! and a rename, and the same options always give the same bytes.
 
 use crate::analysis::memory;
+use crate::analysis::profile::{DeviceProfile, DEFAULT_PROFILE};
 use crate::emit;
 use crate::error::{Error, Result};
 use crate::frontend::{self, FrontendOptions};
@@ -11,6 +12,7 @@ use crate::ir::{Graph, Plan};
 use crate::passes::tflms::{FreeKnobs, SwappedTensor, TflmsConfig};
 use crate::pipeline::{self, stages, Context, Pass, PassOptions};
 use crate::provenance;
+use crate::simulate::SimulateReport;
 use crate::train::{TrainOptions, TrainSummary};
 use crate::units::format_bytes;
 use lms_proto::Message;
@@ -59,6 +61,9 @@ pub struct CompileOptions {
     pub onnx: Option<PathBuf>,
     /// Also write the report as JSON here.
     pub report: Option<PathBuf>,
+    /// Also write the HTML report here: memory before and after the rewrite,
+    /// the predicted streams and the plan's decisions.
+    pub html: Option<PathBuf>,
     /// Also write a Makefile-style depfile here: the `.lms` file depends on
     /// the model and its external data files.
     pub depfile: Option<PathBuf>,
@@ -85,6 +90,7 @@ impl Default for CompileOptions {
             text: None,
             onnx: None,
             report: None,
+            html: None,
             depfile: None,
             verify: true,
         }
@@ -215,6 +221,9 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
     check_paths(options, &external)?;
     let metadata = provenance::metadata(options, &model_bytes, &report);
     write_outputs(options, &cx.graph, &metadata, &report)?;
+    if let Some(path) = &options.html {
+        write(path, html_report(options, cx.reference.as_ref(), &cx.graph)?.as_bytes())?;
+    }
     if let Some(path) = &options.depfile {
         let mut inputs = vec![options.model.clone()];
         inputs.extend(external);
@@ -232,10 +241,30 @@ fn check_paths(options: &CompileOptions, external: &[PathBuf]) -> Result<()> {
         ("--text", &options.text),
         ("--onnx", &options.onnx),
         ("--report", &options.report),
+        ("--html", &options.html),
         ("--depfile", &options.depfile),
     ];
     outputs.extend(optional.into_iter().filter_map(|(flag, p)| Some((flag, p.as_deref()?))));
     emit::output::check_distinct(&inputs, &outputs)
+}
+
+/// The HTML report of the compiled graph, and of the training graph before
+/// the rewrite when there is one, timed on the plan's device profile (the
+/// default profile when the plan names none).
+fn html_report(options: &CompileOptions, before: Option<&Graph>, after: &Graph) -> Result<String> {
+    let profile = match options.device_profile.as_str() {
+        "" => DEFAULT_PROFILE,
+        name => name,
+    };
+    let device = DeviceProfile::load(profile)?;
+    let simulate = |g: &Graph| SimulateReport::new(g, g.schedule(), &device);
+    let before = before.map(simulate);
+    let after = simulate(after);
+    let mut series = Vec::new();
+    series.extend(before.as_ref().map(|b| ("before", b)));
+    series.push((if before.is_some() { "after" } else { "graph" }, &after));
+    let title = format!("{} ({})", after.graph, provenance::model_file_name(&options.model));
+    Ok(emit::html::report(&title, &series))
 }
 
 /// A Makefile rule: `target: input input ...` with spaces escaped.

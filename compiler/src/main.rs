@@ -207,6 +207,9 @@ struct CompileArgs {
     /// Also write the report as JSON to this file.
     #[arg(long, value_name = "FILE.json")]
     report: Option<PathBuf>,
+    /// Also write the report as one self-contained HTML page (memory before and after, streams, decisions).
+    #[arg(long, value_name = "FILE.html")]
+    html: Option<PathBuf>,
     /// Also write a Makefile-style depfile (the model and its external data).
     #[arg(long, value_name = "FILE.d")]
     depfile: Option<PathBuf>,
@@ -342,9 +345,12 @@ struct SimulateArgs {
     /// Also simulate this .lms file (e.g. the graph before rewriting) and compare.
     #[arg(long, value_name = "ORIGINAL.lms")]
     before: Option<PathBuf>,
-    /// Write a picture of memory over the schedule (both graphs) as SVG.
+    /// Write a picture of memory and the three streams over the step (both graphs) as SVG.
     #[arg(long, value_name = "FILE.svg")]
     svg: Option<PathBuf>,
+    /// Write the report as one self-contained HTML page (memory, streams, decisions).
+    #[arg(long, value_name = "FILE.html")]
+    html: Option<PathBuf>,
     /// Write the predicted timeline of the three streams as a Chrome trace (Perfetto).
     #[arg(long, value_name = "FILE.json")]
     trace: Option<PathBuf>,
@@ -448,6 +454,7 @@ fn compile(args: &CompileArgs) -> Result<(), Error> {
         text: args.text.clone(),
         onnx: args.onnx.clone(),
         report: args.report.clone(),
+        html: args.html.clone(),
         depfile: args.depfile.clone(),
         verify: !args.no_verify,
     };
@@ -477,6 +484,7 @@ fn simulate(args: &SimulateArgs) -> Result<(), Error> {
     inputs.extend(args.before.as_deref().map(|b| ("--before graph", b)));
     let mut outputs = Vec::new();
     outputs.extend(args.svg.as_deref().map(|p| ("--svg", p)));
+    outputs.extend(args.html.as_deref().map(|p| ("--html", p)));
     outputs.extend(args.trace.as_deref().map(|p| ("--trace", p)));
     emit::output::check_distinct(&inputs, &outputs)?;
     let load = |path: &PathBuf| -> Result<SimulateReport, Error> {
@@ -485,14 +493,17 @@ fn simulate(args: &SimulateArgs) -> Result<(), Error> {
     };
     let after = load(&args.graph)?;
     let before = args.before.as_ref().map(load).transpose()?;
+    let mut series = Vec::new();
+    if let Some(b) = &before {
+        series.push(("before", b));
+    }
+    series.push((if before.is_some() { "after" } else { "graph" }, &after));
     if let Some(path) = &args.svg {
-        let mut series = Vec::new();
-        if let Some(b) = &before {
-            series.push(("before", b));
-        }
-        series.push((if before.is_some() { "after" } else { "graph" }, &after));
-        let picture = lms_compiler::simulate::svg(&series);
-        emit::output::write_atomically(path, picture.as_bytes())?;
+        emit::output::write_atomically(path, emit::svg::memory_and_streams(&series).as_bytes())?;
+    }
+    if let Some(path) = &args.html {
+        let title = format!("{} ({})", after.graph, lms_compiler::provenance::model_file_name(&args.graph));
+        emit::output::write_atomically(path, emit::html::report(&title, &series).as_bytes())?;
     }
     if let Some(path) = &args.trace {
         let json = lms_proto::trace::to_chrome_json(&after.graph, &after.trace);

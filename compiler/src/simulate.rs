@@ -7,6 +7,7 @@ use crate::analysis::memory;
 use crate::analysis::profile::DeviceProfile;
 use crate::analysis::timeline::{self, Timeline};
 use crate::ir::{Graph, NodeId};
+use crate::passes::planner::DecisionReport;
 use crate::units::format_bytes;
 use lms_proto::trace::{Lane, TraceEvent};
 use serde::Serialize;
@@ -38,6 +39,10 @@ pub struct SimulateReport {
     pub live_at_peak: Vec<LiveTensor>,
     /// Device bytes live at each step of the schedule.
     pub timeline: Vec<u64>,
+    /// Seconds from the start of the step by which each step of the schedule
+    /// has started (it and every step before it): the time axis of
+    /// `timeline` and `host_timeline`.
+    pub timeline_seconds: Vec<f64>,
     pub peak_host_bytes: u64,
     /// Host bytes live at each step of the schedule.
     pub host_timeline: Vec<u64>,
@@ -61,6 +66,8 @@ pub struct SimulateReport {
     pub d2h_bytes: u64,
     /// Swaps that stall compute or end after the last kernel.
     pub exposed_swaps: usize,
+    /// The plan's decisions, in the order they were taken.
+    pub decisions: Vec<DecisionReport>,
     /// The predicted timeline, one event per kernel or copy (for `--trace`
     /// and the SVG).
     #[serde(skip)]
@@ -108,6 +115,7 @@ impl SimulateReport {
                 })
                 .collect(),
             timeline: profile.timeline,
+            timeline_seconds: started_by(g, schedule, &time),
             peak_host_bytes: profile.host_peak_bytes,
             host_timeline: profile.host_timeline,
             device_profile: device.name.clone(),
@@ -121,6 +129,7 @@ impl SimulateReport {
             h2d_bytes: time.h2d_bytes,
             d2h_bytes: time.d2h_bytes,
             exposed_swaps: time.swaps().filter(|e| time.is_exposed(e)).count(),
+            decisions: plan_decisions(g, &time),
             trace: trace_events(g, &time),
         }
     }
@@ -180,14 +189,80 @@ impl SimulateReport {
     }
 }
 
+/// For each step of `schedule`, the time by which it and every step before
+/// it have started on `time` (views and parameterized vertices take none).
+fn started_by(g: &Graph, schedule: &[NodeId], time: &Timeline) -> Vec<f64> {
+    let mut start = vec![None; g.node_bound()];
+    for e in &time.events {
+        start[e.node.index()] = Some(e.start);
+    }
+    let mut at = 0.0f64;
+    schedule
+        .iter()
+        .map(|id| {
+            at = start[id.index()].map_or(at, |s: f64| at.max(s));
+            at
+        })
+        .collect()
+}
+
+/// The plan's decisions as report rows: each swap with the tensor's bytes,
+/// and as its extra time the compute stall charged to its copies.
+fn plan_decisions(g: &Graph, time: &Timeline) -> Vec<DecisionReport> {
+    let mut stall = vec![0.0; g.node_bound()];
+    for e in time.swaps() {
+        stall[e.node.index()] += e.stall;
+    }
+    g.plan
+        .swaps
+        .iter()
+        .map(|swap| {
+            let tensor = g.tensor(swap.tensor);
+            let ins: Vec<String> = swap
+                .swap_ins
+                .iter()
+                .map(|i| match i.trigger {
+                    Some(t) => format!("in after '{}'", g.node(t).name),
+                    None => "in when its consumer runs".to_string(),
+                })
+                .collect();
+            let copies = std::iter::once(swap.swap_out).chain(swap.swap_ins.iter().map(|i| i.node));
+            DecisionReport {
+                kind: "swap",
+                tensor: tensor.name.clone(),
+                bytes: tensor.ty.bytes(),
+                extra_seconds: copies.map(|n| stall[n.index()]).sum(),
+                why: format!("out after '{}', {}", g.node(tensor.producer.0).name, ins.join(", ")),
+            }
+        })
+        .collect()
+}
+
+/// The tensor each copy of the plan moves, by node index.
+fn copied_tensors(g: &Graph) -> Vec<Option<&str>> {
+    let mut copied = vec![None; g.node_bound()];
+    for swap in &g.plan.swaps {
+        let name = g.tensor(swap.tensor).name.as_str();
+        copied[swap.swap_out.index()] = Some(name);
+        for i in &swap.swap_ins {
+            copied[i.node.index()] = Some(name);
+        }
+    }
+    copied
+}
+
 /// The predicted timeline as Chrome-trace events: one per kernel or copy,
-/// with its bytes, FLOPs and stall.
+/// with its bytes, FLOPs, stall and, for a copy of the plan, its tensor.
 fn trace_events(g: &Graph, time: &Timeline) -> Vec<TraceEvent> {
+    let copied = copied_tensors(g);
     time.events
         .iter()
         .map(|e| {
             let node = g.node(e.node);
             let mut args = vec![("bytes".to_string(), e.bytes.to_string())];
+            if let Some(tensor) = copied[e.node.index()] {
+                args.push(("tensor".into(), tensor.to_string()));
+            }
             if e.flops > 0 {
                 args.push(("flops".into(), e.flops.to_string()));
             }
@@ -234,121 +309,4 @@ pub fn sparkline(timeline: &[u64], scale: u64) -> String {
             BLOCKS[((max as f64 / scale as f64) * 7.0).round().clamp(0.0, 7.0) as usize]
         })
         .collect()
-}
-
-/// An SVG picture of memory over the schedule: device (and host) bytes of
-/// each graph, the x axis the schedule position scaled to the same width;
-/// under it, each graph's predicted streams (compute, device-to-host,
-/// host-to-device) on a time axis shared by all graphs.
-pub fn svg(series: &[(&str, &SimulateReport)]) -> String {
-    const W: f64 = 800.0;
-    const H: f64 = 300.0;
-    const PAD: f64 = 40.0;
-    const LANE: f64 = 12.0;
-    let top =
-        series.iter().flat_map(|(_, r)| [r.peak_device_bytes, r.peak_host_bytes]).max().unwrap_or(1).max(1) as f64;
-    let colors = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"];
-    let lanes_top = PAD + H + 30.0;
-    let lanes_height = series.len() as f64 * (16.0 + 3.0 * LANE + 8.0);
-    let legend_top = lanes_top + lanes_height + 10.0;
-    let legend_lines = series.len() as f64 * 2.0;
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{}" font-family="sans-serif" font-size="12">"#,
-        legend_top + 16.0 * legend_lines + PAD / 2.0
-    );
-    let _ = writeln!(
-        out,
-        r#"<text x="{PAD}" y="20">memory over the schedule (peak {} = top)</text>"#,
-        format_bytes(top as u64)
-    );
-    let _ = writeln!(
-        out,
-        r##"<rect x="{PAD}" y="{PAD}" width="{}" height="{H}" fill="none" stroke="#999"/>"##,
-        W - 2.0 * PAD
-    );
-    let mut legend = legend_top;
-    let mut color = colors.iter().cycle();
-    for (name, report) in series {
-        for (what, timeline, dash) in
-            [("device", &report.timeline, ""), ("host", &report.host_timeline, r#" stroke-dasharray="4 3""#)]
-        {
-            if timeline.iter().all(|&b| b == 0) {
-                continue;
-            }
-            let c = color.next().expect("cycle never ends");
-            let n = (timeline.len().max(2) - 1) as f64;
-            let points: Vec<String> = timeline
-                .iter()
-                .enumerate()
-                .map(|(i, &b)| {
-                    format!("{:.1},{:.1}", PAD + i as f64 / n * (W - 2.0 * PAD), PAD + H - b as f64 / top * H)
-                })
-                .collect();
-            let _ = writeln!(out, r#"<polyline fill="none" stroke="{c}"{dash} points="{}"/>"#, points.join(" "));
-            let peak = if what == "device" { report.peak_device_bytes } else { report.peak_host_bytes };
-            let _ = writeln!(
-                out,
-                r#"<text x="{PAD}" y="{legend}" fill="{c}">{name} {what}: peak {}</text>"#,
-                format_bytes(peak)
-            );
-            legend += 16.0;
-        }
-    }
-    let longest = series.iter().map(|(_, r)| r.predicted_step_seconds).fold(0.0, f64::max);
-    let _ = writeln!(
-        out,
-        r#"<text x="{PAD}" y="{}">predicted streams over time (0 to {} = width)</text>"#,
-        lanes_top - 8.0,
-        format_seconds(longest)
-    );
-    let mut y = lanes_top;
-    for (name, report) in series {
-        let _ = writeln!(
-            out,
-            r#"<text x="{PAD}" y="{}">{name} on {}: step {}</text>"#,
-            y + 12.0,
-            report.device_profile,
-            format_seconds(report.predicted_step_seconds)
-        );
-        y += 16.0;
-        for (row, lane) in Lane::ALL.into_iter().enumerate() {
-            let lane_y = y + row as f64 * LANE;
-            let _ = writeln!(
-                out,
-                r##"<text x="2" y="{:.1}" font-size="9" fill="#555">{}</text>"##,
-                lane_y + 9.0,
-                lane.name()
-            );
-            let fill = ["#1f77b4", "#ff7f0e", "#2ca02c"][row];
-            for (x0, x1) in lane_spans(&report.trace, lane, longest * 1e6, W - 2.0 * PAD) {
-                let _ = writeln!(
-                    out,
-                    r#"<rect x="{:.1}" y="{lane_y:.1}" width="{:.1}" height="{}" fill="{fill}"/>"#,
-                    PAD + x0,
-                    (x1 - x0).max(0.5),
-                    LANE - 2.0
-                );
-            }
-        }
-        y += 3.0 * LANE + 8.0;
-    }
-    out.push_str("</svg>\n");
-    out
-}
-
-/// The busy spans of `lane` in pixels over `width` for a time axis of
-/// `span_us`, neighbours closer than half a pixel merged.
-fn lane_spans(events: &[TraceEvent], lane: Lane, span_us: f64, width: f64) -> Vec<(f64, f64)> {
-    let scale = if span_us > 0.0 { width / span_us } else { 0.0 };
-    let mut spans: Vec<(f64, f64)> = Vec::new();
-    for e in events.iter().filter(|e| e.lane == lane && e.dur_us > 0.0) {
-        let (x0, x1) = (e.start_us * scale, (e.start_us + e.dur_us) * scale);
-        match spans.last_mut() {
-            Some(last) if x0 - last.1 < 0.5 => last.1 = last.1.max(x1),
-            _ => spans.push((x0, x1)),
-        }
-    }
-    spans
 }

@@ -310,3 +310,30 @@ pub fn sparkline(timeline: &[u64], scale: u64) -> String {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::emit::svg::tests::before_and_after;
+
+    #[test]
+    fn each_step_has_a_time_and_each_swap_of_the_plan_a_row() {
+        let (before, after) = before_and_after();
+        for r in [&before, &after] {
+            assert_eq!(r.timeline_seconds.len(), r.timeline.len());
+            assert!(r.timeline_seconds.windows(2).all(|w| w[0] <= w[1]), "steps start in schedule order");
+            assert!(*r.timeline_seconds.last().unwrap() < r.predicted_step_seconds);
+        }
+        assert!(before.decisions.is_empty());
+        assert!(!after.decisions.is_empty() && after.decisions.iter().all(|d| d.kind == "swap" && d.bytes > 0));
+        let charged: f64 = after.decisions.iter().map(|d| d.extra_seconds).sum();
+        assert!(
+            charged <= after.stall_seconds * (1.0 + 1e-9),
+            "{charged} s charged, {} s stalled",
+            after.stall_seconds
+        );
+        let tensors = after.trace.iter().filter(|e| e.args.iter().any(|(k, _)| k == "tensor")).count();
+        let copies = after.trace.iter().filter(|e| e.lane != lms_proto::trace::Lane::Compute).count();
+        assert!(copies > after.decisions.len());
+        assert_eq!(tensors, copies, "every swap-out and swap-in of the plan names its tensor in the trace");
+    }
+}

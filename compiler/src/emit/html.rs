@@ -156,3 +156,53 @@ const SCRIPT: &str = r##"
   draw();
 })();
 "##;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::emit::svg::tests::before_and_after;
+
+    #[test]
+    fn the_page_is_self_contained_and_embeds_every_decision() {
+        let (before, after) = before_and_after();
+        let page = report("tiny_gpt (tiny_gpt.onnx)", &[("before", &before), ("after", &after)]);
+        for outside in ["src=", "href=", "url(", "@import", "https:"] {
+            assert!(!page.contains(outside), "the page reaches outside with {outside}");
+        }
+        assert_eq!(page.matches("http://").count(), 1, "only the SVG namespace");
+        assert_eq!(page.matches("<svg ").count(), 1);
+        assert_eq!(page.matches("<tr><td>").count(), 2, "one summary row per graph");
+        let data = page.split("<script type=\"application/json\" id=\"decision-data\">").nth(1).unwrap();
+        let rows: Vec<serde_json::Value> = serde_json::from_str(data.split("</script>").next().unwrap()).unwrap();
+        assert_eq!(rows.len(), after.decisions.len());
+        assert!(!rows.is_empty());
+        for (row, decision) in rows.iter().zip(&after.decisions) {
+            assert_eq!((row["kind"].as_str(), row["tensor"].as_str()), (Some("swap"), Some(decision.tensor.as_str())));
+            assert_eq!(row["bytes"].as_u64(), Some(decision.bytes));
+            assert_eq!(row["bytes_text"].as_str(), Some(format_bytes(decision.bytes).as_str()));
+        }
+        let n = after.decisions.len();
+        assert!(page.contains(&format!("<p id=\"decision-count\">{n} decisions: ")));
+    }
+
+    #[test]
+    fn names_cannot_end_the_script_or_add_markup() {
+        let (before, mut after) = before_and_after();
+        after.decisions[0].tensor = "</script><img src=x>".into();
+        after.peak_op = "<b>op</b>".into();
+        let page = report("a <model>", &[("before", &before), ("after", &after)]);
+        assert_eq!(page.matches("</script>").count(), 2, "the data block's and the script's own");
+        assert!(!page.contains("<img") && !page.contains("<b>op") && !page.contains("<model>"));
+        assert!(page.contains("\\u003c/script>\\u003cimg src=x>"));
+        assert!(page.contains("<title>lms report: a &lt;model&gt;</title>"));
+        assert_eq!(page, report("a <model>", &[("before", &before), ("after", &after)]), "deterministic");
+    }
+
+    #[test]
+    fn a_graph_without_a_plan_says_it_has_no_decisions() {
+        let (before, _) = before_and_after();
+        let page = report("tiny_gpt", &[("graph", &before)]);
+        assert!(page.contains("<p id=\"decision-count\">The plan holds no decisions.</p>"));
+        assert!(page.contains("id=\"decision-data\">[]</script>"));
+    }
+}

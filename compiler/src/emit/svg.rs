@@ -417,3 +417,148 @@ fn legend_entries(series: &[Series<'_>], budget: Option<u64>) -> Vec<LegendEntry
     }
     entries
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::analysis::profile::DeviceProfile;
+    use crate::frontend::{self, FrontendOptions};
+    use crate::ir::Graph;
+    use crate::passes::tflms::{self, TflmsConfig};
+    use crate::train::{self, TrainOptions};
+    use roxmltree::{Document, Node};
+
+    /// The small GPT fixture at batch 32 before and after TFLMS (default
+    /// knobs), simulated on the H100 profile; the rewritten graph's plan
+    /// has a 2200 KiB device budget, which it fits and the original does not.
+    pub(crate) fn before_and_after() -> (SimulateReport, SimulateReport) {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/models/tiny_gpt.onnx");
+        let model = frontend::load(&path, &FrontendOptions { batch: Some(32), ..Default::default() }).unwrap();
+        let training = train::build(&model.graph, &TrainOptions::default()).unwrap();
+        let (mut rewritten, _) = tflms::rewrite(&training, &TflmsConfig::default()).unwrap();
+        rewritten.plan.budget_device_bytes = Some(2200 << 10);
+        let device = DeviceProfile::load("h100-sxm").unwrap();
+        let simulate = |g: &Graph| SimulateReport::new(g, g.schedule(), &device);
+        let (before, after) = (simulate(&training), simulate(&rewritten));
+        assert!(after.peak_device_bytes <= 2200 << 10 && before.peak_device_bytes > 2200 << 10);
+        (before, after)
+    }
+
+    fn number_attr(node: Node<'_, '_>, name: &str) -> f64 {
+        node.attribute(name).unwrap_or_else(|| panic!("<{}> has no {name}", node.tag_name().name())).parse().unwrap()
+    }
+
+    fn elements<'a, 'i>(doc: &'a Document<'i>, tag: &str) -> Vec<Node<'a, 'i>> {
+        doc.descendants().filter(|n| n.has_tag_name(tag)).collect()
+    }
+
+    /// The x and y of each point of a polyline.
+    fn points(line: Node<'_, '_>) -> Vec<(f64, f64)> {
+        let values = line.attribute("points").unwrap().split(' ').map(|p| p.split_once(',').unwrap());
+        values.map(|(x, y)| (x.parse().unwrap(), y.parse().unwrap())).collect()
+    }
+
+    fn curve<'a, 'i>(doc: &'a Document<'i>, series: &str, pool: &str) -> Node<'a, 'i> {
+        let found = elements(doc, "polyline")
+            .into_iter()
+            .find(|n| n.attribute("data-series") == Some(series) && n.attribute("data-pool") == Some(pool));
+        found.unwrap_or_else(|| panic!("no {series} {pool} curve"))
+    }
+
+    fn title(node: Node<'_, '_>) -> String {
+        node.children().find(|c| c.has_tag_name("title")).and_then(|t| t.text()).unwrap_or_default().to_string()
+    }
+
+    #[test]
+    fn every_label_and_the_legend_lie_inside_the_picture() {
+        let (before, after) = before_and_after();
+        let picture = memory_and_streams(&[("before", &before), ("after", &after)]);
+        let doc = Document::parse(&picture).unwrap();
+        let svg = doc.root_element();
+        let (width, height) = (number_attr(svg, "width"), number_attr(svg, "height"));
+        let texts = elements(&doc, "text");
+        for text in &texts {
+            let (x, y) = (number_attr(*text, "x"), number_attr(*text, "y"));
+            assert!((0.0..=width).contains(&x) && (12.0..=height).contains(&y), "{:?} at ({x}, {y})", text.text());
+        }
+        let legend = doc.descendants().find(|n| n.attribute("class") == Some("legend")).unwrap();
+        let lines: Vec<String> =
+            legend.descendants().filter(|n| n.has_tag_name("text")).map(|t| t.text().unwrap().into()).collect();
+        assert_eq!(lines.len(), 7, "before device, after device and host, budget, three lanes: {lines:?}");
+        assert!(lines[0].starts_with("before device memory: peak") && lines[2].starts_with("after host memory"));
+        let lowest =
+            legend.descendants().filter(|n| n.has_tag_name("text")).map(|t| number_attr(t, "y")).fold(0.0, f64::max);
+        assert!(lowest + 4.0 <= height, "the legend's last line at {lowest} is cut off at {height}");
+    }
+
+    #[test]
+    fn before_and_after_share_one_time_axis() {
+        let (before, after) = before_and_after();
+        let doc_text = memory_and_streams(&[("before", &before), ("after", &after)]);
+        let doc = Document::parse(&doc_text).unwrap();
+        let start = |series: &str| points(curve(&doc, series, "device"))[0].0;
+        let end = |series: &str| points(curve(&doc, series, "device")).iter().map(|p| p.0).fold(0.0, f64::max);
+        assert_eq!((start("before"), start("after")), (LEFT, LEFT));
+        // The x of each curve's end is its step's predicted time on the shared axis.
+        let ratio = (end("after") - LEFT) / (end("before") - LEFT);
+        let expected = after.predicted_step_seconds / before.predicted_step_seconds;
+        assert!((ratio / expected - 1.0).abs() < 0.01, "curves end at {ratio}x, steps take {expected}x");
+        assert!(after.predicted_step_seconds > before.predicted_step_seconds, "swapping adds time");
+        // Each lane ends where its graph's curve does.
+        for (series, report) in [("before", &before), ("after", &after)] {
+            let lanes = doc.descendants().find(|n| n.attribute("data-series") == Some(series) && n.has_tag_name("g"));
+            for rect in lanes.unwrap().descendants().filter(|n| n.has_tag_name("rect")) {
+                let right = number_attr(rect, "x") + number_attr(rect, "width");
+                assert!(right <= end(series) + 0.6, "{series} bar ends at {right} after the curve's {}", end(series));
+            }
+            assert!(report.trace.iter().any(|e| e.lane == Lane::Compute));
+        }
+    }
+
+    #[test]
+    fn axes_are_labelled_with_units_and_the_budget_separates_the_peaks() {
+        let (before, after) = before_and_after();
+        let doc_text = memory_and_streams(&[("before", &before), ("after", &after)]);
+        let doc = Document::parse(&doc_text).unwrap();
+        let axis_texts = |class: &str| -> Vec<String> {
+            let axis = doc.descendants().find(|n| n.attribute("class") == Some(class)).unwrap();
+            axis.descendants().filter(|n| n.has_tag_name("text")).map(|t| t.text().unwrap().to_string()).collect()
+        };
+        let (y, x) = (axis_texts("axis y"), axis_texts("axis x"));
+        assert_eq!(
+            (y.first().map(String::as_str), y.last().map(String::as_str)),
+            (Some("0 MiB"), Some("memory (MiB)"))
+        );
+        assert!(y[1..y.len() - 1].iter().all(|t| t.ends_with(" MiB")) && y.len() >= 4, "{y:?}");
+        assert!(x[..x.len() - 1].iter().all(|t| t.ends_with(" µs") || t.ends_with(" ms")) && x.len() >= 4, "{x:?}");
+        assert!(x.last().unwrap().starts_with("time from the start of the step"));
+        let budget = doc.descendants().find(|n| n.attribute("class") == Some("budget")).unwrap();
+        assert_eq!(title(budget), "device budget 2.15 MiB");
+        let line = budget.children().find(|n| n.has_tag_name("line")).unwrap();
+        let budget_y = number_attr(line, "y1");
+        let peak_y = |series: &str| points(curve(&doc, series, "device")).iter().map(|p| p.1).fold(f64::MAX, f64::min);
+        assert!(peak_y("before") < budget_y && peak_y("after") > budget_y, "only the rewrite fits under the line");
+    }
+
+    #[test]
+    fn copies_name_their_tensors_and_odd_names_are_escaped() {
+        let (before, mut after) = before_and_after();
+        let swapped = after.decisions[0].tensor.clone();
+        for e in after.trace.iter_mut() {
+            for (_, v) in e.args.iter_mut().filter(|(k, v)| k == "tensor" && *v == swapped) {
+                *v = format!("<{swapped} & \"co\">");
+            }
+        }
+        let picture = memory_and_streams(&[("before", &before), ("after", &after)]);
+        assert_eq!(picture, memory_and_streams(&[("before", &before), ("after", &after)]), "same report, same bytes");
+        let doc = Document::parse(&picture).unwrap();
+        let copies: Vec<String> =
+            doc.descendants().filter(|n| n.attribute("class") == Some("copy")).map(title).collect();
+        let in_plan = after.decisions.len();
+        assert!(copies.len() >= 2 * in_plan, "{} copies for {in_plan} swaps", copies.len());
+        assert!(copies.iter().any(|t| t.starts_with(&format!("swap-out of <{swapped} & \"co\"> ("))), "{copies:?}");
+        assert!(copies.iter().any(|t| t.starts_with(&format!("swap-in of <{swapped} & \"co\"> ("))));
+        let peak = doc.descendants().find(|n| n.attribute("class") == Some("peak")).unwrap();
+        assert!(title(peak).contains(&format!("at '{}'", before.peak_op)));
+    }
+}

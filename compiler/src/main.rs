@@ -595,14 +595,28 @@ fn max_batch(args: &MaxBatchArgs) -> Result<(), Error> {
     let train =
         TrainOptions { loss: loss(args.loss), optimizer: optimizer(args.train, None, None), ..TrainOptions::default() };
     let host = args.host_budget.unwrap_or(DEFAULT_HOST_BUDGET_BYTES);
-    let search = |strategy| {
-        lms_compiler::max_batch::max_batch(&args.model, &frontend, &train, strategy, args.budget, host, args.limit)
-    };
     let progress = spinner("largest batch without rewriting".into());
-    let plain = search(None);
-    progress.set_message("largest batch with tflms");
+    let search = |strategy, label: &str| {
+        let mut on_probe = |batch, fits| {
+            progress.set_message(format!(
+                "largest batch {label}: batch {batch} {}",
+                if fits { "fits" } else { "does not fit" }
+            ))
+        };
+        lms_compiler::max_batch::max_batch(
+            &args.model,
+            &frontend,
+            &train,
+            strategy,
+            args.budget,
+            host,
+            args.limit,
+            &mut on_probe,
+        )
+    };
+    let plain = search(None, "without rewriting");
     let default_knobs = TflmsConfig::default();
-    let tflms = plain.and_then(|plain| Ok((plain, search(Some(&default_knobs))?)));
+    let tflms = plain.and_then(|plain| Ok((plain, search(Some(&default_knobs), "with tflms")?)));
     progress.finish_and_clear();
     let (plain, tflms) = tflms?;
     if args.json {

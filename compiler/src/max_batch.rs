@@ -27,7 +27,9 @@ pub struct MaxBatch {
 
 /// Searches batches up to `limit` for the largest whose training graph fits
 /// `budget` device bytes: as built when `strategy` is `None`, else after the
-/// TFLMS budget search with `host_budget` host bytes.
+/// TFLMS budget search with `host_budget` host bytes. `on_probe` hears of
+/// each batch tried and whether it fits (for a progress display).
+#[allow(clippy::too_many_arguments)]
 pub fn max_batch(
     model: &Path,
     frontend: &FrontendOptions,
@@ -36,9 +38,10 @@ pub fn max_batch(
     budget: u64,
     host_budget: u64,
     limit: usize,
+    on_probe: &mut dyn FnMut(usize, bool),
 ) -> Result<MaxBatch> {
     // Peaks at a batch; `None` when it does not fit.
-    let fits = |batch: usize| -> Result<Option<(u64, u64)>> {
+    let probe = |batch: usize| -> Result<Option<(u64, u64)>> {
         let options = FrontendOptions { batch: Some(batch), ..frontend.clone() };
         let graph =
             train::build(&frontend::load(model, &options)?.graph, train_options).map_err(|e| e.in_file(model))?;
@@ -53,6 +56,11 @@ pub fn max_batch(
                 Err(e) => Err(e.in_file(model)),
             },
         }
+    };
+    let mut fits = |batch: usize| -> Result<Option<(u64, u64)>> {
+        let peaks = probe(batch)?;
+        on_probe(batch, peaks.is_some());
+        Ok(peaks)
     };
     let Some(mut best) = fits(1)? else {
         return Ok(MaxBatch { batch: None, peak_device_bytes: 0, peak_host_bytes: 0, at_limit: false });

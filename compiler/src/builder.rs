@@ -120,6 +120,13 @@ impl Compile {
         self
     }
 
+    /// Also writes the HTML report (memory before and after, streams,
+    /// decisions) to `path`.
+    pub fn html(mut self, path: impl Into<PathBuf>) -> Compile {
+        self.options.html = Some(path.into());
+        self
+    }
+
     /// For a `build.rs`: prints `cargo:rerun-if-changed=` for the model and
     /// each of its external data files, so Cargo reruns the script when one
     /// changes.

@@ -141,3 +141,31 @@ fn simulate_writes_the_same_report_for_the_same_graphs() {
     let out = lms(&["simulate", graph.to_str().unwrap(), "--html", graph.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2), "--html over the input graph is refused");
 }
+
+#[test]
+fn the_library_builder_writes_the_page_the_command_writes() {
+    let (cli_page, lib_page) = (scratch("cli.html"), scratch("lib.html"));
+    lms_ok(&[
+        "compile",
+        "fixtures/models/tiny_gpt.onnx",
+        "--batch",
+        "32",
+        "--budget",
+        "2200KiB",
+        "--strategy",
+        "tflms",
+        "--quiet",
+        "-o",
+        scratch("cli.lms").to_str().unwrap(),
+        "--html",
+        cli_page.to_str().unwrap(),
+    ]);
+    let model = lms_tests::fixture("models/tiny_gpt.onnx");
+    let report =
+        lms_compiler::Compile::new(model).batch(32).budget("2200KiB").html(&lib_page).write(scratch("lib.lms"));
+    assert!(report.unwrap().swapped_tensors > 0);
+    let page = std::fs::read_to_string(&lib_page).unwrap();
+    assert_eq!(page, std::fs::read_to_string(&cli_page).unwrap());
+    assert!(page.contains("<title>lms report: tiny_gpt (tiny_gpt.onnx)</title>"));
+    assert!(page.contains(r#"data-series="before""#) && page.contains("device budget 2.15 MiB"));
+}

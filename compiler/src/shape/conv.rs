@@ -2,6 +2,7 @@
 //! their cost and that of their gradients.
 
 use super::cost::{CostFn, CostNode};
+use super::split::{self, Dim, SplitFn};
 use super::util::{
     check_rank, expect_inputs, fmt_shape, input, input_of, optional_input, positive_attr, same_dtype, to_dim,
     too_large, typed, wide_to_dim, Accepts,
@@ -27,6 +28,57 @@ pub(super) const COSTS: &[(&str, CostFn)] = &[
     ("ConvGradWeight", |n| n.matrix(2 * n.in_numel(0) * n.outputs[0].shape.iter().skip(1).product::<usize>() as u64)),
     ("ConvGradBias", |n| n.per_input(1)),
 ];
+
+/// Split rules of the convolutions (`ConvTranspose` has none): batch;
+/// output channels (weights and bias sliced) and reduced input channels
+/// (partial sums; without a bias, which would be added once per part) when
+/// ungrouped; height and width with halos under explicit or no padding.
+/// The gradients: the data gradient along batch, its output channels and
+/// the reduced dY channels; the weight and bias gradients sum over the batch
+/// and slice dY's channels.
+pub(super) const SPLITS: &[(&str, SplitFn)] = &[
+    ("Conv", |n| {
+        let slots = n.inputs.len();
+        let mut rules = vec![split::concat(Dim::Batch, slots, &[(0, 0)], 0)];
+        if ungrouped(n) {
+            rules.push(split::concat(Dim::Channel, slots, &[(1, 0), (2, 0)], 1));
+            if n.input(2).is_none() {
+                rules.push(split::sum(Dim::Channel, slots, &[(0, 1), (1, 1)]));
+            }
+        }
+        if explicit_pads(n) {
+            rules.extend(split::halo(n));
+        }
+        rules
+    }),
+    ("ConvGradData", |n| {
+        let mut rules = vec![split::concat(Dim::Batch, 2, &[(0, 0)], 0)];
+        if ungrouped(n) {
+            rules.push(split::concat(Dim::Channel, 2, &[(1, 1)], 1));
+            rules.push(split::sum(Dim::Channel, 2, &[(0, 1), (1, 0)]));
+        }
+        rules
+    }),
+    ("ConvGradWeight", |n| {
+        let mut rules = vec![split::sum(Dim::Batch, 2, &[(0, 0), (1, 0)])];
+        if ungrouped(n) {
+            rules.push(split::concat(Dim::Channel, 2, &[(0, 1)], 0));
+        }
+        rules
+    }),
+    ("ConvGradBias", |_| vec![split::sum(Dim::Batch, 1, &[(0, 0)]), split::concat(Dim::Channel, 1, &[(0, 1)], 0)]),
+];
+
+/// Whether a convolution has one group (its channels are not blocked).
+fn ungrouped(node: &CostNode<'_>) -> bool {
+    node.attrs.int("group", 1).is_ok_and(|g| g == 1)
+}
+
+/// Whether a windowed op's padding is explicit (or absent), so that parts
+/// can have their own.
+pub(super) fn explicit_pads(node: &CostNode<'_>) -> bool {
+    node.attrs.string("auto_pad", "NOTSET".into()).is_ok_and(|p| matches!(p.as_str(), "NOTSET" | "" | "VALID"))
+}
 
 /// Elements of one filter of the weight at input `index`: W [M, C/group, k...]
 /// gives C/group·k....

@@ -4,6 +4,7 @@
 //! elementwise lms ops (gradients of unary ops, optimizer updates).
 
 use super::cost::{CostFn, CostNode, Work};
+use super::split::{self, Dim, SplitFn, SplitRule};
 use super::util::{
     broadcast, broadcast_data, broadcast_to, check_dtype, expect_inputs, fmt_shape, fold, input, input_of,
     normalize_axis, optional_input, same_dtype, typed, Accepts,
@@ -54,6 +55,48 @@ pub(super) const OPS: &[(&str, InferFn)] = &[
     ("Mean", variadic),
     ("Where", where_),
 ];
+
+/// Split rules of the elementwise ops: batch (axis 0) and channel (axis 1)
+/// of the output; an input that broadcasts along the axis is read whole,
+/// the others are sliced along their aligned axis.
+pub(super) const SPLITS: &[(&str, SplitFn)] = &[
+    ("Relu", pointwise),
+    ("LeakyRelu", pointwise),
+    ("Sigmoid", pointwise),
+    ("Tanh", pointwise),
+    ("Neg", pointwise),
+    ("Exp", pointwise),
+    ("Sqrt", pointwise),
+    ("Erf", pointwise),
+    ("Gelu", pointwise),
+    ("Clip", pointwise),
+    ("Add", pointwise),
+    ("Sub", pointwise),
+    ("Mul", pointwise),
+    ("Div", pointwise),
+    ("Pow", pointwise),
+    ("Where", pointwise),
+    ("UnaryGrad", pointwise),
+    ("DropoutGrad", pointwise),
+];
+
+fn pointwise(n: &CostNode<'_>) -> Vec<SplitRule> {
+    let Some(out) = n.outputs.first().map(|t| &t.shape) else { return Vec::new() };
+    let along = |dim, axis: usize| {
+        let len = *out.get(axis)?;
+        let mut sliced = Vec::new();
+        for (slot, input) in n.inputs.iter().enumerate() {
+            let Some(shape) = input.map(|t| &t.shape) else { continue };
+            match (axis + shape.len()).checked_sub(out.len()).map(|a| (a, shape[a])) {
+                Some((a, l)) if l == len && len > 1 => sliced.push((slot, a)),
+                Some((_, l)) if l != 1 && l != len => return None,
+                _ => {}
+            }
+        }
+        Some(split::concat(dim, n.inputs.len(), &sliced, axis))
+    };
+    [(Dim::Batch, 0), (Dim::Channel, 1)].into_iter().filter_map(|(dim, axis)| along(dim, axis)).collect()
+}
 
 /// Work of the elementwise ops: one FLOP per arithmetic step per output
 /// element (a unary function, a comparison or a binary operation counts one),

@@ -15,6 +15,7 @@ mod indexing;
 mod nn;
 mod pool;
 mod reduce;
+pub mod split;
 mod tensor_ops;
 mod util;
 mod window;
@@ -116,6 +117,9 @@ const COSTS: &[&[(&str, cost::CostFn)]] = &[
     constant::COSTS,
     cost::COSTS,
 ];
+
+/// Every op with split rules, by family ([`split::rules`]).
+const SPLITS: &[&[(&str, split::SplitFn)]] = &[elementwise::SPLITS, conv::SPLITS, pool::SPLITS, nn::SPLITS];
 
 /// The work (FLOPs, bytes) of a node, by its op's cost rule; `None` for an
 /// op without one.

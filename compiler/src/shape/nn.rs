@@ -3,6 +3,7 @@
 //! training-mode forms, losses and gradients of these layers.
 
 use super::cost::{copy, CostFn, CostNode, Work};
+use super::split::{self, Dim, SplitFn, SplitRule};
 use super::util::{
     broadcast, broadcast_to, check_dtype, check_rank, expect_inputs, fmt_shape, input, input_of, normalize_axis,
     optional_input, same_dtype, typed, Accepts,
@@ -30,6 +31,54 @@ pub(super) const OPS: &[(&str, InferFn)] = &[
 /// masks and scales (3), its gradient masks and scales (2). The losses: a
 /// softmax and a pick per logit (5), the gradient a softmax and a subtract
 /// (6); squared error 3 per element, its gradient 3.
+/// Split rules of the matrix products (normalisations, softmax and losses
+/// couple their axes and have none here). MatMul `[..., M, K] @ [..., K, N]`:
+/// batch is the first axis of a batched A (and of B where it has it
+/// unbroadcast) or the rows M of a 2-D A; channel the columns N of B (A
+/// whole) or the reduction K (partial sums). Gemm: rows of A (C sliced when it
+/// has them) and columns of B (C sliced when it has them).
+pub(super) const SPLITS: &[(&str, SplitFn)] = &[("MatMul", matmul_splits), ("Gemm", gemm_splits)];
+
+fn matmul_splits(n: &CostNode<'_>) -> Vec<SplitRule> {
+    let (a, b) = (n.in_shape(0), n.in_shape(1));
+    let Some(out_rank) = n.outputs.first().map(|t| t.rank()) else { return Vec::new() };
+    if a.len() < 2 || b.len() < 2 {
+        return Vec::new();
+    }
+    let batch = if a.len() == 2 {
+        split::concat(Dim::Batch, 2, &[(0, 0)], out_rank - 2)
+    } else if b.len() == a.len() && b[0] == a[0] {
+        split::concat(Dim::Batch, 2, &[(0, 0), (1, 0)], 0)
+    } else if b.len() < a.len() || b[0] == 1 {
+        split::concat(Dim::Batch, 2, &[(0, 0)], 0)
+    } else {
+        return Vec::new();
+    };
+    vec![
+        batch,
+        split::concat(Dim::Channel, 2, &[(1, b.len() - 1)], out_rank - 1),
+        split::sum(Dim::Channel, 2, &[(0, a.len() - 1), (1, b.len() - 2)]),
+    ]
+}
+
+fn gemm_splits(n: &CostNode<'_>) -> Vec<SplitRule> {
+    let slots = n.inputs.len();
+    let Some([m, cols]) = n.outputs.first().and_then(|t| <[usize; 2]>::try_from(&t.shape[..]).ok()) else {
+        return Vec::new();
+    };
+    let c = n.in_shape(2);
+    let trans = |name| n.attrs.int(name, 0).is_ok_and(|t| t != 0);
+    let c_rows = (c.len() == 2 && c[0] == m).then_some((2, 0));
+    let c_cols = match c {
+        [len] if *len == cols => Some((2, 0)),
+        [_, len] if *len == cols => Some((2, 1)),
+        _ => None,
+    };
+    let rows: Vec<_> = std::iter::once((0, usize::from(trans("transA")))).chain(c_rows).collect();
+    let columns: Vec<_> = std::iter::once((1, usize::from(!trans("transB")))).chain(c_cols).collect();
+    vec![split::concat(Dim::Batch, slots, &rows, 0), split::concat(Dim::Channel, slots, &columns, 1)]
+}
+
 pub(super) const COSTS: &[(&str, CostFn)] = &[
     ("BatchNormalization", |n| n.per_input(4)),
     ("InstanceNormalization", |n| n.per_input(7)),

@@ -1,7 +1,9 @@
 //! Shape inference for pooling: `MaxPool`, `AveragePool`, the global pools
 //! and `LRN`; their cost and that of their gradients.
 
+use super::conv::explicit_pads;
 use super::cost::{CostFn, CostNode};
+use super::split::{self, Dim, SplitFn};
 use super::util::{check_dtype, check_rank, expect_inputs, input, input_of, positive_attr, typed, Accepts};
 use super::window::Window;
 use super::{InferFn, Node, ShapeResult, Value};
@@ -32,6 +34,38 @@ pub(super) const COSTS: &[(&str, CostFn)] = &[
     ("GlobalAveragePoolGrad", |n| n.per_output(1)),
     ("LRNGrad", |n| n.per_input(2 * lrn_per_element(n))),
 ];
+
+/// Split rules of the pools: batch and channel (each plane pooled alone);
+/// the windowed pools also height and width with halos, when not in
+/// `ceil_mode` and with explicit padding. MaxPool with its indices output is
+/// not split (the indices are flat over the whole tensor). LRN mixes
+/// channels: batch only.
+pub(super) const SPLITS: &[(&str, SplitFn)] = &[
+    ("MaxPool", |n| if n.outputs.len() == 1 { windowed(n) } else { Vec::new() }),
+    ("AveragePool", windowed),
+    ("GlobalAveragePool", planes),
+    ("GlobalMaxPool", planes),
+    ("LRN", |_| vec![split::concat(Dim::Batch, 1, &[(0, 0)], 0)]),
+    ("MaxPoolGrad", planes),
+    ("AveragePoolGrad", planes),
+    ("GlobalAveragePoolGrad", planes),
+];
+
+/// Batch and channel: every input sliced alike.
+fn planes(node: &CostNode<'_>) -> Vec<split::SplitRule> {
+    let slots = node.inputs.len();
+    let along = |axis| (0..slots).map(|s| (s, axis)).collect::<Vec<_>>();
+    vec![split::concat(Dim::Batch, slots, &along(0), 0), split::concat(Dim::Channel, slots, &along(1), 1)]
+}
+
+/// [`planes`], then the Halo rules where the window allows them.
+fn windowed(node: &CostNode<'_>) -> Vec<split::SplitRule> {
+    let mut rules = planes(node);
+    if node.attrs.int("ceil_mode", 0).is_ok_and(|c| c == 0) && explicit_pads(node) {
+        rules.extend(split::halo(node));
+    }
+    rules
+}
 
 /// Elements of one pooling window (`kernel_shape`).
 fn window(node: &CostNode<'_>) -> u64 {

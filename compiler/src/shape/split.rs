@@ -1,0 +1,334 @@
+//! Split rules: along which dimensions an op can run as p micro-ops on
+//! parts of its tensors, and the micro-ops' shapes (TSPLIT §III-B, Split-CNN
+//! §3). Each op family states its rules in a `SPLITS` table beside its `OPS`
+//! and `COSTS` tables; [`rules`] looks an op up in all of them.
+//!
+//! Three ways to combine parts:
+//! - **Concat**: each part makes a slice of every output along one axis
+//!   (batch, output channel); the slices are concatenated. Bit-identical.
+//! - **Sum**: each part makes a partial result of the whole output from
+//!   slices of its inputs along a reduced axis (reduction channel, weight
+//!   gradients over the batch); the partial results are added. It reorders a
+//!   sum: equal within [`SUM_TOLERANCE`].
+//! - **Halo**: a windowed op along a spatial axis; each part reads an input
+//!   window that overlaps its neighbours' by the kernel's reach and pads only
+//!   where the whole input is padded ([`halo_parts`]). Forward parts are
+//!   concatenated, bit-identical; gradients over overlapping windows are
+//!   added where the windows overlap, within [`SUM_TOLERANCE`].
+
+use super::cost::CostNode;
+use super::util::fmt_shape;
+use crate::egraph::lang::part_len;
+use serde::Serialize;
+use std::fmt;
+use std::ops::Range;
+
+/// Relative tolerance of a split that reorders a sum (Sum and the gradients
+/// of Halo), against the unsplit op on the same backend, in f32.
+pub const SUM_TOLERANCE: f64 = 1e-6;
+
+/// A dimension an op is split along, as `--split` names it. Tensors are
+/// NCHW: batch is axis 0, channel axis 1, height 2 and width 3.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dim {
+    /// Samples (axis 0).
+    Batch,
+    /// Channels (axis 1): output channels, or reduced input channels.
+    Channel,
+    /// Height (axis 2).
+    Height,
+    /// Width (axis 3, or the last spatial axis of a 1-D window).
+    Width,
+}
+
+impl Dim {
+    /// Every dimension, in `--split` order.
+    pub const ALL: [Dim; 4] = [Dim::Batch, Dim::Channel, Dim::Height, Dim::Width];
+
+    /// The dimension's name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dim::Batch => "batch",
+            Dim::Channel => "channel",
+            Dim::Height => "height",
+            Dim::Width => "width",
+        }
+    }
+
+    /// The dimension named `name`, if any.
+    pub fn parse(name: &str) -> Option<Dim> {
+        Dim::ALL.into_iter().find(|d| d.name() == name)
+    }
+}
+
+impl fmt::Display for Dim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How the parts of a split op make its outputs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Combine {
+    /// Each part makes a slice of every output along `axis`.
+    Concat {
+        /// The outputs' axis.
+        axis: usize,
+    },
+    /// Each part makes a partial output of the whole shape; they are added.
+    Sum,
+    /// Each part makes a slice of output 0 along a spatial `axis` from an
+    /// overlapping window of input 0, with its own padding ([`halo_parts`]).
+    Halo {
+        /// The spatial axis of input 0 and output 0 (2 and on).
+        axis: usize,
+    },
+}
+
+/// One way to split an op.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SplitRule {
+    /// The dimension it splits.
+    pub dim: Dim,
+    /// For each input slot: the axis along which the parts slice it, or
+    /// `None` where every part reads it whole (a Halo input slices with
+    /// overlap along its combine axis).
+    pub inputs: Vec<Option<usize>>,
+    /// How the parts make the outputs.
+    pub combine: Combine,
+}
+
+/// A family's split rule: the ways an op of given types can be split.
+pub type SplitFn = fn(&CostNode<'_>) -> Vec<SplitRule>;
+
+/// The ways the op of `node` can be split (empty when it cannot be, or has
+/// no rule), only those whose sliced axes are at least as long as 2 parts.
+pub fn rules(node: &CostNode<'_>) -> Vec<SplitRule> {
+    let Some(&(_, f)) = super::SPLITS.iter().flat_map(|family| family.iter()).find(|(op, _)| *op == node.op) else {
+        return Vec::new();
+    };
+    let long_enough = |rule: &SplitRule| {
+        rule.inputs.iter().enumerate().all(|(slot, axis)| axis.is_none_or(|a| node.in_shape(slot).get(a) >= Some(&2)))
+    };
+    f(node).into_iter().filter(long_enough).collect()
+}
+
+/// The rule of `node` along `dim`, or an error saying which dimensions it
+/// can be split along.
+pub fn rule_along(node: &CostNode<'_>, dim: Dim) -> Result<SplitRule, String> {
+    let all = rules(node);
+    if let Some(rule) = all.iter().find(|r| r.dim == dim) {
+        return Ok(rule.clone());
+    }
+    let shapes: Vec<String> = node.inputs.iter().map(|t| t.map_or("-".into(), |t| fmt_shape(&t.shape))).collect();
+    let can: Vec<&str> = all.iter().map(|r| r.dim.name()).collect();
+    Err(if can.is_empty() {
+        format!("{} on inputs {} cannot be split", node.op, shapes.join(", "))
+    } else {
+        format!("{} on inputs {} cannot be split along {dim} (only {})", node.op, shapes.join(", "), can.join(", "))
+    })
+}
+
+/// The rule that slices the inputs at `slots` along `axis` (others whole)
+/// and concatenates the outputs along `out_axis`.
+pub fn concat(dim: Dim, slots: usize, sliced: &[(usize, usize)], out_axis: usize) -> SplitRule {
+    SplitRule { dim, inputs: slicing(slots, sliced), combine: Combine::Concat { axis: out_axis } }
+}
+
+/// The rule that slices the inputs at `sliced` (slot, axis) pairs and sums
+/// the partial outputs.
+pub fn sum(dim: Dim, slots: usize, sliced: &[(usize, usize)]) -> SplitRule {
+    SplitRule { dim, inputs: slicing(slots, sliced), combine: Combine::Sum }
+}
+
+/// The Halo rules of a windowed op over input 0 [N, C, D...]: height and
+/// width for 2-D windows, width for 1-D ones (3-D windows are not split
+/// spatially).
+pub fn halo(node: &CostNode<'_>) -> Vec<SplitRule> {
+    let rank = node.in_shape(0).len();
+    let dims: &[(Dim, usize)] = match rank {
+        3 => &[(Dim::Width, 2)],
+        4 => &[(Dim::Height, 2), (Dim::Width, 3)],
+        _ => &[],
+    };
+    let slots = node.inputs.len();
+    dims.iter()
+        .map(|&(dim, axis)| SplitRule { dim, inputs: slicing(slots, &[(0, axis)]), combine: Combine::Halo { axis } })
+        .collect()
+}
+
+fn slicing(slots: usize, sliced: &[(usize, usize)]) -> Vec<Option<usize>> {
+    (0..slots).map(|slot| sliced.iter().find(|(s, _)| *s == slot).map(|&(_, a)| a)).collect()
+}
+
+/// The parts of an axis of length `len` in `parts`: `array_split` ranges
+/// (the first `len % parts` one longer), the ranges the e-graph's split
+/// terms denote.
+pub fn part_ranges(len: usize, parts: usize) -> Vec<Range<usize>> {
+    let mut start = 0;
+    (0..parts)
+        .map(|i| {
+            let end = start + part_len(len, i, parts);
+            let range = start..end;
+            start = end;
+            range
+        })
+        .collect()
+}
+
+/// A window's geometry along one spatial axis.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AxisWindow {
+    /// Kernel length.
+    pub kernel: usize,
+    /// Stride.
+    pub stride: usize,
+    /// Dilation.
+    pub dilation: usize,
+    /// Padding before the input.
+    pub pad_begin: usize,
+    /// Padding after the input.
+    pub pad_end: usize,
+    /// Input length.
+    pub input: usize,
+    /// Output length.
+    pub output: usize,
+}
+
+/// One micro-op of a Halo split along one axis.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HaloPart {
+    /// The output positions it makes.
+    pub output: Range<usize>,
+    /// The input positions it reads (overlapping its neighbours' by the
+    /// kernel's reach beyond the stride).
+    pub input: Range<usize>,
+    /// Its padding before its input window.
+    pub pad_begin: usize,
+    /// Its padding after its input window.
+    pub pad_end: usize,
+}
+
+/// Splits the output of a windowed op along one axis into `parts` ranges
+/// (`array_split`) and gives each the input window it reads and its own
+/// padding (Split-CNN §3.1): output `o` reads padded positions
+/// `o·stride .. o·stride + (kernel-1)·dilation + 1`. Each part's own
+/// (floor-mode) output length is its range's length; windowed ops under
+/// `ceil_mode` have no Halo rule.
+pub fn halo_parts(w: &AxisWindow, parts: usize) -> Vec<HaloPart> {
+    let reach = (w.kernel.max(1) - 1) * w.dilation + 1;
+    part_ranges(w.output, parts)
+        .into_iter()
+        .filter(|out| !out.is_empty())
+        .map(|out| {
+            // In unpadded coordinates (may be negative or past the end).
+            let lo = (out.start * w.stride) as i64 - w.pad_begin as i64;
+            let hi = ((out.end - 1) * w.stride + reach) as i64 - w.pad_begin as i64;
+            let input = lo.max(0) as usize..(hi.min(w.input as i64) as usize);
+            let pad_begin = (-lo).max(0) as usize;
+            let pad_end = (hi - w.input as i64).max(0) as usize;
+            HaloPart { output: out, input, pad_begin, pad_end }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::{Attr, Attrs, DType, TensorType};
+
+    fn node_rules(op: &str, attrs: &Attrs, inputs: &[&[usize]], outputs: &[&[usize]]) -> Vec<SplitRule> {
+        let ins: Vec<TensorType> = inputs.iter().map(|s| TensorType::new(DType::F32, s.to_vec())).collect();
+        let outs: Vec<TensorType> = outputs.iter().map(|s| TensorType::new(DType::F32, s.to_vec())).collect();
+        let in_refs: Vec<Option<&TensorType>> = ins.iter().map(Some).collect();
+        let out_refs: Vec<&TensorType> = outs.iter().collect();
+        rules(&CostNode { op, attrs, inputs: &in_refs, outputs: &out_refs })
+    }
+
+    fn dims(rules: &[SplitRule]) -> Vec<Dim> {
+        rules.iter().map(|r| r.dim).collect()
+    }
+
+    #[test]
+    fn a_conv_splits_along_batch_output_and_reduced_channels_and_space() {
+        let attrs = Attrs::new();
+        let rules = node_rules("Conv", &attrs, &[&[4, 3, 8, 8], &[6, 3, 3, 3]], &[&[4, 6, 6, 6]]);
+        assert_eq!(dims(&rules), [Dim::Batch, Dim::Channel, Dim::Channel, Dim::Height, Dim::Width]);
+        assert_eq!(rules[0].inputs, [Some(0), None]);
+        assert_eq!(rules[1], concat(Dim::Channel, 2, &[(1, 0)], 1));
+        assert_eq!(rules[2], sum(Dim::Channel, 2, &[(0, 1), (1, 1)]));
+        assert_eq!(rules[3].combine, Combine::Halo { axis: 2 });
+        // Grouped: no channel splits; a bias is added once, so no reduction split.
+        let grouped = Attrs::new().with("group", Attr::Int(3));
+        let rules = node_rules("Conv", &grouped, &[&[4, 3, 8, 8], &[6, 1, 3, 3]], &[&[4, 6, 6, 6]]);
+        assert_eq!(dims(&rules), [Dim::Batch, Dim::Height, Dim::Width]);
+        let rules = node_rules("Conv", &attrs, &[&[4, 3, 8, 8], &[6, 3, 3, 3], &[6]], &[&[4, 6, 6, 6]]);
+        assert_eq!(dims(&rules), [Dim::Batch, Dim::Channel, Dim::Height, Dim::Width]);
+        assert_eq!(rules[1].inputs, [None, Some(0), Some(0)]);
+    }
+
+    #[test]
+    fn weight_gradients_sum_over_the_batch_and_short_axes_are_not_split() {
+        let attrs = Attrs::new();
+        let rules = node_rules("ConvGradWeight", &attrs, &[&[4, 6, 6, 6], &[4, 3, 8, 8]], &[&[6, 3, 3, 3]]);
+        assert_eq!(rules[0], sum(Dim::Batch, 2, &[(0, 0), (1, 0)]));
+        let one = node_rules("ConvGradWeight", &attrs, &[&[1, 6, 6, 6], &[1, 3, 8, 8]], &[&[6, 3, 3, 3]]);
+        assert!(!dims(&one).contains(&Dim::Batch));
+        let err = rule_along(
+            &CostNode { op: "Softmax", attrs: &attrs, inputs: &[], outputs: &[] },
+            Dim::Batch,
+        )
+        .unwrap_err();
+        assert_eq!(err, "Softmax on inputs  cannot be split");
+    }
+
+    #[test]
+    fn pools_split_along_batch_channel_and_space() {
+        let k = Attrs::new().with("kernel_shape", Attr::Ints(vec![2, 2]));
+        let rules = node_rules("MaxPool", &k, &[&[2, 4, 8, 8]], &[&[2, 4, 7, 7]]);
+        assert_eq!(dims(&rules), [Dim::Batch, Dim::Channel, Dim::Height, Dim::Width]);
+        // With its indices output, MaxPool is not split (the indices are flat).
+        let rules = node_rules("MaxPool", &k, &[&[2, 4, 8, 8]], &[&[2, 4, 7, 7], &[2, 4, 7, 7]]);
+        assert!(rules.is_empty());
+        let err = rule_along(
+            &CostNode {
+                op: "MaxPool",
+                attrs: &k,
+                inputs: &[Some(&TensorType::new(DType::F32, vec![1, 4, 8, 8]))],
+                outputs: &[&TensorType::new(DType::F32, vec![1, 4, 7, 7])],
+            },
+            Dim::Batch,
+        )
+        .unwrap_err();
+        assert_eq!(err, "MaxPool on inputs [1,4,8,8] cannot be split along batch (only channel, height, width)");
+    }
+
+    #[test]
+    fn matmul_splits_rows_columns_and_the_reduction() {
+        let attrs = Attrs::new();
+        let rules = node_rules("MatMul", &attrs, &[&[8, 16], &[16, 4]], &[&[8, 4]]);
+        assert_eq!(rules[0], concat(Dim::Batch, 2, &[(0, 0)], 0));
+        assert_eq!(rules[1], concat(Dim::Channel, 2, &[(1, 1)], 1));
+        assert_eq!(rules[2], sum(Dim::Channel, 2, &[(0, 1), (1, 0)]));
+    }
+
+    #[test]
+    fn halo_parts_cover_the_output_with_overlapping_windows() {
+        // 3x3, pad 1, stride 1 over 8: each part reads one row beyond each side.
+        let w = AxisWindow { kernel: 3, stride: 1, dilation: 1, pad_begin: 1, pad_end: 1, input: 8, output: 8 };
+        let parts = halo_parts(&w, 2);
+        assert_eq!(
+            parts,
+            [
+                HaloPart { output: 0..4, input: 0..5, pad_begin: 1, pad_end: 0 },
+                HaloPart { output: 4..8, input: 3..8, pad_begin: 0, pad_end: 1 },
+            ]
+        );
+        // 2x2 stride 2 pooling: windows do not overlap.
+        let w = AxisWindow { kernel: 2, stride: 2, dilation: 1, pad_begin: 0, pad_end: 0, input: 8, output: 4 };
+        let inputs: Vec<_> = halo_parts(&w, 3).into_iter().map(|p| p.input).collect();
+        assert_eq!(inputs, [0..4, 4..6, 6..8]);
+    }
+}

@@ -276,11 +276,8 @@ mod tests {
         assert_eq!(rules[0], sum(Dim::Batch, 2, &[(0, 0), (1, 0)]));
         let one = node_rules("ConvGradWeight", &attrs, &[&[1, 6, 6, 6], &[1, 3, 8, 8]], &[&[6, 3, 3, 3]]);
         assert!(!dims(&one).contains(&Dim::Batch));
-        let err = rule_along(
-            &CostNode { op: "Softmax", attrs: &attrs, inputs: &[], outputs: &[] },
-            Dim::Batch,
-        )
-        .unwrap_err();
+        let err =
+            rule_along(&CostNode { op: "Softmax", attrs: &attrs, inputs: &[], outputs: &[] }, Dim::Batch).unwrap_err();
         assert_eq!(err, "Softmax on inputs  cannot be split");
     }
 

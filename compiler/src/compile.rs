@@ -9,6 +9,7 @@ use crate::emit;
 use crate::error::{Error, Result};
 use crate::frontend::{self, FrontendOptions};
 use crate::ir::{Graph, Plan};
+use crate::passes::split::{SplitReport, SplitRequest};
 use crate::passes::tflms::{FreeKnobs, SwappedTensor, TflmsConfig};
 use crate::pipeline::{self, stages, Context, Pass, PassOptions};
 use crate::provenance;
@@ -51,6 +52,8 @@ pub struct CompileOptions {
     /// Name of the device profile the plan is made for (recorded in the
     /// plan); empty for none.
     pub device_profile: String,
+    /// Ops forced to run in parts (`--split`), before any other rewrite.
+    pub split: Vec<SplitRequest>,
     /// Where the pipeline stops and which pass's text form it dumps.
     pub passes: PassOptions,
     /// The `.lms` file to write.
@@ -85,6 +88,7 @@ impl Default for CompileOptions {
             budget: None,
             free_knobs: FreeKnobs::ALL,
             device_profile: String::new(),
+            split: Vec::new(),
             passes: PassOptions::default(),
             output: PathBuf::new(),
             text: None,
@@ -127,6 +131,9 @@ pub struct CompileReport {
     pub verified: Option<usize>,
     /// Each swapped tensor: bytes, distance, swap ops and their control ops.
     pub swaps: Vec<SwappedTensor>,
+    /// Each forced split: the ops run in parts, the tensors split and merged.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub splits: Vec<SplitReport>,
     /// The trained and frozen tensors, and warnings about the model.
     pub training: TrainSummary,
 }
@@ -151,8 +158,12 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
             outcome: None,
         }),
     };
+    let mut split = stages::Split { model: model.clone(), requests: options.split.clone(), reports: Vec::new() };
     let mut verify = stages::Verify { model: model.clone(), proven: None };
     let mut passes: Vec<&mut dyn Pass> = vec![&mut import, &mut autodiff, &mut optimizer];
+    if !options.split.is_empty() {
+        passes.push(&mut split);
+    }
     if let Some(t) = tflms.as_mut() {
         passes.push(t);
     }
@@ -197,6 +208,7 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
         peak_host_bytes_after: after.host_peak_bytes,
         verified: verify.proven,
         swaps: vec![],
+        splits: split.reports,
         training: autodiff.summary.unwrap_or_default(),
     };
     if let Some((config, swap)) = tflms.and_then(|t| t.outcome) {
@@ -356,6 +368,19 @@ impl CompileReport {
             format_bytes(self.peak_device_bytes_after),
             format_bytes(self.peak_host_bytes_after)
         );
+        for split in &self.splits {
+            let _ = writeln!(
+                s,
+                "split           {} along {} (axis {}) in {} parts: {} ops in parts, {} tensors split, {} merged",
+                split.request.op,
+                split.request.dim,
+                split.axis,
+                split.request.parts,
+                split.covered.len(),
+                split.splits.len(),
+                split.merges.len()
+            );
+        }
         if let Some(n) = self.verified {
             let _ =
                 writeln!(s, "verified        {n} outputs and variable updates proven equal to the training graph's");

@@ -5,6 +5,7 @@ use lms_compiler::analysis::profile::{DeviceProfile, DEFAULT_PROFILE};
 use lms_compiler::compile::{Budget, CompileOptions, Strategy, DEFAULT_HOST_BUDGET_BYTES};
 use lms_compiler::frontend::{self, FrontendOptions};
 use lms_compiler::inspect::InspectReport;
+use lms_compiler::passes::split::SplitRequest;
 use lms_compiler::passes::tflms::{CtrldStrategy, FreeKnobs, TflmsConfig};
 use lms_compiler::pipeline::PassOptions;
 use lms_compiler::run::{DeviceKind, MemoryLimits, RunPlan, SaveOnnx};
@@ -192,6 +193,9 @@ struct CompileArgs {
     /// Host memory the swapped tensors may use with --budget (default 64GiB).
     #[arg(long, value_parser = flags::size)]
     host_budget: Option<u64>,
+    /// Run an op as micro-ops on P parts along a dimension, and the ops after it up to K read edges (repeatable).
+    #[arg(long, value_name = "op=NAME,dim=batch|channel|height|width,parts=P[,depth=K]", value_parser = SplitRequest::parse)]
+    split: Vec<SplitRequest>,
     /// With --budget: rewrite even when the graph already fits.
     #[arg(long)]
     force: bool,
@@ -443,6 +447,7 @@ fn compile(args: &CompileArgs) -> Result<(), Error> {
         }),
         free_knobs: FreeKnobs { n_tensors: args.tflms.n_tensors.is_none(), lb: args.tflms.lb.is_none() },
         device_profile: String::new(),
+        split: args.split.clone(),
         passes: PassOptions {
             dump_after: match args.dump_after.as_slice() {
                 [pass, file] => Some((pass.clone(), PathBuf::from(file))),

@@ -9,7 +9,7 @@
 use super::lang::{axis, part_len, Term, TermGraph};
 use crate::analysis::order::CycleError;
 use crate::error::{Error, Result};
-use crate::ir::{Graph, NodeId, TensorId, SWAP_IN_OP, SWAP_OUT_OP};
+use crate::ir::{Graph, NodeId, TensorId, SPLIT_PART_OP, SWAP_IN_OP, SWAP_OUT_OP};
 use crate::train::LMS_DOMAIN;
 use egg::Id;
 
@@ -115,6 +115,13 @@ impl<'g> TermBuilder<'g> {
             (LMS_DOMAIN, SWAP_OUT_OP, &[Some(x)], &[_]) => vec![egraph.add(Term::SwapOut(x))],
             (LMS_DOMAIN, SWAP_IN_OP, &[Some(x)], &[_]) => vec![egraph.add(Term::SwapIn(x))],
             ("", "Identity", &[Some(x)], &[_]) => vec![egraph.add(Term::Identity(x))],
+            (LMS_DOMAIN, SPLIT_PART_OP, &[Some(x)], &[rank]) => match self.split_part(n, rank) {
+                Some([d, i, count]) => {
+                    let [d, i, count] = [d, i, count].map(|v| egraph.add(Term::Int(v as i64)));
+                    vec![egraph.add(Term::Split([d, i, count, x]))]
+                }
+                None => self.op_terms(egraph, n, inputs),
+            },
             ("", "Concat", _, &[rank]) if !inputs.is_empty() && inputs.iter().all(Option::is_some) => {
                 match node.attrs.int_opt("axis").ok().flatten().and_then(|a| axis(a, rank)) {
                     Some(d) => {
@@ -163,6 +170,25 @@ impl<'g> TermBuilder<'g> {
                 )
         });
         (count >= 1 && matches).then_some(d)
+    }
+
+    /// The axis, index and part count of an lms `SplitPart` whose output has
+    /// the `array_split` length of its part; `None` otherwise.
+    fn split_part(&self, n: NodeId, rank: usize) -> Option<[usize; 3]> {
+        let node = self.g.node(n);
+        let int = |name| node.attrs.int_opt(name).ok().flatten();
+        let d = axis(int("axis")?, rank)?;
+        let (i, count) = (usize::try_from(int("index")?).ok()?, usize::try_from(int("parts")?).ok()?);
+        let input = &self.g.tensor((*node.inputs.first()?)?).ty.shape;
+        let output = &self.g.tensor(node.outputs[0]).ty.shape;
+        let fits = i < count
+            && input.len() == rank
+            && output
+                .iter()
+                .zip(input)
+                .enumerate()
+                .all(|(k, (&a, &b))| a == if k == d { part_len(b, i, count) } else { b });
+        fits.then_some([d, i, count])
     }
 
     /// A generic op term; multi-output ops get one `(out i node)` per output.

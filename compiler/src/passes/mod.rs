@@ -6,7 +6,9 @@
 //! - [`recompute`]: the producer chain that re-makes a dropped forward tensor.
 //! - [`planner`]: `--strategy auto`, the budget planner that chooses swap or
 //!   recompute per tensor by extra time per byte removed from the peak.
+//! - [`split`]: ops run as micro-ops on parts of their tensors (TSPLIT §III).
 
 pub mod planner;
 pub mod recompute;
+pub mod split;
 pub mod tflms;

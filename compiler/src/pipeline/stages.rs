@@ -8,6 +8,7 @@ use crate::analysis::memory;
 use crate::egraph;
 use crate::error::{Error, Result};
 use crate::frontend::{self, FrontendOptions};
+use crate::passes::split;
 use crate::passes::tflms::{self, FreeKnobs, TflmsConfig, TflmsReport};
 use crate::train::{self, TrainOptions, TrainSummary};
 use lms_proto::onnx::ModelProto;
@@ -124,6 +125,30 @@ impl Pass for Tflms {
             cx.keep_reference();
         }
         self.outcome = outcome;
+        Ok(Step::Patch(patch))
+    }
+}
+
+/// `split`: runs the requested ops as micro-ops on parts of their tensors
+/// (`--split`).
+pub struct Split {
+    pub model: PathBuf,
+    pub requests: Vec<split::SplitRequest>,
+    /// After the run: what each split did.
+    pub reports: Vec<split::SplitReport>,
+}
+
+impl Pass for Split {
+    fn name(&self) -> &'static str {
+        split::PASS
+    }
+
+    fn run(&mut self, cx: &mut Context) -> Result<Step> {
+        let (patch, reports) = split::patch(&cx.graph, &self.requests).map_err(|e| e.in_file(&self.model))?;
+        if !patch.is_empty() {
+            cx.keep_reference();
+        }
+        self.reports = reports;
         Ok(Step::Patch(patch))
     }
 }

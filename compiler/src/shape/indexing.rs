@@ -18,8 +18,9 @@ pub(super) const OPS: &[(&str, InferFn)] =
 /// Work of the selecting and joining ops: copies. `Slice` and `Gather` read
 /// only what they keep (and the indices); `GatherGrad` and `SliceGrad`
 /// write zeros over their whole output and add or copy dY into it (one FLOP
-/// per element of dY for the scatter-add).
+/// per element of dY for the scatter-add). `SplitPart` copies one part.
 pub(super) const COSTS: &[(&str, CostFn)] = &[
+    ("SplitPart", |n| n.partial_copy(n.bytes_out())),
     ("Concat", copy),
     ("Split", copy),
     ("Slice", |n| n.partial_copy(n.bytes_out())),

@@ -24,7 +24,9 @@ pub mod tensors;
 pub use dtype::{dtype_name, element_bytes, tensor_bytes, MAX_TENSOR_BYTES};
 pub use edges::Update;
 pub use error::ContractError;
-pub use ops::{NodeKind, INPUT_OP, LMS_DOMAIN, LMS_DOMAIN_VERSION, SWAP_IN_OP, SWAP_OUT_OP, VARIABLE_OP};
+pub use ops::{
+    NodeKind, INPUT_OP, LMS_DOMAIN, LMS_DOMAIN_VERSION, SPLIT_PART_OP, SWAP_IN_OP, SWAP_OUT_OP, VARIABLE_OP,
+};
 pub use program::Program;
 pub use release::{output_pool, release_after, Liveness, Pool, TensorUse};
 pub use tensors::TensorType;

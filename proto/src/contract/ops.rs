@@ -8,6 +8,8 @@ pub const INPUT_OP: &str = "Input";
 pub const SWAP_OUT_OP: &str = "SwapOut";
 /// Op type of the host → device copy (domain [`LMS_DOMAIN`]).
 pub const SWAP_IN_OP: &str = "SwapIn";
+/// Op type of one part of a split tensor (domain [`LMS_DOMAIN`]).
+pub const SPLIT_PART_OP: &str = "SplitPart";
 /// Domain of the ops that `proto/OPS.md` defines.
 pub const LMS_DOMAIN: &str = "lms";
 /// The version of the `lms` domain that its ops are run at.

@@ -1,5 +1,6 @@
 //! Gradients of ops that move or select elements: SumTo (unbroadcast), ReshapeTo, Zeros,
-//! SliceGrad, ConcatGrad, ReduceGrad and GatherGrad. Output shapes come from the graph.
+//! SliceGrad, ConcatGrad, ReduceGrad and GatherGrad; and SplitPart, one part of a split
+//! tensor. Output shapes come from the graph.
 
 use super::super::layout::{
     broadcast_strides, norm_axes, norm_axis, split_at_axis, strided_copy, strided_scatter, strides,
@@ -18,6 +19,7 @@ pub(super) const KERNELS: &[(&str, Kernel)] = &[
     ("ReduceGrad", reduce_grad),
     ("ReshapeTo", reshape_to),
     ("SliceGrad", slice_grad),
+    ("SplitPart", split_part),
     ("SumTo", sum_to_kernel),
     ("Zeros", zeros),
 ];
@@ -74,6 +76,27 @@ fn slice_grad(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
         Ok(T::wrap(dx))
     })?;
     Ok(vec![HostTensor::new(x_shape.to_vec(), data)?])
+}
+
+/// SplitPart(X) → part `index` of `parts` of X along `axis`: the `array_split` part (the
+/// first `len % parts` parts one longer).
+fn split_part(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
+    let x = ctx.input(0, "X")?;
+    let required = |name: &str| ctx.attrs.int_opt(name)?.ok_or_else(|| KernelError::attr(name, "is required"));
+    let axis = norm_axis(required("axis")?, x.rank(), "axis")?;
+    let (index, parts) = (required("index")?, required("parts")?);
+    let len = x.shape[axis];
+    if parts < 1 || index < 0 || index >= parts || parts as usize > len.max(1) {
+        return Err(KernelError::attr("parts", format!("part {index} of {parts} does not fit length {len}")));
+    }
+    let (index, parts) = (index as usize, parts as usize);
+    let part_len = |i: usize| len / parts + usize::from(i < len % parts);
+    let start = (0..index).map(part_len).sum::<usize>();
+    let end = start + part_len(index);
+    let (base, shape, view) = slice_view(&x.shape, &[start as i64], &[end as i64], &[axis], &[1])?;
+    ctx.check_declared(0, &shape)?;
+    let data = dispatch!(x.dtype(), T => Ok(T::wrap(strided_copy(x.view::<T>("input X")?, base, &shape, &view))))?;
+    Ok(vec![HostTensor::new(shape, data)?])
 }
 
 /// ConcatGrad(dY) → dY split along `axis` into the declared outputs' sizes.
@@ -202,6 +225,21 @@ mod tests {
     /// The gradient of a linear forward op `f` (f64 in, f64 out) by finite differences.
     fn linear_fd(x: &HostTensor, dy: &HostTensor, f: impl Fn(&HostTensor) -> HostTensor) -> Vec<f32> {
         fd_grad(x, |x| dot(&f(x), dy))
+    }
+
+    #[test]
+    fn split_parts_concatenate_to_their_tensor() {
+        let x = tensor(&[5, 2], (0..10).map(|v| v as f32).collect());
+        let part = |i: i64, shape: &[usize]| {
+            lms1("SplitPart", &[int("axis", 0), int("index", i), int("parts", 3)], &[&x], shape)
+        };
+        assert_eq!(part(0, &[2, 2]), [0.0, 1.0, 2.0, 3.0]);
+        assert_eq!(part(1, &[2, 2]), [4.0, 5.0, 6.0, 7.0]);
+        assert_eq!(part(2, &[1, 2]), [8.0, 9.0]);
+        let cols = lms1("SplitPart", &[int("axis", -1), int("index", 1), int("parts", 2)], &[&x], &[5, 1]);
+        assert_eq!(cols, [1.0, 3.0, 5.0, 7.0, 9.0]);
+        let beyond = [int("axis", 0), int("index", 3), int("parts", 3)];
+        assert!(run_lms("SplitPart", &beyond, &[&x], &[(DtypeF32, vec![1, 2])]).is_err());
     }
 
     #[test]

@@ -1,0 +1,261 @@
+//! One split run: the ops it covers, each with the axis its parts slice,
+//! planned from the op family's split rule and the e-graph, and emitted as
+//! `SplitPart` ops, micro-ops and `Concat` merges into a patch.
+
+use super::{SplitReport, SplitRequest};
+use crate::egraph::lang::{part_len, TermAnalysis};
+use crate::egraph::rules::independence::{family_of, InputSplits};
+use crate::egraph::{self, Limits};
+use crate::error::{Error, Result};
+use crate::ir::{Action, Attr, Attrs, Graph, Node, NodeId, TensorId, TensorType, SPLIT_PART_OP};
+use crate::pipeline::{NewNode, Patch, Position, TensorRef};
+use crate::shape::cost::CostNode;
+use crate::shape::split::{self, Combine};
+use crate::train::LMS_DOMAIN;
+use std::collections::{HashMap, HashSet};
+
+/// An op of a run.
+pub(super) struct Covered {
+    /// The op.
+    pub node: NodeId,
+    /// The axis of its outputs the parts slice.
+    pub axis: usize,
+    /// For each input slot, the axis its parts slice, or `None` (read whole).
+    pub inputs: InputSplits,
+}
+
+/// A planned split run.
+pub(super) struct Run<'r> {
+    /// The request it carries out.
+    pub request: &'r SplitRequest,
+    /// Its ops, in schedule order.
+    pub covered: Vec<Covered>,
+}
+
+impl<'r> Run<'r> {
+    /// Plans the run of `request` from `node`.
+    pub fn plan(g: &Graph, node: NodeId, request: &'r SplitRequest) -> Result<Run<'r>> {
+        let fail = |reason: String| node_error(g, node, reason);
+        let n = g.node(node);
+        let inputs: Vec<Option<&TensorType>> = n.inputs.iter().map(|t| t.map(|t| &g.tensor(t).ty)).collect();
+        let outputs: Vec<&TensorType> = n.outputs.iter().map(|&t| &g.tensor(t).ty).collect();
+        let cost = CostNode { op: &n.op, attrs: &n.attrs, inputs: &inputs, outputs: &outputs };
+        let rule = split::rule_along(&cost, request.dim).map_err(fail)?;
+        let axis = match rule.combine {
+            Combine::Concat { axis } => axis,
+            Combine::Sum => {
+                return Err(fail(format!("its {} split adds partial results; not emitted yet", request.dim)))
+            }
+            Combine::Halo { .. } => {
+                return Err(fail(format!("its {} split needs halos; not emitted yet", request.dim)))
+            }
+        };
+        let extent = egraph::SplitRequest { node, axis, parts: request.parts, depth: request.depth };
+        let plan = egraph::propagate(g, &extent, &Limits::default())?;
+        let names: HashSet<&str> = plan.covered.iter().map(String::as_str).collect();
+        let mut analysis = TermAnalysis::new(g.opset);
+        let mut axes: HashMap<TensorId, usize> = HashMap::new();
+        let mut covered = Vec::new();
+        for &m in g.schedule().iter().filter(|&&m| names.contains(g.node(m).name.as_str())) {
+            let want = if m == node { Some(axis) } else { None };
+            let Some((axis, inputs)) = part_axis(g, &mut analysis, m, &axes, want) else {
+                if m == node {
+                    return Err(fail(format!("is not independent along axis {axis}")));
+                }
+                continue;
+            };
+            if let Some(reason) = unsplittable(g, m) {
+                if m == node {
+                    return Err(fail(reason));
+                }
+                continue;
+            }
+            axes.extend(g.node(m).outputs.iter().map(|&t| (t, axis)));
+            covered.push(Covered { node: m, axis, inputs });
+        }
+        Ok(Run { request, covered })
+    }
+
+    /// Whether two runs share an op or one reads what the other makes.
+    pub fn touches(&self, g: &Graph, other: &Run<'_>) -> bool {
+        let mine: HashSet<NodeId> = self.covered.iter().map(|c| c.node).collect();
+        let theirs: HashSet<NodeId> = other.covered.iter().map(|c| c.node).collect();
+        let feeds = |from: &HashSet<NodeId>, to: &HashSet<NodeId>| {
+            from.iter().any(|&n| g.node(n).outputs.iter().any(|&t| g.readers(t).any(|(r, _)| to.contains(&r))))
+        };
+        !mine.is_disjoint(&theirs) || feeds(&mine, &theirs) || feeds(&theirs, &mine)
+    }
+
+    /// Adds the run to `patch`: for each op, its micro-ops (each after the
+    /// `SplitPart`s it reads), then the merges of its outputs read outside
+    /// the run; the readers outside are rewired to the merges and the ops
+    /// removed. Additions go after the op's closest predecessor in the
+    /// schedule that no run removes (`removed`).
+    pub fn emit(&self, g: &Graph, removed: &HashSet<NodeId>, patch: &mut Patch) -> SplitReport {
+        let parts = self.request.parts;
+        let inside: HashSet<NodeId> = self.covered.iter().map(|c| c.node).collect();
+        let mut part_nodes: HashMap<NodeId, Vec<NewNode>> = HashMap::new();
+        let mut split_parts: HashMap<(TensorId, usize), Vec<NewNode>> = HashMap::new();
+        let (mut splits, mut merges) = (Vec::new(), Vec::new());
+        let schedule = g.schedule();
+        let position: HashMap<NodeId, usize> = schedule.iter().enumerate().map(|(i, &n)| (n, i)).collect();
+        for c in &self.covered {
+            let node = g.node(c.node);
+            let before = schedule[..position[&c.node]].iter().rev().find(|n| !removed.contains(n));
+            let at = Position::After(*before.expect("an op runs after the nodes it reads"));
+            let mut made = Vec::with_capacity(parts);
+            for i in 0..parts {
+                let mut inputs = Vec::with_capacity(node.inputs.len());
+                for (&slot, axis) in node.inputs.iter().zip(&c.inputs) {
+                    let Some(t) = slot else {
+                        inputs.push(None);
+                        continue;
+                    };
+                    let (producer, out) = g.tensor(t).producer;
+                    inputs.push(Some(match (part_nodes.get(&producer), *axis) {
+                        (Some(made), _) => TensorRef::New(made[i], out),
+                        (None, Some(axis)) => {
+                            // Part i of the input right before the micro-op reading it.
+                            let pieces = split_parts.entry((t, axis)).or_default();
+                            if pieces.is_empty() {
+                                splits.push(g.tensor(t).name.clone());
+                            }
+                            if pieces.len() == i {
+                                pieces.push(split_part(g, node, t, axis, i, parts, at, patch));
+                            }
+                            TensorRef::New(pieces[i], 0)
+                        }
+                        (None, None) => TensorRef::Existing(t),
+                    }));
+                }
+                let outputs = node
+                    .outputs
+                    .iter()
+                    .map(|&t| (format!("{}.part{i}", g.tensor(t).name), part_type(&g.tensor(t).ty, c.axis, i, parts)))
+                    .collect();
+                let micro =
+                    Node { name: format!("{}.part{i}", node.name), inputs: vec![], outputs: vec![], ..node.clone() };
+                made.push(patch.add_node(micro, inputs, outputs, at));
+            }
+            for (slot, &t) in node.outputs.iter().enumerate() {
+                let outside: Vec<(NodeId, usize)> = g.readers(t).filter(|(r, _)| !inside.contains(r)).collect();
+                if outside.is_empty() {
+                    continue;
+                }
+                let tensor = g.tensor(t);
+                let concat = Node {
+                    name: format!("{}.merge", tensor.name),
+                    op: "Concat".into(),
+                    domain: String::new(),
+                    attrs: Attrs::new().with("axis", Attr::Int(c.axis as i64)),
+                    inputs: vec![],
+                    outputs: vec![],
+                    ..node.clone()
+                };
+                let pieces = made.iter().map(|&m| Some(TensorRef::New(m, slot))).collect();
+                let merged =
+                    patch.add_node(concat, pieces, vec![(format!("{}.merged", tensor.name), tensor.ty.clone())], at);
+                for (reader, input) in outside {
+                    patch.rewire(reader, input, TensorRef::New(merged, 0));
+                }
+                merges.push(tensor.name.clone());
+            }
+            part_nodes.insert(c.node, made);
+        }
+        for c in &self.covered {
+            patch.remove_node(c.node);
+        }
+        SplitReport {
+            request: self.request.clone(),
+            axis: self.covered[0].axis,
+            covered: self.covered.iter().map(|c| g.node(c.node).name.clone()).collect(),
+            splits,
+            merges,
+        }
+    }
+}
+
+/// The output axis along which `m` can run in parts given the axes of its
+/// inputs made in parts (`axes`), and how its inputs are split; `want`
+/// fixes the axis. `None` when its family does not split it so.
+fn part_axis(
+    g: &Graph,
+    analysis: &mut TermAnalysis,
+    m: NodeId,
+    axes: &HashMap<TensorId, usize>,
+    want: Option<usize>,
+) -> Option<(usize, InputSplits)> {
+    let node = g.node(m);
+    let types = node.outputs.iter().map(|&t| g.tensor(t).ty.clone()).collect();
+    let symbol = analysis.head(&node.op, &node.domain, &node.attrs, types);
+    let head = analysis.lookup(symbol)?.clone();
+    let family = family_of(&head)?;
+    let shapes: Vec<_> = node.inputs.iter().map(|slot| slot.map(|t| &g.tensor(t).ty.shape)).collect();
+    let rank = g.tensor(*node.outputs.first()?).ty.rank();
+    let fits = |splits: &InputSplits| {
+        node.inputs.iter().zip(splits).all(|(slot, s)| match slot.and_then(|t| axes.get(&t)) {
+            Some(&axis) => *s == Some(axis),
+            None => true,
+        })
+    };
+    let candidates: Vec<usize> = want.map_or_else(|| (0..rank).collect(), |a| vec![a]);
+    candidates
+        .into_iter()
+        .filter_map(|a| family.split_inputs(&head, &shapes, a, g.opset).map(|s| (a, s)))
+        .find(|(_, s)| fits(s))
+}
+
+/// Why `m` is not run in parts: its outputs are graph outputs or written
+/// into variables, or it is ordered by control edges.
+fn unsplittable(g: &Graph, m: NodeId) -> Option<String> {
+    let node = g.node(m);
+    if node.outputs.iter().any(|t| g.outputs.contains(t)) {
+        return Some("makes a graph output".into());
+    }
+    let edges = g.out_edges(m).map(|(_, e)| e).chain(g.in_edges(m).map(|(_, e)| e));
+    let ordered = edges.filter(|e| e.action != Action::Read).count();
+    (ordered > 0).then(|| "writes a variable or is ordered by control edges".into())
+}
+
+/// The type of part `i` of `parts` of a tensor of type `ty` along `axis`.
+fn part_type(ty: &TensorType, axis: usize, i: usize, parts: usize) -> TensorType {
+    let mut shape = ty.shape.clone();
+    shape[axis] = part_len(shape[axis], i, parts);
+    TensorType::new(ty.dtype, shape)
+}
+
+/// Adds the `SplitPart` making part `i` of `t` along `axis` for `reader`.
+#[allow(clippy::too_many_arguments)]
+fn split_part(
+    g: &Graph,
+    reader: &Node,
+    t: TensorId,
+    axis: usize,
+    i: usize,
+    parts: usize,
+    at: Position,
+    patch: &mut Patch,
+) -> NewNode {
+    let tensor = g.tensor(t);
+    let attrs = Attrs::new()
+        .with("axis", Attr::Int(axis as i64))
+        .with("index", Attr::Int(i as i64))
+        .with("parts", Attr::Int(parts as i64));
+    let node = Node {
+        name: format!("{}.split{i}of{parts}", tensor.name),
+        op: SPLIT_PART_OP.into(),
+        domain: LMS_DOMAIN.into(),
+        attrs,
+        inputs: vec![],
+        outputs: vec![],
+        ..reader.clone()
+    };
+    let output = (format!("{}.split{i}of{parts}", tensor.name), part_type(&tensor.ty, axis, i, parts));
+    patch.add_node(node, vec![Some(TensorRef::Existing(t))], vec![output], at)
+}
+
+/// An error about a node of `g`.
+fn node_error(g: &Graph, id: NodeId, reason: String) -> Error {
+    let node = g.node(id);
+    Error::Node { node: node.name.clone(), op: node.op.clone(), reason }
+}

@@ -1,0 +1,113 @@
+//! The split pass (TSPLIT §III-IV): an op, or a run of consecutive ops, runs
+//! as p micro-ops on parts of its tensors along one dimension, with `SplitPart`
+//! ops (`proto/OPS.md`) where a tensor enters the run and ONNX `Concat` where
+//! the parts are merged, only where the partition changes.
+//!
+//! The dimension's axis and the inputs the parts slice come from the op
+//! family's split rule (`shape::split`); how far the split travels and
+//! whether it is legal come from the e-graph (`egraph::propagate`), so every
+//! emitted split is one `lms verify` proves. Splits of batch and output
+//! channels are bit-identical to the original on the same backend.
+
+mod emit;
+#[cfg(test)]
+mod tests;
+
+use crate::egraph::rules::split::MAX_PARTS;
+use crate::error::{Error, Result};
+use crate::flags;
+use crate::ir::Graph;
+use crate::pipeline::Patch;
+use crate::shape::split::Dim;
+use serde::Serialize;
+
+/// The pass's name in the pipeline.
+pub const PASS: &str = "split";
+
+/// A forced split (`--split op=NAME,dim=D,parts=P[,depth=K]`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SplitRequest {
+    /// The op's node name.
+    pub op: String,
+    /// The dimension.
+    pub dim: Dim,
+    /// Number of parts, 2 to [`MAX_PARTS`].
+    pub parts: usize,
+    /// How many read edges after the op the split may travel before its
+    /// parts are merged (0: the op alone).
+    pub depth: usize,
+}
+
+impl SplitRequest {
+    /// Parses the flag's value; the error names the flag and what is wrong.
+    pub fn parse(text: &str) -> std::result::Result<SplitRequest, String> {
+        let (mut op, mut dim, mut parts, mut depth) = (None, None, None, 0);
+        for field in text.split(',') {
+            let Some((key, value)) = field.split_once('=') else {
+                return Err(format!("'{field}' is not KEY=VALUE (op=NAME,dim=DIM,parts=P[,depth=K])"));
+            };
+            match key {
+                "op" if !value.is_empty() => op = Some(value.to_string()),
+                "dim" => {
+                    let names: Vec<&str> = Dim::ALL.iter().map(|d| d.name()).collect();
+                    dim = Some(Dim::parse(value).ok_or(format!("dim '{value}' is not one of {}", names.join(", ")))?)
+                }
+                "parts" => match value.parse::<usize>() {
+                    Ok(p) if (2..=MAX_PARTS).contains(&p) => parts = Some(p),
+                    _ => return Err(format!("parts '{value}' is not a whole number from 2 to {MAX_PARTS}")),
+                },
+                "depth" => depth = value.parse().map_err(|_| format!("depth '{value}' is not a whole number"))?,
+                _ => return Err(format!("unknown or empty field '{field}' (op=NAME,dim=DIM,parts=P[,depth=K])")),
+            }
+        }
+        match (op, dim, parts) {
+            (Some(op), Some(dim), Some(parts)) => Ok(SplitRequest { op, dim, parts, depth }),
+            _ => Err("needs op=NAME, dim=DIM and parts=P".into()),
+        }
+    }
+}
+
+/// What one split did.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SplitReport {
+    /// The request.
+    pub request: SplitRequest,
+    /// The axis of the op's outputs the parts slice.
+    pub axis: usize,
+    /// The ops run in parts, the requested op first.
+    pub covered: Vec<String>,
+    /// The tensors split into parts before the run.
+    pub splits: Vec<String>,
+    /// The tensors concatenated back.
+    pub merges: Vec<String>,
+}
+
+/// The patch carrying out `requests` on `g`, and what each did. Fails naming
+/// the op when it is unknown, has no rule along the dimension, or the
+/// e-graph does not derive its split; or when two requests' runs touch.
+pub fn patch(g: &Graph, requests: &[SplitRequest]) -> Result<(Patch, Vec<SplitReport>)> {
+    let mut runs = Vec::with_capacity(requests.len());
+    for request in requests {
+        let node = g.node_ids().find(|&n| g.node(n).name == request.op && !g.node(n).parameterized);
+        let Some(node) = node else {
+            let names = g.node_ids().filter(|&n| !g.node(n).parameterized).map(|n| g.node(n).name.as_str());
+            let close = flags::close_candidates(&request.op, names);
+            return Err(flags::no_match("--split op", &request.op, "op of the training graph", &close));
+        };
+        runs.push(emit::Run::plan(g, node, request)?);
+    }
+    for (i, a) in runs.iter().enumerate() {
+        for b in &runs[i + 1..] {
+            if a.touches(g, b) {
+                return Err(Error::Usage(format!(
+                    "--split: the runs of '{}' and '{}' overlap or feed each other; split them in one run (depth)",
+                    a.request.op, b.request.op
+                )));
+            }
+        }
+    }
+    let mut patch = Patch::new(PASS);
+    let removed: std::collections::HashSet<_> = runs.iter().flat_map(|r| r.covered.iter().map(|c| c.node)).collect();
+    let reports = runs.iter().map(|run| run.emit(g, &removed, &mut patch)).collect();
+    Ok((patch, reports))
+}

@@ -8,7 +8,7 @@ use crate::egraph::rules::independence::{family_of, InputSplits};
 use crate::egraph::{self, Limits};
 use crate::error::{Error, Result};
 use crate::ir::{Action, Attr, Attrs, Graph, Node, NodeId, TensorId, TensorType, SPLIT_PART_OP};
-use crate::pipeline::{NewNode, Patch, Position, TensorRef};
+use crate::pipeline::{NewNode, NodeRef, Patch, Position, TensorRef};
 use crate::shape::cost::CostNode;
 use crate::shape::split::{self, Combine};
 use crate::train::LMS_DOMAIN;
@@ -135,7 +135,15 @@ impl<'r> Run<'r> {
                     .collect();
                 let micro =
                     Node { name: format!("{}.part{i}", node.name), inputs: vec![], outputs: vec![], ..node.clone() };
-                made.push(patch.add_node(micro, inputs, outputs, at));
+                let micro = patch.add_node(micro, inputs, outputs, at);
+                let control = |(n, e): &(NodeId, &crate::ir::Edge)| e.action == Action::Control && !removed.contains(n);
+                for (before, _) in g.in_edges(c.node).filter(control) {
+                    patch.add_control_edge(NodeRef::Existing(before), NodeRef::New(micro));
+                }
+                for (after, _) in g.out_edges(c.node).filter(control) {
+                    patch.add_control_edge(NodeRef::New(micro), NodeRef::Existing(after));
+                }
+                made.push(micro);
             }
             for (slot, &t) in node.outputs.iter().enumerate() {
                 let outside: Vec<(NodeId, usize)> = g.readers(t).filter(|(r, _)| !inside.contains(r)).collect();
@@ -206,15 +214,13 @@ fn part_axis(
 }
 
 /// Why `m` is not run in parts: its outputs are graph outputs or written
-/// into variables, or it is ordered by control edges.
+/// into variables. (Its control edges pass to each of its micro-ops.)
 fn unsplittable(g: &Graph, m: NodeId) -> Option<String> {
     let node = g.node(m);
     if node.outputs.iter().any(|t| g.outputs.contains(t)) {
         return Some("makes a graph output".into());
     }
-    let edges = g.out_edges(m).map(|(_, e)| e).chain(g.in_edges(m).map(|(_, e)| e));
-    let ordered = edges.filter(|e| e.action != Action::Read).count();
-    (ordered > 0).then(|| "writes a variable or is ordered by control edges".into())
+    g.out_edges(m).any(|(_, e)| e.action == Action::Update).then(|| "writes a variable".into())
 }
 
 /// The type of part `i` of `parts` of a tensor of type `ty` along `axis`.

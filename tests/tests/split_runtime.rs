@@ -12,6 +12,7 @@ struct Trained {
     run_peak: u64,
     simulated_peak: u64,
     report: serde_json::Value,
+    file: String,
 }
 
 fn train(model: &str, name: &str, extra: &[&str]) -> Trained {
@@ -22,13 +23,13 @@ fn train(model: &str, name: &str, extra: &[&str]) -> Trained {
     args.extend(extra);
     lms_ok(&args);
     let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
-    lms_ok(&["verify", out_s]);
     let run: serde_json::Value = serde_json::from_str(&lms_ok(&["run", out_s, "--steps", "3", "--json"])).unwrap();
     Trained {
         losses: run["losses"].as_array().unwrap().iter().map(|l| l.as_f64().unwrap()).collect(),
         run_peak: run["peak_device_bytes"].as_u64().unwrap(),
         simulated_peak: report["peak_device_bytes_after"].as_u64().unwrap(),
         report,
+        file: out_s.to_string(),
     }
 }
 
@@ -39,6 +40,8 @@ fn check(model: &str, name: &str, splits: &[&str], covered: &[usize]) {
         extra.extend(["--split", s]);
     }
     let split = train(model, name, &extra);
+    let proof = lms_ok(&["verify", &base.file, &split.file]);
+    assert!(proof.contains("proven"), "{proof}");
     let reports = split.report["splits"].as_array().unwrap();
     let counts: Vec<usize> = reports.iter().map(|r| r["covered"].as_array().unwrap().len()).collect();
     assert_eq!(counts, covered, "ops run in parts per split");

@@ -500,6 +500,12 @@ fn data_movement_matches_the_cpu_exactly() {
         .lms()
         .attrs(vec![int("axis", 1)])
         .check();
+    for (index, shape) in [(0, [2, 3, 2]), (1, [2, 3, 1]), (2, [2, 3, 1])] {
+        Case::new("SplitPart", vec![x.clone()], vec![f32s(&shape)])
+            .lms()
+            .attrs(vec![int("axis", -1), int("index", index), int("parts", 3)])
+            .check();
+    }
     let slice = vec![ints("starts", &[1, 0]), ints("ends", &[-1, 3]), ints("axes", &[2, 1])];
     Case::new("Slice", vec![x.clone()], vec![f32s(&[2, 3, 2])]).attrs(slice).opset(9).check();
     let starts = HostTensor::from_vec(vec![2], vec![3i64, 1]).unwrap();

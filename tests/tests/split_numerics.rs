@@ -214,7 +214,11 @@ fn check_split(op: &str, attrs: &[Attribute], inputs: &[&T], whole: T, parts: us
                 let mut total = T::zeros(&whole.shape);
                 for i in 0..parts {
                     let ins = part_inputs(i);
-                    total.add_at(0, 0, &run(op, attrs, &ins.iter().collect::<Vec<_>>(), &[whole.shape.clone()])[0]);
+                    total.add_at(
+                        0,
+                        0,
+                        &run(op, attrs, &ins.iter().collect::<Vec<_>>(), std::slice::from_ref(&whole.shape))[0],
+                    );
                 }
                 assert_close(&total, &whole, SUM_TOLERANCE, &format!("{what} (partial sums)"));
             }

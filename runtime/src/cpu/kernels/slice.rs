@@ -48,6 +48,18 @@ fn slice(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     Ok(vec![HostTensor::new(shape, data)?])
 }
 
+/// The positions along its axis of `SplitPart` part `index` of `parts` of an axis of
+/// length `len`: the `array_split` part (the first `len % parts` parts one longer).
+pub(crate) fn split_part_range(len: usize, index: i64, parts: i64) -> Result<std::ops::Range<usize>> {
+    if parts < 1 || index < 0 || index >= parts || parts as usize > len.max(1) {
+        return Err(KernelError::attr("parts", format!("part {index} of {parts} does not fit length {len}")));
+    }
+    let (index, parts) = (index as usize, parts as usize);
+    let part_len = |i: usize| len / parts + usize::from(i < len % parts);
+    let start = (0..index).map(part_len).sum::<usize>();
+    Ok(start..start + part_len(index))
+}
+
 /// The strided view (base offset, shape, strides) of data of shape `dims` that a Slice
 /// with these per-axis `starts`, `ends`, `steps` on (non-negative, distinct) `axes` reads.
 pub(crate) fn slice_view(

@@ -8,7 +8,7 @@ use crate::backend::cuda::layout::{broadcast, contiguous, Layout, View, MAX_RANK
 use crate::backend::cuda::CudaBuffer;
 use crate::cpu::kernels;
 use crate::cpu::kernels::layout::{norm_axes, norm_axis, split_at_axis};
-use crate::cpu::kernels::slice::slice_view;
+use crate::cpu::kernels::slice::{slice_view, split_part_range};
 use crate::error::KernelError;
 use crate::tensor::{numel, HostTensor};
 use cudarc::driver::DeviceRepr;
@@ -40,6 +40,7 @@ pub(super) const LMS: Table = &[
     ("GatherGrad", gather_grad),
     ("ReshapeTo", view),
     ("SliceGrad", slice_grad),
+    ("SplitPart", split_part),
     ("Zeros", zeros),
 ];
 
@@ -325,6 +326,21 @@ fn slice(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     check_shape(&y, &shape, "output 0")?;
     let src = View { strides: &view, offset: base };
     copy_dense(exec, &shape, &y, x, src)?;
+    Ok(vec![y])
+}
+
+/// SplitPart: one `array_split` part of X along `axis`, a strided copy.
+fn split_part(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
+    let x = exec.input(0, "X")?;
+    let required = |name: &str| -> OpResult<i64> {
+        exec.attrs.int_opt(name)?.ok_or_else(|| KernelError::attr(name, "is required").into())
+    };
+    let axis = norm_axis(required("axis")?, x.shape.len(), "axis")?;
+    let range = split_part_range(x.shape[axis], required("index")?, required("parts")?)?;
+    let (base, shape, view) = slice_view(&x.shape, &[range.start as i64], &[range.end as i64], &[axis], &[1])?;
+    let y = exec.output(0)?;
+    check_shape(&y, &shape, "output 0")?;
+    copy_dense(exec, &shape, &y, x, View { strides: &to_i64(&view), offset: base as i64 })?;
     Ok(vec![y])
 }
 

@@ -6,7 +6,7 @@ use super::super::layout::{
     broadcast_strides, norm_axes, norm_axis, split_at_axis, strided_copy, strided_scatter, strides,
 };
 use super::super::movement::view_copy;
-use super::super::slice::slice_view;
+use super::super::slice::{slice_view, split_part_range};
 use super::super::{dispatch_float, Ctx, Kernel};
 use super::{from_f64s, same_shape, sum_to};
 use crate::error::{KernelError, Result};
@@ -84,16 +84,8 @@ fn split_part(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     let x = ctx.input(0, "X")?;
     let required = |name: &str| ctx.attrs.int_opt(name)?.ok_or_else(|| KernelError::attr(name, "is required"));
     let axis = norm_axis(required("axis")?, x.rank(), "axis")?;
-    let (index, parts) = (required("index")?, required("parts")?);
-    let len = x.shape[axis];
-    if parts < 1 || index < 0 || index >= parts || parts as usize > len.max(1) {
-        return Err(KernelError::attr("parts", format!("part {index} of {parts} does not fit length {len}")));
-    }
-    let (index, parts) = (index as usize, parts as usize);
-    let part_len = |i: usize| len / parts + usize::from(i < len % parts);
-    let start = (0..index).map(part_len).sum::<usize>();
-    let end = start + part_len(index);
-    let (base, shape, view) = slice_view(&x.shape, &[start as i64], &[end as i64], &[axis], &[1])?;
+    let range = split_part_range(x.shape[axis], required("index")?, required("parts")?)?;
+    let (base, shape, view) = slice_view(&x.shape, &[range.start as i64], &[range.end as i64], &[axis], &[1])?;
     ctx.check_declared(0, &shape)?;
     let data = dispatch!(x.dtype(), T => Ok(T::wrap(strided_copy(x.view::<T>("input X")?, base, &shape, &view))))?;
     Ok(vec![HostTensor::new(shape, data)?])

@@ -371,11 +371,11 @@ impl CompileReport {
         for split in &self.splits {
             let _ = writeln!(
                 s,
-                "split           {} along {} (axis {}) in {} parts: {} ops in parts, {} tensors split, {} merged",
+                "split           {} along {} in {} parts ({}): {} ops in parts, {} tensors split, {} merged",
                 split.request.op,
                 split.request.dim,
-                split.axis,
                 split.request.parts,
+                split.merge,
                 split.covered.len(),
                 split.splits.len(),
                 split.merges.len()

@@ -7,7 +7,9 @@
 //!   `split-of-concat-{n}-{i}`;
 //! - [`distribute`] has `distribute-{family}` for the op families of
 //!   [`independence`], whose conditions say when an op is independent along
-//!   an axis.
+//!   an axis;
+//! - [`partial_sum`] has `distribute-sum`: an op that reduces over a split
+//!   axis as the sum of its parts' results.
 //!
 //! Every rule is an equation the graph semantics validate (TFLMS §4: the
 //! rewrites must be provable), and no rule makes a term larger without
@@ -17,6 +19,7 @@
 pub mod distribute;
 pub mod identity;
 pub mod independence;
+pub mod partial_sum;
 pub mod split;
 pub mod swap;
 
@@ -28,5 +31,6 @@ pub fn all() -> Vec<TermRewrite> {
     rules.extend(swap::rules());
     rules.extend(split::rules());
     rules.extend(distribute::rules());
+    rules.extend(partial_sum::rules());
     rules
 }

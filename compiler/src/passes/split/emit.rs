@@ -14,12 +14,21 @@ use crate::shape::split::{self, Combine};
 use crate::train::LMS_DOMAIN;
 use std::collections::{HashMap, HashSet};
 
+/// How the parts of an op of a run make its outputs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Merge {
+    /// Each part makes a slice of the outputs along this axis (`Concat`).
+    Concat(usize),
+    /// Each part makes a partial result of the whole shape (`Sum`).
+    Sum,
+}
+
 /// An op of a run.
 pub(super) struct Covered {
     /// The op.
     pub node: NodeId,
-    /// The axis of its outputs the parts slice.
-    pub axis: usize,
+    /// How its parts' outputs are merged.
+    pub merge: Merge,
     /// For each input slot, the axis its parts slice, or `None` (read whole).
     pub inputs: InputSplits,
 }
@@ -44,7 +53,12 @@ impl<'r> Run<'r> {
         let axis = match rule.combine {
             Combine::Concat { axis } => axis,
             Combine::Sum => {
-                return Err(fail(format!("its {} split adds partial results; not emitted yet", request.dim)))
+                // The op alone: what reads its sum reads a whole tensor.
+                if let Some(reason) = unsplittable(g, node) {
+                    return Err(fail(reason));
+                }
+                let covered = vec![Covered { node, merge: Merge::Sum, inputs: rule.inputs }];
+                return Ok(Run { request, covered });
             }
             Combine::Halo { .. } => {
                 return Err(fail(format!("its {} split needs halos; not emitted yet", request.dim)))
@@ -71,7 +85,7 @@ impl<'r> Run<'r> {
                 continue;
             }
             axes.extend(g.node(m).outputs.iter().map(|&t| (t, axis)));
-            covered.push(Covered { node: m, axis, inputs });
+            covered.push(Covered { node: m, merge: Merge::Concat(axis), inputs });
         }
         Ok(Run { request, covered })
     }
@@ -131,7 +145,7 @@ impl<'r> Run<'r> {
                 let outputs = node
                     .outputs
                     .iter()
-                    .map(|&t| (format!("{}.part{i}", g.tensor(t).name), part_type(&g.tensor(t).ty, c.axis, i, parts)))
+                    .map(|&t| (format!("{}.part{i}", g.tensor(t).name), part_type(&g.tensor(t).ty, c.merge, i, parts)))
                     .collect();
                 let micro =
                     Node { name: format!("{}.part{i}", node.name), inputs: vec![], outputs: vec![], ..node.clone() };
@@ -151,11 +165,15 @@ impl<'r> Run<'r> {
                     continue;
                 }
                 let tensor = g.tensor(t);
+                let (op, attrs) = match c.merge {
+                    Merge::Concat(axis) => ("Concat", Attrs::new().with("axis", Attr::Int(axis as i64))),
+                    Merge::Sum => ("Sum", Attrs::new()),
+                };
                 let concat = Node {
                     name: format!("{}.merge", tensor.name),
-                    op: "Concat".into(),
+                    op: op.into(),
                     domain: String::new(),
-                    attrs: Attrs::new().with("axis", Attr::Int(c.axis as i64)),
+                    attrs,
                     inputs: vec![],
                     outputs: vec![],
                     ..node.clone()
@@ -175,7 +193,10 @@ impl<'r> Run<'r> {
         }
         SplitReport {
             request: self.request.clone(),
-            axis: self.covered[0].axis,
+            merge: match self.covered[0].merge {
+                Merge::Concat(axis) => format!("concat along axis {axis}"),
+                Merge::Sum => "sum of partial results".into(),
+            },
             covered: self.covered.iter().map(|c| g.node(c.node).name.clone()).collect(),
             splits,
             merges,
@@ -223,8 +244,14 @@ fn unsplittable(g: &Graph, m: NodeId) -> Option<String> {
     g.out_edges(m).any(|(_, e)| e.action == Action::Update).then(|| "writes a variable".into())
 }
 
+/// The type of part `i` of `parts` of an output of type `ty` merged by `merge`.
+fn part_type(ty: &TensorType, merge: Merge, i: usize, parts: usize) -> TensorType {
+    let Merge::Concat(axis) = merge else { return ty.clone() };
+    slice_type(ty, axis, i, parts)
+}
+
 /// The type of part `i` of `parts` of a tensor of type `ty` along `axis`.
-fn part_type(ty: &TensorType, axis: usize, i: usize, parts: usize) -> TensorType {
+fn slice_type(ty: &TensorType, axis: usize, i: usize, parts: usize) -> TensorType {
     let mut shape = ty.shape.clone();
     shape[axis] = part_len(shape[axis], i, parts);
     TensorType::new(ty.dtype, shape)
@@ -256,7 +283,7 @@ fn split_part(
         outputs: vec![],
         ..reader.clone()
     };
-    let output = (format!("{}.split{i}of{parts}", tensor.name), part_type(&tensor.ty, axis, i, parts));
+    let output = (format!("{}.split{i}of{parts}", tensor.name), slice_type(&tensor.ty, axis, i, parts));
     patch.add_node(node, vec![Some(TensorRef::Existing(t))], vec![output], at)
 }
 

@@ -7,7 +7,10 @@
 //! family's split rule (`shape::split`); how far the split travels and
 //! whether it is legal come from the e-graph (`egraph::propagate`), so every
 //! emitted split is one `lms verify` proves. Splits of batch and output
-//! channels are bit-identical to the original on the same backend.
+//! channels are bit-identical to the original on the same backend. An op
+//! that reduces over the split dimension (weight gradients over the batch, a
+//! contraction over its reduced channels) runs alone, its partial results
+//! merged by ONNX `Sum` (within `shape::split::SUM_TOLERANCE`).
 
 mod emit;
 #[cfg(test)]
@@ -72,8 +75,9 @@ impl SplitRequest {
 pub struct SplitReport {
     /// The request.
     pub request: SplitRequest,
-    /// The axis of the op's outputs the parts slice.
-    pub axis: usize,
+    /// How the parts' outputs are merged: concatenated along an axis, or
+    /// summed (partial results).
+    pub merge: String,
     /// The ops run in parts, the requested op first.
     pub covered: Vec<String>,
     /// The tensors split into parts before the run.

@@ -77,7 +77,7 @@ fn a_single_op_merges_right_after_its_parts() {
     let g = cnn();
     let (p, reports) = patch(&g, &[request("relu", Dim::Channel, 3, 0)]).unwrap();
     let (split, _) = apply_checked(&g, &p).unwrap();
-    assert_eq!(reports[0].axis, 1);
+    assert_eq!(reports[0].merge, "concat along axis 1");
     assert_eq!(reports[0].merges, ["relu"]);
     assert_eq!(
         ops(&split),

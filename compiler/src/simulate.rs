@@ -3,7 +3,7 @@
 //! graph's plan when it has them, and the predicted time of the step on a
 //! device profile (the three-stream timeline), with no GPU.
 
-use crate::analysis::memory;
+use crate::analysis::memory::{self, Pool};
 use crate::analysis::profile::DeviceProfile;
 use crate::analysis::timeline::{self, Timeline};
 use crate::ir::{Graph, NodeId};
@@ -46,6 +46,11 @@ pub struct SimulateReport {
     pub peak_host_bytes: u64,
     /// Host bytes live at each step of the schedule.
     pub host_timeline: Vec<u64>,
+    /// Bytes of the device arena with every tensor at its static offset: the peak plus
+    /// alignment and fragmentation (what a runtime that never allocates per step needs).
+    pub arena_device_bytes: u64,
+    /// The same for the pinned host pool.
+    pub arena_host_bytes: u64,
     /// The device profile the times are predicted for.
     pub device_profile: String,
     /// Predicted time of one step: when the last of the three streams finishes.
@@ -118,6 +123,8 @@ impl SimulateReport {
             timeline_seconds: started_by(g, schedule, &time),
             peak_host_bytes: profile.host_peak_bytes,
             host_timeline: profile.host_timeline,
+            arena_device_bytes: memory::placement(g, schedule, Pool::Device).arena_bytes,
+            arena_host_bytes: memory::placement(g, schedule, Pool::Host).arena_bytes,
             device_profile: device.name.clone(),
             predicted_step_seconds: time.step_seconds,
             compute_seconds: time.compute_seconds,
@@ -146,6 +153,23 @@ impl SimulateReport {
             format_bytes(self.resident_bytes)
         );
         let _ = writeln!(s, "peak host    {}", format_bytes(self.peak_host_bytes));
+        let _ = write!(
+            s,
+            "arenas       device {} (+{:.2}% over the peak: alignment, fragmentation), host {}",
+            format_bytes(self.arena_device_bytes),
+            overhead_percent(self.arena_device_bytes, self.peak_device_bytes),
+            format_bytes(self.arena_host_bytes)
+        );
+        match self.budget_device_bytes {
+            Some(budget) if self.arena_device_bytes > budget => {
+                let _ = writeln!(
+                    s,
+                    "; the device arena is {} over the budget",
+                    format_bytes(self.arena_device_bytes - budget)
+                );
+            }
+            _ => s.push('\n'),
+        }
         let _ = writeln!(s, "strategy     {}", self.strategy);
         for (pool, budget, margin) in [
             ("device", self.budget_device_bytes, self.device_margin_bytes),
@@ -249,6 +273,15 @@ fn copied_tensors(g: &Graph) -> Vec<Option<&str>> {
         }
     }
     copied
+}
+
+/// How much larger `arena` is than `peak`, in percent (0 for an empty peak).
+fn overhead_percent(arena: u64, peak: u64) -> f64 {
+    if peak == 0 {
+        0.0
+    } else {
+        (arena as f64 / peak as f64 - 1.0) * 100.0
+    }
 }
 
 /// The predicted timeline as Chrome-trace events: one per kernel or copy,

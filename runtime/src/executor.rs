@@ -13,7 +13,7 @@ use crate::backend::{Backend, KernelContext, Queue};
 use crate::error::RuntimeError;
 use crate::memory::{Arena, Pool};
 use crate::tensor::HostTensor;
-use lms_proto::contract::Liveness;
+use lms_proto::contract::{placement, Liveness};
 use lms_proto::contract::{NodeKind, Program};
 use lms_proto::trace::{Lane, TraceEvent};
 use std::collections::BTreeMap;
@@ -134,7 +134,11 @@ impl<B: Backend> Executor<B> {
         let (tensors, nodes) = (program.tensor_count(), program.node_count());
         Executor {
             backend,
-            pools: Pools { device: Arena::new(Pool::Device, device_memory), host: Arena::new(Pool::Host, host_memory) },
+            pools: Pools {
+                device: Arena::new(Pool::Device, device_memory)
+                    .with_placement(placement::of_program(&program, Pool::Device)),
+                host: Arena::new(Pool::Host, host_memory).with_placement(placement::of_program(&program, Pool::Host)),
+            },
             liveness,
             held: (0..tensors).map(|_| None).collect(),
             done: (0..nodes).map(|_| None).collect(),

@@ -11,6 +11,7 @@ use std::fmt;
 
 pub use lms_proto::units::{default_host_memory, format_bytes, FALLBACK_HOST_MEMORY};
 
+use lms_proto::contract::placement::{aligned, Placement};
 pub use lms_proto::contract::Pool;
 
 /// An allocation that did not fit in its pool's budget.
@@ -62,6 +63,15 @@ struct Allocation {
     bytes: u64,
 }
 
+/// The static placement a pool follows, and where its live tensors sit.
+#[derive(Clone, Debug)]
+struct Placed {
+    /// Offset of each tensor of the pool, by id.
+    offsets: Vec<Option<u64>>,
+    /// Live blocks by offset: (end, tensor).
+    live: BTreeMap<u64, (u64, usize)>,
+}
+
 /// The bytes live in one memory pool, under a hard budget; tensors are keyed by id.
 #[derive(Clone, Debug)]
 pub struct Arena {
@@ -70,12 +80,44 @@ pub struct Arena {
     live: u64,
     peak: u64,
     allocations: BTreeMap<usize, Allocation>,
+    placed: Option<Placed>,
 }
 
 impl Arena {
     /// An empty arena for `pool` that holds at most `budget` bytes.
     pub fn new(pool: Pool, budget: u64) -> Arena {
-        Arena { pool, budget, live: 0, peak: 0, allocations: BTreeMap::new() }
+        Arena { pool, budget, live: 0, peak: 0, allocations: BTreeMap::new(), placed: None }
+    }
+
+    /// The arena, checking that every tensor it allocates sits at its offset in
+    /// `placement` without overlapping a live tensor: the static placement the compiler
+    /// planned holds along the order in which this runtime really allocates and frees.
+    pub fn with_placement(self, placement: Placement) -> Arena {
+        Arena { placed: Some(Placed { offsets: placement.offsets, live: BTreeMap::new() }), ..self }
+    }
+
+    /// Records tensor `tensor` at its static offset; an overlap with a live tensor, or a
+    /// tensor the placement does not know, is an internal error.
+    fn place(&mut self, tensor: usize, name: &str, bytes: u64) -> Result<(), RuntimeError> {
+        let Some(placed) = &mut self.placed else { return Ok(()) };
+        let offset = placed.offsets.get(tensor).copied().flatten().ok_or_else(|| {
+            RuntimeError::Internal(format!("tensor '{name}' has no offset in the {} placement", self.pool))
+        })?;
+        let end = offset + aligned(bytes);
+        if end == offset {
+            return Ok(());
+        }
+        if let Some((&start, &(other_end, other))) = placed.live.range(..end).next_back() {
+            if other_end > offset {
+                let other = self.allocations.get(&other).map_or("?", |a| a.name.as_str());
+                return Err(RuntimeError::Internal(format!(
+                    "the static {} placement puts tensor '{name}' at [{offset}, {end}) over live tensor '{other}' at [{start}, {other_end})",
+                    self.pool
+                )));
+            }
+        }
+        placed.live.insert(offset, (end, tensor));
+        Ok(())
     }
 
     /// Accounts `bytes` for tensor `tensor` (named `name`), allocated for `node`.
@@ -99,6 +141,7 @@ impl Arena {
                 largest: self.largest(3),
             })));
         };
+        self.place(tensor, name, bytes)?;
         self.allocations.insert(tensor, Allocation { name: name.to_string(), bytes });
         self.live = total;
         self.peak = self.peak.max(total);
@@ -112,6 +155,13 @@ impl Arena {
             RuntimeError::Internal(format!("tensor {tensor} freed but not live in {} memory", self.pool))
         })?;
         self.live -= allocation.bytes;
+        if let Some(placed) = &mut self.placed {
+            if let Some(offset) = placed.offsets[tensor] {
+                if placed.live.get(&offset).is_some_and(|&(_, t)| t == tensor) {
+                    placed.live.remove(&offset);
+                }
+            }
+        }
         Ok(allocation.bytes)
     }
 
@@ -171,6 +221,23 @@ mod tests {
         assert_eq!(a.peak(), 70);
         assert!(matches!(a.free(0), Err(RuntimeError::Internal(_))));
         assert!(matches!(a.alloc(2, "c", 1, &n), Err(RuntimeError::Internal(_))));
+    }
+
+    #[test]
+    fn a_placement_that_overlaps_live_tensors_is_refused() {
+        let placement = Placement { offsets: vec![Some(0), Some(256), Some(0), None], arena_bytes: 512 };
+        let mut a = Arena::new(Pool::Device, 1 << 20).with_placement(placement);
+        let n = node("n", "Relu");
+        a.alloc(0, "a", 200, &n).unwrap();
+        a.alloc(1, "b", 256, &n).unwrap();
+        let err = a.alloc(2, "c", 10, &n).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "internal error: the static device placement puts tensor 'c' at [0, 256) over live tensor 'a' at [0, 256)"
+        );
+        a.free(0).unwrap();
+        a.alloc(2, "c", 10, &n).unwrap();
+        assert!(a.alloc(3, "d", 1, &n).unwrap_err().to_string().contains("'d' has no offset"));
     }
 
     #[test]

@@ -3,6 +3,7 @@
 mod common;
 
 use common::{training_graph, Builder};
+use lms_proto::contract::{placement, Pool};
 use lms_proto::lms::{slot, Action, Device, Edge, Slot};
 use lms_proto::lms::{Plan, SwapDecision, SwapInDecision};
 use lms_runtime::Program;
@@ -198,6 +199,33 @@ fn plans_name_what_they_say() {
     assert_eq!(
         error(&bad),
         "bad.lms: plan: node 'y' (MatMul) triggers node 'r2' (SwapIn), but no control edge orders them"
+    );
+}
+
+#[test]
+fn recorded_arena_sizes_must_match_the_static_placement() {
+    let mut b = training_graph(true);
+    b.graph.plan = Some(swap_plan(&mut b));
+    let program = Program::new(b.graph.clone(), "ok.lms").unwrap();
+    let (device, host) = (placement::of_program(&program, Pool::Device), placement::of_program(&program, Pool::Host));
+    assert!(device.arena_bytes > 0 && host.arena_bytes > 0, "the swap puts a tensor in host memory");
+    for t in 0..program.tensor_count() {
+        let pool = if program.pool(t) == Pool::Device { &device } else { &host };
+        assert!(pool.offsets[t].is_some(), "every tensor has an offset in its own pool");
+    }
+    let plan = b.graph.plan.as_mut().unwrap();
+    (plan.arena_device_bytes, plan.arena_host_bytes) = (Some(device.arena_bytes), Some(host.arena_bytes));
+    Program::new(b.graph.clone(), "ok.lms").unwrap();
+
+    let mut bad = b.clone();
+    bad.graph.plan.as_mut().unwrap().arena_device_bytes = Some(device.arena_bytes + 256);
+    assert_eq!(
+        error(&bad),
+        format!(
+            "bad.lms: plan: the device arena is recorded as {} bytes, but this program's static placement needs {}",
+            device.arena_bytes + 256,
+            device.arena_bytes
+        )
     );
 }
 

@@ -11,6 +11,7 @@
 //! pool is the largest value of its timeline, at the first step reaching it.
 
 use crate::ir::{Action, Device, Graph, Node, NodeId, TensorId};
+use lms_proto::contract::placement::{self, Lifetime, Placement};
 use lms_proto::contract::{output_pool, release_after, TensorUse};
 
 pub use lms_proto::contract::Pool;
@@ -121,6 +122,28 @@ pub fn simulate(g: &Graph, schedule: &[NodeId]) -> MemoryProfile {
         host_peak_bytes,
         host_peak_step,
     }
+}
+
+/// The static placement of the tensors of `pool` along `schedule` (the contract's
+/// [`lms_proto::contract::placement`], which the runtime computes from the `.lms` too).
+pub fn placement(g: &Graph, schedule: &[NodeId], which: Pool) -> Placement {
+    let last = last_use(g, schedule);
+    let position = positions(g, schedule);
+    let end = schedule.len().saturating_sub(1);
+    let mut lifetimes = vec![None; g.tensor_count()];
+    for (t, tensor) in g.tensors() {
+        let producer = g.node(tensor.producer.0);
+        let born = position[tensor.producer.0.index()];
+        if born == usize::MAX || pool(producer) != which {
+            continue;
+        }
+        lifetimes[t.index()] = Some(Lifetime {
+            bytes: tensor.ty.bytes(),
+            first: if producer.parameterized { 0 } else { born },
+            last: last[t.index()].min(end),
+        });
+    }
+    placement::place(&lifetimes)
 }
 
 /// Position of every scheduled node, indexed by `NodeId::index()`;

@@ -10,6 +10,7 @@
 //! half-written file behind.
 
 use super::output::write_atomically;
+use crate::analysis::memory::{self, Pool};
 use crate::analysis::order;
 use crate::error::{Error, Result};
 use crate::ir::{
@@ -92,7 +93,11 @@ pub fn to_proto(g: &Graph, metadata: &[(String, String)]) -> Result<pb::Graph> {
         outputs: g.outputs.iter().map(|&t| tid(t)).collect(),
         variables: g.node_ids().filter(|&id| g.node(id).parameterized).map(|id| node_ids[&id]).collect(),
         schedule: schedule.iter().map(|id| node_ids[id]).collect(),
-        plan: Some(plan_to_proto(&g.plan, &|id| node_ids[&id], &tid)),
+        plan: Some(pb::Plan {
+            arena_device_bytes: Some(memory::placement(g, &schedule, Pool::Device).arena_bytes),
+            arena_host_bytes: Some(memory::placement(g, &schedule, Pool::Host).arena_bytes),
+            ..plan_to_proto(&g.plan, &|id| node_ids[&id], &tid)
+        }),
         metadata: metadata.iter().map(|(k, v)| pb::Metadata { key: k.clone(), value: v.clone() }).collect(),
         opset: g.opset,
     })
@@ -185,6 +190,8 @@ fn plan_to_proto(plan: &Plan, node: &dyn Fn(NodeId) -> u32, tensor: &dyn Fn(Tens
         budget_device_bytes: plan.budget_device_bytes,
         budget_host_bytes: plan.budget_host_bytes,
         device_profile: plan.device_profile.clone(),
+        arena_device_bytes: None,
+        arena_host_bytes: None,
         swaps: plan
             .swaps
             .iter()

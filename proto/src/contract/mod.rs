@@ -8,6 +8,7 @@
 //! - [`dtype`]: element sizes and names, checked and capped tensor byte counts.
 //! - [`ops`]: the lms op names and domain, and what each kind of node does.
 //! - [`release`]: pools and the release rule of memory accounting, and [`Liveness`].
+//! - [`placement`]: the static offset of every tensor in its pool's arena.
 
 pub mod describe;
 pub mod dtype;
@@ -15,6 +16,7 @@ pub mod edges;
 pub mod error;
 pub mod nodes;
 pub mod ops;
+pub mod placement;
 pub mod plan;
 pub mod program;
 pub mod release;
@@ -28,5 +30,5 @@ pub use ops::{
     NodeKind, INPUT_OP, LMS_DOMAIN, LMS_DOMAIN_VERSION, SPLIT_PART_OP, SWAP_IN_OP, SWAP_OUT_OP, VARIABLE_OP,
 };
 pub use program::Program;
-pub use release::{output_pool, release_after, Liveness, Pool, TensorUse};
+pub use release::{output_pool, release_after, tensor_uses, Liveness, Pool, TensorUse};
 pub use tensors::TensorType;

@@ -1,10 +1,13 @@
 //! Checks of `Graph.plan`, the typed memory plan: a known strategy, and swap decisions whose
 //! ids are in range and name what they say (a swap-out of the tensor, swap-ins of that copy,
-//! triggers ordered before their swap-ins by a control edge).
+//! triggers ordered before their swap-ins by a control edge), and arena sizes that match the
+//! program's static placement.
 
 use super::describe;
 use super::ops::NodeKind;
+use super::placement;
 use super::program::Program;
+use super::release::Pool;
 
 /// The strategies a plan may name: no rewrite, TFLMS swapping, the automatic planner.
 pub const STRATEGIES: [&str; 3] = ["none", "tflms", "auto"];
@@ -54,6 +57,15 @@ pub fn check_plan(program: &Program) -> Result<(), String> {
                     ));
                 }
             }
+        }
+    }
+    for (pool, recorded) in [(Pool::Device, plan.arena_device_bytes), (Pool::Host, plan.arena_host_bytes)] {
+        let Some(recorded) = recorded else { continue };
+        let computed = placement::of_program(program, pool).arena_bytes;
+        if recorded != computed {
+            return Err(format!(
+                "plan: the {pool} arena is recorded as {recorded} bytes, but this program's static placement needs {computed}"
+            ));
         }
     }
     Ok(())

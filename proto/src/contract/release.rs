@@ -71,6 +71,34 @@ pub fn release_after(usage: TensorUse) -> Option<usize> {
     }
 }
 
+/// How each tensor of `program` is used along its schedule, by tensor id.
+pub fn tensor_uses(program: &Program) -> Vec<TensorUse> {
+    let mut last_read: Vec<Option<usize>> = vec![None; program.tensor_count()];
+    for n in 0..program.node_count() {
+        for &t in program.node_inputs(n).iter().flatten() {
+            let at = program.position(n);
+            last_read[t] = Some(last_read[t].map_or(at, |p| p.max(at)));
+        }
+    }
+    let mut updates_variable = vec![false; program.tensor_count()];
+    for u in program.updates() {
+        updates_variable[u.tensor] = true;
+    }
+    let mut graph_output = vec![false; program.tensor_count()];
+    for &t in program.outputs() {
+        graph_output[t] = true;
+    }
+    (0..program.tensor_count())
+        .map(|t| TensorUse {
+            produced_at: program.position(program.producer(t)),
+            last_read: last_read[t],
+            resident: program.is_resident(t),
+            updates_variable: updates_variable[t],
+            graph_output: graph_output[t],
+        })
+        .collect()
+}
+
 /// The tensors released after each position of a program's schedule.
 #[derive(Clone, Debug)]
 pub struct Liveness {
@@ -80,30 +108,8 @@ pub struct Liveness {
 impl Liveness {
     /// Computes the release points of every tensor of `program` along its schedule.
     pub fn new(program: &Program) -> Liveness {
-        let mut last_read: Vec<Option<usize>> = vec![None; program.tensor_count()];
-        for n in 0..program.node_count() {
-            for &t in program.node_inputs(n).iter().flatten() {
-                let at = program.position(n);
-                last_read[t] = Some(last_read[t].map_or(at, |p| p.max(at)));
-            }
-        }
-        let mut updates_variable = vec![false; program.tensor_count()];
-        for u in program.updates() {
-            updates_variable[u.tensor] = true;
-        }
-        let mut graph_output = vec![false; program.tensor_count()];
-        for &t in program.outputs() {
-            graph_output[t] = true;
-        }
         let mut released = vec![Vec::new(); program.node_count()];
-        for t in 0..program.tensor_count() {
-            let usage = TensorUse {
-                produced_at: program.position(program.producer(t)),
-                last_read: last_read[t],
-                resident: program.is_resident(t),
-                updates_variable: updates_variable[t],
-                graph_output: graph_output[t],
-            };
+        for (t, usage) in tensor_uses(program).into_iter().enumerate() {
             if let Some(p) = release_after(usage) {
                 released[p].push(t);
             }

@@ -116,3 +116,45 @@ fn splits_that_are_not_emitted_or_not_legal_are_refused_by_name() {
     let both = patch(&g, &[request("conv", Dim::Batch, 2, 0), request("relu", Dim::Batch, 2, 0)]).unwrap_err();
     assert!(both.to_string().contains("overlap or feed each other"), "{both}");
 }
+
+/// The shape rules' concat splits and the e-graph's independence conditions
+/// agree on how inputs are sliced wherever the e-graph derives the split, and
+/// it derives every batch split of these ops (the pass takes its axis from
+/// the former and its legality from the latter).
+#[test]
+fn shape_rules_and_the_e_graph_slice_inputs_alike() {
+    use crate::egraph::lang::TermAnalysis;
+    use crate::egraph::rules::independence::family_of;
+    use crate::ir::{DType, TensorType};
+    use crate::shape::cost::CostNode;
+    use crate::shape::split::{rules, Combine};
+    let f = |s: &[usize]| TensorType::new(DType::F32, s.to_vec());
+    let pads = Attrs::new().with("pads", Attr::Ints(vec![1, 1, 1, 1]));
+    let pool = Attrs::new().with("kernel_shape", Attr::Ints(vec![2, 2]));
+    let cases: Vec<(&str, Attrs, Vec<TensorType>, TensorType)> = vec![
+        ("Conv", pads.clone(), vec![f(&[4, 3, 8, 8]), f(&[6, 3, 3, 3]), f(&[6])], f(&[4, 6, 8, 8])),
+        ("MaxPool", pool.clone(), vec![f(&[4, 3, 8, 8])], f(&[4, 3, 7, 7])),
+        ("AveragePool", pool, vec![f(&[4, 3, 8, 8])], f(&[4, 3, 7, 7])),
+        ("MatMul", Attrs::new(), vec![f(&[4, 8]), f(&[8, 6])], f(&[4, 6])),
+        ("MatMul", Attrs::new(), vec![f(&[4, 5, 8]), f(&[8, 6])], f(&[4, 5, 6])),
+        ("Gemm", Attrs::new(), vec![f(&[4, 8]), f(&[8, 6]), f(&[6])], f(&[4, 6])),
+        ("Relu", Attrs::new(), vec![f(&[4, 6, 2])], f(&[4, 6, 2])),
+        ("Add", Attrs::new(), vec![f(&[4, 6, 2]), f(&[6, 1])], f(&[4, 6, 2])),
+    ];
+    let mut analysis = TermAnalysis::new(17);
+    for (op, attrs, inputs, output) in &cases {
+        let ins: Vec<Option<&TensorType>> = inputs.iter().map(Some).collect();
+        let node = CostNode { op, attrs, inputs: &ins, outputs: &[output] };
+        let symbol = analysis.head(op, "", attrs, vec![output.clone()]);
+        let head = analysis.lookup(symbol).unwrap().clone();
+        let family = family_of(&head).unwrap();
+        let shapes: Vec<Option<&crate::ir::Shape>> = inputs.iter().map(|t| Some(&t.shape)).collect();
+        for rule in rules(&node) {
+            let Combine::Concat { axis } = rule.combine else { continue };
+            match family.split_inputs(&head, &shapes, axis, 17) {
+                Some(splits) => assert_eq!(splits, rule.inputs, "{op} along {}", rule.dim),
+                None => assert_ne!(rule.dim, Dim::Batch, "{op}: the e-graph derives every batch split"),
+            }
+        }
+    }
+}

@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::frontend::{self, FrontendOptions};
 use crate::ir::{Graph, Plan};
 use crate::passes::split::{SplitReport, SplitRequest};
-use crate::passes::tflms::{FreeKnobs, SwappedTensor, TflmsConfig};
+use crate::passes::tflms::{FreeKnobs, SwapInTrigger, SwappedTensor, TflmsConfig};
 use crate::pipeline::{self, stages, Context, Pass, PassOptions};
 use crate::provenance;
 use crate::simulate::SimulateReport;
@@ -49,8 +49,10 @@ pub struct CompileOptions {
     /// With a budget: the strategy's knobs the search may choose (those the
     /// user left unset); the others are used as given.
     pub free_knobs: FreeKnobs,
-    /// Name of the device profile the plan is made for (recorded in the
-    /// plan); empty for none.
+    /// The device profile the plan is made for: a shipped profile's name or
+    /// a profile file's path, recorded in the plan as given (`lms simulate`
+    /// loads it from there); it places time-triggered swap-ins. Default
+    /// `h100-sxm`; empty for none (time triggers then use the default).
     pub device_profile: String,
     /// Ops forced to run in parts (`--split`), before any other rewrite.
     pub split: Vec<SplitRequest>,
@@ -77,7 +79,8 @@ pub struct CompileOptions {
 
 impl Default for CompileOptions {
     /// No model or output yet, the model's batch, the default training
-    /// graph, no rewrite (a budget search may choose every knob),
+    /// graph, no rewrite (a budget search may choose every knob), the
+    /// default device profile,
     /// verification on, no extra outputs.
     fn default() -> Self {
         CompileOptions {
@@ -87,7 +90,7 @@ impl Default for CompileOptions {
             strategy: Strategy::None,
             budget: None,
             free_knobs: FreeKnobs::ALL,
-            device_profile: String::new(),
+            device_profile: DEFAULT_PROFILE.to_string(),
             split: Vec::new(),
             passes: PassOptions::default(),
             output: PathBuf::new(),
@@ -114,9 +117,15 @@ pub struct CompileReport {
     pub fits_without_rewrite: Option<bool>,
     pub budget_bytes: Option<u64>,
     pub host_budget_bytes: Option<u64>,
-    /// Knobs of the rewrite.
+    /// Knobs of the rewrite (`lb` only with the count trigger).
     pub n_tensors: Option<usize>,
     pub lb: Option<u32>,
+    /// What started the swap-ins: `count` or `time`.
+    pub trigger: Option<SwapInTrigger>,
+    /// Tensors smaller than this were not swapped.
+    pub min_bytes: Option<u64>,
+    /// The device profile of the plan (as given).
+    pub device_profile: String,
     /// The knobs the budget search chose (the others were given).
     pub chosen_knobs: Vec<String>,
     pub swapped_tensors: usize,
@@ -143,6 +152,10 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
     if options.budget.is_some() && options.strategy == Strategy::None {
         return Err(Error::Usage("--budget needs a memory strategy (--strategy tflms)".into()));
     }
+    let profile = match options.device_profile.as_str() {
+        "" => None,
+        name => Some(DeviceProfile::load(name)?),
+    };
     let model_bytes = frontend::read_model_bytes(&options.model).map_err(|e| e.in_file(&options.model))?;
     let model = options.model.clone();
     let mut import = stages::Import { model: model.clone(), options: options.frontend.clone(), proto: None };
@@ -152,7 +165,7 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
         Strategy::None => None,
         Strategy::Tflms(config) => Some(stages::Tflms {
             model: model.clone(),
-            config: config.clone(),
+            config: TflmsConfig { profile: profile.unwrap_or_else(|| config.profile.clone()), ..config.clone() },
             free: options.free_knobs,
             budget: options.budget,
             outcome: None,
@@ -198,6 +211,9 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
         host_budget_bytes: options.budget.map(|b| b.host_bytes),
         n_tensors: None,
         lb: None,
+        trigger: None,
+        min_bytes: None,
+        device_profile: options.device_profile.clone(),
         chosen_knobs: Vec::new(),
         swapped_tensors: 0,
         swapped_bytes: 0,
@@ -212,10 +228,13 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
         training: autodiff.summary.unwrap_or_default(),
     };
     if let Some((config, swap)) = tflms.and_then(|t| t.outcome) {
+        let count = config.trigger == SwapInTrigger::Count;
         report.n_tensors = config.n_tensors;
-        report.lb = Some(config.lb);
+        report.lb = count.then_some(config.lb);
+        report.trigger = Some(config.trigger);
+        report.min_bytes = Some(config.min_bytes);
         if options.budget.is_some() {
-            let free = options.free_knobs;
+            let free = FreeKnobs { lb: options.free_knobs.lb && count, ..options.free_knobs };
             report.chosen_knobs = [("n_tensors", free.n_tensors), ("lb", free.lb)]
                 .iter()
                 .filter(|k| k.1)
@@ -339,15 +358,23 @@ impl CompileReport {
             );
         }
         if self.strategy != "none" {
-            let knobs = match (self.n_tensors, self.lb) {
-                (n, Some(lb)) => {
+            let knobs = match (self.n_tensors, self.lb, self.trigger) {
+                (n, lb, Some(_)) => {
                     let chosen = if self.chosen_knobs.is_empty() {
                         "given".to_string()
                     } else {
                         format!("{} chosen by the budget search", self.chosen_knobs.join(" and "))
                     };
                     let n = n.map_or_else(|| "all".to_string(), |n| n.to_string());
-                    format!(" (n_tensors {n}, lb {lb}; {chosen})")
+                    let when = match lb {
+                        Some(lb) => format!("lb {lb}"),
+                        None => format!("trigger time on {}", self.device_profile),
+                    };
+                    let small = match self.min_bytes {
+                        Some(min) if min > 0 => format!(", min {}", format_bytes(min)),
+                        _ => String::new(),
+                    };
+                    format!(" (n_tensors {n}, {when}{small}; {chosen})")
                 }
                 _ => String::new(),
             };

@@ -6,7 +6,7 @@ use lms_compiler::compile::{Budget, CompileOptions, Strategy, DEFAULT_HOST_BUDGE
 use lms_compiler::frontend::{self, FrontendOptions};
 use lms_compiler::inspect::InspectReport;
 use lms_compiler::passes::split::SplitRequest;
-use lms_compiler::passes::tflms::{CtrldStrategy, FreeKnobs, TflmsConfig};
+use lms_compiler::passes::tflms::{CtrldStrategy, FreeKnobs, SwapInTrigger, TflmsConfig};
 use lms_compiler::pipeline::PassOptions;
 use lms_compiler::run::{DeviceKind, MemoryLimits, RunPlan, SaveOnnx};
 use lms_compiler::simulate::SimulateReport;
@@ -85,6 +85,9 @@ struct MaxBatchArgs {
     /// Largest batch to try.
     #[arg(long, default_value_t = 1 << 16, value_parser = flags::count)]
     limit: usize,
+    /// Device profile of the predicted step time: a shipped name (h100-sxm, h100-pcie, h200, a100, cpu) or a file.
+    #[arg(long, value_name = "NAME|FILE", default_value = DEFAULT_PROFILE)]
+    device_profile: String,
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
@@ -199,6 +202,9 @@ struct CompileArgs {
     /// With --budget: rewrite even when the graph already fits.
     #[arg(long)]
     force: bool,
+    /// Device profile the plan is made for (time triggers; recorded in the plan): a shipped name or a file.
+    #[arg(long, value_name = "NAME|FILE", default_value = DEFAULT_PROFILE)]
+    device_profile: String,
     /// The .lms file to write.
     #[arg(short, long)]
     output: PathBuf,
@@ -240,6 +246,14 @@ enum StrategyKind {
     None,
     /// TFLMS: swap forward→backward tensors to host memory.
     Tflms,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum TriggerArg {
+    /// TFLMS's rule: a control op between --lb and --ub ops away.
+    Count,
+    /// The latest op that still lets the transfer finish before the consumer starts (--device-profile's timeline).
+    Time,
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -295,6 +309,12 @@ struct TflmsArgs {
     /// Start the breadth-first search from these ops (comma-separated).
     #[arg(long, value_delimiter = ',')]
     starting_op_names: Vec<String>,
+    /// What starts each swap-in.
+    #[arg(long, value_enum, default_value = "count")]
+    trigger: TriggerArg,
+    /// Never swap tensors smaller than this (e.g. 1MiB).
+    #[arg(long, value_name = "SIZE", value_parser = flags::size)]
+    min_bytes: Option<u64>,
 }
 
 impl TflmsArgs {
@@ -315,6 +335,8 @@ impl TflmsArgs {
             (!self.excl_scopes.is_empty(), "--excl-scopes"),
             (self.starting_scope.is_some(), "--starting-scope"),
             (!self.starting_op_names.is_empty(), "--starting-op-names"),
+            (self.trigger != TriggerArg::Count, "--trigger"),
+            (self.min_bytes.is_some(), "--min-bytes"),
         ];
         given.into_iter().find_map(|(given, flag)| given.then_some(flag))
     }
@@ -338,6 +360,12 @@ impl TflmsArgs {
             excl_scopes: self.excl_scopes.clone(),
             starting_scope: self.starting_scope.clone(),
             starting_op_names: self.starting_op_names.clone(),
+            trigger: match self.trigger {
+                TriggerArg::Count => SwapInTrigger::Count,
+                TriggerArg::Time => SwapInTrigger::Time,
+            },
+            min_bytes: self.min_bytes.unwrap_or(0),
+            ..TflmsConfig::default()
         }
     }
 }
@@ -358,9 +386,10 @@ struct SimulateArgs {
     /// Write the predicted timeline of the three streams as a Chrome trace (Perfetto).
     #[arg(long, value_name = "FILE.json")]
     trace: Option<PathBuf>,
-    /// Device profile of the time model: a shipped name (h100-sxm, h100-pcie, h200, a100, cpu) or a file.
-    #[arg(long, value_name = "NAME|FILE", default_value = DEFAULT_PROFILE)]
-    device_profile: String,
+    /// Device profile of the time model: a shipped name (h100-sxm, h100-pcie, h200, a100, cpu) or a file
+    /// (default: the one the plan was made for, else h100-sxm).
+    #[arg(long, value_name = "NAME|FILE")]
+    device_profile: Option<String>,
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
@@ -425,7 +454,12 @@ fn check_compile_flags(args: &CompileArgs) -> Result<(), Error> {
         flags::needs(true, knob, tflms, "--strategy tflms")?;
     }
     flags::needs(args.tflms.fuse_threshold.is_some(), "--fuse-threshold", args.tflms.fuse_swapins, "--fuse-swapins")?;
-    flags::needs(args.tflms.branch_threshold != 0, "--branch-threshold", args.tflms.swap_branches, "--swap-branches")
+    flags::needs(args.tflms.branch_threshold != 0, "--branch-threshold", args.tflms.swap_branches, "--swap-branches")?;
+    let count = args.tflms.trigger == TriggerArg::Count;
+    flags::needs(args.tflms.lb.is_some(), "--lb", count, "--trigger count")?;
+    flags::needs(args.tflms.ub != 10000, "--ub", count, "--trigger count")?;
+    let ctrld = !matches!(args.tflms.ctrld_strategy, CtrldArg::ChainRule);
+    flags::needs(ctrld, "--ctrld-strategy", count, "--trigger count")
 }
 
 fn compile(args: &CompileArgs) -> Result<(), Error> {
@@ -446,7 +480,7 @@ fn compile(args: &CompileArgs) -> Result<(), Error> {
             force: args.force,
         }),
         free_knobs: FreeKnobs { n_tensors: args.tflms.n_tensors.is_none(), lb: args.tflms.lb.is_none() },
-        device_profile: String::new(),
+        device_profile: args.device_profile.clone(),
         split: args.split.clone(),
         passes: PassOptions {
             dump_after: match args.dump_after.as_slice() {
@@ -484,7 +518,6 @@ fn compile(args: &CompileArgs) -> Result<(), Error> {
 }
 
 fn simulate(args: &SimulateArgs) -> Result<(), Error> {
-    let device = DeviceProfile::load(&args.device_profile)?;
     let mut inputs = vec![("graph", args.graph.as_path())];
     inputs.extend(args.before.as_deref().map(|b| ("--before graph", b)));
     let mut outputs = Vec::new();
@@ -492,11 +525,19 @@ fn simulate(args: &SimulateArgs) -> Result<(), Error> {
     outputs.extend(args.html.as_deref().map(|p| ("--html", p)));
     outputs.extend(args.trace.as_deref().map(|p| ("--trace", p)));
     emit::output::check_distinct(&inputs, &outputs)?;
+    let (graph, schedule) = emit::serialize::read(&args.graph)?;
+    let device = match (&args.device_profile, graph.plan.device_profile.as_str()) {
+        (Some(name), _) => DeviceProfile::load(name)?,
+        (None, "") => DeviceProfile::load(DEFAULT_PROFILE)?,
+        (None, planned) => DeviceProfile::load(planned).map_err(|e| {
+            Error::Usage(format!("the plan's device profile: {e} (give --device-profile)")).in_file(&args.graph)
+        })?,
+    };
+    let after = SimulateReport::new(&graph, &schedule, &device);
     let load = |path: &PathBuf| -> Result<SimulateReport, Error> {
         let (graph, schedule) = emit::serialize::read(path)?;
         Ok(SimulateReport::new(&graph, &schedule, &device))
     };
-    let after = load(&args.graph)?;
     let before = args.before.as_ref().map(load).transpose()?;
     let mut series = Vec::new();
     if let Some(b) = &before {
@@ -600,6 +641,7 @@ fn max_batch(args: &MaxBatchArgs) -> Result<(), Error> {
     let train =
         TrainOptions { loss: loss(args.loss), optimizer: optimizer(args.train, None, None), ..TrainOptions::default() };
     let host = args.host_budget.unwrap_or(DEFAULT_HOST_BUDGET_BYTES);
+    let profile = DeviceProfile::load(&args.device_profile)?;
     let progress = spinner("largest batch without rewriting".into());
     let search = |strategy, label: &str| {
         let mut on_probe = |batch, fits| {
@@ -616,6 +658,7 @@ fn max_batch(args: &MaxBatchArgs) -> Result<(), Error> {
             args.budget,
             host,
             args.limit,
+            &profile,
             &mut on_probe,
         )
     };
@@ -625,16 +668,19 @@ fn max_batch(args: &MaxBatchArgs) -> Result<(), Error> {
     progress.finish_and_clear();
     let (plain, tflms) = tflms?;
     if args.json {
-        let json = serde_json::json!({ "budget_bytes": args.budget, "host_budget_bytes": host, "none": plain, "tflms": tflms });
+        let json = serde_json::json!({ "budget_bytes": args.budget, "host_budget_bytes": host,
+            "device_profile": args.device_profile, "none": plain, "tflms": tflms });
         println!("{}", serde_json::to_string_pretty(&json).map_err(|e| Error::Usage(e.to_string()))?);
     } else {
         for (name, r) in [("no rewrite", &plain), ("tflms", &tflms)] {
             let bound = if r.at_limit { ">=" } else { "" };
             match r.batch {
                 Some(b) => println!(
-                    "{name:<12} max batch {bound:>2}{b:>6}  (peak device {}, host {}){}",
+                    "{name:<12} max batch {bound:>2}{b:>6}  (peak device {}, host {}; step {} on {}){}",
                     lms_compiler::units::format_bytes(r.peak_device_bytes),
                     lms_compiler::units::format_bytes(r.peak_host_bytes),
+                    lms_compiler::simulate::format_seconds(r.predicted_step_seconds),
+                    profile.name,
                     if r.at_limit { "; stopped at --limit, raise it to search further" } else { "" }
                 ),
                 None => println!("{name:<12} batch 1 does not fit"),

@@ -1,18 +1,21 @@
 //! `lms max-batch`: the largest batch whose training graph fits a device
 //! budget, by simulation: without rewriting, and with a memory strategy
 //! (TFLMS budget search). Peak memory grows with the batch, so a doubling
-//! search followed by bisection finds the boundary.
+//! search followed by bisection finds the boundary. The step time at the
+//! batch found is predicted on a device profile.
 
-use crate::analysis::{memory, order};
+use crate::analysis::profile::DeviceProfile;
+use crate::analysis::{memory, order, timeline};
 use crate::error::{Error, Result};
 use crate::frontend::{self, FrontendOptions};
 use crate::passes::tflms::{self, TflmsConfig};
+use crate::pipeline;
 use crate::train::{self, TrainOptions};
 use serde::Serialize;
 use std::path::Path;
 
 /// The largest batch that fits, and the peak there.
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct MaxBatch {
     /// `None` when even batch 1 does not fit.
     pub batch: Option<usize>,
@@ -20,6 +23,8 @@ pub struct MaxBatch {
     pub peak_device_bytes: u64,
     /// Simulated host peak at that batch (swapped tensors).
     pub peak_host_bytes: u64,
+    /// Predicted step time at that batch on the device profile.
+    pub predicted_step_seconds: f64,
     /// The search stopped at its limit with the limit still fitting: the
     /// largest batch is at least `batch`, not exactly it.
     pub at_limit: bool,
@@ -27,8 +32,9 @@ pub struct MaxBatch {
 
 /// Searches batches up to `limit` for the largest whose training graph fits
 /// `budget` device bytes: as built when `strategy` is `None`, else after the
-/// TFLMS budget search with `host_budget` host bytes. `on_probe` hears of
-/// each batch tried and whether it fits (for a progress display).
+/// TFLMS budget search with `host_budget` host bytes; the step predicted
+/// on `profile`. `on_probe` hears of each batch tried and whether it fits
+/// (for a progress display).
 #[allow(clippy::too_many_arguments)]
 pub fn max_batch(
     model: &Path,
@@ -38,32 +44,51 @@ pub fn max_batch(
     budget: u64,
     host_budget: u64,
     limit: usize,
+    profile: &DeviceProfile,
     on_probe: &mut dyn FnMut(usize, bool),
 ) -> Result<MaxBatch> {
-    // Peaks at a batch; `None` when it does not fit.
-    let probe = |batch: usize| -> Result<Option<(u64, u64)>> {
+    let step =
+        |g: &crate::ir::Graph| -> Result<f64> { Ok(timeline::simulate(g, &order::schedule(g)?, profile).step_seconds) };
+    // Peaks and step time at a batch; `None` when it does not fit.
+    let probe = |batch: usize| -> Result<Option<(u64, u64, f64)>> {
         let options = FrontendOptions { batch: Some(batch), ..frontend.clone() };
         let graph =
             train::build(&frontend::load(model, &options)?.graph, train_options).map_err(|e| e.in_file(model))?;
         match strategy {
             None => {
-                let profile = memory::simulate(&graph, &order::schedule(&graph)?);
-                Ok((profile.peak_bytes <= budget).then_some((profile.peak_bytes, profile.host_peak_bytes)))
+                let memory = memory::simulate(&graph, &order::schedule(&graph)?);
+                if memory.peak_bytes > budget {
+                    return Ok(None);
+                }
+                Ok(Some((memory.peak_bytes, memory.host_peak_bytes, step(&graph)?)))
             }
             Some(config) => match tflms::fit(&graph, config, tflms::FreeKnobs::ALL, budget, host_budget) {
-                Ok(fit) => Ok(Some((fit.device_peak, fit.host_peak))),
+                Ok(fit) => {
+                    let seconds = match &fit.plan {
+                        Some(plan) => step(&pipeline::apply_checked(&graph, &plan.patch)?.0)?,
+                        None => step(&graph)?,
+                    };
+                    Ok(Some((fit.device_peak, fit.host_peak, seconds)))
+                }
                 Err(Error::OverBudget { .. }) => Ok(None),
                 Err(e) => Err(e.in_file(model)),
             },
         }
     };
-    let mut fits = |batch: usize| -> Result<Option<(u64, u64)>> {
+    let mut fits = |batch: usize| -> Result<Option<(u64, u64, f64)>> {
         let peaks = probe(batch)?;
         on_probe(batch, peaks.is_some());
         Ok(peaks)
     };
     let Some(mut best) = fits(1)? else {
-        return Ok(MaxBatch { batch: None, peak_device_bytes: 0, peak_host_bytes: 0, at_limit: false });
+        let none = MaxBatch {
+            batch: None,
+            peak_device_bytes: 0,
+            peak_host_bytes: 0,
+            predicted_step_seconds: 0.0,
+            at_limit: false,
+        };
+        return Ok(none);
     };
     let (mut lo, mut hi) = (1usize, None::<usize>);
     // Double until a batch does not fit (or the limit), then bisect.
@@ -84,5 +109,6 @@ pub fn max_batch(
         }
     }
     let at_limit = hi.is_none();
-    Ok(MaxBatch { batch: Some(lo), peak_device_bytes: best.0, peak_host_bytes: best.1, at_limit })
+    let (peak_device_bytes, peak_host_bytes, predicted_step_seconds) = best;
+    Ok(MaxBatch { batch: Some(lo), peak_device_bytes, peak_host_bytes, predicted_step_seconds, at_limit })
 }

@@ -12,8 +12,8 @@
 //!    (variables, inputs) are never rewritten, and neither are graph
 //!    outputs (they stay in device memory to the end, so swapping them saves
 //!    nothing). The op-type and scope filters apply to the producer f1.
-//!    Tensors are taken in breadth-first order from the start ops, the first
-//!    `n_tensors` of them.
+//!    Tensors smaller than `min_bytes` are skipped. Tensors are taken in
+//!    breadth-first order from the start ops, the first `n_tensors` of them.
 //! 2. **Rewrite**: one `SwapOut` per tensor (all swap-outs of a tensor are
 //!    fused, §4.2.2), placed right after its producer, in the producer's
 //!    phase; one `SwapIn` per qualifying consumer, or, with `fuse_swapins`,
@@ -24,11 +24,15 @@
 //!    host memory and the swap-in's in device memory. Qualifying consumers
 //!    read the swap-in's output; every other reader keeps reading the
 //!    original tensor.
-//! 3. **When to swap in**: a control edge g → swap-in from an op g chosen by
-//!    the direct-order (Algorithm 1) or the chain-rule (Algorithm 2)
-//!    strategy, between `lb` and `ub`. When no op qualifies the swap-in gets
-//!    no control edge: it is triggered by its consumer and scheduled right
-//!    before it.
+//! 3. **When to swap in**: a control edge g → swap-in from an op g. With
+//!    the count trigger (the default), g is chosen by the direct-order
+//!    (Algorithm 1) or the chain-rule (Algorithm 2) strategy, between `lb`
+//!    and `ub`. With the time trigger, g is the latest op whose end still
+//!    lets the transfer finish before the consumer starts, on the device
+//!    profile's predicted timeline, given the queue on the host-to-device
+//!    stream (Capuchin §4.4, the in-trigger; see `timed`). When no op
+//!    qualifies the swap-in gets no control edge: it is triggered by its
+//!    consumer and scheduled right before it.
 //!
 //! γ, the schedule and the reachability the strategies test are those of
 //! the input graph. The rewrite is a patch ([`crate::pipeline::Patch`]) that
@@ -46,12 +50,14 @@ mod select;
 mod splice;
 #[cfg(test)]
 mod tests;
+mod timed;
 
 pub use fit::{fit, Fit, FreeKnobs, Plan, MAX_LB};
 pub use select::check_knobs;
 pub use splice::PASS;
 
 use crate::analysis::order;
+use crate::analysis::profile::{DeviceProfile, DEFAULT_PROFILE};
 use crate::error::Result;
 use crate::ir::{Graph, NodeId};
 use crate::pipeline::{self, Patch};
@@ -76,12 +82,26 @@ pub enum CtrldStrategy {
     DirectOrder,
 }
 
+/// What decides when a swap-in starts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SwapInTrigger {
+    /// TFLMS's rule: a control op chosen by `ctrld_strategy` between `lb`
+    /// and `ub` ops away (TFLMS §4.3).
+    #[default]
+    Count,
+    /// Capuchin's in-trigger (Capuchin §4.4): the latest op that still lets
+    /// the transfer finish before the consumer starts, on the predicted
+    /// timeline of the configuration's device profile.
+    Time,
+}
+
 /// The knobs of TFLMS (TFLMS Table 2). Optimizer scopes are replaced by
 /// the phase each node records; scopes still select ops by name.
 ///
 /// A *scope* is a prefix of node names split on `/`: scope `block/conv`
 /// holds `block/conv` and `block/conv/grad`, not `block/conv1`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct TflmsConfig {
     /// How many tensors to swap, counted in breadth-first order from the
     /// start ops; `None`: all that qualify.
@@ -116,6 +136,14 @@ pub struct TflmsConfig {
     pub starting_scope: Option<String>,
     /// Start the breadth-first search from the ops with these names.
     pub starting_op_names: Vec<String>,
+    /// What starts each swap-in (default: the count rule).
+    pub trigger: SwapInTrigger,
+    /// Never swap tensors smaller than this many bytes (default 0: any size).
+    pub min_bytes: u64,
+    /// The device whose predicted timeline places time-triggered swap-ins
+    /// (default `h100-sxm`; the plan records its name).
+    #[serde(skip)]
+    pub profile: DeviceProfile,
 }
 
 impl Default for TflmsConfig {
@@ -137,6 +165,9 @@ impl Default for TflmsConfig {
             excl_scopes: Vec::new(),
             starting_scope: None,
             starting_op_names: Vec::new(),
+            trigger: SwapInTrigger::Count,
+            min_bytes: 0,
+            profile: DeviceProfile::load(DEFAULT_PROFILE).expect("the shipped default profile parses"),
         }
     }
 }
@@ -294,24 +325,31 @@ impl<'g> Analysis<'g> {
 
     /// Plans the first `cfg.n_tensors` candidates as a patch.
     fn patch(&self, cfg: &TflmsConfig) -> Result<(Patch, TflmsReport)> {
-        let mut search = ControlSearch::new(self.g, &self.order);
         let count = cfg.n_tensors.unwrap_or(self.candidates.len());
-        let plans: Vec<SwapPlan<'_>> = self
+        let mut plans: Vec<SwapPlan<'_>> = self
             .candidates
             .iter()
             .take(count)
             .map(|candidate| {
                 let groups = select::group_consumers(&candidate.consumers, &self.order, cfg);
-                let swap_ins = groups
-                    .into_iter()
-                    .map(|consumers| {
-                        let control = search.find(cfg, candidate.producer, consumers[0]);
-                        SwapInPlan { consumers, control }
-                    })
-                    .collect();
+                let swap_ins = groups.into_iter().map(|consumers| SwapInPlan { consumers, control: None }).collect();
                 SwapPlan { candidate, swap_ins }
             })
             .collect();
-        Ok(splice::splice(self.g, &self.order, &plans))
+        let queue = match cfg.trigger {
+            SwapInTrigger::Count => {
+                let mut search = ControlSearch::new(self.g, &self.order);
+                let mut queue = Vec::new();
+                for (i, plan) in plans.iter_mut().enumerate() {
+                    for (j, swap_in) in plan.swap_ins.iter_mut().enumerate() {
+                        swap_in.control = search.find(cfg, plan.candidate.producer, swap_in.consumers[0]);
+                        queue.push((i, j));
+                    }
+                }
+                queue
+            }
+            SwapInTrigger::Time => timed::place(self.g, &self.order, &cfg.profile, &mut plans),
+        };
+        Ok(splice::splice(self.g, &self.order, &plans, &queue))
     }
 }

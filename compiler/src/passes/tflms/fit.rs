@@ -5,7 +5,8 @@
 //! A plan fits when its simulated device peak is within the device budget
 //! and its host peak within the host budget. The search varies only the
 //! knobs the user left unset ([`FreeKnobs`]): `n_tensors` over 1..=all and
-//! `lb` over 1..=[`MAX_LB`]; the others stay as given. It wants the fewest
+//! `lb` over 1..=[`MAX_LB`] (with the count trigger; the time trigger has
+//! no `lb`); the others stay as given. It wants the fewest
 //! swapped bytes, then the largest `lb` (the earliest swap-ins, which hide
 //! transfers best). Swapped bytes grow with `n_tensors` (tensors are taken
 //! in a fixed order), so that is the smallest `n_tensors` that fits with any
@@ -16,7 +17,7 @@
 //! the device peak does rise with more swaps, the plan returned still fits,
 //! but a smaller one might too.)
 
-use super::{Analysis, TflmsConfig, TflmsReport};
+use super::{Analysis, SwapInTrigger, TflmsConfig, TflmsReport};
 use crate::analysis::{memory, order};
 use crate::error::{Error, Result};
 use crate::ir::Graph;
@@ -80,7 +81,9 @@ pub fn fit(g: &Graph, cfg: &TflmsConfig, free: FreeKnobs, budget_bytes: u64, hos
     let mut search =
         Search { analysis: Analysis::new(g, cfg)?, base: cfg, budgets, tried: HashMap::new(), closest: before.clone() };
     let total = search.analysis.candidates.len();
-    let lbs: Vec<u32> = if free.lb { (1..=MAX_LB).collect() } else { vec![cfg.lb] };
+    // The time trigger does not use lb: one value is enough.
+    let lbs: Vec<u32> =
+        if free.lb && cfg.trigger == SwapInTrigger::Count { (1..=MAX_LB).collect() } else { vec![cfg.lb] };
     let mut fitting: Vec<(usize, u32)> = Vec::new();
     for &lb in &lbs {
         let n =

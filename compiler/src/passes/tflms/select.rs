@@ -16,7 +16,7 @@ pub(super) struct Candidate {
     pub consumers: Vec<NodeId>,
 }
 
-/// Every tensor that qualifies under `cfg`, in breadth-first order from the
+/// Every tensor that qualifies under `cfg` (of at least `min_bytes`), in breadth-first order from the
 /// start ops (within one depth, in schedule order of the producers; a
 /// producer's outputs in slot order).
 pub(super) fn candidates(g: &Graph, order: &Order, cfg: &TflmsConfig) -> Result<Vec<Candidate>> {
@@ -31,7 +31,8 @@ pub(super) fn candidates(g: &Graph, order: &Order, cfg: &TflmsConfig) -> Result<
             continue;
         }
         for &tensor in &node.outputs {
-            if !g.tensor(tensor).ty.dtype.is_float() || is_output[tensor.index()] {
+            let ty = &g.tensor(tensor).ty;
+            if !ty.dtype.is_float() || ty.bytes() < cfg.min_bytes || is_output[tensor.index()] {
                 continue;
             }
             let mut consumers: Vec<NodeId> =

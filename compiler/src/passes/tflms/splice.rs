@@ -15,7 +15,14 @@ use std::collections::HashSet;
 pub const PASS: &str = "tflms";
 
 /// The patch that splices the swaps of `plans` into `g`, and its report.
-pub(super) fn splice(g: &Graph, order: &Order, plans: &[SwapPlan<'_>]) -> (Patch, TflmsReport) {
+/// `queue` lists every swap-in once, as (plan, swap-in) indices, in the
+/// order they are added: at one anchor, the order they run in.
+pub(super) fn splice(
+    g: &Graph,
+    order: &Order,
+    plans: &[SwapPlan<'_>],
+    queue: &[(usize, usize)],
+) -> (Patch, TflmsReport) {
     let names = Names::new(g, plans);
     let mut patch = Patch::new(PASS);
     let swap_outs: Vec<NewNode> = plans
@@ -30,30 +37,32 @@ pub(super) fn splice(g: &Graph, order: &Order, plans: &[SwapPlan<'_>]) -> (Patch
             patch.add_node(node, vec![Some(TensorRef::Existing(tensor))], outputs, Position::After(producer))
         })
         .collect();
-    for (i, plan) in plans.iter().enumerate() {
-        let (tensor, producer) = (plan.candidate.tensor, plan.candidate.producer);
-        let mut swap_ins = Vec::with_capacity(plan.swap_ins.len());
-        for (j, swap_in) in plan.swap_ins.iter().enumerate() {
-            let position = match swap_in.control {
-                Some(c) if order.position(c) > order.position(producer) => Position::After(c),
-                Some(_) => Position::After(producer),
-                None => Position::Before(swap_in.consumers[0]),
-            };
-            let name = &names.swap_ins[i][j];
-            let node = swap_op(name, SWAP_IN_OP, g.node(swap_in.consumers[0]).phase);
-            let outputs = vec![(name.clone(), g.tensor(tensor).ty.clone())];
-            let new = patch.add_node(node, vec![Some(TensorRef::New(swap_outs[i], 0))], outputs, position);
-            if let Some(c) = swap_in.control {
-                patch.add_control_edge(NodeRef::Existing(c), NodeRef::New(new));
-            }
-            for &consumer in &swap_in.consumers {
-                for (slot, _) in g.node(consumer).inputs.iter().enumerate().filter(|(_, t)| **t == Some(tensor)) {
-                    patch.rewire(consumer, slot, TensorRef::New(new, 0));
-                }
-            }
-            swap_ins.push((new, swap_in.control));
+    let mut swap_ins: Vec<Vec<Option<NewNode>>> = plans.iter().map(|p| vec![None; p.swap_ins.len()]).collect();
+    for &(i, j) in queue {
+        let (tensor, producer) = (plans[i].candidate.tensor, plans[i].candidate.producer);
+        let swap_in = &plans[i].swap_ins[j];
+        let position = match swap_in.control {
+            Some(c) if order.position(c) > order.position(producer) => Position::After(c),
+            Some(_) => Position::After(producer),
+            None => Position::Before(swap_in.consumers[0]),
+        };
+        let name = &names.swap_ins[i][j];
+        let node = swap_op(name, SWAP_IN_OP, g.node(swap_in.consumers[0]).phase);
+        let outputs = vec![(name.clone(), g.tensor(tensor).ty.clone())];
+        let new = patch.add_node(node, vec![Some(TensorRef::New(swap_outs[i], 0))], outputs, position);
+        if let Some(c) = swap_in.control {
+            patch.add_control_edge(NodeRef::Existing(c), NodeRef::New(new));
         }
-        patch.record_swap(tensor, swap_outs[i], swap_ins);
+        for &consumer in &swap_in.consumers {
+            for (slot, _) in g.node(consumer).inputs.iter().enumerate().filter(|(_, t)| **t == Some(tensor)) {
+                patch.rewire(consumer, slot, TensorRef::New(new, 0));
+            }
+        }
+        swap_ins[i][j] = Some(new);
+    }
+    for (i, plan) in plans.iter().enumerate() {
+        let added = plan.swap_ins.iter().zip(&swap_ins[i]).map(|(s, new)| (new.expect("queued"), s.control)).collect();
+        patch.record_swap(plan.candidate.tensor, swap_outs[i], added);
     }
     (patch, report(g, order, plans, &names))
 }

@@ -1,10 +1,13 @@
 //! Unit tests of the TFLMS pass on a hand-built training graph.
 
-use super::{fit, rewrite, CtrldStrategy, FreeKnobs, TflmsConfig, TflmsReport, Trigger};
+use super::{fit, rewrite, CtrldStrategy, FreeKnobs, SwapInTrigger, TflmsConfig, TflmsReport, Trigger};
+use crate::analysis::profile::{DeviceProfile, DEFAULT_PROFILE};
+use crate::analysis::timeline::{self, Timeline};
 use crate::analysis::{memory, order};
 use crate::emit::text::to_text;
 use crate::error::Error;
 use crate::ir::{Attrs, DType, Device, Graph, Node, NodeId, Phase, TensorId, TensorType, SWAP_IN_OP, SWAP_OUT_OP};
+use crate::shape::cost::{Engine, Work};
 
 /// Builds graphs whose nodes each make one f32[4] tensor named like the node.
 struct Builder {
@@ -430,4 +433,109 @@ fn fit_never_changes_a_knob_the_user_set() {
             .plan
             .expect("rewritten");
     assert_eq!(plan.config.n_tensors, Some(usize::MAX));
+}
+
+/// The default profile with a host link of `link` bytes/s each way and no
+/// launch latency: kernels take their bytes over the memory bandwidth.
+fn profile_with_link(link: f64) -> DeviceProfile {
+    let mut p = DeviceProfile::load(DEFAULT_PROFILE).unwrap();
+    (p.host_to_device_bytes_per_second, p.device_to_host_bytes_per_second, p.launch_seconds) = (link, link, 0.0);
+    p.memory_bytes_per_second = 1e9;
+    p
+}
+
+/// The time-triggered rewrite of the training graph on `profile`, and its
+/// predicted timeline.
+fn timed(profile: &DeviceProfile, edit: impl FnOnce(&mut TflmsConfig)) -> (Graph, TflmsReport, Timeline) {
+    let mut cfg = TflmsConfig { trigger: SwapInTrigger::Time, profile: profile.clone(), ..TflmsConfig::default() };
+    edit(&mut cfg);
+    let (g, report) = rewritten(&cfg);
+    let t = timeline::simulate(&g, g.schedule(), profile);
+    (g, report, t)
+}
+
+#[test]
+fn time_trigger_is_the_latest_op_that_lets_the_transfer_finish_in_time() {
+    // A link much faster than the kernels: no transfer needs to wait.
+    let profile = profile_with_link(1e12);
+    let (g, report, t) = timed(&profile, |_| {});
+    assert_eq!(t.stall_seconds, 0.0, "every swap-in ends before its consumer starts");
+    // Independently: on the input graph's timeline, the last kernel from the
+    // producer on whose end plus the transfer is at most the consumer's start.
+    let input = training_graph();
+    let before = timeline::simulate(&input, &order::schedule(&input).unwrap(), &profile);
+    let at = |name: &str| before.events.iter().find(|e| input.node(e.node).name == name).expect("a kernel");
+    let copy = crate::analysis::cost::CostModel::new(&profile).seconds(&Work {
+        flops: 0,
+        bytes_read: 16,
+        bytes_written: 16,
+        engine: Engine::HostToDevice,
+    });
+    for tensor in &report.tensors {
+        let producer =
+            before.events.iter().position(|e| input.node(e.node).outputs[0] == tensor_id(&input, &tensor.tensor));
+        for swap_in in &tensor.swap_ins {
+            let deadline = at(&swap_in.consumers[0]).start - copy;
+            let expected = before.events[producer.expect("the producer runs")..]
+                .iter()
+                .take_while(|e| e.end <= deadline)
+                .last()
+                .map(|e| input.node(e.node).name.clone());
+            assert_eq!(swap_in.trigger, after(&expected.expect("an op ends in time")), "{}", swap_in.node);
+        }
+    }
+    // The control edges keep each swap-in after its swap-out (the rewrite's
+    // schedule is topological, checked by `rewritten`).
+    let pos = scheduled_at(&g);
+    assert!(pos("l1/mm/swap_out") < pos("l1/mm/swap_in"));
+}
+
+fn tensor_id(g: &Graph, name: &str) -> TensorId {
+    g.tensors().find(|(_, t)| t.name == name).map(|(id, _)| id).expect("tensor exists")
+}
+
+#[test]
+fn a_slow_link_triggers_earlier_and_never_stalls_more_than_the_count_rule() {
+    let fast = timed(&profile_with_link(1e12), |_| {}).1;
+    for link in [1e9, 1e8, 1e7] {
+        let profile = profile_with_link(link);
+        let (g, report, t) = timed(&profile, |_| {});
+        let pos = scheduled_at(&g);
+        for (slow, fast) in report.tensors.iter().zip(&fast.tensors) {
+            for (a, b) in slow.swap_ins.iter().zip(&fast.swap_ins) {
+                assert!(pos(&a.node) <= pos(&b.node), "link {link}: {} later than on a fast link", a.node);
+            }
+        }
+        for lb in 1..=4 {
+            for strategy in [CtrldStrategy::ChainRule, CtrldStrategy::DirectOrder] {
+                let (counted, _) = rewritten(&TflmsConfig { lb, ctrld_strategy: strategy, ..TflmsConfig::default() });
+                let stall = timeline::simulate(&counted, counted.schedule(), &profile).stall_seconds;
+                assert!(t.stall_seconds <= stall, "link {link}, lb {lb}: time {} > count {stall}", t.stall_seconds);
+            }
+        }
+    }
+}
+
+#[test]
+fn without_overlap_the_swap_in_follows_the_last_kernel_before_its_consumer() {
+    let profile = DeviceProfile::load("cpu").unwrap();
+    let (_, report, _) = timed(&profile, |_| {});
+    assert_eq!(triggers(&report, "l1/mm"), [after("l2/grad"), after("l1/relu/grad")]);
+    assert_eq!(triggers(&report, "l3/add"), [after("loss")]);
+}
+
+#[test]
+fn min_bytes_skips_small_tensors() {
+    assert_eq!(swapped_with(|c| c.min_bytes = 16).len(), 4);
+    assert!(swapped_with(|c| c.min_bytes = 17).is_empty());
+}
+
+#[test]
+fn fit_with_the_time_trigger_chooses_only_n_tensors() {
+    let g = training_graph();
+    let budget = peaks_with(&g, 2, 1).0;
+    let cfg = TflmsConfig { trigger: SwapInTrigger::Time, lb: 3, ..TflmsConfig::default() };
+    let plan = fit(&g, &cfg, FreeKnobs::ALL, budget, u64::MAX).expect("fits").plan.expect("rewritten");
+    assert_eq!(plan.config.lb, 3, "lb is not searched");
+    assert!(plan.report.tensors.iter().all(|t| t.swap_ins.iter().all(|s| s.trigger != Trigger::Consumer)));
 }

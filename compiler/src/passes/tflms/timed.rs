@@ -1,0 +1,292 @@
+//! The time trigger: each swap-in's control op from the predicted timeline
+//! of a device profile (Capuchin §4.4, the in-trigger), instead of TFLMS's
+//! op counts.
+//!
+//! The timeline is the one `analysis::timeline` predicts for the rewritten
+//! graph: kernels run back to back on the compute stream in schedule order,
+//! swap-outs queue on the device-to-host stream right after their producers,
+//! and swap-ins queue on the host-to-device stream in schedule order, each
+//! starting when its control op has ended, its swap-out has ended and the
+//! swap-ins before it are done. The swap-ins are queued in the order of
+//! their first consumers (earliest deadline first), so their control ops
+//! never go back in the schedule.
+//!
+//! Two passes over that queue:
+//! 1. **Latest start** (backwards): a swap-in must end before its consumer
+//!    starts and before the next swap-in in the queue must start, so it
+//!    must start by `min(consumer start, next latest start) − transfer`.
+//! 2. **Control op** (forwards): the latest op between the swapped tensor's
+//!    producer (inclusive) and the consumer whose end is at most that latest
+//!    start — or, when the swap-in cannot start by then because its
+//!    swap-out or the queue is later, at most the time it can start. Stalls
+//!    this predicts delay the compute stream after the consumer, and the
+//!    later swap-ins' deadlines with it.
+//!
+//! The control op lies before the consumer in the schedule and at or after
+//! the producer, so the rewritten schedule stays topological: the swap-in
+//! still follows its swap-out and no cycle appears (the pass manager checks
+//! both). With a profile whose copies run in line with compute (the CPU
+//! backend) nothing overlaps, so the control op is the last op before the
+//! consumer: the swap-in holds device memory for the shortest time.
+
+use super::{Order, SwapPlan};
+use crate::analysis::cost::CostModel;
+use crate::analysis::profile::DeviceProfile;
+use crate::ir::Graph;
+use crate::shape::cost::{Engine, Work};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// Sets the control op of every swap-in of `plans` by the predicted
+/// timeline on `profile`, and returns the order the swap-ins join the
+/// host-to-device queue: (plan, swap-in) pairs by first consumer.
+pub(super) fn place(
+    g: &Graph,
+    order: &Order,
+    profile: &DeviceProfile,
+    plans: &mut [SwapPlan<'_>],
+) -> Vec<(usize, usize)> {
+    let model = CostModel::new(profile);
+    let clock = Clock::new(g, order, &model);
+    let swap_out_end = swap_out_ends(g, plans, order, &clock, &model);
+    let mut queue: Vec<Queued> = plans
+        .iter()
+        .enumerate()
+        .flat_map(|(i, plan)| {
+            let swap_out_end = &swap_out_end;
+            plan.swap_ins.iter().enumerate().map(move |(j, swap_in)| Queued {
+                plan: (i, j),
+                producer: order.position(plan.candidate.producer),
+                consumer: order.position(swap_in.consumers[0]),
+                released: swap_out_end[i],
+                seconds: copy_seconds(&model, g.tensor(plan.candidate.tensor).ty.bytes(), Engine::HostToDevice),
+            })
+        })
+        .collect();
+    queue.sort_by_key(|q| (q.consumer, q.plan));
+    let controls: Vec<Option<usize>> = if profile.copies_overlap_compute {
+        // By consumer, or as soon as released when that predicts less stall.
+        let by_consumer = overlapped(&queue.iter().collect::<Vec<_>>(), &clock, order.schedule.len());
+        let eager_queue = as_released(&queue);
+        let eager =
+            overlapped(&eager_queue.iter().map(|&k| &queue[k]).collect::<Vec<_>>(), &clock, order.schedule.len());
+        if eager.stall < by_consumer.stall {
+            let mut slots: Vec<Option<Queued>> = queue.into_iter().map(Some).collect();
+            queue = eager_queue.into_iter().map(|k| slots[k].take().expect("queued once")).collect();
+            eager.controls
+        } else {
+            by_consumer.controls
+        }
+    } else {
+        queue.iter().map(|q| clock.last_kernel(q.producer, q.consumer)).collect()
+    };
+    for (q, control) in queue.iter().zip(controls) {
+        plans[q.plan.0].swap_ins[q.plan.1].control = control.map(|p| order.schedule[p]);
+    }
+    queue.into_iter().map(|q| q.plan).collect()
+}
+
+/// A swap-in in the host-to-device queue.
+struct Queued {
+    /// (plan, swap-in) indices.
+    plan: (usize, usize),
+    /// Schedule positions of the swapped tensor's producer and of the
+    /// swap-in's first consumer.
+    producer: usize,
+    consumer: usize,
+    /// When its swap-out ends: it cannot start before.
+    released: f64,
+    /// Transfer time.
+    seconds: f64,
+}
+
+/// The queue (indices into `queue`, which is sorted by consumer) that never
+/// idles while a swap-out has ended: whenever the stream is free, the
+/// swap-in with the earliest consumer among those whose swap-out has ended.
+fn as_released(queue: &[Queued]) -> Vec<usize> {
+    let mut by_release: Vec<usize> = (0..queue.len()).collect();
+    by_release.sort_by(|&a, &b| queue[a].released.total_cmp(&queue[b].released).then(a.cmp(&b)));
+    let mut ready = BinaryHeap::new();
+    let (mut next, mut free) = (0, 0.0f64);
+    let mut picked = Vec::with_capacity(queue.len());
+    while picked.len() < queue.len() {
+        if ready.is_empty() {
+            free = free.max(queue[by_release[next]].released);
+        }
+        while next < by_release.len() && queue[by_release[next]].released <= free {
+            ready.push(Reverse(by_release[next]));
+            next += 1;
+        }
+        let Reverse(k) = ready.pop().expect("one is released");
+        free = free.max(queue[k].released) + queue[k].seconds;
+        picked.push(k);
+    }
+    picked
+}
+
+/// The control ops of a queue and the stall they predict.
+struct Placed {
+    /// Schedule position of each swap-in's control op, in queue order.
+    controls: Vec<Option<usize>>,
+    /// Total predicted stall, seconds.
+    stall: f64,
+}
+
+/// The control op (schedule position) of each swap-in of `queue` (in queue
+/// order) when copies overlap compute, by the two passes of the module doc;
+/// `positions`: the schedule's length.
+fn overlapped(queue: &[&Queued], clock: &Clock, positions: usize) -> Placed {
+    // Pass 1: the latest start of each swap-in, and the first consumer of
+    // those queued after it (its control op must come before).
+    let mut latest = vec![0.0f64; queue.len()];
+    let mut before = vec![0usize; queue.len()];
+    let (mut next_start, mut next_consumer) = (f64::INFINITY, usize::MAX);
+    for (k, q) in queue.iter().enumerate().rev() {
+        next_start = clock.start(q.consumer).min(next_start) - q.seconds;
+        next_consumer = next_consumer.min(q.consumer);
+        (latest[k], before[k]) = (next_start, next_consumer);
+    }
+    // Pass 2: control ops, front to back, with the stalls they cause.
+    let mut stalls = Stalls::new(positions);
+    let (mut queue_free, mut first_allowed) = (0.0f64, 0usize);
+    let mut controls = Vec::with_capacity(queue.len());
+    for (k, q) in queue.iter().enumerate() {
+        let shift = stalls.through(q.consumer);
+        let ready = q.released.max(queue_free);
+        let by = (latest[k] + shift).max(ready);
+        let (lo, hi) = (q.producer.max(first_allowed), before[k]);
+        let control = clock.last_kernel_ending_by(lo, hi, by, &stalls).or_else(|| clock.first_kernel(lo, hi));
+        let start = match control {
+            Some(c) => ready.max(clock.end(c) + stalls.through(c)),
+            None => ready,
+        };
+        queue_free = start + q.seconds;
+        stalls.add(q.consumer, queue_free - clock.start(q.consumer));
+        // Later swap-ins queue behind this one: their control ops come no
+        // earlier (after the consumer itself when this one has none).
+        first_allowed = control.unwrap_or(q.consumer).max(first_allowed);
+        controls.push(control);
+    }
+    Placed { controls, stall: stalls.through(positions.saturating_sub(1)) }
+}
+
+/// Seconds to copy `bytes` one way on the profile's host link.
+fn copy_seconds(model: &CostModel<'_>, bytes: u64, engine: Engine) -> f64 {
+    model.seconds(&Work { flops: 0, bytes_read: bytes, bytes_written: bytes, engine })
+}
+
+/// When each plan's swap-out ends: the device-to-host queue in schedule
+/// order (by producer, then plan order), each starting when its producer
+/// ends.
+fn swap_out_ends(g: &Graph, plans: &[SwapPlan<'_>], order: &Order, clock: &Clock, model: &CostModel<'_>) -> Vec<f64> {
+    let mut by_producer: Vec<usize> = (0..plans.len()).collect();
+    by_producer.sort_by_key(|&i| (order.position(plans[i].candidate.producer), i));
+    let mut ends = vec![0.0; plans.len()];
+    let mut free = 0.0f64;
+    for i in by_producer {
+        let candidate = plans[i].candidate;
+        let bytes = g.tensor(candidate.tensor).ty.bytes();
+        free =
+            free.max(clock.end(order.position(candidate.producer))) + copy_seconds(model, bytes, Engine::DeviceToHost);
+        ends[i] = free;
+    }
+    ends
+}
+
+/// The input graph's compute stream without stalls: when each schedule
+/// position's op starts and ends, and which positions run a kernel.
+struct Clock {
+    /// `before[p]`: kernel seconds of the positions before `p`.
+    before: Vec<f64>,
+    /// Positions that run a kernel, ascending.
+    kernels: Vec<usize>,
+}
+
+impl Clock {
+    fn new(g: &Graph, order: &Order, model: &CostModel<'_>) -> Clock {
+        let mut before = Vec::with_capacity(order.schedule.len() + 1);
+        let mut kernels = Vec::new();
+        let mut now = 0.0;
+        before.push(now);
+        for (p, &id) in order.schedule.iter().enumerate() {
+            let cost = model.cost(g, id);
+            if !g.node(id).parameterized && matches!(cost.engine, Engine::Matrix | Engine::Vector) {
+                kernels.push(p);
+                now += cost.seconds;
+            }
+            before.push(now);
+        }
+        Clock { before, kernels }
+    }
+
+    /// When the op at position `p` starts (or would, for a view).
+    fn start(&self, p: usize) -> f64 {
+        self.before[p]
+    }
+
+    /// When the op at position `p` ends.
+    fn end(&self, p: usize) -> f64 {
+        self.before[p + 1]
+    }
+
+    /// The kernels at positions in `lo..hi`, as a range of `kernels`.
+    fn span(&self, lo: usize, hi: usize) -> std::ops::Range<usize> {
+        let start = self.kernels.partition_point(|&p| p < lo);
+        start..self.kernels.partition_point(|&p| p < hi).max(start)
+    }
+
+    fn first_kernel(&self, lo: usize, hi: usize) -> Option<usize> {
+        let span = self.span(lo, hi);
+        (!span.is_empty()).then(|| self.kernels[span.start])
+    }
+
+    fn last_kernel(&self, lo: usize, hi: usize) -> Option<usize> {
+        let span = self.span(lo, hi);
+        (!span.is_empty()).then(|| self.kernels[span.end - 1])
+    }
+
+    /// The last kernel at a position in `lo..hi` that ends by `by` once
+    /// `stalls` delay it. Ends only grow along the schedule, so a binary
+    /// search finds it.
+    fn last_kernel_ending_by(&self, lo: usize, hi: usize, by: f64, stalls: &Stalls) -> Option<usize> {
+        let span = self.span(lo, hi);
+        let kernels = &self.kernels[span];
+        let n = kernels.partition_point(|&p| self.end(p) + stalls.through(p) <= by);
+        n.checked_sub(1).map(|k| kernels[k])
+    }
+}
+
+/// Predicted delays of the compute stream. A consumer starts when its
+/// swap-ins have ended, and every later kernel moves with it, so the delay
+/// at a position is the largest lateness (swap-in end − undelayed start) of
+/// the consumers at or before it: a prefix maximum (a Fenwick tree over
+/// positions).
+struct Stalls {
+    tree: Vec<f64>,
+}
+
+impl Stalls {
+    fn new(positions: usize) -> Stalls {
+        Stalls { tree: vec![0.0; positions + 1] }
+    }
+
+    /// The delay of the op at position `p`.
+    fn through(&self, p: usize) -> f64 {
+        let (mut i, mut delay) = (p + 1, 0.0f64);
+        while i > 0 {
+            delay = delay.max(self.tree[i]);
+            i &= i - 1;
+        }
+        delay
+    }
+
+    /// The consumer at `p` needs a swap-in that ends `late` seconds after its
+    /// undelayed start.
+    fn add(&mut self, p: usize, late: f64) {
+        let mut i = p + 1;
+        while i < self.tree.len() {
+            self.tree[i] = self.tree[i].max(late);
+            i += i & i.wrapping_neg();
+        }
+    }
+}

@@ -34,18 +34,11 @@ use crate::analysis::cost::CostModel;
 use crate::analysis::profile::DeviceProfile;
 use crate::ir::Graph;
 use crate::shape::cost::{Engine, Work};
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 
 /// Sets the control op of every swap-in of `plans` by the predicted
 /// timeline on `profile`, and returns the order the swap-ins join the
 /// host-to-device queue: (plan, swap-in) pairs by first consumer.
-pub(super) fn place(
-    g: &Graph,
-    order: &Order,
-    profile: &DeviceProfile,
-    plans: &mut [SwapPlan<'_>],
-) -> Vec<(usize, usize)> {
+pub(super) fn place(g: &Graph, order: &Order, profile: &DeviceProfile, plans: &mut [SwapPlan<'_>]) -> Vec<(usize, usize)> {
     let model = CostModel::new(profile);
     let clock = Clock::new(g, order, &model);
     let swap_out_end = swap_out_ends(g, plans, order, &clock, &model);
@@ -65,18 +58,7 @@ pub(super) fn place(
         .collect();
     queue.sort_by_key(|q| (q.consumer, q.plan));
     let controls: Vec<Option<usize>> = if profile.copies_overlap_compute {
-        // By consumer, or as soon as released when that predicts less stall.
-        let by_consumer = overlapped(&queue.iter().collect::<Vec<_>>(), &clock, order.schedule.len());
-        let eager_queue = as_released(&queue);
-        let eager =
-            overlapped(&eager_queue.iter().map(|&k| &queue[k]).collect::<Vec<_>>(), &clock, order.schedule.len());
-        if eager.stall < by_consumer.stall {
-            let mut slots: Vec<Option<Queued>> = queue.into_iter().map(Some).collect();
-            queue = eager_queue.into_iter().map(|k| slots[k].take().expect("queued once")).collect();
-            eager.controls
-        } else {
-            by_consumer.controls
-        }
+        overlapped(&queue, &clock, order.schedule.len())
     } else {
         queue.iter().map(|q| clock.last_kernel(q.producer, q.consumer)).collect()
     };
@@ -100,51 +82,16 @@ struct Queued {
     seconds: f64,
 }
 
-/// The queue (indices into `queue`, which is sorted by consumer) that never
-/// idles while a swap-out has ended: whenever the stream is free, the
-/// swap-in with the earliest consumer among those whose swap-out has ended.
-fn as_released(queue: &[Queued]) -> Vec<usize> {
-    let mut by_release: Vec<usize> = (0..queue.len()).collect();
-    by_release.sort_by(|&a, &b| queue[a].released.total_cmp(&queue[b].released).then(a.cmp(&b)));
-    let mut ready = BinaryHeap::new();
-    let (mut next, mut free) = (0, 0.0f64);
-    let mut picked = Vec::with_capacity(queue.len());
-    while picked.len() < queue.len() {
-        if ready.is_empty() {
-            free = free.max(queue[by_release[next]].released);
-        }
-        while next < by_release.len() && queue[by_release[next]].released <= free {
-            ready.push(Reverse(by_release[next]));
-            next += 1;
-        }
-        let Reverse(k) = ready.pop().expect("one is released");
-        free = free.max(queue[k].released) + queue[k].seconds;
-        picked.push(k);
-    }
-    picked
-}
-
-/// The control ops of a queue and the stall they predict.
-struct Placed {
-    /// Schedule position of each swap-in's control op, in queue order.
-    controls: Vec<Option<usize>>,
-    /// Total predicted stall, seconds.
-    stall: f64,
-}
-
 /// The control op (schedule position) of each swap-in of `queue` (in queue
 /// order) when copies overlap compute, by the two passes of the module doc;
 /// `positions`: the schedule's length.
-fn overlapped(queue: &[&Queued], clock: &Clock, positions: usize) -> Placed {
-    // Pass 1: the latest start of each swap-in, and the first consumer of
-    // those queued after it (its control op must come before).
+fn overlapped(queue: &[Queued], clock: &Clock, positions: usize) -> Vec<Option<usize>> {
+    // Pass 1: the latest start of each swap-in.
     let mut latest = vec![0.0f64; queue.len()];
-    let mut before = vec![0usize; queue.len()];
-    let (mut next_start, mut next_consumer) = (f64::INFINITY, usize::MAX);
+    let mut next_start = f64::INFINITY;
     for (k, q) in queue.iter().enumerate().rev() {
         next_start = clock.start(q.consumer).min(next_start) - q.seconds;
-        next_consumer = next_consumer.min(q.consumer);
-        (latest[k], before[k]) = (next_start, next_consumer);
+        latest[k] = next_start;
     }
     // Pass 2: control ops, front to back, with the stalls they cause.
     let mut stalls = Stalls::new(positions);
@@ -154,8 +101,9 @@ fn overlapped(queue: &[&Queued], clock: &Clock, positions: usize) -> Placed {
         let shift = stalls.through(q.consumer);
         let ready = q.released.max(queue_free);
         let by = (latest[k] + shift).max(ready);
-        let (lo, hi) = (q.producer.max(first_allowed), before[k]);
-        let control = clock.last_kernel_ending_by(lo, hi, by, &stalls).or_else(|| clock.first_kernel(lo, hi));
+        let lo = q.producer.max(first_allowed);
+        let control =
+            clock.last_kernel_ending_by(lo, q.consumer, by, &stalls).or_else(|| clock.first_kernel(lo, q.consumer));
         let start = match control {
             Some(c) => ready.max(clock.end(c) + stalls.through(c)),
             None => ready,
@@ -164,10 +112,10 @@ fn overlapped(queue: &[&Queued], clock: &Clock, positions: usize) -> Placed {
         stalls.add(q.consumer, queue_free - clock.start(q.consumer));
         // Later swap-ins queue behind this one: their control ops come no
         // earlier (after the consumer itself when this one has none).
-        first_allowed = control.unwrap_or(q.consumer).max(first_allowed);
+        first_allowed = control.unwrap_or(q.consumer);
         controls.push(control);
     }
-    Placed { controls, stall: stalls.through(positions.saturating_sub(1)) }
+    controls
 }
 
 /// Seconds to copy `bytes` one way on the profile's host link.
@@ -186,8 +134,7 @@ fn swap_out_ends(g: &Graph, plans: &[SwapPlan<'_>], order: &Order, clock: &Clock
     for i in by_producer {
         let candidate = plans[i].candidate;
         let bytes = g.tensor(candidate.tensor).ty.bytes();
-        free =
-            free.max(clock.end(order.position(candidate.producer))) + copy_seconds(model, bytes, Engine::DeviceToHost);
+        free = free.max(clock.end(order.position(candidate.producer))) + copy_seconds(model, bytes, Engine::DeviceToHost);
         ends[i] = free;
     }
     ends

@@ -6,7 +6,8 @@
 use lms_compiler::analysis::{memory, order};
 use lms_compiler::frontend::{self, FrontendOptions};
 use lms_compiler::ir::{Action, Graph, Phase, SWAP_OUT_OP};
-use lms_compiler::passes::tflms::{self, TflmsConfig};
+use lms_compiler::analysis::profile::DeviceProfile;
+use lms_compiler::passes::tflms::{self, SwapInTrigger, TflmsConfig};
 use lms_compiler::train::{self, Loss, Optimizer, TrainOptions};
 use lms_runtime::{CpuBackend, Program, RunOptions, RuntimeError, Session};
 use lms_tests::training::serialized;
@@ -104,5 +105,28 @@ fn default_rewrite_swaps_every_forward_to_backward_tensor_of_resnet50_and_vgg19(
         println!("{name}: {} tensors swapped, {} ops added", report.tensors.len(), report.ops_added);
         assert_eq!(report.tensors.len(), expected, "{name}: swapped tensors");
         assert_eq!(forward_to_backward_tensors(&rewritten), 0, "{name}: forward tensors still read by backward ops");
+    }
+}
+
+/// A time-triggered rewrite (on the default GPU profile, and on the CPU
+/// profile whose swap-ins follow the last op before their consumer) trains
+/// bit for bit like the original, with the simulated peaks.
+#[test]
+fn time_triggered_rewrites_train_bit_for_bit() {
+    for (name, path) in [("cnn_residual", fixture("models/cnn_residual.onnx")), ("tiny_gpt", fixture("models/tiny_gpt.onnx"))]
+    {
+        let original = training_graph(&path, 4);
+        let (losses_a, vars_a, _, _) = train_bits(&original);
+        for profile in ["h100-sxm", "cpu"] {
+            let profile = DeviceProfile::load(profile).unwrap();
+            let cfg = TflmsConfig { trigger: SwapInTrigger::Time, profile, ..TflmsConfig::default() };
+            let (rewritten, report) = tflms::rewrite(&original, &cfg).unwrap();
+            assert!(report.swap_ins_without_control < report.tensors.len(), "{name}: triggers were placed");
+            let (losses_b, vars_b, peak_b, host_b) = train_bits(&rewritten);
+            assert_eq!(losses_a, losses_b, "{name}: losses differ after the time-triggered rewrite");
+            assert_eq!(vars_a, vars_b, "{name}: parameters differ after the time-triggered rewrite");
+            let sim = memory::simulate(&rewritten, &order::schedule(&rewritten).unwrap());
+            assert_eq!((peak_b, host_b), (sim.peak_bytes, sim.host_peak_bytes), "{name}: runtime vs simulated peaks");
+        }
     }
 }

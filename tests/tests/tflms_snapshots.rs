@@ -6,7 +6,7 @@
 use lms_compiler::analysis::{memory, order};
 use lms_compiler::emit::{serialize, text};
 use lms_compiler::ir::Graph;
-use lms_compiler::passes::tflms::{self, CtrldStrategy, TflmsConfig};
+use lms_compiler::passes::tflms::{self, CtrldStrategy, SwapInTrigger, TflmsConfig};
 use lms_proto::Message;
 use lms_tests::training::{sgd_graph, tflms_knobs};
 
@@ -26,6 +26,7 @@ fn knobs() -> Vec<(&'static str, TflmsConfig)> {
             TflmsConfig { lb: 3, ctrld_strategy: CtrldStrategy::DirectOrder, ..TflmsConfig::default() },
         ),
         ("excl_types", TflmsConfig { excl_types: vec!["Relu".into(), "Add".into()], ..TflmsConfig::default() }),
+        ("trigger_time", TflmsConfig { trigger: SwapInTrigger::Time, ..TflmsConfig::default() }),
     ]);
     knobs
 }

@@ -50,7 +50,8 @@ fn main() {
             t.stall_seconds * 1e3
         );
         best = best.min(seconds);
-        let cfg = TflmsConfig { trigger: SwapInTrigger::Time, profile: profile.clone(), ..TflmsConfig::default() };
+        let cfg =
+            TflmsConfig { trigger: SwapInTrigger::Time, profile: profile.clone().into(), ..TflmsConfig::default() };
         let start = Instant::now();
         let (timed, report) = tflms::rewrite(&graph, &cfg).expect("rewrites");
         let seconds = start.elapsed().as_secs_f64();

@@ -165,7 +165,10 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
         Strategy::None => None,
         Strategy::Tflms(config) => Some(stages::Tflms {
             model: model.clone(),
-            config: TflmsConfig { profile: profile.unwrap_or_else(|| config.profile.clone()), ..config.clone() },
+            config: TflmsConfig {
+                profile: profile.map_or_else(|| config.profile.clone(), Into::into),
+                ..config.clone()
+            },
             free: options.free_knobs,
             budget: options.budget,
             outcome: None,

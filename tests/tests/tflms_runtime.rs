@@ -3,10 +3,10 @@
 //! budget the original does not. On the ResNet-50 and VGG-19 model-zoo
 //! graphs the default rewrite swaps every forward→backward tensor.
 
+use lms_compiler::analysis::profile::DeviceProfile;
 use lms_compiler::analysis::{memory, order};
 use lms_compiler::frontend::{self, FrontendOptions};
 use lms_compiler::ir::{Action, Graph, Phase, SWAP_OUT_OP};
-use lms_compiler::analysis::profile::DeviceProfile;
 use lms_compiler::passes::tflms::{self, SwapInTrigger, TflmsConfig};
 use lms_compiler::train::{self, Loss, Optimizer, TrainOptions};
 use lms_runtime::{CpuBackend, Program, RunOptions, RuntimeError, Session};
@@ -113,13 +113,14 @@ fn default_rewrite_swaps_every_forward_to_backward_tensor_of_resnet50_and_vgg19(
 /// bit for bit like the original, with the simulated peaks.
 #[test]
 fn time_triggered_rewrites_train_bit_for_bit() {
-    for (name, path) in [("cnn_residual", fixture("models/cnn_residual.onnx")), ("tiny_gpt", fixture("models/tiny_gpt.onnx"))]
+    for (name, path) in
+        [("cnn_residual", fixture("models/cnn_residual.onnx")), ("tiny_gpt", fixture("models/tiny_gpt.onnx"))]
     {
         let original = training_graph(&path, 4);
         let (losses_a, vars_a, _, _) = train_bits(&original);
         for profile in ["h100-sxm", "cpu"] {
             let profile = DeviceProfile::load(profile).unwrap();
-            let cfg = TflmsConfig { trigger: SwapInTrigger::Time, profile, ..TflmsConfig::default() };
+            let cfg = TflmsConfig { trigger: SwapInTrigger::Time, profile: profile.into(), ..TflmsConfig::default() };
             let (rewritten, report) = tflms::rewrite(&original, &cfg).unwrap();
             assert!(report.swap_ins_without_control < report.tensors.len(), "{name}: triggers were placed");
             let (losses_b, vars_b, peak_b, host_b) = train_bits(&rewritten);

@@ -13,7 +13,7 @@ use std::path::Path;
 /// Predicted stall and the number of swapped tensors of `g` rewritten by
 /// TFLMS (every forward→backward tensor) with `trigger`, on `profile`.
 fn stall(g: &Graph, trigger: SwapInTrigger, profile: &DeviceProfile) -> (f64, usize) {
-    let cfg = TflmsConfig { trigger, profile: profile.clone(), ..TflmsConfig::default() };
+    let cfg = TflmsConfig { trigger, profile: profile.clone().into(), ..TflmsConfig::default() };
     let (rewritten, report) = tflms::rewrite(g, &cfg).unwrap();
     (timeline::simulate(&rewritten, rewritten.schedule(), profile).stall_seconds, report.tensors.len())
 }
@@ -74,7 +74,19 @@ fn the_plan_records_the_profile_and_simulate_defaults_to_it() {
     profile["host_to_device_bytes_per_second"] = 1e9.into();
     std::fs::write(&file, profile.to_string()).unwrap();
     let from_file = scratch("file.lms");
-    lms_ok(&["compile", model, "--strategy", "tflms", "--trigger", "time", "--device-profile", &file, "-o", &from_file, "-q"]);
+    lms_ok(&[
+        "compile",
+        model,
+        "--strategy",
+        "tflms",
+        "--trigger",
+        "time",
+        "--device-profile",
+        &file,
+        "-o",
+        &from_file,
+        "-q",
+    ]);
     assert_eq!(json(&lms_ok(&["simulate", &from_file, "--json"]))["device_profile"], "slow-link");
     std::fs::remove_file(&file).unwrap();
     let (code, err) = fails(&["simulate", &from_file]);
@@ -111,7 +123,10 @@ fn max_batch_predicts_the_step_on_the_profile() {
     assert_eq!((fast["device_profile"].as_str(), slow["device_profile"].as_str()), (Some("h200"), Some("cpu")));
     for key in ["none", "tflms"] {
         assert_eq!(fast[key]["batch"], slow[key]["batch"], "the profile does not change what fits");
-        let (f, s) = (fast[key]["predicted_step_seconds"].as_f64().unwrap(), slow[key]["predicted_step_seconds"].as_f64().unwrap());
+        let (f, s) = (
+            fast[key]["predicted_step_seconds"].as_f64().unwrap(),
+            slow[key]["predicted_step_seconds"].as_f64().unwrap(),
+        );
         assert!(0.0 < f && f < s, "{key}: h200 {f} s, cpu {s} s");
     }
 }

@@ -65,6 +65,7 @@ use control::ControlSearch;
 use select::Candidate;
 use serde::Serialize;
 use std::fmt;
+use std::sync::Arc;
 
 /// How the control op of a swap-in is chosen (TFLMS §4.3).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -143,7 +144,7 @@ pub struct TflmsConfig {
     /// The device whose predicted timeline places time-triggered swap-ins
     /// (default `h100-sxm`; the plan records its name).
     #[serde(skip)]
-    pub profile: DeviceProfile,
+    pub profile: Arc<DeviceProfile>,
 }
 
 impl Default for TflmsConfig {
@@ -167,7 +168,7 @@ impl Default for TflmsConfig {
             starting_op_names: Vec::new(),
             trigger: SwapInTrigger::Count,
             min_bytes: 0,
-            profile: DeviceProfile::load(DEFAULT_PROFILE).expect("the shipped default profile parses"),
+            profile: Arc::new(DeviceProfile::load(DEFAULT_PROFILE).expect("the shipped default profile parses")),
         }
     }
 }

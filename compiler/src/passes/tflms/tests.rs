@@ -447,7 +447,8 @@ fn profile_with_link(link: f64) -> DeviceProfile {
 /// The time-triggered rewrite of the training graph on `profile`, and its
 /// predicted timeline.
 fn timed(profile: &DeviceProfile, edit: impl FnOnce(&mut TflmsConfig)) -> (Graph, TflmsReport, Timeline) {
-    let mut cfg = TflmsConfig { trigger: SwapInTrigger::Time, profile: profile.clone(), ..TflmsConfig::default() };
+    let mut cfg =
+        TflmsConfig { trigger: SwapInTrigger::Time, profile: profile.clone().into(), ..TflmsConfig::default() };
     edit(&mut cfg);
     let (g, report) = rewritten(&cfg);
     let t = timeline::simulate(&g, g.schedule(), profile);

@@ -38,7 +38,12 @@ use crate::shape::cost::{Engine, Work};
 /// Sets the control op of every swap-in of `plans` by the predicted
 /// timeline on `profile`, and returns the order the swap-ins join the
 /// host-to-device queue: (plan, swap-in) pairs by first consumer.
-pub(super) fn place(g: &Graph, order: &Order, profile: &DeviceProfile, plans: &mut [SwapPlan<'_>]) -> Vec<(usize, usize)> {
+pub(super) fn place(
+    g: &Graph,
+    order: &Order,
+    profile: &DeviceProfile,
+    plans: &mut [SwapPlan<'_>],
+) -> Vec<(usize, usize)> {
     let model = CostModel::new(profile);
     let clock = Clock::new(g, order, &model);
     let swap_out_end = swap_out_ends(g, plans, order, &clock, &model);
@@ -134,7 +139,8 @@ fn swap_out_ends(g: &Graph, plans: &[SwapPlan<'_>], order: &Order, clock: &Clock
     for i in by_producer {
         let candidate = plans[i].candidate;
         let bytes = g.tensor(candidate.tensor).ty.bytes();
-        free = free.max(clock.end(order.position(candidate.producer))) + copy_seconds(model, bytes, Engine::DeviceToHost);
+        free =
+            free.max(clock.end(order.position(candidate.producer))) + copy_seconds(model, bytes, Engine::DeviceToHost);
         ends[i] = free;
     }
     ends

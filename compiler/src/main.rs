@@ -226,7 +226,7 @@ struct CompileArgs {
     /// Skip proving the rewritten graph equivalent to the training graph.
     #[arg(long)]
     no_verify: bool,
-    /// Write the graph's text form after pass PASS (import, autodiff, optimizer, tflms, verify) to FILE.
+    /// Write the graph's text form after pass PASS (import, autodiff, optimizer, split, tflms, verify) to FILE.
     #[arg(long, num_args = 2, value_names = ["PASS", "FILE"])]
     dump_after: Vec<String>,
     /// End the pipeline after pass PASS; the .lms file holds the graph at that point.

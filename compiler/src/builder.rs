@@ -76,6 +76,14 @@ impl Compile {
         self
     }
 
+    /// The device profile the plan is made for (a shipped name or a profile
+    /// file; default `h100-sxm`): recorded in the plan, and the timeline
+    /// that places swap-ins with the time trigger.
+    pub fn device_profile(mut self, name_or_file: &str) -> Compile {
+        self.options.device_profile = name_or_file.to_string();
+        self
+    }
+
     /// The device memory to fit, as `16GiB`, `2200KiB`, or bytes; without a
     /// strategy this selects TFLMS with its default knobs.
     pub fn budget(mut self, size: &str) -> Compile {

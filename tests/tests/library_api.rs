@@ -2,7 +2,7 @@
 //! (`compiler/examples/build-script`), the snapshot-testing helper, and the
 //! provenance written into `.lms` metadata.
 
-use lms_compiler::passes::tflms::{self, TflmsConfig};
+use lms_compiler::passes::tflms::{self, SwapInTrigger, TflmsConfig};
 use lms_compiler::{builder, emit, frontend, Compile};
 use lms_proto::Message;
 use lms_tests::{fixture, lms_bin, repo_root};
@@ -88,6 +88,21 @@ fn builder_budget_selects_tflms_and_bad_sizes_are_errors() {
     assert_eq!((budget.device_bytes, budget.host_bytes, budget.force), (2 << 20, 1 << 30, false));
     let err = Compile::new("m.onnx").budget("lots").options("m.lms").unwrap_err().to_string();
     assert!(err.starts_with("budget: ") && err.contains("'lots'"), "{err}");
+}
+
+/// The builder's device profile lands in the plan and places time-triggered
+/// swap-ins; an unknown one is an error naming it.
+#[test]
+fn builder_device_profile_is_recorded_and_checked() {
+    let out = scratch("profile").join("m.lms");
+    let time = TflmsConfig { trigger: SwapInTrigger::Time, ..TflmsConfig::default() };
+    let model = fixture("models/mlp.onnx");
+    Compile::new(&model).batch(2).tflms(time.clone()).device_profile("a100").write(&out).unwrap();
+    let (graph, _) = emit::serialize::read(&out).unwrap();
+    assert_eq!(graph.plan.device_profile, "a100");
+    assert!(graph.plan.swaps.iter().all(|s| s.swap_ins.iter().all(|i| i.trigger.is_some())));
+    let err = Compile::new(&model).tflms(time).device_profile("a200").write(&out).unwrap_err().to_string();
+    assert!(err.starts_with("unknown device profile 'a200'"), "{err}");
 }
 
 /// The testing helper gives the text form of exactly the rewrite TFLMS makes.

@@ -5,10 +5,12 @@
 
 use crate::analysis::memory;
 use crate::analysis::profile::{DeviceProfile, DEFAULT_PROFILE};
+use crate::analysis::timeline;
 use crate::emit;
 use crate::error::{Error, Result};
 use crate::frontend::{self, FrontendOptions};
 use crate::ir::{Graph, Plan};
+use crate::passes::planner::{self, DecisionReport};
 use crate::passes::split::{SplitReport, SplitRequest};
 use crate::passes::tflms::{FreeKnobs, SwapInTrigger, SwappedTensor, TflmsConfig};
 use crate::pipeline::{self, stages, Context, Pass, PassOptions};
@@ -35,6 +37,9 @@ pub enum Strategy {
     None,
     /// TFLMS swapping with these knobs.
     Tflms(TflmsConfig),
+    /// The budget planner: a swap or a recompute per tensor, chosen by
+    /// extra predicted time per byte (needs a budget).
+    Auto,
 }
 
 /// Everything `lms compile` needs.
@@ -52,7 +57,8 @@ pub struct CompileOptions {
     /// The device profile the plan is made for: a shipped profile's name or
     /// a profile file's path, recorded in the plan as given (`lms simulate`
     /// loads it from there); it places time-triggered swap-ins. Default
-    /// `h100-sxm`; empty for none (time triggers then use the default).
+    /// `h100-sxm`; empty for none (time triggers
+    /// and `auto` then use the default).
     pub device_profile: String,
     /// Ops forced to run in parts (`--split`), before any other rewrite.
     pub split: Vec<SplitRequest>,
@@ -130,6 +136,9 @@ pub struct CompileReport {
     pub chosen_knobs: Vec<String>,
     pub swapped_tensors: usize,
     pub swapped_bytes: u64,
+    /// Tensors the planner (`auto`) recomputes, and their bytes.
+    pub recomputed_tensors: usize,
+    pub recomputed_bytes: u64,
     pub added_ops: usize,
     pub swap_ins_without_control: usize,
     pub peak_device_bytes_before: u64,
@@ -143,6 +152,14 @@ pub struct CompileReport {
     /// Each forced split: the ops run in parts, the tensors split and merged.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub splits: Vec<SplitReport>,
+    /// The planner's (`auto`) decisions, in the order taken: kind, tensor,
+    /// bytes (ΔM), extra_seconds (ΔT) and why.
+    pub decisions: Vec<DecisionReport>,
+    /// With a device profile (always with `auto`): the predicted time of one
+    /// step of the compiled graph, and its ratio to the unrewritten graph's
+    /// predicted step with no memory limit.
+    pub predicted_step_seconds: Option<f64>,
+    pub predicted_overhead: Option<f64>,
     /// The trained and frozen tensors, and warnings about the model.
     pub training: TrainSummary,
 }
@@ -150,11 +167,19 @@ pub struct CompileReport {
 /// Compiles a model and writes every requested output.
 pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
     if options.budget.is_some() && options.strategy == Strategy::None {
-        return Err(Error::Usage("--budget needs a memory strategy (--strategy tflms)".into()));
+        return Err(Error::Usage("--budget needs a memory strategy (--strategy tflms or auto)".into()));
     }
-    let profile = match options.device_profile.as_str() {
-        "" => None,
-        name => Some(DeviceProfile::load(name)?),
+    let auto_budget = match (&options.strategy, options.budget) {
+        (Strategy::Auto, None) => {
+            return Err(Error::Usage("--strategy auto needs --budget (the device memory to fit)".into()))
+        }
+        (Strategy::Auto, Some(b)) => Some(b),
+        _ => None,
+    };
+    let profile = match (options.device_profile.as_str(), &options.strategy) {
+        ("", Strategy::Auto) => Some(DeviceProfile::load(DEFAULT_PROFILE)?),
+        ("", _) => None,
+        (name, _) => Some(DeviceProfile::load(name)?),
     };
     let model_bytes = frontend::read_model_bytes(&options.model).map_err(|e| e.in_file(&options.model))?;
     let model = options.model.clone();
@@ -162,11 +187,11 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
     let mut autodiff = stages::Autodiff { model: model.clone(), options: options.train.clone(), summary: None };
     let mut optimizer = stages::Optimizer { model: model.clone(), optimizer: options.train.optimizer };
     let mut tflms = match &options.strategy {
-        Strategy::None => None,
+        Strategy::None | Strategy::Auto => None,
         Strategy::Tflms(config) => Some(stages::Tflms {
             model: model.clone(),
             config: TflmsConfig {
-                profile: profile.map_or_else(|| config.profile.clone(), Into::into),
+                profile: profile.clone().map_or_else(|| config.profile.clone(), Into::into),
                 ..config.clone()
             },
             free: options.free_knobs,
@@ -175,6 +200,12 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
         }),
     };
     let mut split = stages::Split { model: model.clone(), requests: options.split.clone(), reports: Vec::new() };
+    let mut planner = auto_budget.zip(profile.clone()).map(|(budget, profile)| stages::Plan {
+        model: model.clone(),
+        budget,
+        profile,
+        outcome: None,
+    });
     let mut verify = stages::Verify { model: model.clone(), proven: None };
     let mut passes: Vec<&mut dyn Pass> = vec![&mut import, &mut autodiff, &mut optimizer];
     if !options.split.is_empty() {
@@ -183,6 +214,9 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
     if let Some(t) = tflms.as_mut() {
         passes.push(t);
     }
+    if let Some(p) = planner.as_mut() {
+        passes.push(p);
+    }
     if options.verify {
         passes.push(&mut verify);
     }
@@ -190,6 +224,7 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
     let ran = pipeline::run(&mut passes, &mut cx, &options.passes)?;
     let strategy = match &options.strategy {
         Strategy::Tflms(_) if ran.passes.contains(&crate::passes::tflms::PASS) => "tflms",
+        Strategy::Auto if ran.passes.contains(&planner::PASS) => "auto",
         _ => crate::ir::NO_STRATEGY,
     };
     let graph = &mut cx.graph;
@@ -197,12 +232,18 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
         strategy: strategy.to_string(),
         budget_device_bytes: options.budget.map(|b| b.device_bytes),
         budget_host_bytes: options.budget.map(|b| b.host_bytes),
-        device_profile: options.device_profile.clone(),
+        device_profile: match (&profile, options.device_profile.as_str()) {
+            (Some(p), "") => p.name.clone(),
+            (_, given) => given.to_string(),
+        },
         swaps: std::mem::take(&mut graph.plan.swaps),
+        recomputes: std::mem::take(&mut graph.plan.recomputes),
     };
     let before = cx.reference.as_ref().unwrap_or(&cx.graph);
     let peak_before = memory::simulate(before, before.schedule()).peak_bytes;
     let after = memory::simulate(&cx.graph, cx.graph.schedule());
+    let step_seconds = |p: &DeviceProfile, g: &Graph| timeline::simulate(g, g.schedule(), p).step_seconds;
+    let predicted = profile.as_ref().map(|p| (step_seconds(p, &cx.graph), step_seconds(p, before)));
     let mut report = CompileReport {
         model: provenance::model_file_name(&options.model),
         strategy: strategy.to_string(),
@@ -220,6 +261,8 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
         chosen_knobs: Vec::new(),
         swapped_tensors: 0,
         swapped_bytes: 0,
+        recomputed_tensors: 0,
+        recomputed_bytes: 0,
         added_ops: 0,
         swap_ins_without_control: 0,
         peak_device_bytes_before: peak_before,
@@ -228,8 +271,24 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
         verified: verify.proven,
         swaps: vec![],
         splits: split.reports,
+        decisions: vec![],
+        predicted_step_seconds: predicted.map(|(after, _)| after),
+        predicted_overhead: predicted.map(|(after, before)| after / before),
         training: autodiff.summary.unwrap_or_default(),
     };
+    if let Some(fitted) = planner.and_then(|p| p.outcome) {
+        for d in &fitted.reports {
+            if d.kind == planner::RECOMPUTE {
+                report.recomputed_tensors += 1;
+                report.recomputed_bytes += d.bytes;
+            } else {
+                report.swapped_tensors += 1;
+                report.swapped_bytes += d.bytes;
+            }
+        }
+        report.added_ops = fitted.patch.added_nodes();
+        report.decisions = fitted.reports;
+    }
     if let Some((config, swap)) = tflms.and_then(|t| t.outcome) {
         let count = config.trigger == SwapInTrigger::Count;
         report.n_tensors = config.n_tensors;
@@ -360,7 +419,17 @@ impl CompileReport {
                 format_bytes(host)
             );
         }
-        if self.strategy != "none" {
+        if self.strategy == "auto" {
+            let _ = writeln!(
+                s,
+                "auto            {} tensors swapped ({}), {} recomputed ({}), {} ops added",
+                self.swapped_tensors,
+                format_bytes(self.swapped_bytes),
+                self.recomputed_tensors,
+                format_bytes(self.recomputed_bytes),
+                self.added_ops
+            );
+        } else if self.strategy != "none" {
             let knobs = match (self.n_tensors, self.lb, self.trigger) {
                 (n, lb, Some(_)) => {
                     let chosen = if self.chosen_knobs.is_empty() {
@@ -411,6 +480,14 @@ impl CompileReport {
                 split.merges.len()
             );
         }
+        if let (Some(step), Some(overhead)) = (self.predicted_step_seconds, self.predicted_overhead) {
+            let profile = &self.device_profile;
+            let _ = writeln!(
+                s,
+                "predicted step  {} on {profile}, {overhead:.3}x the unrewritten graph with no memory limit",
+                crate::simulate::format_seconds(step)
+            );
+        }
         if let Some(n) = self.verified {
             let _ =
                 writeln!(s, "verified        {n} outputs and variable updates proven equal to the training graph's");
@@ -418,10 +495,11 @@ impl CompileReport {
         s
     }
 
-    /// Each decision, one line each: the tensor swapped, its bytes and
-    /// distance, its swap-ins and what triggers them.
+    /// Each decision, one line each: the planner's with ΔM, ΔT and why;
+    /// TFLMS's with the tensor swapped, its bytes and distance, its swap-ins
+    /// and what triggers them.
     pub fn decisions(&self) -> String {
-        let mut s = String::new();
+        let mut s = planner::report::to_text(&self.decisions);
         for t in &self.swaps {
             let triggers: Vec<String> = t.swap_ins.iter().map(|i| format!("{} {}", i.node, i.trigger)).collect();
             let _ = writeln!(

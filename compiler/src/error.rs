@@ -116,7 +116,7 @@ impl Error {
     pub fn exit_code(&self) -> u8 {
         match self {
             Error::InFile { source, .. } => source.exit_code(),
-            Error::OverBudget { .. } | Error::NoBatchFits(_) => exit::DOES_NOT_FIT,
+            Error::OverBudget { .. } | Error::NoPlan { .. } | Error::NoBatchFits(_) => exit::DOES_NOT_FIT,
             #[cfg(feature = "cli")]
             Error::Run(RuntimeError::OutOfMemory(_)) => exit::DOES_NOT_FIT,
             Error::Unproven { .. } => exit::NOT_PROVEN,

@@ -41,6 +41,12 @@ pub fn size(text: &str) -> Result<u64, String> {
     }
 }
 
+/// A byte size, zero allowed (`--host-budget 0`: no host memory, so the
+/// planner only recomputes).
+pub fn size_or_zero(text: &str) -> Result<u64, String> {
+    crate::units::parse_bytes(text)
+}
+
 /// A named dimension `NAME=N` with N at least 1 (`--dim`).
 pub fn dim(text: &str) -> Result<(String, usize), String> {
     let (name, value) = text.split_once('=').ok_or_else(|| format!("'{text}' is not NAME=N"))?;

@@ -70,8 +70,8 @@ struct MaxBatchArgs {
     /// Device memory to fit (e.g. 16GiB).
     #[arg(long, value_parser = flags::size)]
     budget: u64,
-    /// Host memory for swapped tensors (default 64GiB).
-    #[arg(long, value_parser = flags::size)]
+    /// Host memory for swapped tensors (default 64GiB; 0: auto only recomputes).
+    #[arg(long, value_parser = flags::size_or_zero)]
     host_budget: Option<u64>,
     /// Value of a named symbolic dimension, as NAME=N (repeatable).
     #[arg(long = "dim", value_name = "NAME=N", value_parser = flags::dim)]
@@ -190,11 +190,11 @@ struct CompileArgs {
     strategy: StrategyKind,
     #[command(flatten)]
     tflms: TflmsArgs,
-    /// Device memory to fit (e.g. 16GiB): searches the strategy's knobs.
+    /// Device memory to fit (e.g. 16GiB): searches the strategy's knobs (tflms) or plans (auto; required).
     #[arg(long, value_parser = flags::size)]
     budget: Option<u64>,
-    /// Host memory the swapped tensors may use with --budget (default 64GiB).
-    #[arg(long, value_parser = flags::size)]
+    /// Host memory the swapped tensors may use with --budget (default 64GiB; 0: auto only recomputes).
+    #[arg(long, value_parser = flags::size_or_zero)]
     host_budget: Option<u64>,
     /// Run an op as micro-ops on P parts along a dimension, and the ops after it up to K read edges (repeatable).
     #[arg(long, value_name = "op=NAME,dim=batch|channel|height|width,parts=P[,depth=K]", value_parser = SplitRequest::parse)]
@@ -235,7 +235,7 @@ struct CompileArgs {
     /// Print nothing on success.
     #[arg(long, short, conflicts_with = "verbose")]
     quiet: bool,
-    /// Also list each decision (every swapped tensor, its swap-ins and their triggers).
+    /// Also list each decision (every swapped or recomputed tensor, its ΔM, ΔT and why, or its swap-ins and triggers).
     #[arg(long, short)]
     verbose: bool,
 }
@@ -246,6 +246,8 @@ enum StrategyKind {
     None,
     /// TFLMS: swap forward→backward tensors to host memory.
     Tflms,
+    /// The budget planner: swap or recompute each tensor, whichever costs less time per byte (needs --budget).
+    Auto,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -449,6 +451,10 @@ fn check_compile_flags(args: &CompileArgs) -> Result<(), Error> {
     flags::needs(args.force, "--force", has_budget, "--budget")?;
     let momentum = matches!(args.train, OptimizerKind::Momentum);
     flags::needs(args.momentum.is_some(), "--momentum", momentum, "--train momentum")?;
+    let auto = args.strategy == StrategyKind::Auto;
+    if auto && !has_budget {
+        return Err(Error::Usage("--strategy auto needs --budget (the device memory to fit, e.g. 16GiB)".into()));
+    }
     let tflms = args.strategy == StrategyKind::Tflms;
     if let Some(knob) = args.tflms.first_given() {
         flags::needs(true, knob, tflms, "--strategy tflms")?;
@@ -473,6 +479,7 @@ fn compile(args: &CompileArgs) -> Result<(), Error> {
         strategy: match args.strategy {
             StrategyKind::None => Strategy::None,
             StrategyKind::Tflms => Strategy::Tflms(args.tflms.config()),
+            StrategyKind::Auto => Strategy::Auto,
         },
         budget: args.budget.map(|device_bytes| Budget {
             device_bytes,

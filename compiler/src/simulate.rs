@@ -7,7 +7,7 @@ use crate::analysis::memory::{self, Pool};
 use crate::analysis::profile::DeviceProfile;
 use crate::analysis::timeline::{self, Timeline};
 use crate::ir::{Graph, NodeId};
-use crate::passes::planner::DecisionReport;
+use crate::passes::planner::{self, DecisionReport};
 use crate::units::format_bytes;
 use lms_proto::trace::{Lane, TraceEvent};
 use serde::Serialize;
@@ -71,7 +71,7 @@ pub struct SimulateReport {
     pub d2h_bytes: u64,
     /// Swaps that stall compute or end after the last kernel.
     pub exposed_swaps: usize,
-    /// The plan's decisions, in the order they were taken.
+    /// The plan's decisions (swaps, recomputes) with their predicted extra time.
     pub decisions: Vec<DecisionReport>,
     /// The predicted timeline, one event per kernel or copy (for `--trace`
     /// and the SVG).
@@ -136,7 +136,7 @@ impl SimulateReport {
             h2d_bytes: time.h2d_bytes,
             d2h_bytes: time.d2h_bytes,
             exposed_swaps: time.swaps().filter(|e| time.is_exposed(e)).count(),
-            decisions: plan_decisions(g, &time),
+            decisions: planner::report::from_plan(g, &time),
             trace: trace_events(g, &time),
         }
     }
@@ -226,38 +226,6 @@ fn started_by(g: &Graph, schedule: &[NodeId], time: &Timeline) -> Vec<f64> {
         .map(|id| {
             at = start[id.index()].map_or(at, |s: f64| at.max(s));
             at
-        })
-        .collect()
-}
-
-/// The plan's decisions as report rows: each swap with the tensor's bytes,
-/// and as its extra time the compute stall charged to its copies.
-fn plan_decisions(g: &Graph, time: &Timeline) -> Vec<DecisionReport> {
-    let mut stall = vec![0.0; g.node_bound()];
-    for e in time.swaps() {
-        stall[e.node.index()] += e.stall;
-    }
-    g.plan
-        .swaps
-        .iter()
-        .map(|swap| {
-            let tensor = g.tensor(swap.tensor);
-            let ins: Vec<String> = swap
-                .swap_ins
-                .iter()
-                .map(|i| match i.trigger {
-                    Some(t) => format!("in after '{}'", g.node(t).name),
-                    None => "in when its consumer runs".to_string(),
-                })
-                .collect();
-            let copies = std::iter::once(swap.swap_out).chain(swap.swap_ins.iter().map(|i| i.node));
-            DecisionReport {
-                kind: "swap",
-                tensor: tensor.name.clone(),
-                bytes: tensor.ty.bytes(),
-                extra_seconds: copies.map(|n| stall[n.index()]).sum(),
-                why: format!("out after '{}', {}", g.node(tensor.producer.0).name, ins.join(", ")),
-            }
         })
         .collect()
 }

@@ -5,7 +5,7 @@ mod common;
 use common::{training_graph, Builder};
 use lms_proto::contract::{placement, Pool};
 use lms_proto::lms::{slot, Action, Device, Edge, Slot};
-use lms_proto::lms::{Plan, SwapDecision, SwapInDecision};
+use lms_proto::lms::{Plan, RecomputeDecision, SwapDecision, SwapInDecision};
 use lms_runtime::Program;
 
 fn error(b: &Builder) -> String {
@@ -199,6 +199,54 @@ fn plans_name_what_they_say() {
     assert_eq!(
         error(&bad),
         "bad.lms: plan: node 'y' (MatMul) triggers node 'r2' (SwapIn), but no control edge orders them"
+    );
+}
+
+/// `training_graph(false)` with `r` recomputed: the clone `r_again` (node 12) re-made from
+/// `y` after the loss, and the gradient `g` (node 9) reading it.
+fn recompute_plan() -> Builder {
+    let mut b = training_graph(false);
+    let y = b.graph.nodes[5].outputs[0];
+    let again = b.op("r_again", "Relu", &[y], &[2, 4], vec![]);
+    let r = b.graph.nodes[6].outputs[0];
+    b.graph.nodes[9].inputs[1] = Slot { value: Some(slot::Value::Tensor(again)) };
+    let edge = b.graph.edges.iter().position(|e| e.consumer == 9 && e.tensor == Some(r)).unwrap();
+    b.graph.edges[edge].producer = 12;
+    b.graph.edges[edge].tensor = Some(again);
+    // The clone runs right after the loss, before the gradient.
+    let order = &mut b.graph.schedule;
+    order.retain(|&n| n != 12);
+    order.insert(order.iter().position(|&n| n == 9).unwrap(), 12);
+    b.graph.plan = Some(Plan {
+        strategy: "auto".into(),
+        recomputes: vec![RecomputeDecision { tensor: r, chain: vec![12], before: 9 }],
+        ..Plan::default()
+    });
+    b
+}
+
+#[test]
+fn recompute_decisions_name_what_they_say() {
+    let b = recompute_plan();
+    Program::new(b.graph.clone(), "ok.lms").unwrap();
+    let edit = |f: &dyn Fn(&mut RecomputeDecision)| {
+        let mut bad = b.clone();
+        f(&mut bad.graph.plan.as_mut().unwrap().recomputes[0]);
+        error(&bad)
+    };
+    assert_eq!(edit(&|r| r.tensor = 99), "bad.lms: plan: recompute 0 names tensor id 99, but the graph has 13 tensors");
+    assert_eq!(edit(&|r| r.chain.clear()), "bad.lms: plan: the recompute of tensor 'r' has an empty chain");
+    assert_eq!(
+        edit(&|r| r.chain = vec![0, 12]),
+        "bad.lms: plan: the recompute chain of tensor 'r' holds node 'W' (Variable), not a kernel run before node 'g' (Gemm)"
+    );
+    assert_eq!(
+        edit(&|r| r.before = 10),
+        "bad.lms: plan: node 's' (Mul) does not read a copy of tensor 'r' made by node 'r_again' (Relu)"
+    );
+    assert_eq!(
+        edit(&|r| r.before = 40),
+        "bad.lms: plan: the reader of the recomputed tensor 'r' names node id 40, but the graph has 13 nodes"
     );
 }
 

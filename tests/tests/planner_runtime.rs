@@ -3,16 +3,18 @@
 //! with no host memory) trains three steps bit for bit like the original,
 //! its runtime peaks equal the simulated ones, it fits the budget where the
 //! original does not, and the verifier proves it computes the same outputs
-//! and updates.
+//! and updates. The same holds end to end for `lms compile --strategy auto`,
+//! whose rewrite of the small CNN is also pinned as a snapshot.
 
 use lms_compiler::analysis::memory;
+use lms_compiler::emit::serialize;
 use lms_compiler::frontend::{self, FrontendOptions};
 use lms_compiler::ir::Graph;
 use lms_compiler::passes::planner::{self, Kind, PlanOptions, Speeds, DEFAULT_MAX_CHAIN};
 use lms_compiler::train::{self, Loss, Optimizer, TrainOptions};
 use lms_runtime::{CpuBackend, Program, RunOptions, RuntimeError, Session};
-use lms_tests::fixture;
 use lms_tests::training::serialized;
+use lms_tests::{fixture, lms_ok, scratch_path};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -98,5 +100,63 @@ fn planned_graphs_train_bit_for_bit_and_fit_where_the_original_does_not() {
             let proof = lms_compiler::egraph::verify(&original, g, &lms_compiler::egraph::Limits::default()).unwrap();
             assert!(proof.proven() > 0, "{name}: nothing proven");
         }
+    }
+}
+
+/// (kind, tensor, bytes) of each decision in a report's JSON, sorted.
+fn decisions(report: &serde_json::Value) -> Vec<(String, String, u64)> {
+    let mut found: Vec<(String, String, u64)> = report["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (d["kind"].as_str().unwrap().into(), d["tensor"].as_str().unwrap().into(), d["bytes"].as_u64().unwrap())
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+#[test]
+fn auto_compiled_cnn_trains_bit_for_bit_within_its_budget() {
+    let path = |name: &str| scratch_path("planner-runtime", name).to_str().unwrap().to_string();
+    let model = "fixtures/models/cnn_residual.onnx";
+    let train = ["--batch", "4", "--train", "momentum", "--lr", "0.05", "--momentum", "0.9"];
+    let original = path("original.lms");
+    lms_ok(&[&["compile", model, "-q", "-o", &original][..], &train].concat());
+    let (original_graph, _) = serialize::read(original.as_ref()).unwrap();
+    let (losses_a, vars_a, peak_a, _) = train_bits(&original_graph);
+    let budget = 2 << 20;
+    assert!(peak_a > budget, "the original fits the budget: {peak_a}");
+    for (host, kind) in [("64GiB", "swap"), ("0", "recompute")] {
+        let (out, report, text) = (path(&format!("auto_{host}.lms")), path("auto.json"), path("auto.txt"));
+        let args = ["compile", model, "--strategy", "auto", "--budget", "2MiB", "--host-budget", host, "-o", &out];
+        lms_ok(&[&args[..], &train, &["-q", "--report", &report, "--text", &text]].concat());
+        let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+        assert_eq!(report["strategy"], "auto");
+        let decided = decisions(&report);
+        assert!(decided.iter().any(|d| d.0 == kind), "host {host}: no {kind} in {decided:?}");
+        if host == "0" {
+            assert!(decided.iter().all(|d| d.0 == "recompute"), "host 0: swaps in {decided:?}");
+            insta::assert_snapshot!("auto_recompute@cnn_residual", std::fs::read_to_string(&text).unwrap());
+        }
+        let overhead = report["predicted_overhead"].as_f64().unwrap();
+        assert!((1.0..2.0).contains(&overhead), "host {host}: predicted overhead {overhead}");
+        // The .lms carries the same plan: simulate reports its decisions.
+        let simulated: serde_json::Value = serde_json::from_str(&lms_ok(&["simulate", "--json", &out])).unwrap();
+        assert_eq!(simulated["strategy"], "auto");
+        assert_eq!(decisions(&simulated), decided, "host {host}: simulate and compile disagree");
+        lms_ok(&["verify", &original, &out]);
+        let (g, _) = serialize::read(out.as_ref()).unwrap();
+        let (losses_b, vars_b, peak_b, host_b) = train_bits(&g);
+        assert_eq!(losses_a, losses_b, "host {host}: losses differ");
+        assert_eq!(vars_a, vars_b, "host {host}: parameters differ");
+        assert_eq!(peak_b, simulated["peak_device_bytes"].as_u64().unwrap(), "host {host}: runtime vs simulated peak");
+        assert_eq!(
+            host_b,
+            simulated["peak_host_bytes"].as_u64().unwrap(),
+            "host {host}: runtime vs simulated host peak"
+        );
+        assert!(peak_b <= budget, "host {host}: {peak_b} over the budget");
     }
 }

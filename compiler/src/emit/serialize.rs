@@ -14,8 +14,8 @@ use crate::analysis::memory::{self, Pool};
 use crate::analysis::order;
 use crate::error::{Error, Result};
 use crate::ir::{
-    Action, Attr, Attrs, DType, Device, Graph, Node, NodeId, Phase, Plan, SwapDecision, SwapInDecision, TensorData,
-    TensorId, TensorType,
+    Action, Attr, Attrs, DType, Device, Graph, Node, NodeId, Phase, Plan, RecomputeDecision, SwapDecision,
+    SwapInDecision, TensorData, TensorId, TensorType,
 };
 use lms_proto::contract::Program;
 use lms_proto::lms as pb;
@@ -205,6 +205,15 @@ fn plan_to_proto(plan: &Plan, node: &dyn Fn(NodeId) -> u32, tensor: &dyn Fn(Tens
                     .collect(),
             })
             .collect(),
+        recomputes: plan
+            .recomputes
+            .iter()
+            .map(|r| pb::RecomputeDecision {
+                tensor: tensor(r.tensor),
+                chain: r.chain.iter().map(|&n| node(n)).collect(),
+                before: node(r.before),
+            })
+            .collect(),
     }
 }
 
@@ -223,12 +232,22 @@ fn plan_from_proto(plan: &pb::Plan, node: &dyn Fn(u32) -> NodeId, tensor: &dyn F
                 .collect(),
         })
         .collect();
+    let recomputes = plan
+        .recomputes
+        .iter()
+        .map(|r| RecomputeDecision {
+            tensor: tensor(r.tensor),
+            chain: r.chain.iter().map(|&n| node(n)).collect(),
+            before: node(r.before),
+        })
+        .collect();
     Plan {
         strategy: plan.strategy.clone(),
         budget_device_bytes: plan.budget_device_bytes,
         budget_host_bytes: plan.budget_host_bytes,
         device_profile: plan.device_profile.clone(),
         swaps,
+        recomputes,
     }
 }
 

@@ -14,5 +14,5 @@ pub use graph::{
     Action, Device, Edge, Graph, Node, NodeId, Phase, Tensor, TensorId, VerifyError, INPUT_OP, SPLIT_PART_OP,
     SWAP_IN_OP, SWAP_OUT_OP, VARIABLE_OP,
 };
-pub use plan::{Plan, SwapDecision, SwapInDecision, NO_STRATEGY};
+pub use plan::{Plan, RecomputeDecision, SwapDecision, SwapInDecision, NO_STRATEGY};
 pub use tensor::{f16_to_f32, numel, Shape, TensorData, TensorType};

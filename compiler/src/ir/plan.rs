@@ -20,6 +20,8 @@ pub struct Plan {
     pub device_profile: String,
     /// Tensors moved to host memory, in the order they were decided.
     pub swaps: Vec<SwapDecision>,
+    /// Tensors dropped and re-made by a chain of clones, in the order they were decided.
+    pub recomputes: Vec<RecomputeDecision>,
 }
 
 impl Default for Plan {
@@ -30,6 +32,7 @@ impl Default for Plan {
             budget_host_bytes: None,
             device_profile: String::new(),
             swaps: Vec::new(),
+            recomputes: Vec::new(),
         }
     }
 }
@@ -51,4 +54,15 @@ pub struct SwapInDecision {
     pub node: NodeId,
     /// The control op before it; `None`: its first consumer starts it.
     pub trigger: Option<NodeId>,
+}
+
+/// A forward tensor dropped after its last forward use and re-made by
+/// clones of its producer chain right before its first backward reader.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecomputeDecision {
+    pub tensor: TensorId,
+    /// The clones, in the order they run; the last one outputs the copy.
+    pub chain: Vec<NodeId>,
+    /// The first backward reader, which reads the copy.
+    pub before: NodeId,
 }

@@ -33,6 +33,11 @@ pub fn check(g: &Graph) -> Result<(), String> {
             return Err("the plan names a node or tensor that is not in the graph".into());
         }
     }
+    for r in &g.plan.recomputes {
+        if !live(r.tensor) || !r.chain.iter().copied().chain([r.before]).all(live_node) {
+            return Err("the plan names a node or tensor that is not in the graph".into());
+        }
+    }
     g.verify().map_err(|e| e.to_string())?;
     let mut seen = vec![false; g.node_bound()];
     for &id in g.schedule() {

@@ -1,13 +1,18 @@
 //! Patches: what a pass changes in a graph, as data.
 //!
 //! A pass reads the graph and returns a [`Patch`]: nodes to add (with their
-//! output tensors) at schedule positions before or after anchor nodes, input
-//! slots to rewire, control edges to add, and nodes to remove. [`apply`]
+//! output tensors; a copy of an existing node keeps its outputs' known
+//! values) at schedule positions before or after anchor nodes, input slots
+//! to rewire, control edges to add, nodes to remove, and the plan decisions
+//! (swaps, recomputes) they carry out. [`apply`]
 //! performs all of it or, on a bad reference, none of it (the pass manager
 //! applies to a copy and keeps it only once the invariants hold).
 
 use crate::error::{Error, Result};
-use crate::ir::{Graph, Node, NodeId, SwapDecision, SwapInDecision, TensorId, TensorType, SWAP_IN_OP, SWAP_OUT_OP};
+use crate::ir::{
+    Graph, Node, NodeId, RecomputeDecision, SwapDecision, SwapInDecision, TensorData, TensorId, TensorType, SWAP_IN_OP,
+    SWAP_OUT_OP,
+};
 use crate::shape::{self, Value};
 use crate::train::LMS_DOMAIN;
 
@@ -45,6 +50,8 @@ struct Addition {
     node: Node,
     inputs: Vec<Option<TensorRef>>,
     outputs: Vec<(String, TensorType)>,
+    /// Known value of each output (empty: none known).
+    values: Vec<Option<TensorData>>,
     position: Position,
 }
 
@@ -67,6 +74,15 @@ pub struct Patch {
     control_edges: Vec<(NodeRef, NodeRef)>,
     removals: Vec<NodeId>,
     swaps: Vec<SwapRecord>,
+    recomputes: Vec<RecomputeRecord>,
+}
+
+/// A recompute decision for the plan, naming nodes the patch adds.
+#[derive(Clone, Debug)]
+struct RecomputeRecord {
+    tensor: TensorId,
+    chain: Vec<NewNode>,
+    before: NodeId,
 }
 
 /// What [`apply`] created.
@@ -93,6 +109,7 @@ impl Patch {
             control_edges: Vec::new(),
             removals: Vec::new(),
             swaps: Vec::new(),
+            recomputes: Vec::new(),
         }
     }
 
@@ -103,6 +120,7 @@ impl Patch {
             && self.control_edges.is_empty()
             && self.removals.is_empty()
             && self.swaps.is_empty()
+            && self.recomputes.is_empty()
     }
 
     /// Adds `node` at `position`, reading `inputs` (tensors of the graph or
@@ -115,7 +133,26 @@ impl Patch {
         outputs: Vec<(String, TensorType)>,
         position: Position,
     ) -> NewNode {
-        self.additions.push(Addition { node, inputs, outputs, position });
+        self.additions.push(Addition { node, inputs, outputs, values: Vec::new(), position });
+        NewNode(self.additions.len() - 1)
+    }
+
+    /// Adds `node`, a copy of `g`'s node `original` (a recompute clone), at
+    /// `position`, reading `inputs`: one output per output of the original,
+    /// named `names`, of the same type and known value.
+    pub fn add_copy(
+        &mut self,
+        g: &Graph,
+        original: NodeId,
+        node: Node,
+        inputs: Vec<Option<TensorRef>>,
+        names: Vec<String>,
+        position: Position,
+    ) -> NewNode {
+        let outputs = &g.node(original).outputs;
+        let types = outputs.iter().zip(names).map(|(&t, name)| (name, g.tensor(t).ty.clone())).collect();
+        let values = outputs.iter().map(|&t| g.tensor(t).data.clone()).collect();
+        self.additions.push(Addition { node, inputs, outputs: types, values, position });
         NewNode(self.additions.len() - 1)
     }
 
@@ -140,6 +177,12 @@ impl Patch {
     /// consumer).
     pub fn record_swap(&mut self, tensor: TensorId, swap_out: NewNode, swap_ins: Vec<(NewNode, Option<NodeId>)>) {
         self.swaps.push(SwapRecord { tensor, swap_out, swap_ins });
+    }
+
+    /// Records in the plan that `tensor` is re-made by the added nodes
+    /// `chain` (in the order they run) right before its reader `before`.
+    pub fn record_recompute(&mut self, tensor: TensorId, chain: Vec<NewNode>, before: NodeId) {
+        self.recomputes.push(RecomputeRecord { tensor, chain, before });
     }
 
     /// Number of nodes added.
@@ -168,6 +211,9 @@ pub fn apply(g: &mut Graph, patch: &Patch) -> Result<Applied> {
     for a in &patch.additions {
         let inputs = a.inputs.iter().map(|t| t.map(|t| tensor(&resolved, t))).collect();
         let id = g.add_node(Node { inputs, outputs: Vec::new(), ..a.node.clone() }, a.outputs.clone());
+        for (&t, value) in g.node(id).outputs.clone().iter().zip(&a.values) {
+            g.tensor_mut(t).data = value.clone();
+        }
         resolved.push(g.node(id).outputs.clone());
         applied.nodes.push(id);
     }
@@ -212,6 +258,13 @@ pub fn apply(g: &mut Graph, patch: &Patch) -> Result<Applied> {
                 .collect(),
         });
     }
+    for r in &patch.recomputes {
+        g.plan.recomputes.push(RecomputeDecision {
+            tensor: r.tensor,
+            chain: r.chain.iter().map(|&n| applied.node(n)).collect(),
+            before: r.before,
+        });
+    }
     Ok(applied)
 }
 
@@ -229,7 +282,9 @@ fn check_references(g: &Graph, patch: &Patch) -> Result<()> {
                 ok.then(|| Value { ty: g.tensor(t).ty.clone(), data: g.tensor(t).data.clone() })
             }
             TensorRef::New(n, slot) if n.0 < before => {
-                patch.additions[n.0].outputs.get(slot).map(|(_, ty)| Value { ty: ty.clone(), data: None })
+                let a = &patch.additions[n.0];
+                let data = a.values.get(slot).cloned().flatten();
+                a.outputs.get(slot).map(|(_, ty)| Value { ty: ty.clone(), data })
             }
             TensorRef::New(..) => None,
         }
@@ -291,6 +346,12 @@ fn check_references(g: &Graph, patch: &Patch) -> Result<()> {
         let triggers_ok = swap.swap_ins.iter().filter_map(|s| s.1).all(exists);
         if !new_ok || !triggers_ok || value_of(TensorRef::Existing(swap.tensor), 0).is_none() {
             return fail("a swap decision names a node or tensor that is not in the graph".into());
+        }
+    }
+    for r in &patch.recomputes {
+        let new_ok = r.chain.iter().all(|n| n.0 < patch.additions.len());
+        if !new_ok || !exists(r.before) || value_of(TensorRef::Existing(r.tensor), 0).is_none() {
+            return fail("a recompute decision names a node or tensor that is not in the graph".into());
         }
     }
     Ok(())

@@ -1,13 +1,15 @@
 //! The passes `lms compile` runs, in order: `import` (ONNX → IR), `autodiff`
 //! (training-mode forward graph, loss, backward phase), `optimizer` (the
-//! update phase), the memory passes (`tflms`), and `verify` (the rewritten
+//! update phase), the memory passes (`tflms` or `plan`), and `verify` (the rewritten
 //! graph proven equal to the training graph).
 
 use super::{Context, Pass, Patch, Step};
 use crate::analysis::memory;
+use crate::analysis::profile::DeviceProfile;
 use crate::egraph;
 use crate::error::{Error, Result};
 use crate::frontend::{self, FrontendOptions};
+use crate::passes::planner::{self, PlanOptions, Speeds, DEFAULT_MAX_CHAIN};
 use crate::passes::split;
 use crate::passes::tflms::{self, FreeKnobs, TflmsConfig, TflmsReport};
 use crate::train::{self, TrainOptions, TrainSummary};
@@ -149,6 +151,41 @@ impl Pass for Split {
             cx.keep_reference();
         }
         self.reports = reports;
+        Ok(Step::Patch(patch))
+    }
+}
+
+/// `plan`: the budget planner (`--strategy auto`) chooses a swap or a
+/// recompute per tensor until the graph fits the budget.
+pub struct Plan {
+    pub model: PathBuf,
+    pub budget: Budget,
+    /// The time model the planner weighs its candidates with.
+    pub profile: DeviceProfile,
+    /// After the run: the plan (`None` when the graph already fit the budget).
+    pub outcome: Option<planner::Fitted>,
+}
+
+impl Pass for Plan {
+    fn name(&self) -> &'static str {
+        planner::PASS
+    }
+
+    fn run(&mut self, cx: &mut Context) -> Result<Step> {
+        let g = &cx.graph;
+        let b = self.budget;
+        if !b.force && memory::simulate(g, g.schedule()).peak_bytes <= b.device_bytes {
+            return Ok(Step::Patch(Patch::new(planner::PASS)));
+        }
+        let speeds = Speeds::from_profile(g, &self.profile);
+        let options =
+            PlanOptions { device_budget: b.device_bytes, host_budget: b.host_bytes, max_chain: DEFAULT_MAX_CHAIN };
+        let fitted = planner::fit(g, &speeds, options).map_err(|e| e.in_file(&self.model))?;
+        let patch = fitted.patch.clone();
+        if !patch.is_empty() {
+            cx.keep_reference();
+        }
+        self.outcome = Some(fitted);
         Ok(Step::Patch(patch))
     }
 }

@@ -1,6 +1,8 @@
-//! Checks of `Graph.plan`, the typed memory plan: a known strategy, and swap decisions whose
+//! Checks of `Graph.plan`, the typed memory plan: a known strategy, swap decisions whose
 //! ids are in range and name what they say (a swap-out of the tensor, swap-ins of that copy,
-//! triggers ordered before their swap-ins by a control edge), and arena sizes that match the
+//! triggers ordered before their swap-ins by a control edge), recompute decisions whose
+//! chain is kernels run before the reader they name, the last making a tensor of the
+//! recomputed tensor's type that the reader reads, and arena sizes that match the
 //! program's static placement.
 
 use super::describe;
@@ -57,6 +59,36 @@ pub fn check_plan(program: &Program) -> Result<(), String> {
                     ));
                 }
             }
+        }
+    }
+    for (i, r) in plan.recomputes.iter().enumerate() {
+        let tensor = r.tensor as usize;
+        if tensor >= tensors {
+            return Err(format!("plan: recompute {i} names tensor id {tensor}, but the graph has {tensors} tensors"));
+        }
+        let what = describe::tensor(graph, tensor);
+        let before = node(&format!("the reader of the recomputed {what}"), r.before)?;
+        let Some((&last, _)) = r.chain.split_last() else {
+            return Err(format!("plan: the recompute of {what} has an empty chain"));
+        };
+        for &n in &r.chain {
+            let n = node(&format!("the recompute chain of {what}"), n)?;
+            if program.kind(n) != NodeKind::Kernel || program.position(n) >= program.position(before) {
+                return Err(format!(
+                    "plan: the recompute chain of {what} holds {}, not a kernel run before {}",
+                    describe::node(graph, n),
+                    describe::node(graph, before)
+                ));
+            }
+        }
+        let ty = program.tensor_type(tensor);
+        let reads = |t: usize| program.tensor_type(t) == ty && program.node_inputs(before).contains(&Some(t));
+        if !program.node_outputs(last as usize).iter().any(|&t| reads(t)) {
+            return Err(format!(
+                "plan: {} does not read a copy of {what} made by {}",
+                describe::node(graph, before),
+                describe::node(graph, last as usize)
+            ));
         }
     }
     for (pool, recorded) in [(Pool::Device, plan.arena_device_bytes), (Pool::Host, plan.arena_host_bytes)] {

@@ -10,11 +10,6 @@ use crate::passes::recompute;
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-/// Op whose running-statistics inputs (slots 3 and 4) do not reach the
-/// outputs a backward op reads: re-running it after the statistics were
-/// written gives the same Y, saved mean and saved invstd.
-const BATCH_NORM_TRAIN: &str = "BatchNormTrain";
-
 /// What a candidate does to its tensor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(super) enum Move {
@@ -220,23 +215,17 @@ impl Planner<'_, '_> {
 
     /// The chain that re-makes `d` right before its first backward reader
     /// from what is resident there; `None` when there is none within the
-    /// bound, or when it would read a variable already overwritten there.
+    /// bound, or when it would read a variable already overwritten there
+    /// (every reader of a variable runs before its writer, so a batch norm's
+    /// running statistics, written in the forward phase, keep it out).
     fn chain(&self, d: &Droppable) -> Option<recompute::Chain> {
         let facts = self.facts;
         let at = d.first_backward;
         let chain =
             recompute::chain(facts.g, d.tensor, |u| self.resident(u, at), &facts.position, self.options.max_chain)?;
         let overwritten = |u: TensorId| facts.writer[u.index()].is_some_and(|w| w < at);
-        for &n in &chain.nodes {
-            let node = facts.g.node(n);
-            for (slot, u) in node.inputs.iter().enumerate() {
-                let Some(u) = *u else { continue };
-                let statistics = node.op == BATCH_NORM_TRAIN && (slot == 3 || slot == 4);
-                if overwritten(u) && !statistics {
-                    return None;
-                }
-            }
-        }
-        Some(chain)
+        let reads_overwritten =
+            chain.nodes.iter().any(|&n| facts.g.node(n).inputs.iter().flatten().any(|&u| overwritten(u)));
+        (!reads_overwritten).then_some(chain)
     }
 }

@@ -3,7 +3,9 @@
 //! time, and the forward tensors a decision may drop (with the stretch of
 //! the schedule where each is not needed).
 
+use crate::analysis::cost::CostModel;
 use crate::analysis::memory;
+use crate::analysis::profile::DeviceProfile;
 use crate::ir::{Action, Device, Graph, NodeId, Phase, TensorId};
 
 /// Per-op time and transfer speeds the planner predicts with.
@@ -15,6 +17,17 @@ pub struct Speeds {
     pub d2h_bytes_per_second: f64,
     /// Host-to-device bandwidth (swap-ins), bytes per second.
     pub h2d_bytes_per_second: f64,
+}
+
+impl Speeds {
+    /// The time model of `profile` for the nodes of `g`.
+    pub fn from_profile(g: &Graph, profile: &DeviceProfile) -> Speeds {
+        Speeds {
+            node_seconds: CostModel::new(profile).costs(g).iter().map(|c| c.seconds).collect(),
+            d2h_bytes_per_second: profile.device_to_host_bytes_per_second,
+            h2d_bytes_per_second: profile.host_to_device_bytes_per_second,
+        }
+    }
 }
 
 /// A forward tensor that is not needed between its last forward reader and

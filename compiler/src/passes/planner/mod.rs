@@ -40,14 +40,15 @@ pub mod report;
 mod tests;
 mod tracker;
 
-pub use apply::apply;
+pub use apply::{patch, PASS};
 pub use facts::{Droppable, Facts, Speeds};
-pub use report::{decision_reports, DecisionReport};
+pub use report::{decision_reports, DecisionReport, RECOMPUTE, SWAP};
 
 use crate::analysis::memory;
 use crate::error::{Error, Result};
 use crate::ir::{Graph, NodeId, TensorId};
 use crate::passes::recompute::Chain;
+use crate::pipeline::{self, Patch};
 use crate::units::format_bytes;
 use candidate::{Candidate, Queue};
 use tracker::Tracker;
@@ -398,6 +399,9 @@ pub fn largest_working_set(g: &Graph, schedule: &[NodeId]) -> (NodeId, u64) {
 /// The planned graph and what it takes.
 #[derive(Clone, Debug)]
 pub struct Fitted {
+    /// The changes that carry out the plan on the training graph.
+    pub patch: Patch,
+    /// The training graph with the patch applied.
     pub graph: Graph,
     pub plan: Plan,
     /// Each decision with its ΔM, ΔT and why.
@@ -413,19 +417,16 @@ pub fn fit(g: &Graph, speeds: &Speeds, options: PlanOptions) -> Result<Fitted> {
     let schedule = g.schedule().to_vec();
     let facts = Facts::new(g, &schedule, speeds);
     let plan = plan_with(&facts, options);
-    let graph = apply(&facts, &plan.decisions)?;
+    let patch = patch(&facts, &plan.decisions);
+    let (graph, _) = pipeline::apply_checked(g, &patch)?;
     let new_schedule = graph.schedule();
     let profile = memory::simulate(&graph, new_schedule);
     if !plan.fits || profile.peak_bytes > options.device_budget {
         let peak_op = &graph.node(new_schedule[profile.peak_step]).name;
         return Err(no_plan(g, &schedule, profile.peak_bytes, peak_op, options.device_budget));
     }
-    let mut graph = graph;
-    graph.plan.strategy = "auto".into();
-    graph.plan.budget_device_bytes = Some(options.device_budget);
-    graph.plan.budget_host_bytes = Some(options.host_budget);
     let reports = decision_reports(&facts, &plan.decisions);
-    Ok(Fitted { graph, plan, reports, device_peak: profile.peak_bytes, host_peak: profile.host_peak_bytes })
+    Ok(Fitted { patch, graph, plan, reports, device_peak: profile.peak_bytes, host_peak: profile.host_peak_bytes })
 }
 
 /// The one-line error for a graph no plan fits: the op whose own working

@@ -1,11 +1,19 @@
 //! The planner's decisions as a report: for each, what it did (kind, tensor,
-//! ΔM in bytes, ΔT in seconds) and why, in JSON and text.
+//! ΔM in bytes, ΔT in seconds) and why, in JSON and text; and the same
+//! report read back from the plan a compiled graph carries.
 
 use super::facts::Facts;
 use super::{Decision, Kind};
+use crate::analysis::timeline::Timeline;
+use crate::ir::{Graph, NodeId};
 use crate::units::format_bytes;
 use serde::Serialize;
 use std::fmt::Write;
+
+/// The `kind` of a swap decision.
+pub const SWAP: &str = "swap";
+/// The `kind` of a recompute decision.
+pub const RECOMPUTE: &str = "recompute";
 
 /// One decision, as reported.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -31,11 +39,11 @@ pub fn decision_reports(facts: &Facts<'_>, decisions: &[Decision]) -> Vec<Decisi
             let d = &facts.droppable[facts.index[decision.tensor.index()].expect("decisions are on droppable tensors")];
             let (kind, how) = match &decision.kind {
                 Kind::Swap { trigger } => {
-                    ("swap", format!("swapped out after '{}', in after '{}'", name(d.last_forward), name(*trigger)))
+                    (SWAP, format!("swapped out after '{}', in after '{}'", name(d.last_forward), name(*trigger)))
                 }
                 Kind::Recompute { chain } => {
                     let ops: Vec<&str> = chain.nodes.iter().map(|&n| g.node(n).op.as_str()).collect();
-                    ("recompute", format!("re-made by {} before '{}'", ops.join("→"), name(d.first_backward)))
+                    (RECOMPUTE, format!("re-made by {} before '{}'", ops.join("→"), name(d.first_backward)))
                 }
             };
             DecisionReport {
@@ -47,6 +55,38 @@ pub fn decision_reports(facts: &Facts<'_>, decisions: &[Decision]) -> Vec<Decisi
             }
         })
         .collect()
+}
+
+/// The decisions of the plan `g` carries (swaps, then recomputes), with
+/// their ΔT on the predicted timeline `time`: the stall charged to a swap's
+/// copies, the kernel time of a recompute's chain.
+pub fn from_plan(g: &Graph, time: &Timeline) -> Vec<DecisionReport> {
+    let mut event = vec![None; g.node_bound()];
+    for e in &time.events {
+        event[e.node.index()] = Some(e);
+    }
+    let stall = |n: NodeId| event[n.index()].map_or(0.0, |e| e.stall);
+    let busy = |n: NodeId| event[n.index()].map_or(0.0, |e| e.end - e.start);
+    let name = |n: NodeId| &g.node(n).name;
+    let swaps = g.plan.swaps.iter().map(|s| {
+        let triggers: Vec<String> =
+            s.swap_ins.iter().filter_map(|i| i.trigger).map(|t| format!("'{}'", name(t))).collect();
+        DecisionReport {
+            kind: SWAP,
+            tensor: g.tensor(s.tensor).name.clone(),
+            bytes: g.tensor(s.tensor).ty.bytes(),
+            extra_seconds: stall(s.swap_out) + s.swap_ins.iter().map(|i| stall(i.node)).sum::<f64>(),
+            why: format!("swapped out by '{}', in after {}", name(s.swap_out), triggers.join(", ")),
+        }
+    });
+    let recomputes = g.plan.recomputes.iter().map(|r| DecisionReport {
+        kind: RECOMPUTE,
+        tensor: g.tensor(r.tensor).name.clone(),
+        bytes: g.tensor(r.tensor).ty.bytes(),
+        extra_seconds: r.chain.iter().map(|&n| busy(n)).sum(),
+        why: format!("re-made by {} ops before '{}'", r.chain.len(), name(r.before)),
+    });
+    swaps.chain(recomputes).collect()
 }
 
 /// One line per decision, for people.

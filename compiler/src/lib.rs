@@ -26,6 +26,7 @@ pub mod max_batch;
 pub mod npz;
 pub mod passes;
 pub mod pipeline;
+pub mod plan_curve;
 pub mod process;
 pub mod provenance;
 #[cfg(feature = "cli")]

@@ -46,6 +46,8 @@ enum Command {
     Run(RunArgs),
     /// The largest batch whose training graph fits a device budget (simulated).
     MaxBatch(MaxBatchArgs),
+    /// Predicted step time against device budget for the planner (auto) and TFLMS.
+    PlanCurve(PlanCurveArgs),
     /// Prove that a rewritten .lms graph computes the outputs and variable updates of its original.
     Verify(VerifyArgs),
     /// Whether this machine can run `--device cuda`: GPU, driver, CUDA libraries, free memory.
@@ -85,12 +87,48 @@ struct MaxBatchArgs {
     /// Largest batch to try.
     #[arg(long, default_value_t = 1 << 16, value_parser = flags::count)]
     limit: usize,
+    /// Memory strategies searched besides no rewrite: tflms, or auto (tflms and the budget planner).
+    #[arg(long, value_enum, default_value = "tflms")]
+    strategy: MaxBatchStrategy,
     /// Device profile of the predicted step time: a shipped name (h100-sxm, h100-pcie, h200, a100, cpu) or a file.
     #[arg(long, value_name = "NAME|FILE", default_value = DEFAULT_PROFILE)]
     device_profile: String,
     /// Print the result as JSON.
     #[arg(long)]
     json: bool,
+}
+
+#[derive(Args)]
+struct PlanCurveArgs {
+    /// The ONNX model (forward graph).
+    model: PathBuf,
+    /// Leading dimension of every data input (at least 1).
+    #[arg(long, value_parser = flags::count)]
+    batch: usize,
+    /// Value of a named symbolic dimension, as NAME=N (repeatable).
+    #[arg(long = "dim", value_name = "NAME=N", value_parser = flags::dim)]
+    dims: Vec<(String, usize)>,
+    /// Optimizer of the training graph.
+    #[arg(long, value_enum, default_value = "sgd")]
+    train: OptimizerKind,
+    /// Loss on the model's first output.
+    #[arg(long, value_enum, default_value = "softmax-xent")]
+    loss: LossKind,
+    /// Budgets on the curve, from the smallest the planner reaches to the unrewritten peak (at least 2).
+    #[arg(long, default_value_t = 8, value_parser = flags::count)]
+    budget_steps: usize,
+    /// Host memory for swapped tensors (default 64GiB; 0: auto only recomputes).
+    #[arg(long, value_parser = flags::size_or_zero)]
+    host_budget: Option<u64>,
+    /// Device profile of the time model (a shipped name or a file).
+    #[arg(long, value_name = "NAME|FILE", default_value = DEFAULT_PROFILE)]
+    device_profile: String,
+    /// Also write the curve as JSON to this file.
+    #[arg(long, value_name = "FILE.json")]
+    json: Option<PathBuf>,
+    /// Also write the curve as an SVG chart to this file.
+    #[arg(long, value_name = "FILE.svg")]
+    svg: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -238,6 +276,14 @@ struct CompileArgs {
     /// Also list each decision (every swapped or recomputed tensor, its ΔM, ΔT and why, or its swap-ins and triggers).
     #[arg(long, short)]
     verbose: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum MaxBatchStrategy {
+    /// TFLMS's budget search.
+    Tflms,
+    /// TFLMS's budget search and the budget planner.
+    Auto,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -644,42 +690,58 @@ fn spinner(message: String) -> indicatif::ProgressBar {
 }
 
 fn max_batch(args: &MaxBatchArgs) -> Result<(), Error> {
+    use lms_compiler::max_batch::{MaxBatch, Rewrite};
     let frontend = FrontendOptions { batch: None, dims: args.dims.iter().cloned().collect() };
     let train =
         TrainOptions { loss: loss(args.loss), optimizer: optimizer(args.train, None, None), ..TrainOptions::default() };
     let host = args.host_budget.unwrap_or(DEFAULT_HOST_BUDGET_BYTES);
     let profile = DeviceProfile::load(&args.device_profile)?;
-    let progress = spinner("largest batch without rewriting".into());
-    let search = |strategy, label: &str| {
+    let default_knobs = TflmsConfig::default();
+    let mut searches =
+        vec![("none", "without rewriting", Rewrite::None), ("tflms", "with tflms", Rewrite::Tflms(&default_knobs))];
+    if args.strategy == MaxBatchStrategy::Auto {
+        searches.push(("auto", "with auto", Rewrite::Auto));
+    }
+    let progress = spinner(String::new());
+    let mut results: Vec<(&str, MaxBatch)> = Vec::new();
+    for (key, label, rewrite) in searches {
+        progress.set_message(format!("largest batch {label}"));
         let mut on_probe = |batch, fits| {
             progress.set_message(format!(
                 "largest batch {label}: batch {batch} {}",
                 if fits { "fits" } else { "does not fit" }
             ))
         };
-        lms_compiler::max_batch::max_batch(
+        let found = lms_compiler::max_batch::max_batch(
             &args.model,
             &frontend,
             &train,
-            strategy,
+            rewrite,
             args.budget,
             host,
             args.limit,
             &profile,
             &mut on_probe,
-        )
-    };
-    let plain = search(None, "without rewriting");
-    let default_knobs = TflmsConfig::default();
-    let tflms = plain.and_then(|plain| Ok((plain, search(Some(&default_knobs), "with tflms")?)));
+        );
+        match found {
+            Ok(r) => results.push((key, r)),
+            Err(e) => {
+                progress.finish_and_clear();
+                return Err(e);
+            }
+        }
+    }
     progress.finish_and_clear();
-    let (plain, tflms) = tflms?;
     if args.json {
-        let json = serde_json::json!({ "budget_bytes": args.budget, "host_budget_bytes": host,
-            "device_profile": args.device_profile, "none": plain, "tflms": tflms });
+        let mut json = serde_json::json!({ "budget_bytes": args.budget, "host_budget_bytes": host,
+            "device_profile": args.device_profile });
+        for (key, r) in &results {
+            json[*key] = serde_json::to_value(r).map_err(|e| Error::Usage(e.to_string()))?;
+        }
         println!("{}", serde_json::to_string_pretty(&json).map_err(|e| Error::Usage(e.to_string()))?);
     } else {
-        for (name, r) in [("no rewrite", &plain), ("tflms", &tflms)] {
+        for (key, r) in &results {
+            let name = if *key == "none" { "no rewrite" } else { key };
             let bound = if r.at_limit { ">=" } else { "" };
             match r.batch {
                 Some(b) => println!(
@@ -694,9 +756,42 @@ fn max_batch(args: &MaxBatchArgs) -> Result<(), Error> {
             }
         }
     }
-    if plain.batch.is_none() && tflms.batch.is_none() {
+    if results.iter().all(|(_, r)| r.batch.is_none()) {
         return Err(Error::NoBatchFits(args.budget).in_file(&args.model));
     }
+    Ok(())
+}
+
+fn plan_curve(args: &PlanCurveArgs) -> Result<(), Error> {
+    if args.budget_steps < 2 {
+        return Err(Error::Usage("--budget-steps must be at least 2 (the smallest budget and no limit)".into()));
+    }
+    let mut outputs = Vec::new();
+    outputs.extend(args.json.as_deref().map(|p| ("--json", p)));
+    outputs.extend(args.svg.as_deref().map(|p| ("--svg", p)));
+    emit::output::check_distinct(&[("model", args.model.as_path())], &outputs)?;
+    let device = DeviceProfile::load(&args.device_profile)?;
+    let frontend = FrontendOptions { batch: Some(args.batch), dims: args.dims.iter().cloned().collect() };
+    let train =
+        TrainOptions { loss: loss(args.loss), optimizer: optimizer(args.train, None, None), ..TrainOptions::default() };
+    let progress = spinner(format!("planning {} at {} budgets", args.model.display(), args.budget_steps));
+    let curve = frontend::load(&args.model, &frontend)
+        .and_then(|model| lms_compiler::train::build(&model.graph, &train))
+        .and_then(|graph| {
+            let host = args.host_budget.unwrap_or(DEFAULT_HOST_BUDGET_BYTES);
+            lms_compiler::plan_curve::plan_curve(&graph, &device, host, args.budget_steps)
+        })
+        .map_err(|e| e.in_file(&args.model));
+    progress.finish_and_clear();
+    let curve = curve?;
+    if let Some(path) = &args.json {
+        let json = serde_json::to_string_pretty(&curve).map_err(|e| Error::Usage(e.to_string()))?;
+        emit::output::write_atomically(path, json.as_bytes())?;
+    }
+    if let Some(path) = &args.svg {
+        emit::output::write_atomically(path, curve.svg().as_bytes())?;
+    }
+    print!("{}", curve.to_text());
     Ok(())
 }
 
@@ -733,6 +828,7 @@ fn main() -> ExitCode {
         Command::Simulate(args) => simulate(args),
         Command::Run(args) => run(args),
         Command::MaxBatch(args) => max_batch(args),
+        Command::PlanCurve(args) => plan_curve(args),
         Command::Verify(args) => verify(args),
         Command::Doctor => {
             let diagnosis = lms_runtime::backend::cuda::doctor();

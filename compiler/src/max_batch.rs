@@ -1,13 +1,14 @@
 //! `lms max-batch`: the largest batch whose training graph fits a device
 //! budget, by simulation: without rewriting, and with a memory strategy
-//! (TFLMS budget search). Peak memory grows with the batch, so a doubling
-//! search followed by bisection finds the boundary. The step time at the
+//! (TFLMS budget search, or the budget planner). Peak memory grows with the
+//! batch, so a doubling search followed by bisection finds the boundary. The step time at the
 //! batch found is predicted on a device profile.
 
 use crate::analysis::profile::DeviceProfile;
 use crate::analysis::{memory, order, timeline};
 use crate::error::{Error, Result};
 use crate::frontend::{self, FrontendOptions};
+use crate::passes::planner::{self, PlanOptions, Speeds, DEFAULT_MAX_CHAIN};
 use crate::passes::tflms::{self, TflmsConfig};
 use crate::pipeline;
 use crate::train::{self, TrainOptions};
@@ -30,17 +31,27 @@ pub struct MaxBatch {
     pub at_limit: bool,
 }
 
+/// How a batch's training graph is made to fit.
+#[derive(Clone, Copy, Debug)]
+pub enum Rewrite<'a> {
+    /// As built.
+    None,
+    /// The TFLMS budget search from these knobs.
+    Tflms(&'a TflmsConfig),
+    /// The budget planner, weighing candidates on the device profile.
+    Auto,
+}
+
 /// Searches batches up to `limit` for the largest whose training graph fits
-/// `budget` device bytes: as built when `strategy` is `None`, else after the
-/// TFLMS budget search with `host_budget` host bytes; the step predicted
-/// on `profile`. `on_probe` hears of each batch tried and whether it fits
+/// `budget` device bytes, rewritten by `rewrite` with `host_budget` host
+/// bytes; the step predicted on `profile`. `on_probe` hears of each batch tried and whether it fits
 /// (for a progress display).
 #[allow(clippy::too_many_arguments)]
 pub fn max_batch(
     model: &Path,
     frontend: &FrontendOptions,
     train_options: &TrainOptions,
-    strategy: Option<&TflmsConfig>,
+    rewrite: Rewrite<'_>,
     budget: u64,
     host_budget: u64,
     limit: usize,
@@ -54,15 +65,13 @@ pub fn max_batch(
         let options = FrontendOptions { batch: Some(batch), ..frontend.clone() };
         let graph =
             train::build(&frontend::load(model, &options)?.graph, train_options).map_err(|e| e.in_file(model))?;
-        match strategy {
-            None => {
-                let memory = memory::simulate(&graph, &order::schedule(&graph)?);
-                if memory.peak_bytes > budget {
-                    return Ok(None);
-                }
-                Ok(Some((memory.peak_bytes, memory.host_peak_bytes, step(&graph)?)))
-            }
-            Some(config) => match tflms::fit(&graph, config, tflms::FreeKnobs::ALL, budget, host_budget) {
+        let memory = memory::simulate(&graph, &order::schedule(&graph)?);
+        if memory.peak_bytes <= budget {
+            return Ok(Some((memory.peak_bytes, memory.host_peak_bytes, step(&graph)?)));
+        }
+        match rewrite {
+            Rewrite::None => Ok(None),
+            Rewrite::Tflms(config) => match tflms::fit(&graph, config, tflms::FreeKnobs::ALL, budget, host_budget) {
                 Ok(fit) => {
                     let seconds = match &fit.plan {
                         Some(plan) => step(&pipeline::apply_checked(&graph, &plan.patch)?.0)?,
@@ -73,6 +82,14 @@ pub fn max_batch(
                 Err(Error::OverBudget { .. }) => Ok(None),
                 Err(e) => Err(e.in_file(model)),
             },
+            Rewrite::Auto => {
+                let options = PlanOptions { device_budget: budget, host_budget, max_chain: DEFAULT_MAX_CHAIN };
+                match planner::fit(&graph, &Speeds::from_profile(&graph, profile), options) {
+                    Ok(f) => Ok(Some((f.device_peak, f.host_peak, step(&f.graph)?))),
+                    Err(Error::NoPlan { .. }) => Ok(None),
+                    Err(e) => Err(e.in_file(model)),
+                }
+            }
         }
     };
     let mut fits = |batch: usize| -> Result<Option<(u64, u64, f64)>> {

@@ -64,7 +64,7 @@ pub fn plan_curve(g: &Graph, device: &DeviceProfile, host_budget: u64, steps: us
     let mut points = Vec::with_capacity(steps);
     for i in 0..=last {
         let budget = smallest + (peak - smallest) * i / last;
-        let auto = match planner::fit(g, &speeds, options(budget)) {
+        let auto = match planner::fit_fastest(g, &speeds, device, options(budget)) {
             Ok(f) => Some(fitting(&f.graph, f.device_peak, f.host_peak)),
             Err(Error::NoPlan { .. }) => None,
             Err(e) => return Err(e),

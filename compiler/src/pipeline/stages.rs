@@ -180,7 +180,7 @@ impl Pass for Plan {
         let speeds = Speeds::from_profile(g, &self.profile);
         let options =
             PlanOptions { device_budget: b.device_bytes, host_budget: b.host_bytes, max_chain: DEFAULT_MAX_CHAIN };
-        let fitted = planner::fit(g, &speeds, options).map_err(|e| e.in_file(&self.model))?;
+        let fitted = planner::fit_fastest(g, &speeds, &self.profile, options).map_err(|e| e.in_file(&self.model))?;
         let patch = fitted.patch.clone();
         if !patch.is_empty() {
             cx.keep_reference();

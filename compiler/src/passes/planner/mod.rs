@@ -45,6 +45,8 @@ pub use facts::{Droppable, Facts, Speeds};
 pub use report::{decision_reports, DecisionReport, RECOMPUTE, SWAP};
 
 use crate::analysis::memory;
+use crate::analysis::profile::DeviceProfile;
+use crate::analysis::timeline;
 use crate::error::{Error, Result};
 use crate::ir::{Graph, NodeId, TensorId};
 use crate::passes::recompute::Chain;
@@ -427,6 +429,24 @@ pub fn fit(g: &Graph, speeds: &Speeds, options: PlanOptions) -> Result<Fitted> {
     }
     let reports = decision_reports(&facts, &plan.decisions);
     Ok(Fitted { patch, graph, plan, reports, device_peak: profile.peak_bytes, host_peak: profile.host_peak_bytes })
+}
+
+/// [`fit`], and when that plan swaps, the recompute-only plan too: of the two, the one
+/// the full timeline on `profile` predicts faster is kept (ties: the plan with swaps). The
+/// planner costs a swap by its own transfer against the compute it can hide behind; that
+/// transfers queue behind one another on the host link, and stall the backward pass when
+/// they do, only the timeline of the whole step shows.
+pub fn fit_fastest(g: &Graph, speeds: &Speeds, profile: &DeviceProfile, options: PlanOptions) -> Result<Fitted> {
+    let fitted = fit(g, speeds, options)?;
+    if options.host_budget == 0 || !fitted.plan.decisions.iter().any(|d| matches!(d.kind, Kind::Swap { .. })) {
+        return Ok(fitted);
+    }
+    let step = |f: &Fitted| timeline::simulate(&f.graph, f.graph.schedule(), profile).step_seconds;
+    match fit(g, speeds, PlanOptions { host_budget: 0, ..options }) {
+        Ok(recompute_only) if step(&recompute_only) < step(&fitted) => Ok(recompute_only),
+        Ok(_) | Err(Error::NoPlan { .. }) => Ok(fitted),
+        Err(e) => Err(e),
+    }
 }
 
 /// The one-line error for a graph no plan fits: the op whose own working

@@ -97,3 +97,24 @@ fn the_greedy_is_within_ten_percent_of_the_optimum() {
     }
     assert!(compared >= 6, "only {compared} plans compared with the optimum");
 }
+
+#[test]
+fn the_fastest_fit_is_never_predicted_slower_than_the_plan_with_swaps() {
+    let profile = DeviceProfile::load("h100-sxm").unwrap();
+    for model in ["cnn_residual.onnx", "tiny_gpt.onnx"] {
+        let g = training_graph(model, 8);
+        let peak = memory::simulate(&g, g.schedule()).peak_bytes;
+        let speeds = Speeds::from_profile(&g, &profile);
+        let step = |f: &Fitted| timeline::simulate(&f.graph, f.graph.schedule(), &profile).step_seconds;
+        for budget in [peak * 3 / 4, peak * 9 / 10] {
+            let (Ok(swaps), Ok(fastest)) = (
+                fit(&g, &speeds, options(budget, u64::MAX)),
+                fit_fastest(&g, &speeds, &profile, options(budget, u64::MAX)),
+            ) else {
+                continue;
+            };
+            assert!(step(&fastest) <= step(&swaps), "{model} at {budget}");
+            assert!(fastest.device_peak <= budget, "{model} at {budget}");
+        }
+    }
+}

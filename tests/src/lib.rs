@@ -290,6 +290,31 @@ pub mod training {
         Session::with_values(program, CpuBackend::new(), options, values).unwrap_or_else(|e| panic!("{e}"))
     }
 
+    /// A CPU session on graph `g` (serialized) whose device memory holds at most
+    /// `device_memory` bytes; the run's seed is 5.
+    pub fn budgeted_session(g: &Graph, device_memory: u64) -> Session<CpuBackend> {
+        let program = Program::new(serialized(g), "test.lms").unwrap_or_else(|e| panic!("{e}"));
+        Session::new(program, CpuBackend::new(), RunOptions { device_memory, seed: 5, ..RunOptions::default() })
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// Three steps of `g` with no memory limit: the losses and final variables as bits, and
+    /// the device and host peaks the runtime measured.
+    pub fn train_bits(g: &Graph) -> (Vec<u32>, BTreeMap<String, Vec<u8>>, u64, u64) {
+        let mut s = budgeted_session(g, u64::MAX);
+        let mut losses = Vec::new();
+        let (mut device, mut host) = (0, 0);
+        for _ in 0..3 {
+            let step = s.step().unwrap_or_else(|e| panic!("{e}"));
+            losses.push(step.loss.expect("a training graph has a loss").to_bits());
+            device = device.max(step.report.peak_device_bytes);
+            host = host.max(step.report.peak_host_bytes);
+        }
+        let vars =
+            s.variables().unwrap_or_else(|e| panic!("{e}")).into_iter().map(|(n, t)| (n, t.to_le_bytes())).collect();
+        (losses, vars, device, host)
+    }
+
     /// Names of the variables that optimizer op `op` (e.g. `SgdUpdate`) writes.
     pub fn updated_variables(graph: &lms_proto::lms::Graph, op: &str) -> Vec<String> {
         let mut names: Vec<String> = graph

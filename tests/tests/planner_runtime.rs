@@ -12,10 +12,9 @@ use lms_compiler::frontend::{self, FrontendOptions};
 use lms_compiler::ir::Graph;
 use lms_compiler::passes::planner::{self, Kind, PlanOptions, Speeds, DEFAULT_MAX_CHAIN};
 use lms_compiler::train::{self, Loss, Optimizer, TrainOptions};
-use lms_runtime::{CpuBackend, Program, RunOptions, RuntimeError, Session};
-use lms_tests::training::serialized;
+use lms_runtime::RuntimeError;
+use lms_tests::training::{budgeted_session, train_bits};
 use lms_tests::{fixture, lms_ok, scratch_path};
-use std::collections::BTreeMap;
 use std::path::Path;
 
 fn training_graph(path: &Path, batch: usize) -> Graph {
@@ -37,26 +36,6 @@ fn speeds(g: &Graph) -> Speeds {
         node_seconds[id.index()] = bytes as f64 / 10e9;
     }
     Speeds { node_seconds, d2h_bytes_per_second: 5e9, h2d_bytes_per_second: 5e9 }
-}
-
-fn session(g: &Graph, device_memory: u64) -> Session<CpuBackend> {
-    let program = Program::new(serialized(g), "test.lms").unwrap();
-    Session::new(program, CpuBackend::new(), RunOptions { device_memory, seed: 5, ..RunOptions::default() }).unwrap()
-}
-
-/// Losses and final variables (as bits) of three steps, and the peaks.
-fn train_bits(g: &Graph) -> (Vec<u32>, BTreeMap<String, Vec<u8>>, u64, u64) {
-    let mut s = session(g, u64::MAX);
-    let mut losses = Vec::new();
-    let (mut device, mut host) = (0, 0);
-    for _ in 0..3 {
-        let step = s.step().unwrap();
-        losses.push(step.loss.unwrap().to_bits());
-        device = device.max(step.report.peak_device_bytes);
-        host = host.max(step.report.peak_host_bytes);
-    }
-    let vars = s.variables().unwrap().into_iter().map(|(n, t)| (n, t.to_le_bytes())).collect();
-    (losses, vars, device, host)
 }
 
 #[test]
@@ -92,8 +71,8 @@ fn planned_graphs_train_bit_for_bit_and_fit_where_the_original_does_not() {
             let sim = memory::simulate(g, g.schedule());
             assert_eq!((peak_b, host_b), (sim.peak_bytes, sim.host_peak_bytes), "{name}: runtime vs simulated peaks");
             assert!(peak_b <= budget, "{name}: {peak_b} over the budget {budget}");
-            session(g, budget).step().unwrap();
-            match session(&original, budget).step() {
+            budgeted_session(g, budget).step().unwrap();
+            match budgeted_session(&original, budget).step() {
                 Err(RuntimeError::OutOfMemory(_)) => {}
                 other => panic!("{name}: the original should not fit in {budget} bytes: {:?}", other.map(|s| s.loss)),
             }

@@ -9,10 +9,9 @@ use lms_compiler::frontend::{self, FrontendOptions};
 use lms_compiler::ir::{Action, Graph, Phase, SWAP_OUT_OP};
 use lms_compiler::passes::tflms::{self, SwapInTrigger, TflmsConfig};
 use lms_compiler::train::{self, Loss, Optimizer, TrainOptions};
-use lms_runtime::{CpuBackend, Program, RunOptions, RuntimeError, Session};
-use lms_tests::training::serialized;
+use lms_runtime::RuntimeError;
+use lms_tests::training::{budgeted_session, train_bits};
 use lms_tests::{fixture, onnx_data};
-use std::collections::BTreeMap;
 use std::path::Path;
 
 fn training_graph(path: &Path, batch: usize) -> Graph {
@@ -24,26 +23,6 @@ fn training_graph(path: &Path, batch: usize) -> Graph {
         frozen: vec![],
     };
     train::build(&model.graph, &options).unwrap()
-}
-
-fn session(g: &Graph, device_memory: u64) -> Session<CpuBackend> {
-    let program = Program::new(serialized(g), "test.lms").unwrap();
-    Session::new(program, CpuBackend::new(), RunOptions { device_memory, seed: 5, ..RunOptions::default() }).unwrap()
-}
-
-/// Losses and final variables (as bits) of three steps.
-fn train_bits(g: &Graph) -> (Vec<u32>, BTreeMap<String, Vec<u8>>, u64, u64) {
-    let mut s = session(g, u64::MAX);
-    let mut losses = Vec::new();
-    let (mut device, mut host) = (0, 0);
-    for _ in 0..3 {
-        let step = s.step().unwrap();
-        losses.push(step.loss.unwrap().to_bits());
-        device = device.max(step.report.peak_device_bytes);
-        host = host.max(step.report.peak_host_bytes);
-    }
-    let vars = s.variables().unwrap().into_iter().map(|(n, t)| (n, t.to_le_bytes())).collect();
-    (losses, vars, device, host)
 }
 
 #[test]
@@ -67,8 +46,8 @@ fn rewritten_graphs_train_bit_for_bit_and_fit_where_the_original_does_not() {
         assert!(peak_b < peak_a, "{name}: rewrite did not lower the peak ({peak_a} -> {peak_b})");
         println!("{name}: {} tensors swapped, peak {peak_a} -> {peak_b} bytes, host {host_b}", report.tensors.len());
         // The rewritten graph fits in its own peak; the original does not.
-        session(&rewritten, peak_b).step().unwrap();
-        match session(&original, peak_b).step() {
+        budgeted_session(&rewritten, peak_b).step().unwrap();
+        match budgeted_session(&original, peak_b).step() {
             Err(RuntimeError::OutOfMemory(_)) => {}
             other => panic!("{name}: the original should not fit in {peak_b} bytes: {:?}", other.map(|s| s.loss)),
         }

@@ -78,7 +78,9 @@ pub enum Action {
     Control,
 }
 
-pub use lms_proto::contract::{INPUT_OP, SPLIT_PART_OP, SWAP_IN_OP, SWAP_OUT_OP, VARIABLE_OP};
+pub use lms_proto::contract::{
+    INPUT_OP, OVERLAP_ADD_OP, SPLIT_PART_OP, SPLIT_WINDOW_OP, SWAP_IN_OP, SWAP_OUT_OP, VARIABLE_OP,
+};
 
 /// A vertex: λ(v) plus phase, device and the tensors of its slots.
 #[derive(Clone, Debug, PartialEq)]

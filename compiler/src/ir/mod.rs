@@ -11,8 +11,8 @@ mod tensor;
 pub use attr::{Attr, AttrError, Attrs};
 pub use dtype::DType;
 pub use graph::{
-    Action, Device, Edge, Graph, Node, NodeId, Phase, Tensor, TensorId, VerifyError, INPUT_OP, SPLIT_PART_OP,
-    SWAP_IN_OP, SWAP_OUT_OP, VARIABLE_OP,
+    Action, Device, Edge, Graph, Node, NodeId, Phase, Tensor, TensorId, VerifyError, INPUT_OP, OVERLAP_ADD_OP,
+    SPLIT_PART_OP, SPLIT_WINDOW_OP, SWAP_IN_OP, SWAP_OUT_OP, VARIABLE_OP,
 };
 pub use plan::{Plan, RecomputeDecision, SwapDecision, SwapInDecision, NO_STRATEGY};
 pub use tensor::{f16_to_f32, numel, Shape, TensorData, TensorType};

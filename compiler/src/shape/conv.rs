@@ -2,7 +2,7 @@
 //! their cost and that of their gradients.
 
 use super::cost::{CostFn, CostNode};
-use super::split::{self, Dim, SplitFn};
+use super::split::{self, Dim, HaloOutput, SplitFn};
 use super::util::{
     check_rank, expect_inputs, fmt_shape, input, input_of, optional_input, positive_attr, same_dtype, to_dim,
     too_large, typed, wide_to_dim, Accepts,
@@ -35,7 +35,9 @@ pub(super) const COSTS: &[(&str, CostFn)] = &[
 /// ungrouped; height and width with halos under explicit or no padding.
 /// The gradients: the data gradient along batch, its output channels and
 /// the reduced dY channels; the weight and bias gradients sum over the batch
-/// and slice dY's channels.
+/// and slice dY's channels; the data and weight gradients also along height
+/// and width of dY with halos (windows of dX overlap-added, partial weight
+/// gradients summed).
 pub(super) const SPLITS: &[(&str, SplitFn)] = &[
     ("Conv", |n| {
         let slots = n.inputs.len();
@@ -47,7 +49,7 @@ pub(super) const SPLITS: &[(&str, SplitFn)] = &[
             }
         }
         if explicit_pads(n) {
-            rules.extend(split::halo(n));
+            rules.extend(split::halo(n, &[0], HaloOutput::Concat));
         }
         rules
     }),
@@ -57,6 +59,7 @@ pub(super) const SPLITS: &[(&str, SplitFn)] = &[
             rules.push(split::concat(Dim::Channel, 2, &[(1, 1)], 1));
             rules.push(split::sum(Dim::Channel, 2, &[(0, 1), (1, 0)]));
         }
+        rules.extend(split::halo(n, &[0], HaloOutput::OverlapAdd));
         rules
     }),
     ("ConvGradWeight", |n| {
@@ -64,6 +67,7 @@ pub(super) const SPLITS: &[(&str, SplitFn)] = &[
         if ungrouped(n) {
             rules.push(split::concat(Dim::Channel, 2, &[(0, 1)], 0));
         }
+        rules.extend(split::halo(n, &[0, 1], HaloOutput::Sum));
         rules
     }),
     ("ConvGradBias", |_| vec![split::sum(Dim::Batch, 1, &[(0, 0)]), split::concat(Dim::Channel, 1, &[(0, 1)], 0)]),

@@ -18,9 +18,13 @@ pub(super) const OPS: &[(&str, InferFn)] =
 /// Work of the selecting and joining ops: copies. `Slice` and `Gather` read
 /// only what they keep (and the indices); `GatherGrad` and `SliceGrad`
 /// write zeros over their whole output and add or copy dY into it (one FLOP
-/// per element of dY for the scatter-add). `SplitPart` copies one part.
+/// per element of dY for the scatter-add). `SplitPart` copies one part and
+/// `SplitWindow` one window; `OverlapAdd` writes zeros over its output and
+/// adds each part into it (one FLOP per element of the parts).
 pub(super) const COSTS: &[(&str, CostFn)] = &[
     ("SplitPart", |n| n.partial_copy(n.bytes_out())),
+    ("SplitWindow", |n| n.partial_copy(n.bytes_out())),
+    ("OverlapAdd", |n| n.streaming((0..n.inputs.len()).map(|i| n.in_numel(i)).sum())),
     ("Concat", copy),
     ("Split", copy),
     ("Slice", |n| n.partial_copy(n.bytes_out())),

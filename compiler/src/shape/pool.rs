@@ -3,7 +3,7 @@
 
 use super::conv::explicit_pads;
 use super::cost::{CostFn, CostNode};
-use super::split::{self, Dim, SplitFn};
+use super::split::{self, Dim, HaloOutput, SplitFn};
 use super::util::{check_dtype, check_rank, expect_inputs, input, input_of, positive_attr, typed, Accepts};
 use super::window::Window;
 use super::{InferFn, Node, ShapeResult, Value};
@@ -36,18 +36,18 @@ pub(super) const COSTS: &[(&str, CostFn)] = &[
 ];
 
 /// Split rules of the pools: batch and channel (each plane pooled alone);
-/// the windowed pools also height and width with halos, when not in
-/// `ceil_mode` and with explicit padding. MaxPool with its indices output is
-/// not split (the indices are flat over the whole tensor). LRN mixes
-/// channels: batch only.
+/// the windowed pools and their gradients also height and width with halos,
+/// when not in `ceil_mode` and with explicit padding. MaxPool with its
+/// indices output is not split (the indices are flat over the whole tensor).
+/// LRN mixes channels: batch only.
 pub(super) const SPLITS: &[(&str, SplitFn)] = &[
-    ("MaxPool", |n| if n.outputs.len() == 1 { windowed(n) } else { Vec::new() }),
-    ("AveragePool", windowed),
+    ("MaxPool", |n| if n.outputs.len() == 1 { windowed(n, &[0], HaloOutput::Concat) } else { Vec::new() }),
+    ("AveragePool", |n| windowed(n, &[0], HaloOutput::Concat)),
     ("GlobalAveragePool", planes),
     ("GlobalMaxPool", planes),
     ("LRN", |_| vec![split::concat(Dim::Batch, 1, &[(0, 0)], 0)]),
-    ("MaxPoolGrad", planes),
-    ("AveragePoolGrad", planes),
+    ("MaxPoolGrad", |n| windowed(n, &[0, 1], HaloOutput::OverlapAdd)),
+    ("AveragePoolGrad", |n| windowed(n, &[0], HaloOutput::OverlapAdd)),
     ("GlobalAveragePoolGrad", planes),
 ];
 
@@ -58,11 +58,12 @@ fn planes(node: &CostNode<'_>) -> Vec<split::SplitRule> {
     vec![split::concat(Dim::Batch, slots, &along(0), 0), split::concat(Dim::Channel, slots, &along(1), 1)]
 }
 
-/// [`planes`], then the Halo rules where the window allows them.
-fn windowed(node: &CostNode<'_>) -> Vec<split::SplitRule> {
+/// [`planes`], then the Halo rules slicing the inputs at `sliced` where the
+/// window allows them.
+fn windowed(node: &CostNode<'_>, sliced: &[usize], output: HaloOutput) -> Vec<split::SplitRule> {
     let mut rules = planes(node);
     if node.attrs.int("ceil_mode", 0).is_ok_and(|c| c == 0) && explicit_pads(node) {
-        rules.extend(split::halo(node));
+        rules.extend(split::halo(node, sliced, output));
     }
     rules
 }

@@ -13,12 +13,16 @@
 //! - **Halo**: a windowed op along a spatial axis; each part reads an input
 //!   window that overlaps its neighbours' by the kernel's reach and pads only
 //!   where the whole input is padded ([`halo_parts`]). Forward parts are
-//!   concatenated, bit-identical; gradients over overlapping windows are
-//!   added where the windows overlap, within [`SUM_TOLERANCE`].
+//!   concatenated, bit-identical. The gradients of a windowed op split along
+//!   the spatial axis of their output gradient: the input gradients of the
+//!   parts are windows of the whole one, added where they overlap
+//!   ([`HaloOutput::OverlapAdd`]); weight gradients are partial results,
+//!   summed ([`HaloOutput::Sum`]); both within [`SUM_TOLERANCE`].
 
 use super::cost::CostNode;
 use super::util::fmt_shape;
 use crate::egraph::lang::part_len;
+use crate::ir::{Attr, Attrs, TensorType};
 use serde::Serialize;
 use std::fmt;
 use std::ops::Range;
@@ -79,12 +83,29 @@ pub enum Combine {
     },
     /// Each part makes a partial output of the whole shape; they are added.
     Sum,
-    /// Each part makes a slice of output 0 along a spatial `axis` from an
-    /// overlapping window of input 0, with its own padding ([`halo_parts`]).
+    /// A windowed op split along a spatial `axis` into the output ranges of
+    /// [`halo_parts`], each part with its own padding. A forward op windows
+    /// input 0; a gradient op slices input 0 (the output gradient) into the
+    /// ranges and windows its other sliced inputs (the forward input).
     Halo {
-        /// The spatial axis of input 0 and output 0 (2 and on).
+        /// The spatial axis (2 and on) of every sliced input and of output 0.
         axis: usize,
+        /// How the parts make output 0.
+        output: HaloOutput,
     },
+}
+
+/// How the parts of a Halo split make the op's output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HaloOutput {
+    /// Forward: each part makes its output range; concatenated.
+    Concat,
+    /// Input gradient: each part makes the gradient of its input window;
+    /// added into place where the windows overlap (lms `OverlapAdd`).
+    OverlapAdd,
+    /// Weight gradient: each part makes a partial result; summed.
+    Sum,
 }
 
 /// One way to split an op.
@@ -143,10 +164,10 @@ pub fn sum(dim: Dim, slots: usize, sliced: &[(usize, usize)]) -> SplitRule {
     SplitRule { dim, inputs: slicing(slots, sliced), combine: Combine::Sum }
 }
 
-/// The Halo rules of a windowed op over input 0 [N, C, D...]: height and
-/// width for 2-D windows, width for 1-D ones (3-D windows are not split
-/// spatially).
-pub fn halo(node: &CostNode<'_>) -> Vec<SplitRule> {
+/// The Halo rules of a windowed op whose input 0 is [N, C, D...] and whose
+/// inputs at `sliced` are cut along the spatial axis: height and width for
+/// 2-D windows, width for 1-D ones (3-D windows are not split spatially).
+pub fn halo(node: &CostNode<'_>, sliced: &[usize], output: HaloOutput) -> Vec<SplitRule> {
     let rank = node.in_shape(0).len();
     let dims: &[(Dim, usize)] = match rank {
         3 => &[(Dim::Width, 2)],
@@ -155,8 +176,54 @@ pub fn halo(node: &CostNode<'_>) -> Vec<SplitRule> {
     };
     let slots = node.inputs.len();
     dims.iter()
-        .map(|&(dim, axis)| SplitRule { dim, inputs: slicing(slots, &[(0, axis)]), combine: Combine::Halo { axis } })
+        .map(|&(dim, axis)| {
+            let pairs: Vec<(usize, usize)> = sliced.iter().map(|&s| (s, axis)).collect();
+            SplitRule { dim, inputs: slicing(slots, &pairs), combine: Combine::Halo { axis, output } }
+        })
         .collect()
+}
+
+/// The window of a windowed op (Conv, MaxPool, AveragePool) or of its
+/// gradients (ConvGradData, ConvGradWeight, MaxPoolGrad, AveragePoolGrad)
+/// along spatial `axis`, from its attributes and tensor shapes; `None` for
+/// other ops, `ceil_mode`, implicit (`SAME_*`) padding, or lengths that do
+/// not fit the window (floor mode).
+pub fn axis_window(node: &CostNode<'_>, axis: usize) -> Option<AxisWindow> {
+    let spatial = axis.checked_sub(2)?;
+    let len = |shape: &[usize]| shape.get(axis).copied();
+    let attr_kernel = || usize::try_from(*node.attrs.ints("kernel_shape", vec![]).ok()?.get(spatial)?).ok();
+    let out0 = node.outputs.first().map(|t| &t.shape[..])?;
+    // (input, output, kernel) lengths of the forward op.
+    let (input, output, kernel) = match node.op {
+        "Conv" => (len(node.in_shape(0))?, len(out0)?, len(node.in_shape(1))?),
+        "MaxPool" | "AveragePool" => (len(node.in_shape(0))?, len(out0)?, attr_kernel()?),
+        "ConvGradData" => (len(out0)?, len(node.in_shape(0))?, len(node.in_shape(1))?),
+        "ConvGradWeight" => (len(node.in_shape(1))?, len(node.in_shape(0))?, len(out0)?),
+        "MaxPoolGrad" | "AveragePoolGrad" => (len(out0)?, len(node.in_shape(0))?, attr_kernel()?),
+        _ => return None,
+    };
+    let auto_pad = node.attrs.string("auto_pad", "NOTSET".into()).ok()?;
+    if !matches!(auto_pad.as_str(), "NOTSET" | "" | "VALID") || node.attrs.int("ceil_mode", 0).ok()? != 0 {
+        return None;
+    }
+    let rank = node.in_shape(0).len().checked_sub(2)?;
+    let at = |name: &str, index: usize, default: i64| -> Option<usize> {
+        let values = node.attrs.ints(name, vec![]).ok()?;
+        usize::try_from(values.get(index).copied().unwrap_or(default)).ok()
+    };
+    let window = AxisWindow {
+        kernel,
+        stride: at("strides", spatial, 1)?,
+        dilation: at("dilations", spatial, 1)?,
+        pad_begin: at("pads", spatial, 0)?,
+        pad_end: at("pads", rank + spatial, 0)?,
+        input,
+        output,
+    };
+    let reach = kernel.checked_sub(1)? * window.dilation + 1;
+    let padded = input + window.pad_begin + window.pad_end;
+    let fits = window.stride > 0 && padded >= reach && (padded - reach) / window.stride + 1 == output;
+    fits.then_some(window)
 }
 
 fn slicing(slots: usize, sliced: &[(usize, usize)]) -> Vec<Option<usize>> {
@@ -232,6 +299,66 @@ pub fn halo_parts(w: &AxisWindow, parts: usize) -> Vec<HaloPart> {
             HaloPart { output: out, input, pad_begin, pad_end }
         })
         .collect()
+}
+
+impl HaloOutput {
+    /// Whether a Halo split with this output reads input `slot` (one it
+    /// slices) through overlapping windows ([`HaloPart::input`]) rather than
+    /// in the output's ranges ([`HaloPart::output`], `array_split` parts): a
+    /// forward op windows its input 0; a gradient op slices its output
+    /// gradient, input 0, and windows the others.
+    pub fn windows(self, slot: usize) -> bool {
+        (self == HaloOutput::Concat) == (slot == 0)
+    }
+
+    /// The length along the split axis of output 0 of `part`, whose whole
+    /// length is `whole`: its output range (Concat), its input window
+    /// (OverlapAdd), or the whole (Sum).
+    pub fn part_len(self, part: &HaloPart, whole: usize) -> usize {
+        match self {
+            HaloOutput::Concat => part.output.len(),
+            HaloOutput::OverlapAdd => part.input.len(),
+            HaloOutput::Sum => whole,
+        }
+    }
+}
+
+/// The attributes of the micro-op of `part` of an op with `attrs` and
+/// `spatial` spatial axes split along `axis`: its own pads along the axis,
+/// every pad explicit (`auto_pad` NOTSET when the op names one).
+pub fn part_attrs(attrs: &Attrs, axis: usize, spatial: usize, part: &HaloPart) -> Attrs {
+    let mut pads = attrs.ints("pads", vec![0; 2 * spatial]).unwrap_or_else(|_| vec![0; 2 * spatial]);
+    pads.resize(2 * spatial, 0);
+    pads[axis - 2] = part.pad_begin as i64;
+    pads[spatial + axis - 2] = part.pad_end as i64;
+    let mut out = attrs.clone().with("pads", Attr::Ints(pads));
+    if out.has("auto_pad") {
+        out.set("auto_pad", Attr::String("NOTSET".into()));
+    }
+    out
+}
+
+/// `ty` with length `len` along `axis`: the type of a part.
+pub fn with_len(ty: &TensorType, axis: usize, len: usize) -> TensorType {
+    let mut shape = ty.shape.clone();
+    shape[axis] = len;
+    TensorType::new(ty.dtype, shape)
+}
+
+/// The attributes of the lms `SplitWindow` reading positions `window` along `axis`.
+pub fn window_attrs(axis: usize, window: &Range<usize>) -> Attrs {
+    Attrs::new()
+        .with("axis", Attr::Int(axis as i64))
+        .with("begin", Attr::Int(window.start as i64))
+        .with("end", Attr::Int(window.end as i64))
+}
+
+/// The attributes of the lms `OverlapAdd` adding the input windows of
+/// `parts` along `axis`.
+pub fn overlap_add_attrs(axis: usize, parts: &[HaloPart]) -> Attrs {
+    Attrs::new()
+        .with("axis", Attr::Int(axis as i64))
+        .with("begins", Attr::Ints(parts.iter().map(|p| p.input.start as i64).collect()))
 }
 
 #[cfg(test)]

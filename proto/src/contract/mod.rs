@@ -27,7 +27,8 @@ pub use dtype::{dtype_name, element_bytes, tensor_bytes, MAX_TENSOR_BYTES};
 pub use edges::Update;
 pub use error::ContractError;
 pub use ops::{
-    NodeKind, INPUT_OP, LMS_DOMAIN, LMS_DOMAIN_VERSION, SPLIT_PART_OP, SWAP_IN_OP, SWAP_OUT_OP, VARIABLE_OP,
+    NodeKind, INPUT_OP, LMS_DOMAIN, LMS_DOMAIN_VERSION, OVERLAP_ADD_OP, SPLIT_PART_OP, SPLIT_WINDOW_OP, SWAP_IN_OP,
+    SWAP_OUT_OP, VARIABLE_OP,
 };
 pub use program::Program;
 pub use release::{output_pool, release_after, tensor_uses, Liveness, Pool, TensorUse};

@@ -10,6 +10,12 @@ pub const SWAP_OUT_OP: &str = "SwapOut";
 pub const SWAP_IN_OP: &str = "SwapIn";
 /// Op type of one part of a split tensor (domain [`LMS_DOMAIN`]).
 pub const SPLIT_PART_OP: &str = "SplitPart";
+/// Op type of an overlapping window of a tensor, read by a part of a spatial (halo) split
+/// (domain [`LMS_DOMAIN`]).
+pub const SPLIT_WINDOW_OP: &str = "SplitWindow";
+/// Op type of the merge that adds the parts' windows into one tensor where they overlap
+/// (domain [`LMS_DOMAIN`]).
+pub const OVERLAP_ADD_OP: &str = "OverlapAdd";
 /// Domain of the ops that `proto/OPS.md` defines.
 pub const LMS_DOMAIN: &str = "lms";
 /// The version of the `lms` domain that its ops are run at.

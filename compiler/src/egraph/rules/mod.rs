@@ -9,7 +9,9 @@
 //!   [`independence`], whose conditions say when an op is independent along
 //!   an axis;
 //! - [`partial_sum`] has `distribute-sum`: an op that reduces over a split
-//!   axis as the sum of its parts' results.
+//!   axis as the sum of its parts' results;
+//! - [`halo`] has `distribute-halo`: a windowed op, or its gradient, split
+//!   spatially into parts with overlapping windows and their own pads.
 //!
 //! Every rule is an equation the graph semantics validate (TFLMS §4: the
 //! rewrites must be provable), and no rule makes a term larger without
@@ -17,6 +19,7 @@
 //! already occur.
 
 pub mod distribute;
+pub mod halo;
 pub mod identity;
 pub mod independence;
 pub mod partial_sum;
@@ -32,5 +35,6 @@ pub fn all() -> Vec<TermRewrite> {
     rules.extend(split::rules());
     rules.extend(distribute::rules());
     rules.extend(partial_sum::rules());
+    rules.extend(halo::rules());
     rules
 }

@@ -2,6 +2,7 @@
 //! planned from the op family's split rule and the e-graph, and emitted as
 //! `SplitPart` ops, micro-ops and `Concat` merges into a patch.
 
+use super::halo::Halo;
 use super::{SplitReport, SplitRequest};
 use crate::egraph::lang::{part_len, TermAnalysis};
 use crate::egraph::rules::independence::{family_of, InputSplits};
@@ -21,6 +22,8 @@ pub(super) enum Merge {
     Concat(usize),
     /// Each part makes a partial result of the whole shape (`Sum`).
     Sum,
+    /// A spatial split with halos ([`Run::halo`] says how it merges).
+    Halo,
 }
 
 /// An op of a run.
@@ -39,6 +42,8 @@ pub(super) struct Run<'r> {
     pub request: &'r SplitRequest,
     /// Its ops, in schedule order.
     pub covered: Vec<Covered>,
+    /// The plan of a spatial split with halos (its one op).
+    pub halo: Option<Halo>,
 }
 
 impl<'r> Run<'r> {
@@ -58,10 +63,12 @@ impl<'r> Run<'r> {
                     return Err(fail(reason));
                 }
                 let covered = vec![Covered { node, merge: Merge::Sum, inputs: rule.inputs }];
-                return Ok(Run { request, covered });
+                return Ok(Run { request, covered, halo: None });
             }
-            Combine::Halo { .. } => {
-                return Err(fail(format!("its {} split needs halos; not emitted yet", request.dim)))
+            Combine::Halo { axis, output } => {
+                let halo = Halo::plan(g, node, axis, output, &rule.inputs, request.parts)?;
+                let covered = vec![Covered { node, merge: Merge::Halo, inputs: rule.inputs }];
+                return Ok(Run { request, covered, halo: Some(halo) });
             }
         };
         let extent = egraph::SplitRequest { node, axis, parts: request.parts, depth: request.depth };
@@ -87,7 +94,7 @@ impl<'r> Run<'r> {
             axes.extend(g.node(m).outputs.iter().map(|&t| (t, axis)));
             covered.push(Covered { node: m, merge: Merge::Concat(axis), inputs });
         }
-        Ok(Run { request, covered })
+        Ok(Run { request, covered, halo: None })
     }
 
     /// Whether two runs share an op or one reads what the other makes.
@@ -106,6 +113,9 @@ impl<'r> Run<'r> {
     /// removed. Additions go after the op's closest predecessor in the
     /// schedule that no run removes (`removed`).
     pub fn emit(&self, g: &Graph, removed: &HashSet<NodeId>, patch: &mut Patch) -> SplitReport {
+        if let Some(halo) = &self.halo {
+            return halo.emit(g, self.request, self.covered[0].node, removed, patch);
+        }
         let parts = self.request.parts;
         let inside: HashSet<NodeId> = self.covered.iter().map(|c| c.node).collect();
         let mut part_nodes: HashMap<NodeId, Vec<NewNode>> = HashMap::new();
@@ -168,6 +178,7 @@ impl<'r> Run<'r> {
                 let (op, attrs) = match c.merge {
                     Merge::Concat(axis) => ("Concat", Attrs::new().with("axis", Attr::Int(axis as i64))),
                     Merge::Sum => ("Sum", Attrs::new()),
+                    Merge::Halo => unreachable!("a halo run merges through Halo::emit"),
                 };
                 let concat = Node {
                     name: format!("{}.merge", tensor.name),
@@ -196,6 +207,7 @@ impl<'r> Run<'r> {
             merge: match self.covered[0].merge {
                 Merge::Concat(axis) => format!("concat along axis {axis}"),
                 Merge::Sum => "sum of partial results".into(),
+                Merge::Halo => unreachable!("a halo run reports through Halo::emit"),
             },
             covered: self.covered.iter().map(|c| g.node(c.node).name.clone()).collect(),
             splits,
@@ -236,7 +248,7 @@ fn part_axis(
 
 /// Why `m` is not run in parts: its outputs are graph outputs or written
 /// into variables. (Its control edges pass to each of its micro-ops.)
-fn unsplittable(g: &Graph, m: NodeId) -> Option<String> {
+pub(super) fn unsplittable(g: &Graph, m: NodeId) -> Option<String> {
     let node = g.node(m);
     if node.outputs.iter().any(|t| g.outputs.contains(t)) {
         return Some("makes a graph output".into());
@@ -288,7 +300,7 @@ fn split_part(
 }
 
 /// An error about a node of `g`.
-fn node_error(g: &Graph, id: NodeId, reason: String) -> Error {
+pub(super) fn node_error(g: &Graph, id: NodeId, reason: String) -> Error {
     let node = g.node(id);
     Error::Node { node: node.name.clone(), op: node.op.clone(), reason }
 }

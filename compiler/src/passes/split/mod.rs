@@ -13,6 +13,7 @@
 //! merged by ONNX `Sum` (within `shape::split::SUM_TOLERANCE`).
 
 mod emit;
+mod halo;
 #[cfg(test)]
 mod tests;
 

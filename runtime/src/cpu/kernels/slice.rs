@@ -60,6 +60,15 @@ pub(crate) fn split_part_range(len: usize, index: i64, parts: i64) -> Result<std
     Ok(start..start + part_len(index))
 }
 
+/// The positions `begin..end` of a `SplitWindow` along an axis of length `len`, checked
+/// to lie inside it.
+pub(crate) fn window_range(len: usize, begin: i64, end: i64) -> Result<std::ops::Range<usize>> {
+    match (usize::try_from(begin), usize::try_from(end)) {
+        (Ok(b), Ok(e)) if b <= e && e <= len => Ok(b..e),
+        _ => Err(KernelError::attr("end", format!("window {begin}..{end} does not fit length {len}"))),
+    }
+}
+
 /// The strided view (base offset, shape, strides) of data of shape `dims` that a Slice
 /// with these per-axis `starts`, `ends`, `steps` on (non-negative, distinct) `axes` reads.
 pub(crate) fn slice_view(

@@ -2,13 +2,13 @@
 //! strided copies (Transpose, Concat, Split, Slice, Expand, Tile and their gradients),
 //! Pad, Gather, GatherGrad, fills.
 
-use super::elementwise::by_size;
+use super::elementwise::{by_size, Binary};
 use super::{check_dtype, check_shape, ptr, Arg, Exec, OpResult, Table};
 use crate::backend::cuda::layout::{broadcast, contiguous, Layout, View, MAX_RANK};
 use crate::backend::cuda::CudaBuffer;
 use crate::cpu::kernels;
 use crate::cpu::kernels::layout::{norm_axes, norm_axis, split_at_axis};
-use crate::cpu::kernels::slice::{slice_view, split_part_range};
+use crate::cpu::kernels::slice::{slice_view, split_part_range, window_range};
 use crate::error::KernelError;
 use crate::tensor::{numel, HostTensor};
 use cudarc::driver::DeviceRepr;
@@ -39,8 +39,10 @@ pub(super) const LMS: Table = &[
     ("ConcatGrad", concat_grad),
     ("GatherGrad", gather_grad),
     ("ReshapeTo", view),
+    ("OverlapAdd", overlap_add),
     ("SliceGrad", slice_grad),
     ("SplitPart", split_part),
+    ("SplitWindow", split_window),
     ("Zeros", zeros),
 ];
 
@@ -341,6 +343,54 @@ fn split_part(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let y = exec.output(0)?;
     check_shape(&y, &shape, "output 0")?;
     copy_dense(exec, &shape, &y, x, View { strides: &to_i64(&view), offset: base as i64 })?;
+    Ok(vec![y])
+}
+
+/// SplitWindow: the positions `begin..end` of X along `axis`, a strided copy.
+fn split_window(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
+    let x = exec.input(0, "X")?;
+    let required = |name: &str| -> OpResult<i64> {
+        exec.attrs.int_opt(name)?.ok_or_else(|| KernelError::attr(name, "is required").into())
+    };
+    let axis = norm_axis(required("axis")?, x.shape.len(), "axis")?;
+    let range = window_range(x.shape[axis], required("begin")?, required("end")?)?;
+    let (base, shape, view) = slice_view(&x.shape, &[range.start as i64], &[range.end as i64], &[axis], &[1])?;
+    let y = exec.output(0)?;
+    check_shape(&y, &shape, "output 0")?;
+    copy_dense(exec, &shape, &y, x, View { strides: &to_i64(&view), offset: base as i64 })?;
+    Ok(vec![y])
+}
+
+/// OverlapAdd: zeros of the declared shape, then each part added in place at
+/// `begins[i]` along `axis` (the binary Add kernel over a strided window of the output),
+/// in part order as on the CPU.
+fn overlap_add(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
+    let y = exec.output(0)?;
+    check_dtype(&y, DType::DtypeF32, "output 0")?;
+    let axis = exec.attrs.int_opt("axis")?.ok_or_else(|| KernelError::attr("axis", "is required"))?;
+    let axis = norm_axis(axis, y.shape.len(), "axis")?;
+    let begins = exec.attrs.ints_opt("begins")?.ok_or_else(|| KernelError::attr("begins", "is required"))?;
+    if begins.len() != exec.inputs.len() || begins.is_empty() {
+        return Err(
+            KernelError::attr("begins", format!("{} begins for {} parts", begins.len(), exec.inputs.len())).into()
+        );
+    }
+    exec.zero(y.ptr(), y.bytes())?;
+    let own = contiguous(&y.shape);
+    for (i, &begin) in begins.iter().enumerate() {
+        let part = exec.input(i, &format!("P{i}"))?;
+        check_dtype(part, DType::DtypeF32, &format!("input P{i}"))?;
+        let range =
+            window_range(y.shape[axis], begin, begin.saturating_add(part.shape.get(axis).map_or(0, |&l| l as i64)))?;
+        let mut shape = y.shape.clone();
+        shape[axis] = range.len();
+        check_shape(part, &shape, &format!("input P{i}"))?;
+        let window = View { strides: &own, offset: range.start as i64 * own[axis] };
+        let same = View { strides: &own, offset: range.start as i64 * own[axis] };
+        let layout = Layout::new(&shape, &[window, same, View::new(&contiguous(&shape))])?;
+        let args = [Arg::I32(Binary::Add as i32), Arg::layout(&layout), ptr(&y), ptr(&y), ptr(part)];
+        exec.launch("binary_f32", numel(&shape) as u64, &args)?;
+    }
     Ok(vec![y])
 }
 

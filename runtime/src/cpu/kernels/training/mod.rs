@@ -9,6 +9,7 @@
 mod activations_grad;
 mod conv_grad;
 mod dropout;
+mod halo;
 mod losses;
 mod norm_train;
 mod optimizers;
@@ -32,6 +33,7 @@ pub(super) const FAMILIES: &[Table] = &[
     softmax_grad::KERNELS,
     dropout::KERNELS,
     shape_grad::KERNELS,
+    halo::KERNELS,
     optimizers::KERNELS,
 ];
 

@@ -8,7 +8,9 @@
 
 use lms_compiler::ir::{DType as IrDType, TensorType};
 use lms_compiler::shape::cost::CostNode;
-use lms_compiler::shape::split::{self, halo_parts, part_ranges, AxisWindow, Combine, SplitRule, SUM_TOLERANCE};
+use lms_compiler::shape::split::{
+    self, halo_parts, part_ranges, AxisWindow, Combine, HaloOutput, SplitRule, SUM_TOLERANCE,
+};
 use lms_proto::lms::attribute::Value;
 use lms_proto::lms::{Attribute, DType, Ints};
 use lms_runtime::attrs::Attrs;
@@ -116,7 +118,8 @@ fn run(op: &str, attrs: &[Attribute], inputs: &[&T], outputs: &[Vec<usize>]) -> 
     let slots: Vec<Option<&HostTensor>> = hosts.iter().map(Some).collect();
     let outs: Vec<(DType, Vec<usize>)> = outputs.iter().map(|s| (DType::DtypeF32, s.clone())).collect();
     let attrs = Attrs::new(attrs);
-    let lms = op.ends_with("Grad") || op.starts_with("ConvGrad");
+    let lms =
+        op.ends_with("Grad") || op.starts_with("ConvGrad") || matches!(op, "SplitWindow" | "SplitPart" | "OverlapAdd");
     let made = if lms {
         kernels::lms(op, &attrs, &slots, &outs, &KernelContext::default())
     } else {
@@ -327,8 +330,13 @@ fn check_halo(rng: &mut Rng, op: &str) -> bool {
     let refs: Vec<&T> = inputs.iter().collect();
     let y = run1(op, &attrs, &refs);
     let rules = rules_of(op, &ir_attrs(&attrs), &refs, std::slice::from_ref(&y.shape));
-    let halos: Vec<usize> =
-        rules.iter().filter_map(|r| if let Combine::Halo { axis } = r.combine { Some(axis) } else { None }).collect();
+    let halos: Vec<usize> = rules
+        .iter()
+        .filter_map(|r| match r.combine {
+            Combine::Halo { axis, output: HaloOutput::Concat } => Some(axis),
+            _ => None,
+        })
+        .collect();
     assert_eq!(halos.len(), g.kernel.len(), "{op}: one Halo rule per spatial axis");
     let axis = halos[rng.int(0, halos.len() - 1)];
     if y.shape[axis] < 2 {
@@ -351,25 +359,36 @@ fn check_halo(rng: &mut Rng, op: &str) -> bool {
         run("ConvGradWeight", attrs, &[dy, x], &[inputs[1].shape.clone()]).remove(0)
     };
     let dx = grad_data(&dy, &x, &attrs);
+    let window = g.window(axis, y.shape[axis]);
+    check_gradient_rules(op, &attrs, &[&dy, &x], &inputs, axis, &window);
 
-    let (mut ys, mut dx_parts, mut dw_parts) = (Vec::new(), T::zeros(&x.shape), Vec::new());
-    for part in halo_parts(&g.window(axis, y.shape[axis]), parts) {
+    // The parts, through the runtime's SplitWindow, SplitPart and OverlapAdd kernels.
+    let halo = halo_parts(&window, parts);
+    let (mut ys, mut dx_parts, mut dw_parts) = (Vec::new(), Vec::new(), Vec::new());
+    for (i, part) in halo.iter().enumerate() {
         let mut part_attrs = g.part_attrs(!conv, axis, part.pad_begin, part.pad_end);
         part_attrs.extend(attrs.iter().filter(|a| a.name == "count_include_pad").cloned());
-        let xp = x.slice(axis, part.input.clone());
+        let bounds =
+            [int("axis", axis as i64), int("begin", part.input.start as i64), int("end", part.input.end as i64)];
+        let xp = run("SplitWindow", &bounds, &[&x], &[x.slice(axis, part.input.clone()).shape]).remove(0);
+        assert_eq!(xp, x.slice(axis, part.input.clone()), "{what}: SplitWindow copies the window");
         let mut ins = vec![&xp];
         ins.extend(&refs[1..]);
         let mut y_shape = y.shape.clone();
         y_shape[axis] = part.output.len();
-        ys.push(run(op, &part_attrs, &ins, &[y_shape]).remove(0));
-        let dyp = dy.slice(axis, part.output.clone());
-        dx_parts.add_at(axis, part.input.start, &grad_data(&dyp, &xp, &part_attrs));
+        ys.push(run(op, &part_attrs, &ins, &[y_shape.clone()]).remove(0));
+        let range = [int("axis", axis as i64), int("index", i as i64), int("parts", parts as i64)];
+        let dyp = run("SplitPart", &range, &[&dy], &[y_shape]).remove(0);
+        dx_parts.push(grad_data(&dyp, &xp, &part_attrs));
         if conv {
             dw_parts.push(grad_weight(&dyp, &xp, &part_attrs));
         }
     }
     assert_eq!(concat(&ys, axis), y, "{what}: forward parts concatenate to the unsplit output");
-    assert_close(&dx_parts, &dx, SUM_TOLERANCE, &format!("{what}: data gradient"));
+    let begins: Vec<usize> = halo.iter().map(|p| p.input.start).collect();
+    let merge = [int("axis", axis as i64), ints("begins", &begins)];
+    let dx_merged = run("OverlapAdd", &merge, &dx_parts.iter().collect::<Vec<_>>(), &[x.shape.clone()]).remove(0);
+    assert_close(&dx_merged, &dx, SUM_TOLERANCE, &format!("{what}: data gradient"));
     if conv {
         let dw = grad_weight(&dy, &x, &attrs);
         let mut sum = T::zeros(&dw.shape);
@@ -377,6 +396,34 @@ fn check_halo(rng: &mut Rng, op: &str) -> bool {
         assert_close(&sum, &dw, SUM_TOLERANCE, &format!("{what}: weight gradient"));
     }
     true
+}
+
+/// The gradient ops of a windowed op have Halo rules along `axis` that
+/// overlap-add the input gradient and sum the weight gradient, and their
+/// windows (from their own attributes and shapes) are the forward op's.
+fn check_gradient_rules(op: &str, attrs: &[Attribute], dy_x: &[&T; 2], inputs: &[T], axis: usize, window: &AxisWindow) {
+    let [dy, x] = *dy_x;
+    let cases: Vec<(&str, Vec<&T>, Vec<usize>, HaloOutput)> = match op {
+        "Conv" => vec![
+            ("ConvGradData", vec![dy, &inputs[1]], x.shape.clone(), HaloOutput::OverlapAdd),
+            ("ConvGradWeight", vec![dy, x], inputs[1].shape.clone(), HaloOutput::Sum),
+        ],
+        "MaxPool" => vec![("MaxPoolGrad", vec![dy, x], x.shape.clone(), HaloOutput::OverlapAdd)],
+        _ => vec![("AveragePoolGrad", vec![dy], x.shape.clone(), HaloOutput::OverlapAdd)],
+    };
+    for (grad, ins, out, output) in cases {
+        let ir = ir_attrs(attrs);
+        let rules = rules_of(grad, &ir, &ins, std::slice::from_ref(&out));
+        assert!(
+            rules.iter().any(|r| r.combine == Combine::Halo { axis, output }),
+            "{grad}: a Halo rule along axis {axis} merging by {output:?}"
+        );
+        let types: Vec<TensorType> = ins.iter().map(|t| t.ty()).collect();
+        let in_refs: Vec<Option<&TensorType>> = types.iter().map(Some).collect();
+        let out_ty = TensorType::new(IrDType::F32, out.clone());
+        let node = CostNode { op: grad, attrs: &ir, inputs: &in_refs, outputs: &[&out_ty] };
+        assert_eq!(split::axis_window(&node, axis).as_ref(), Some(window), "{grad}: the forward op's window");
+    }
 }
 
 #[test]

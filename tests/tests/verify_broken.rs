@@ -1,13 +1,17 @@
 //! Rewrites edited by hand: a correct split of a forward op into micro-ops
 //! is proven, and broken rewrites are rejected with the output named — a
-//! swap-in wired to another tensor's swap-out, a split missing a part, and a
-//! concatenation in the wrong order.
+//! swap-in wired to another tensor's swap-out, a split missing a part, a
+//! concatenation in the wrong order, and spatial (halo) splits with a shifted
+//! window, wrong pads or misplaced gradient windows.
 
 use lms_compiler::analysis::order;
 use lms_compiler::egraph::{self, Limits, Status};
 use lms_compiler::frontend::{self, FrontendOptions};
 use lms_compiler::ir::{Action, Attr, Attrs, Graph, Node, NodeId, Phase, TensorId, SWAP_IN_OP, SWAP_OUT_OP};
+use lms_compiler::passes::split::{self, SplitRequest};
 use lms_compiler::passes::tflms::{self, TflmsConfig};
+use lms_compiler::pipeline::apply_checked;
+use lms_compiler::shape::split::Dim;
 use lms_compiler::train::{self, Loss, Optimizer, TrainOptions};
 use lms_compiler::Error;
 use lms_tests::fixture;
@@ -243,4 +247,64 @@ fn a_swap_in_wired_to_another_tensor_is_rejected_naming_the_output() {
     assert!(first.starts_with("the update of variable '"), "{first}");
     let err = report.require_proven().unwrap_err();
     assert!(matches!(&err, Error::Unproven { what, .. } if *what == first), "{err}");
+}
+
+/// The cnn_residual training graph with `op` split spatially by the split
+/// pass along `dim` in `parts`, then `edit` applied to the split graph.
+fn halo_split(op: &str, dim: Dim, parts: usize, edit: impl FnOnce(&mut Graph)) -> (Graph, Graph) {
+    let g = training_graph("cnn_residual");
+    let request = SplitRequest { op: op.into(), dim, parts, depth: 0 };
+    let (patch, _) = split::patch(&g, &[request]).unwrap();
+    let (mut rewritten, _) = apply_checked(&g, &patch).unwrap();
+    edit(&mut rewritten);
+    (g, rewritten)
+}
+
+/// Sets integer list or integer attributes of the node named `name`.
+fn set_attr(g: &mut Graph, name: &str, attr: &str, value: Attr) {
+    let id = g.node_ids().find(|&n| g.node(n).name == name).unwrap_or_else(|| panic!("no node '{name}'"));
+    g.node_mut(id).attrs.set(attr, value);
+}
+
+#[test]
+fn halo_splits_of_a_conv_its_gradients_and_a_pool_are_proven() {
+    for (op, dim, parts) in [
+        ("block.conv1", Dim::Height, 2),
+        ("block.conv1/grad/data", Dim::Width, 3),
+        ("block.conv1/grad/weight", Dim::Height, 2),
+        ("pool", Dim::Height, 4),
+        ("pool/grad/maxpool", Dim::Width, 2),
+    ] {
+        let (original, split) = halo_split(op, dim, parts, |_| {});
+        let report = egraph::verify(&original, &split, &Limits::default()).unwrap_or_else(|e| panic!("{op}: {e}"));
+        assert_eq!(report.proven(), report.items.len(), "{op}");
+        assert!(report.applied.contains_key("distribute-halo"), "{op}: {:?}", report.applied);
+    }
+}
+
+#[test]
+fn a_halo_split_with_a_shifted_window_or_wrong_pads_is_not_proven() {
+    // Part 1 of a 3x3 pad-1 conv over 32 rows reads rows 15..32 with pads
+    // (0, 1). The same lengths one row earlier, or with the pads swapped,
+    // make tensors of the right types and the wrong values.
+    let shifted = |g: &mut Graph| {
+        set_attr(g, "block.conv1.part1.in0", "begin", Attr::Int(14));
+        set_attr(g, "block.conv1.part1.in0", "end", Attr::Int(31));
+    };
+    let swapped = |g: &mut Graph| set_attr(g, "block.conv1.part1", "pads", Attr::Ints(vec![1, 1, 0, 1]));
+    // The input-gradient windows added one row off.
+    let offset = |g: &mut Graph| set_attr(g, "block.conv1/grad/data.merge", "begins", Attr::Ints(vec![0, 14]));
+    for (what, op, edit) in [
+        ("shifted window", "block.conv1", &shifted as &dyn Fn(&mut Graph)),
+        ("swapped pads", "block.conv1", &swapped),
+        ("overlap-add offset", "block.conv1/grad/data", &offset),
+    ] {
+        let (original, broken) = halo_split(op, Dim::Height, 2, edit);
+        let report = egraph::check(&original, &broken, &Limits::default()).unwrap();
+        assert!(report.items.iter().any(|i| i.status == Status::Unproven), "{what}: proven");
+        // A forward part changes the loss; an input gradient only the updates.
+        let named = if op == "block.conv1" { "output 0 '" } else { "the update of variable '" };
+        let err = report.require_proven().unwrap_err().to_string();
+        assert!(err.starts_with(&format!("rewrite not proven equivalent: {named}")), "{what}: {err}");
+    }
 }

@@ -386,7 +386,7 @@ mod tests {
         assert_eq!(rules[0].inputs, [Some(0), None]);
         assert_eq!(rules[1], concat(Dim::Channel, 2, &[(1, 0)], 1));
         assert_eq!(rules[2], sum(Dim::Channel, 2, &[(0, 1), (1, 1)]));
-        assert_eq!(rules[3].combine, Combine::Halo { axis: 2 });
+        assert_eq!(rules[3].combine, Combine::Halo { axis: 2, output: HaloOutput::Concat });
         // Grouped: no channel splits; a bias is added once, so no reduction split.
         let grouped = Attrs::new().with("group", Attr::Int(3));
         let rules = node_rules("Conv", &grouped, &[&[4, 3, 8, 8], &[6, 1, 3, 3]], &[&[4, 6, 6, 6]]);
@@ -436,6 +436,28 @@ mod tests {
         assert_eq!(rules[0], concat(Dim::Batch, 2, &[(0, 0)], 0));
         assert_eq!(rules[1], concat(Dim::Channel, 2, &[(1, 1)], 1));
         assert_eq!(rules[2], sum(Dim::Channel, 2, &[(0, 1), (1, 0)]));
+    }
+
+    #[test]
+    fn gradients_have_the_forward_ops_window_and_bad_windows_have_none() {
+        let f = |s: &[usize]| TensorType::new(DType::F32, s.to_vec());
+        let window = |op: &str, attrs: &Attrs, inputs: &[TensorType], output: TensorType| {
+            let ins: Vec<Option<&TensorType>> = inputs.iter().map(Some).collect();
+            axis_window(&CostNode { op, attrs, inputs: &ins, outputs: &[&output] }, 3)
+        };
+        let attrs = Attrs::new().with("pads", Attr::Ints(vec![0, 1, 0, 2])).with("strides", Attr::Ints(vec![1, 2]));
+        let want = AxisWindow { kernel: 3, stride: 2, dilation: 1, pad_begin: 1, pad_end: 2, input: 9, output: 5 };
+        let (x, w, y) = (f(&[2, 3, 4, 9]), f(&[6, 3, 1, 3]), f(&[2, 6, 4, 5]));
+        assert_eq!(window("Conv", &attrs, &[x.clone(), w.clone()], y.clone()), Some(want));
+        assert_eq!(window("ConvGradData", &attrs, &[y.clone(), w.clone()], x.clone()), Some(want));
+        assert_eq!(window("ConvGradWeight", &attrs, &[y.clone(), x.clone()], w.clone()), Some(want));
+        // An output length the window does not give, ceil mode, implicit pads.
+        assert_eq!(window("Conv", &attrs, &[x.clone(), w.clone()], f(&[2, 6, 4, 4])), None);
+        let pool = attrs.clone().with("kernel_shape", Attr::Ints(vec![1, 3]));
+        assert!(window("MaxPoolGrad", &pool, &[y.clone(), x.clone()], x.clone()).is_some());
+        assert_eq!(window("MaxPool", &pool.clone().with("ceil_mode", Attr::Int(1)), &[x.clone()], y.clone()), None);
+        let same = Attrs::new().with("auto_pad", Attr::String("SAME_UPPER".into()));
+        assert_eq!(window("Conv", &same, &[x, w], y), None);
     }
 
     #[test]

@@ -212,3 +212,65 @@ impl HaloSplitOf {
         egraph.union(merge, self.class).then_some(merge)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::rules;
+    use crate::egraph::testing::Terms;
+    use crate::ir::{Attr, Attrs};
+
+    fn window(t: &mut Terms, x: egg::Id, begin: i64, end: i64) -> egg::Id {
+        let attrs = Attrs::new().with("axis", Attr::Int(2)).with("begin", Attr::Int(begin)).with("end", Attr::Int(end));
+        t.ops("SplitWindow", "lms", attrs, &[x], &[&[1, 2, (end - begin) as usize, 8]])
+    }
+
+    fn pads(p: [i64; 4]) -> Attrs {
+        Attrs::new().with("pads", Attr::Ints(p.to_vec()))
+    }
+
+    #[test]
+    fn a_conv_is_the_concat_of_its_parts_on_overlapping_windows_only_with_their_own_pads() {
+        let mut t = Terms::new();
+        let (x, w) = (t.leaf("x", &[1, 2, 8, 8]), t.leaf("w", &[3, 2, 3, 3]));
+        let conv = t.op("Conv", pads([1, 1, 1, 1]), &[x, w], &[1, 3, 8, 8]);
+        let (top, bottom) = (window(&mut t, x, 0, 5), window(&mut t, x, 3, 8));
+        let p0 = t.op("Conv", pads([1, 1, 0, 1]), &[top, w], &[1, 3, 4, 8]);
+        let p1 = t.op("Conv", pads([0, 1, 1, 1]), &[bottom, w], &[1, 3, 4, 8]);
+        let split = t.concat(2, &[p0, p1]);
+        // The bottom part padded above instead of below: same shapes, other values.
+        let wrong = t.op("Conv", pads([1, 1, 0, 1]), &[bottom, w], &[1, 3, 4, 8]);
+        let wrong_split = t.concat(2, &[p0, wrong]);
+        t.run(&rules());
+        assert!(t.equal(conv, split));
+        assert!(!t.equal(conv, wrong_split));
+    }
+
+    #[test]
+    fn an_input_gradient_is_the_overlap_add_of_its_parts_gradients() {
+        let mut t = Terms::new();
+        let (dy, w) = (t.leaf("dy", &[1, 3, 8, 8]), t.leaf("w", &[3, 2, 3, 3]));
+        let grad = |t: &mut Terms, p, dy, rows| t.ops("ConvGradData", "lms", pads(p), &[dy, w], &[&[1, 2, rows, 8]]);
+        let dx = grad(&mut t, [1, 1, 1, 1], dy, 8);
+        let halves = t.splits(2, 2, dy);
+        let (p0, p1) = (grad(&mut t, [1, 1, 0, 1], halves[0], 5), grad(&mut t, [0, 1, 1, 1], halves[1], 5));
+        let merge = |t: &mut Terms, begins: Vec<i64>| {
+            let attrs = Attrs::new().with("axis", Attr::Int(2)).with("begins", Attr::Ints(begins));
+            t.ops("OverlapAdd", "lms", attrs, &[p0, p1], &[&[1, 2, 8, 8]])
+        };
+        let (right, off) = (merge(&mut t, vec![0, 3]), merge(&mut t, vec![0, 2]));
+        t.run(&rules());
+        assert!(t.equal(dx, right));
+        assert!(!t.equal(dx, off));
+    }
+
+    #[test]
+    fn nothing_is_added_for_an_op_whose_windows_do_not_occur() {
+        let mut t = Terms::new();
+        let x = t.leaf("x", &[1, 2, 8, 8]);
+        let pool = Attrs::new().with("kernel_shape", Attr::Ints(vec![2, 2]));
+        t.op("MaxPool", pool, &[x], &[1, 2, 7, 7]);
+        let before = t.egraph.total_number_of_nodes();
+        t.run(&rules());
+        assert_eq!(t.egraph.total_number_of_nodes(), before);
+    }
+}

@@ -98,6 +98,29 @@ fn a_single_op_merges_right_after_its_parts() {
 }
 
 #[test]
+fn a_height_split_of_a_conv_reads_overlapping_windows_with_their_own_pads_and_is_proven() {
+    let g = cnn();
+    let (p, reports) = patch(&g, &[request("conv", Dim::Height, 2, 0)]).unwrap();
+    let (split, _) = apply_checked(&g, &p).unwrap();
+    assert_eq!(reports[0].merge, "concat of halo parts along axis 2");
+    assert_eq!((&reports[0].splits[..], &reports[0].merges[..]), (&["x".to_string()][..], &["conv".to_string()][..]));
+    assert_eq!(
+        ops(&split),
+        ["conv.part0.in0", "conv.part0", "conv.part1.in0", "conv.part1", "conv.merge", "relu", "pool", "head"]
+    );
+    let node = |name: &str| split.node(split.node_ids().find(|&n| split.node(n).name == name).unwrap());
+    // 3x3 pad 1 over 8 rows: rows 0..4 read 0..5 padded above, rows 4..8 read 3..8 padded below.
+    for (i, begin, end, pads) in [(0, 0, 5, [1, 1, 0, 1]), (1, 3, 8, [0, 1, 1, 1])] {
+        let window = node(&format!("conv.part{i}.in0"));
+        assert_eq!((window.attrs.int("begin", -1), window.attrs.int("end", -1)), (Ok(begin), Ok(end)));
+        assert_eq!(node(&format!("conv.part{i}")).attrs.ints("pads", vec![]), Ok(pads.to_vec()));
+    }
+    let proof = verify(&g, &split, &Limits::default()).unwrap();
+    assert_eq!(proof.proven(), 1);
+    assert!(proof.applied.contains_key("distribute-halo"));
+}
+
+#[test]
 fn splits_that_are_not_emitted_or_not_legal_are_refused_by_name() {
     let g = cnn();
     let err = |r: SplitRequest| patch(&g, &[r]).unwrap_err().to_string();
@@ -105,7 +128,10 @@ fn splits_that_are_not_emitted_or_not_legal_are_refused_by_name() {
         err(request("head", Dim::Batch, 2, 0)),
         "node 'head' (Softmax): Softmax on inputs [4,6,4,4] cannot be split"
     );
-    assert!(err(request("conv", Dim::Height, 2, 0)).contains("needs halos; not emitted yet"));
+    assert_eq!(
+        err(request("pool", Dim::Height, 5, 0)),
+        "node 'pool' (MaxPool): its window makes 4 positions along axis 2, fewer than 5 parts"
+    );
     // The rule slices the weight along output channels; the e-graph does not derive it for Conv.
     assert!(
         err(request("conv", Dim::Channel, 2, 0)).contains("not independent along axis 1"),

@@ -506,6 +506,15 @@ fn data_movement_matches_the_cpu_exactly() {
             .attrs(vec![int("axis", -1), int("index", index), int("parts", 3)])
             .check();
     }
+    Case::new("SplitWindow", vec![x.clone()], vec![f32s(&[2, 3, 3])])
+        .lms()
+        .attrs(vec![int("axis", 2), int("begin", 1), int("end", 4)])
+        .check();
+    let (top, bottom) = (rng.floats(&[2, 3, 3], -1.0, 1.0), rng.floats(&[2, 3, 2], -1.0, 1.0));
+    Case::new("OverlapAdd", vec![top, bottom], vec![f32s(&[2, 3, 5])])
+        .lms()
+        .attrs(vec![int("axis", -1), ints("begins", &[0, 2])])
+        .check();
     let slice = vec![ints("starts", &[1, 0]), ints("ends", &[-1, 3]), ints("axes", &[2, 1])];
     Case::new("Slice", vec![x.clone()], vec![f32s(&[2, 3, 2])]).attrs(slice).opset(9).check();
     let starts = HostTensor::from_vec(vec![2], vec![3i64, 1]).unwrap();

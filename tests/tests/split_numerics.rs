@@ -387,7 +387,8 @@ fn check_halo(rng: &mut Rng, op: &str) -> bool {
     assert_eq!(concat(&ys, axis), y, "{what}: forward parts concatenate to the unsplit output");
     let begins: Vec<usize> = halo.iter().map(|p| p.input.start).collect();
     let merge = [int("axis", axis as i64), ints("begins", &begins)];
-    let dx_merged = run("OverlapAdd", &merge, &dx_parts.iter().collect::<Vec<_>>(), &[x.shape.clone()]).remove(0);
+    let dx_merged =
+        run("OverlapAdd", &merge, &dx_parts.iter().collect::<Vec<_>>(), std::slice::from_ref(&x.shape)).remove(0);
     assert_close(&dx_merged, &dx, SUM_TOLERANCE, &format!("{what}: data gradient"));
     if conv {
         let dw = grad_weight(&dy, &x, &attrs);

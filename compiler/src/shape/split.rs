@@ -455,7 +455,10 @@ mod tests {
         assert_eq!(window("Conv", &attrs, &[x.clone(), w.clone()], f(&[2, 6, 4, 4])), None);
         let pool = attrs.clone().with("kernel_shape", Attr::Ints(vec![1, 3]));
         assert!(window("MaxPoolGrad", &pool, &[y.clone(), x.clone()], x.clone()).is_some());
-        assert_eq!(window("MaxPool", &pool.clone().with("ceil_mode", Attr::Int(1)), &[x.clone()], y.clone()), None);
+        assert_eq!(
+            window("MaxPool", &pool.clone().with("ceil_mode", Attr::Int(1)), std::slice::from_ref(&x), y.clone()),
+            None
+        );
         let same = Attrs::new().with("auto_pad", Attr::String("SAME_UPPER".into()));
         assert_eq!(window("Conv", &same, &[x, w], y), None);
     }

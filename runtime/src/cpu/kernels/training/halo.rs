@@ -61,7 +61,7 @@ fn overlap_add(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
             for o in 0..outer {
                 let dst = &mut out[(o * len + at) * inner..(o * len + at + plen) * inner];
                 for (d, s) in dst.iter_mut().zip(&values[o * plen * inner..(o + 1) * plen * inner]) {
-                    *d = *d + *s;
+                    *d += *s;
                 }
             }
         }

@@ -109,6 +109,19 @@ fn halo_splits_of_gradients_train_within_the_sum_tolerance() {
     );
 }
 
+/// TFLMS after a split: the split's removed ops leave no tensors behind in
+/// the file, even where TFLMS's new swap ops reuse their node indices.
+#[test]
+fn split_graphs_swapped_by_tflms_train_like_the_unsplit_graph_at_their_simulated_peak() {
+    let model = "fixtures/models/cnn_residual.onnx";
+    let base = train(model, "tflms-base", &[]);
+    for (name, split) in [("tflms-batch", "op=stem,dim=batch,parts=2"), ("tflms-halo", "op=stem,dim=width,parts=2")] {
+        let swapped = train(model, name, &["--split", split, "--strategy", "tflms"]);
+        assert_eq!(swapped.losses, base.losses, "{split}");
+        assert_eq!(swapped.run_peak, swapped.simulated_peak, "{split}");
+    }
+}
+
 #[test]
 fn a_vgg19_conv_and_its_gradients_split_along_height_are_proven() {
     let model = lms_tests::onnx_data("light/light_vgg19.onnx");

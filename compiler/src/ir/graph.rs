@@ -262,13 +262,13 @@ impl Graph {
         &mut self.tensors[id.index()]
     }
 
-    /// The tensors whose producer is in the graph, in [`TensorId`] order.
+    /// The tensors whose producer is in the graph, in [`TensorId`] order: a
+    /// removed node's outputs are not, even once a new node reuses its index.
     pub fn tensors(&self) -> impl Iterator<Item = (TensorId, &Tensor)> {
-        self.tensors
-            .iter()
-            .enumerate()
-            .filter(|(_, t)| self.graph.contains_node(t.producer.0))
-            .map(|(i, t)| (TensorId(i as u32), t))
+        self.tensors.iter().enumerate().map(|(i, t)| (TensorId(i as u32), t)).filter(|&(id, t)| {
+            let (node, slot) = t.producer;
+            self.graph.node_weight(node).is_some_and(|n| n.outputs.get(slot) == Some(&id))
+        })
     }
 
     /// Number of nodes.

@@ -293,7 +293,9 @@ pub fn halo_parts(w: &AxisWindow, parts: usize) -> Vec<HaloPart> {
             // In unpadded coordinates (may be negative or past the end).
             let lo = (out.start * w.stride) as i64 - w.pad_begin as i64;
             let hi = ((out.end - 1) * w.stride + reach) as i64 - w.pad_begin as i64;
-            let input = lo.max(0) as usize..(hi.min(w.input as i64) as usize);
+            // Empty when the window reads only padding.
+            let clamp = |v: i64| v.clamp(0, w.input as i64) as usize;
+            let input = clamp(lo)..clamp(hi);
             let pad_begin = (-lo).max(0) as usize;
             let pad_end = (hi - w.input as i64).max(0) as usize;
             HaloPart { output: out, input, pad_begin, pad_end }
@@ -479,5 +481,9 @@ mod tests {
         let w = AxisWindow { kernel: 2, stride: 2, dilation: 1, pad_begin: 0, pad_end: 0, input: 8, output: 4 };
         let inputs: Vec<_> = halo_parts(&w, 3).into_iter().map(|p| p.input).collect();
         assert_eq!(inputs, [0..4, 4..6, 6..8]);
+        // Padding wider than the kernel: the first rows read only padding.
+        let w = AxisWindow { kernel: 1, stride: 1, dilation: 1, pad_begin: 3, pad_end: 0, input: 5, output: 8 };
+        let inputs: Vec<_> = halo_parts(&w, 4).into_iter().map(|p| p.input).collect();
+        assert_eq!(inputs, [0..0, 0..1, 1..3, 3..5]);
     }
 }

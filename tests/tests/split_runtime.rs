@@ -109,6 +109,26 @@ fn halo_splits_of_gradients_train_within_the_sum_tolerance() {
     );
 }
 
+/// The text form of halo splits of a conv (height), its input gradient
+/// (width), its weight gradient (height) and a pool's gradient, pinned.
+#[test]
+fn halo_split_rewrites_are_pinned() {
+    let out = scratch_path("split-runtime", "halo-snapshot.lms");
+    let text = scratch_path("split-runtime", "halo-snapshot.txt");
+    let mut args = vec!["compile", "fixtures/models/cnn_residual.onnx", "--batch", "2", "--train", "sgd", "-q"];
+    args.extend(["-o", out.to_str().unwrap(), "--text", text.to_str().unwrap()]);
+    for split in [
+        "op=block.conv1,dim=height,parts=2",
+        "op=block.conv1/grad/data,dim=width,parts=3",
+        "op=block.conv2/grad/weight,dim=height,parts=2",
+        "op=pool/grad/maxpool,dim=height,parts=2",
+    ] {
+        args.extend(["--split", split]);
+    }
+    lms_ok(&args);
+    insta::assert_snapshot!("halo_splits@cnn_residual", std::fs::read_to_string(&text).unwrap());
+}
+
 /// TFLMS after a split: the split's removed ops leave no tensors behind in
 /// the file, even where TFLMS's new swap ops reuse their node indices.
 #[test]

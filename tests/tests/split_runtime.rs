@@ -2,7 +2,8 @@
 //! the tiny GPT are proven equal to the unsplit graphs by `lms verify`, train
 //! 3 steps with losses bit-identical to the unsplit graph's (batch and
 //! channel splits do not reorder sums; weight gradients summed over batch
-//! parts and spatial splits of gradients with halos are within the stated
+//! parts, spatial splits of gradients with halos and batch normalization by
+//! statistics merged across batch parts are within the stated
 //! tolerance), and run at the simulated peak. A VGG-19 conv split along
 //! height compiles and is proven.
 
@@ -143,6 +144,17 @@ fn split_graphs_swapped_by_tflms_train_like_the_unsplit_graph_at_their_simulated
 }
 
 #[test]
+fn batch_norm_and_its_gradient_split_along_the_batch_train_within_the_sum_tolerance() {
+    check(
+        "fixtures/models/cnn_residual.onnx",
+        "cnn-bn",
+        &["op=stem.bn,dim=batch,parts=3", "op=block.conv2.bn/grad/batchnorm,dim=batch,parts=3"],
+        &[1, 1],
+        lms_compiler::shape::split::SUM_TOLERANCE,
+    );
+}
+
+#[test]
 fn a_vgg19_conv_and_its_gradients_split_along_height_are_proven() {
     let model = lms_tests::onnx_data("light/light_vgg19.onnx");
     let out = scratch_path("split-runtime", "vgg19-halo.lms");
@@ -179,6 +191,11 @@ fn bad_split_flags_are_one_line_usage_errors() {
         ("op=stem,dim=batch,parts=1", "parts '1' is not a whole number from 2 to 8"),
         ("op=stm,dim=batch,parts=2", "--split op 'stm' matches no op of the training graph (close: 'stem'"),
         ("op=gap,dim=height,parts=2", "node 'gap' (GlobalAveragePool): GlobalAveragePool on inputs [1,32,16,16] cannot be split along height (only channel)"),
+        // A batch of 1 has nothing to split along.
+        (
+            "op=stem.bn,dim=batch,parts=2",
+            "BatchNormTrain on inputs [1,16,32,32], [16], [16], [16], [16] cannot be split",
+        ),
     ] {
         let run = lms(&["compile", model, "--train", "sgd", "--split", flag, "-o", out.to_str().unwrap()]);
         let err = String::from_utf8_lossy(&run.stderr);

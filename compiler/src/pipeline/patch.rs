@@ -72,6 +72,7 @@ pub struct Patch {
     additions: Vec<Addition>,
     rewires: Vec<(NodeId, usize, TensorRef)>,
     control_edges: Vec<(NodeRef, NodeRef)>,
+    update_edges: Vec<(TensorRef, NodeId)>,
     removals: Vec<NodeId>,
     swaps: Vec<SwapRecord>,
     recomputes: Vec<RecomputeRecord>,
@@ -107,6 +108,7 @@ impl Patch {
             additions: Vec::new(),
             rewires: Vec::new(),
             control_edges: Vec::new(),
+            update_edges: Vec::new(),
             removals: Vec::new(),
             swaps: Vec::new(),
             recomputes: Vec::new(),
@@ -118,6 +120,7 @@ impl Patch {
         self.additions.is_empty()
             && self.rewires.is_empty()
             && self.control_edges.is_empty()
+            && self.update_edges.is_empty()
             && self.removals.is_empty()
             && self.swaps.is_empty()
             && self.recomputes.is_empty()
@@ -165,6 +168,12 @@ impl Patch {
     /// Orders `before` ahead of `after` without data.
     pub fn add_control_edge(&mut self, before: NodeRef, after: NodeRef) {
         self.control_edges.push((before, after));
+    }
+
+    /// Makes `value` the new value of `variable` (an update edge), in place of
+    /// the update by a node the patch removes.
+    pub fn add_update_edge(&mut self, value: TensorRef, variable: NodeId) {
+        self.update_edges.push((value, variable));
     }
 
     /// Removes a node; nothing left in the graph may read its outputs.
@@ -226,6 +235,9 @@ pub fn apply(g: &mut Graph, patch: &Patch) -> Result<Applied> {
     };
     for &(before, after) in &patch.control_edges {
         g.add_control_edge(node(before), node(after));
+    }
+    for &(value, variable) in &patch.update_edges {
+        g.add_update_edge(tensor(&resolved, value), variable);
     }
     // The new order: each old node with its additions around it.
     let mut before: Vec<Vec<NodeId>> = vec![Vec::new(); g.node_bound()];
@@ -334,6 +346,12 @@ fn check_references(g: &Graph, patch: &Patch) -> Result<()> {
             if !ok {
                 return fail("a control edge names a node that is not in the graph".into());
             }
+        }
+    }
+    for &(value, variable) in &patch.update_edges {
+        let is_variable = exists(variable) && g.node(variable).op == crate::ir::VARIABLE_OP;
+        if !is_variable || value_of(value, patch.additions.len()).is_none() {
+            return fail("an update edge names a value or variable that is not in the graph".into());
         }
     }
     if let Some(id) = patch.removals.iter().find(|&&id| !g.contains_node(id)) {

@@ -30,14 +30,23 @@ pub(super) const OPS: &[(&str, InferFn)] = &[
 /// subtract-exp, sum, divide (5); its gradient 4. Dropout in training draws,
 /// masks and scales (3), its gradient masks and scales (2). The losses: a
 /// softmax and a pick per logit (5), the gradient a softmax and a subtract
-/// (6); squared error 3 per element, its gradient 3.
-/// Split rules of the matrix products (normalisations, softmax and losses
-/// couple their axes and have none here). MatMul `[..., M, K] @ [..., K, N]`:
+/// (6); squared error 3 per element, its gradient 3. A batch-norm split's
+/// parts take BatchNormTrain's 3 + 4 (statistics, apply) and BatchNormGrad's
+/// 4 + 6 (sums, dX); its merges 8 and 1 per part and channel.
+/// Split rules of the matrix products and of batch normalization in
+/// training (other normalisations, softmax and losses couple their axes and
+/// have none here). MatMul `[..., M, K] @ [..., K, N]`:
 /// batch is the first axis of a batched A (and of B where it has it
 /// unbroadcast) or the rows M of a 2-D A; channel the columns N of B (A
 /// whole) or the reduction K (partial sums). Gemm: rows of A (C sliced when it
-/// has them) and columns of B (C sliced when it has them).
-pub(super) const SPLITS: &[(&str, SplitFn)] = &[("MatMul", matmul_splits), ("Gemm", gemm_splits)];
+/// has them) and columns of B (C sliced when it has them). BatchNormTrain and
+/// BatchNormGrad: the batch of X (and dY), by their statistics.
+pub(super) const SPLITS: &[(&str, SplitFn)] = &[
+    ("MatMul", matmul_splits),
+    ("Gemm", gemm_splits),
+    ("BatchNormTrain", |_| vec![split::statistics(5, &[0])]),
+    ("BatchNormGrad", |_| vec![split::statistics(5, &[0, 1])]),
+];
 
 fn matmul_splits(n: &CostNode<'_>) -> Vec<SplitRule> {
     let (a, b) = (n.in_shape(0), n.in_shape(1));
@@ -90,6 +99,12 @@ pub(super) const COSTS: &[(&str, CostFn)] = &[
     ("MatMul", |n| n.matrix(2 * n.out_numel(0) * n.in_shape(0).last().copied().unwrap_or(1) as u64)),
     ("BatchNormTrain", |n| n.per_input(7)),
     ("BatchNormGrad", |n| n.per_input(10)),
+    ("BatchNormStatistics", |n| n.per_input(3)),
+    ("BatchNormMerge", |n| n.streaming(8 * n.in_numel(0) * n.inputs.len() as u64)),
+    ("BatchNormApply", |n| n.per_input(4)),
+    ("BatchNormGradSums", |n| n.per_input(4)),
+    ("BatchNormGradMerge", |n| n.streaming(n.in_numel(0) * n.inputs.len() as u64)),
+    ("BatchNormGradData", |n| n.per_input(6)),
     ("LayerNormGrad", |n| n.per_input(10)),
     ("SoftmaxGrad", |n| n.per_input(4)),
     ("LogSoftmaxGrad", |n| n.per_input(4)),

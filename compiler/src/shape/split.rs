@@ -18,6 +18,13 @@
 //!   parts are windows of the whole one, added where they overlap
 //!   ([`HaloOutput::OverlapAdd`]); weight gradients are partial results,
 //!   summed ([`HaloOutput::Sum`]); both within [`SUM_TOLERANCE`].
+//! - **Statistics**: an op that reduces over the batch to per-channel
+//!   statistics and then uses them on every sample (batch normalization and
+//!   its gradient): each part computes its slice's statistics, one merge
+//!   combines them into the whole batch's (counts, means and M2 by Chan et
+//!   al.'s parallel variance; gradient sums added), and each part makes its
+//!   slice of output 0 from the merged statistics; the other outputs come from
+//!   the merge. Within [`SUM_TOLERANCE`].
 
 use super::cost::CostNode;
 use super::util::fmt_shape;
@@ -93,6 +100,10 @@ pub enum Combine {
         /// How the parts make output 0.
         output: HaloOutput,
     },
+    /// Each part makes its slice of output 0 along the batch from the whole
+    /// batch's statistics, merged from the parts' own; the other outputs are
+    /// the merge's.
+    Statistics,
 }
 
 /// How the parts of a Halo split make the op's output.
@@ -162,6 +173,13 @@ pub fn concat(dim: Dim, slots: usize, sliced: &[(usize, usize)], out_axis: usize
 /// the partial outputs.
 pub fn sum(dim: Dim, slots: usize, sliced: &[(usize, usize)]) -> SplitRule {
     SplitRule { dim, inputs: slicing(slots, sliced), combine: Combine::Sum }
+}
+
+/// The Statistics rule that slices the inputs at `sliced` along the batch
+/// (axis 0).
+pub fn statistics(slots: usize, sliced: &[usize]) -> SplitRule {
+    let sliced: Vec<(usize, usize)> = sliced.iter().map(|&slot| (slot, 0)).collect();
+    SplitRule { dim: Dim::Batch, inputs: slicing(slots, &sliced), combine: Combine::Statistics }
 }
 
 /// The Halo rules of a windowed op whose input 0 is [N, C, D...] and whose

@@ -16,6 +16,18 @@ pub const SPLIT_WINDOW_OP: &str = "SplitWindow";
 /// Op type of the merge that adds the parts' windows into one tensor where they overlap
 /// (domain [`LMS_DOMAIN`]).
 pub const OVERLAP_ADD_OP: &str = "OverlapAdd";
+/// Op type of one batch part's per-channel statistics (count, mean, M2) (domain [`LMS_DOMAIN`]).
+pub const BATCH_NORM_STATISTICS_OP: &str = "BatchNormStatistics";
+/// Op type of the merge of the parts' statistics into the batch's (domain [`LMS_DOMAIN`]).
+pub const BATCH_NORM_MERGE_OP: &str = "BatchNormMerge";
+/// Op type of one batch part normalized with the batch's statistics (domain [`LMS_DOMAIN`]).
+pub const BATCH_NORM_APPLY_OP: &str = "BatchNormApply";
+/// Op type of one batch part's sums of the batch-norm gradient (domain [`LMS_DOMAIN`]).
+pub const BATCH_NORM_GRAD_SUMS_OP: &str = "BatchNormGradSums";
+/// Op type of the merge of the parts' gradient sums (domain [`LMS_DOMAIN`]).
+pub const BATCH_NORM_GRAD_MERGE_OP: &str = "BatchNormGradMerge";
+/// Op type of one batch part's input gradient from the batch's sums (domain [`LMS_DOMAIN`]).
+pub const BATCH_NORM_GRAD_DATA_OP: &str = "BatchNormGradData";
 /// Domain of the ops that `proto/OPS.md` defines.
 pub const LMS_DOMAIN: &str = "lms";
 /// The version of the `lms` domain that its ops are run at.

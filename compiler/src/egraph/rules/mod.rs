@@ -11,13 +11,16 @@
 //! - [`partial_sum`] has `distribute-sum`: an op that reduces over a split
 //!   axis as the sum of its parts' results;
 //! - [`halo`] has `distribute-halo`: a windowed op, or its gradient, split
-//!   spatially into parts with overlapping windows and their own pads.
+//!   spatially into parts with overlapping windows and their own pads;
+//! - [`batch_norm`] has `batch-norm-parts`: batch normalization and its
+//!   gradient over batch parts by merged statistics.
 //!
 //! Every rule is an equation the graph semantics validate (TFLMS §4: the
 //! rewrites must be provable), and no rule makes a term larger without
 //! bound: the split and distribution rules only add terms for splits that
 //! already occur.
 
+pub mod batch_norm;
 pub mod distribute;
 pub mod halo;
 pub mod identity;
@@ -36,5 +39,6 @@ pub fn all() -> Vec<TermRewrite> {
     rules.extend(distribute::rules());
     rules.extend(partial_sum::rules());
     rules.extend(halo::rules());
+    rules.extend(batch_norm::rules());
     rules
 }

@@ -24,6 +24,8 @@ pub(super) enum Merge {
     Sum,
     /// A spatial split with halos ([`Run::halo`] says how it merges).
     Halo,
+    /// Batch normalization by merged statistics (`batch_norm`).
+    Statistics,
 }
 
 /// An op of a run.
@@ -70,6 +72,14 @@ impl<'r> Run<'r> {
                 let covered = vec![Covered { node, merge: Merge::Halo, inputs: rule.inputs }];
                 return Ok(Run { request, covered, halo: Some(halo) });
             }
+            Combine::Statistics => {
+                super::batch_norm::check(g, node)?;
+                if let Some(reason) = unsplittable_outputs(g, node) {
+                    return Err(fail(reason));
+                }
+                let covered = vec![Covered { node, merge: Merge::Statistics, inputs: rule.inputs }];
+                return Ok(Run { request, covered, halo: None });
+            }
         };
         let extent = egraph::SplitRequest { node, axis, parts: request.parts, depth: request.depth };
         let plan = egraph::propagate(g, &extent, &Limits::default())?;
@@ -115,6 +125,9 @@ impl<'r> Run<'r> {
     pub fn emit(&self, g: &Graph, removed: &HashSet<NodeId>, patch: &mut Patch) -> SplitReport {
         if let Some(halo) = &self.halo {
             return halo.emit(g, self.request, self.covered[0].node, removed, patch);
+        }
+        if self.covered[0].merge == Merge::Statistics {
+            return super::batch_norm::emit(self, g, removed, patch);
         }
         let parts = self.request.parts;
         let inside: HashSet<NodeId> = self.covered.iter().map(|c| c.node).collect();
@@ -179,6 +192,7 @@ impl<'r> Run<'r> {
                     Merge::Concat(axis) => ("Concat", Attrs::new().with("axis", Attr::Int(axis as i64))),
                     Merge::Sum => ("Sum", Attrs::new()),
                     Merge::Halo => unreachable!("a halo run merges through Halo::emit"),
+                    Merge::Statistics => unreachable!("a statistics run merges through batch_norm::emit"),
                 };
                 let concat = Node {
                     name: format!("{}.merge", tensor.name),
@@ -208,6 +222,7 @@ impl<'r> Run<'r> {
                 Merge::Concat(axis) => format!("concat along axis {axis}"),
                 Merge::Sum => "sum of partial results".into(),
                 Merge::Halo => unreachable!("a halo run reports through Halo::emit"),
+                Merge::Statistics => unreachable!("a statistics run reports through batch_norm::emit"),
             },
             covered: self.covered.iter().map(|c| g.node(c.node).name.clone()).collect(),
             splits,
@@ -249,11 +264,13 @@ fn part_axis(
 /// Why `m` is not run in parts: its outputs are graph outputs or written
 /// into variables. (Its control edges pass to each of its micro-ops.)
 pub(super) fn unsplittable(g: &Graph, m: NodeId) -> Option<String> {
-    let node = g.node(m);
-    if node.outputs.iter().any(|t| g.outputs.contains(t)) {
-        return Some("makes a graph output".into());
-    }
-    g.out_edges(m).any(|(_, e)| e.action == Action::Update).then(|| "writes a variable".into())
+    unsplittable_outputs(g, m)
+        .or_else(|| g.out_edges(m).any(|(_, e)| e.action == Action::Update).then(|| "writes a variable".into()))
+}
+
+/// Why `m`'s outputs cannot be merged from parts: they are graph outputs.
+fn unsplittable_outputs(g: &Graph, m: NodeId) -> Option<String> {
+    g.node(m).outputs.iter().any(|t| g.outputs.contains(t)).then(|| "makes a graph output".into())
 }
 
 /// The type of part `i` of `parts` of an output of type `ty` merged by `merge`.
@@ -263,7 +280,7 @@ fn part_type(ty: &TensorType, merge: Merge, i: usize, parts: usize) -> TensorTyp
 }
 
 /// The type of part `i` of `parts` of a tensor of type `ty` along `axis`.
-fn slice_type(ty: &TensorType, axis: usize, i: usize, parts: usize) -> TensorType {
+pub(super) fn slice_type(ty: &TensorType, axis: usize, i: usize, parts: usize) -> TensorType {
     let mut shape = ty.shape.clone();
     shape[axis] = part_len(shape[axis], i, parts);
     TensorType::new(ty.dtype, shape)
@@ -271,7 +288,7 @@ fn slice_type(ty: &TensorType, axis: usize, i: usize, parts: usize) -> TensorTyp
 
 /// Adds the `SplitPart` making part `i` of `t` along `axis` for `reader`.
 #[allow(clippy::too_many_arguments)]
-fn split_part(
+pub(super) fn split_part(
     g: &Graph,
     reader: &Node,
     t: TensorId,

@@ -10,8 +10,11 @@
 //! channels are bit-identical to the original on the same backend. An op
 //! that reduces over the split dimension (weight gradients over the batch, a
 //! contraction over its reduced channels) runs alone, its partial results
-//! merged by ONNX `Sum` (within `shape::split::SUM_TOLERANCE`).
+//! merged by ONNX `Sum` (within `shape::split::SUM_TOLERANCE`). Batch
+//! normalization and its gradient split along the batch by their statistics,
+//! merged across the parts (`batch_norm`, within the same tolerance).
 
+mod batch_norm;
 mod emit;
 mod halo;
 #[cfg(test)]

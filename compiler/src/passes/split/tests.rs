@@ -184,3 +184,65 @@ fn shape_rules_and_the_e_graph_slice_inputs_alike() {
         }
     }
 }
+
+/// x → BatchNormTrain (running statistics written back) → Relu, and the
+/// gradient of the normalization from a given dY.
+fn batch_norm() -> Graph {
+    let mut net = Net::new();
+    let x = net.input("x", &[5, 3, 4]);
+    let dy = net.input("dy", &[5, 3, 4]);
+    let params: Vec<_> = ["scale", "bias", "rm", "rv"].iter().map(|name| net.variable(name, &[3])).collect();
+    let mut inputs = vec![x];
+    inputs.extend(&params);
+    let shapes: [&[usize]; 5] = [&[5, 3, 4], &[3], &[3], &[3], &[3]];
+    let bn = net.ops("bn", "BatchNormTrain", "lms", Attrs::new(), &inputs, &shapes);
+    let (rm, rv) = (net.node(params[2]), net.node(params[3]));
+    net.g.add_update_edge(bn[1], rm);
+    net.g.add_update_edge(bn[2], rv);
+    let relu = net.op("relu", "Relu", Attrs::new(), &[bn[0]], &[5, 3, 4]);
+    let grad_shapes: [&[usize]; 3] = [&[5, 3, 4], &[3], &[3]];
+    let grads = net.ops("grad", "BatchNormGrad", "lms", Attrs::new(), &[dy, x, params[0], bn[3], bn[4]], &grad_shapes);
+    let dx = net.op("dx", "Relu", Attrs::new(), &[grads[0]], &[5, 3, 4]);
+    let dparams = net.op("dparams", "Add", Attrs::new(), &[grads[1], grads[2]], &[3]);
+    net.g.outputs = vec![relu, dx, dparams];
+    net.g
+}
+
+#[test]
+fn batch_norm_splits_by_merged_statistics_and_moves_its_updates_to_the_merge() {
+    let g = batch_norm();
+    let (p, reports) = patch(&g, &[request("bn", Dim::Batch, 2, 0)]).unwrap();
+    let (split, _) = apply_checked(&g, &p).unwrap();
+    assert_eq!(reports[0].merge, "statistics merged across parts");
+    assert_eq!(reports[0].merges, ["bn.0"]);
+    assert_eq!(
+        ops(&split),
+        [
+            "x.split0of2",
+            "bn.part0.statistics",
+            "x.split1of2",
+            "bn.part1.statistics",
+            "bn.merge",
+            "bn.part0",
+            "bn.part1",
+            "bn.0.merge",
+            "relu",
+            "grad",
+            "dx",
+            "dparams"
+        ]
+    );
+    let merge = split.node_ids().find(|&n| split.node(n).name == "bn.merge").unwrap();
+    let updates = split.out_edges(merge).filter(|(_, e)| e.action == crate::ir::Action::Update).count();
+    assert_eq!(updates, 2, "the merge writes both running statistics");
+    let proof = verify(&g, &split, &Limits::default()).unwrap();
+    assert_eq!(proof.proven(), 5);
+
+    let (p, reports) = patch(&g, &[request("grad", Dim::Batch, 3, 0)]).unwrap();
+    let (split, _) = apply_checked(&g, &p).unwrap();
+    assert_eq!(reports[0].splits, ["dy", "x"]);
+    assert_eq!(verify(&g, &split, &Limits::default()).unwrap().proven(), 5);
+    // The forward pass feeds the gradient: one run each is refused.
+    let both = patch(&g, &[request("bn", Dim::Batch, 2, 0), request("grad", Dim::Batch, 2, 0)]).unwrap_err();
+    assert!(both.to_string().contains("overlap or feed each other"), "{both}");
+}

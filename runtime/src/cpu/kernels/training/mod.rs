@@ -7,6 +7,7 @@
 //! convolution gradients run on the GEMM path and accumulate in the tensor's type.
 
 mod activations_grad;
+mod batch_norm_split;
 mod conv_grad;
 mod dropout;
 mod halo;
@@ -30,6 +31,7 @@ pub(super) const FAMILIES: &[Table] = &[
     conv_grad::KERNELS,
     pool_grad::KERNELS,
     norm_train::KERNELS,
+    batch_norm_split::KERNELS,
     softmax_grad::KERNELS,
     dropout::KERNELS,
     shape_grad::KERNELS,

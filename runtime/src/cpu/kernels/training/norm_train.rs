@@ -44,26 +44,67 @@ fn batch_norm_train_typed<T: Float>(ctx: &Ctx<'_>, x: &HostTensor) -> Result<Vec
     let running_mean = per_channel::<T>(ctx, 3, "running_mean", c)?;
     let running_var = per_channel::<T>(ctx, 4, "running_var", c)?;
     let xs = x.view::<T>("input X")?;
-    let count = (n * plane).max(1) as f64;
-    let mean: Vec<f64> = channel_sums(xs, c, plane, |_, v| v).into_iter().map(|s| s / count).collect();
-    let var: Vec<f64> =
-        channel_sums(xs, c, plane, |ch, v| (v - mean[ch]).powi(2)).into_iter().map(|s| s / count).collect();
-    let invstd: Vec<f64> = var.iter().map(|v| 1.0 / (v + eps).sqrt()).collect();
+    let stats = ChannelStats::of(xs, n, c, plane);
+    let var: Vec<f64> = stats.m2.iter().map(|m2| m2 / stats.count).collect();
+    let invstd = inverse_std(&var, eps);
+    let y = normalize(xs, c, plane, &stats.mean, &invstd, &scale, &bias);
+    let mut outs = vec![HostTensor::from_vec(x.shape.clone(), y)?];
+    let running = [running_update(&running_mean, &stats.mean, momentum), running_update(&running_var, &var, momentum)];
+    for values in running.into_iter().chain([stats.mean, invstd]) {
+        outs.push(from_f64s::<T>(vec![c], values.into_iter())?);
+    }
+    outs.truncate(ctx.outputs.len());
+    Ok(outs)
+}
+
+/// Per-channel statistics of X `[N, C, ...]`, in f64: elements per channel, mean and
+/// M2 = Σ(x − mean)² (two passes).
+pub(super) struct ChannelStats {
+    /// Elements per channel (at least 1).
+    pub count: f64,
+    /// Mean per channel.
+    pub mean: Vec<f64>,
+    /// Σ(x − mean)² per channel.
+    pub m2: Vec<f64>,
+}
+
+impl ChannelStats {
+    /// The statistics of `xs`, `n` samples of `c` channel planes of `plane` elements.
+    pub fn of<T: Float>(xs: &[T], n: usize, c: usize, plane: usize) -> ChannelStats {
+        let count = (n * plane).max(1) as f64;
+        let mean: Vec<f64> = channel_sums(xs, c, plane, |_, v| v).into_iter().map(|s| s / count).collect();
+        let m2 = channel_sums(xs, c, plane, |ch, v| (v - mean[ch]).powi(2));
+        ChannelStats { count, mean, m2 }
+    }
+}
+
+/// 1/√(var + eps) per channel.
+pub(super) fn inverse_std(var: &[f64], eps: f64) -> Vec<f64> {
+    var.iter().map(|v| 1.0 / (v + eps).sqrt()).collect()
+}
+
+/// Y = (X − mean)·invstd·scale + bias per channel of X `[N, C, ...]`.
+pub(super) fn normalize<T: Float>(
+    xs: &[T],
+    c: usize,
+    plane: usize,
+    mean: &[f64],
+    invstd: &[f64],
+    scale: &[f64],
+    bias: &[f64],
+) -> Vec<T> {
     let mut y = Vec::with_capacity(xs.len());
     for (i, chunk) in xs.chunks(plane.max(1)).enumerate() {
         let ch = i % c;
         let (a, b) = (invstd[ch] * scale[ch], bias[ch]);
         y.extend(chunk.iter().map(|v| T::from_f64((v.to_f64() - mean[ch]) * a + b)));
     }
-    let blend = |running: &[f64], batch: &[f64]| -> Vec<f64> {
-        running.iter().zip(batch).map(|(r, b)| r * momentum + b * (1.0 - momentum)).collect()
-    };
-    let mut outs = vec![HostTensor::from_vec(x.shape.clone(), y)?];
-    for values in [blend(&running_mean, &mean), blend(&running_var, &var), mean, invstd] {
-        outs.push(from_f64s::<T>(vec![c], values.into_iter())?);
-    }
-    outs.truncate(ctx.outputs.len());
-    Ok(outs)
+    y
+}
+
+/// running·momentum + batch·(1 − momentum) per channel.
+pub(super) fn running_update(running: &[f64], batch: &[f64], momentum: f64) -> Vec<f64> {
+    running.iter().zip(batch).map(|(r, b)| r * momentum + b * (1.0 - momentum)).collect()
 }
 
 /// BatchNormGrad(dY, X, scale, saved_mean, saved_invstd) → dX, dscale, dbias.
@@ -80,32 +121,63 @@ fn batch_norm_grad_typed<T: Float>(ctx: &Ctx<'_>, x: &HostTensor) -> Result<Vec<
     let mean = per_channel::<T>(ctx, 3, "saved_mean", c)?;
     let invstd = per_channel::<T>(ctx, 4, "saved_invstd", c)?;
     let (xs, dys) = (x.view::<T>("input X")?, dy.view::<T>("input dY")?);
-    let plane = plane.max(1);
-    let mut dbias = vec![0.0f64; c];
-    let mut dscale = vec![0.0f64; c];
-    for (i, (xc, dc)) in xs.chunks(plane).zip(dys.chunks(plane)).enumerate() {
-        let ch = i % c;
-        for (v, d) in xc.iter().zip(dc) {
-            let d = d.to_f64();
-            dbias[ch] += d;
-            dscale[ch] += d * (v.to_f64() - mean[ch]) * invstd[ch];
+    let sums = GradSums::of(xs, dys, c, plane, &mean, &invstd);
+    let count = (n * plane.max(1)) as f64;
+    let dx = grad_input(xs, dys, c, plane, [&scale, &mean, &invstd], count, &sums);
+    Ok(vec![
+        HostTensor::from_vec(x.shape.clone(), dx)?,
+        from_f64s::<T>(vec![c], sums.dscale.into_iter())?,
+        from_f64s::<T>(vec![c], sums.dbias.into_iter())?,
+    ])
+}
+
+/// BatchNormGrad's per-channel sums over X and dY `[N, C, ...]`, in f64.
+pub(super) struct GradSums {
+    /// Σ dy per channel (dbias).
+    pub dbias: Vec<f64>,
+    /// Σ dy·x̂ per channel, x̂ = (x − mean)·invstd (dscale).
+    pub dscale: Vec<f64>,
+}
+
+impl GradSums {
+    /// The sums of `dys` and `xs` (channel planes of `plane` elements) given the
+    /// saved statistics.
+    pub fn of<T: Float>(xs: &[T], dys: &[T], c: usize, plane: usize, mean: &[f64], invstd: &[f64]) -> GradSums {
+        let mut dbias = vec![0.0f64; c];
+        let mut dscale = vec![0.0f64; c];
+        for (i, (xc, dc)) in xs.chunks(plane.max(1)).zip(dys.chunks(plane.max(1))).enumerate() {
+            let ch = i % c;
+            for (v, d) in xc.iter().zip(dc) {
+                let d = d.to_f64();
+                dbias[ch] += d;
+                dscale[ch] += d * (v.to_f64() - mean[ch]) * invstd[ch];
+            }
         }
+        GradSums { dbias, dscale }
     }
-    let count = (n * plane) as f64;
+}
+
+/// dX of BatchNormGrad per channel, from the whole batch's `count` elements per
+/// channel and its `sums`: scale·invstd/count·(count·dy − Σdy − x̂·Σdy·x̂).
+pub(super) fn grad_input<T: Float>(
+    xs: &[T],
+    dys: &[T],
+    c: usize,
+    plane: usize,
+    [scale, mean, invstd]: [&[f64]; 3],
+    count: f64,
+    sums: &GradSums,
+) -> Vec<T> {
     let mut dx = Vec::with_capacity(xs.len());
-    for (i, (xc, dc)) in xs.chunks(plane).zip(dys.chunks(plane)).enumerate() {
+    for (i, (xc, dc)) in xs.chunks(plane.max(1)).zip(dys.chunks(plane.max(1))).enumerate() {
         let ch = i % c;
         let k = scale[ch] * invstd[ch] / count;
         dx.extend(xc.iter().zip(dc).map(|(v, d)| {
             let xhat = (v.to_f64() - mean[ch]) * invstd[ch];
-            T::from_f64(k * (count * d.to_f64() - dbias[ch] - xhat * dscale[ch]))
+            T::from_f64(k * (count * d.to_f64() - sums.dbias[ch] - xhat * sums.dscale[ch]))
         }));
     }
-    Ok(vec![
-        HostTensor::from_vec(x.shape.clone(), dx)?,
-        from_f64s::<T>(vec![c], dscale.into_iter())?,
-        from_f64s::<T>(vec![c], dbias.into_iter())?,
-    ])
+    dx
 }
 
 /// LayerNormGrad(dY, X, scale, mean, invstd) → dX, dscale, dbias (scale's shape).

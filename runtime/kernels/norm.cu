@@ -96,16 +96,88 @@ extern "C" __global__ void bn_grad_params_f32(i64 c, const double* sums, float* 
     GRID_STRIDE(ch, c) { dbias[ch] = (float)sums[ch]; dscale[ch] = (float)sums[c + ch]; }
 }
 
-extern "C" __global__ void bn_grad_dx_f32(i64 n, i64 c, i64 s, const double* stats, const double* sums,
-                                          const float* scale, const float* x, const float* dy, float* dx) {
-    double count = (double)(n * s);
+// dX over X [N, C, S]; the count per channel is counts[ch] (a batch split's whole batch)
+// or N·S when counts is null.
+extern "C" __global__ void bn_grad_dx_f32(i64 n, i64 c, i64 s, const double* counts, const double* stats,
+                                          const double* sums, const float* scale, const float* x,
+                                          const float* dy, float* dx) {
     GRID_STRIDE(i, n * c * s) {
         i64 ch = (i / s) % c;
+        double count = counts ? counts[ch] : (double)(n * s);
         double mean = stats[ch], invstd = stats[c + ch];
         double k = (double)scale[ch] * invstd / count;
         double xhat = ((double)x[i] - mean) * invstd;
         dx[i] = (float)(k * (count * (double)dy[i] - sums[ch] - xhat * sums[c + ch]));
     }
+}
+
+// ---- batch normalization split along the batch: per-part f64 [3, C] rows (count, then
+// two per-channel rows), merged in part order like the CPU backend ----
+
+// Row 0 of a part's rows = count; row 2 = second[ch] when second is not null.
+extern "C" __global__ void bn_part_rows(i64 c, double count, const double* second, double* rows) {
+    GRID_STRIDE(ch, c) {
+        rows[ch] = count;
+        if (second) rows[2 * c + ch] = second[ch];
+    }
+}
+
+// BatchNormMerge, first pass over part `rows`: acc[ch] += n·mean, acc[C + ch] += n
+// (assigned when first).
+extern "C" __global__ void bn_merge_means(i64 c, int first, const double* rows, double* acc) {
+    GRID_STRIDE(ch, c) {
+        double n = rows[ch], weighted = n * rows[c + ch];
+        acc[ch] = first ? weighted : acc[ch] + weighted;
+        acc[c + ch] = first ? n : acc[c + ch] + n;
+    }
+}
+
+// BatchNormMerge, second pass over part `rows` (acc[ch] is the mean): acc[2C + ch] +=
+// M2 + n·(mean_part − mean)² (assigned when first).
+extern "C" __global__ void bn_merge_squares(i64 c, int first, const double* rows, double* acc) {
+    GRID_STRIDE(ch, c) {
+        double d = rows[c + ch] - acc[ch];
+        double m2 = rows[2 * c + ch] + rows[ch] * (d * d);
+        acc[2 * c + ch] = first ? m2 : acc[2 * c + ch] + m2;
+    }
+}
+
+// acc[ch] /= acc[C + ch]: the weighted sum of means becomes the batch's mean.
+extern "C" __global__ void bn_merge_mean(i64 c, double* acc) {
+    GRID_STRIDE(ch, c) acc[ch] /= acc[c + ch];
+}
+
+// BatchNormMerge's outputs from acc = (mean, count, M2): running statistics, saved
+// mean and inverse std, and batch = (mean, invstd) in double.
+extern "C" __global__ void bn_merge_finish_f32(i64 c, double eps, double momentum, const double* acc,
+                                               const float* running_mean, const float* running_var,
+                                               float* new_mean, float* new_var, float* saved_mean,
+                                               float* saved_invstd, double* batch) {
+    GRID_STRIDE(ch, c) {
+        double m = acc[ch], var = acc[2 * c + ch] / acc[c + ch];
+        double invstd = 1.0 / sqrt(var + eps);
+        new_mean[ch] = (float)((double)running_mean[ch] * momentum + m * (1.0 - momentum));
+        new_var[ch] = (float)((double)running_var[ch] * momentum + var * (1.0 - momentum));
+        saved_mean[ch] = (float)m;
+        saved_invstd[ch] = (float)invstd;
+        batch[ch] = m;
+        batch[c + ch] = invstd;
+    }
+}
+
+// BatchNormApply's coef = (mean, invstd·scale, bias) from batch = (mean, invstd).
+extern "C" __global__ void bn_apply_coef_f32(i64 c, const double* batch, const float* scale, const float* bias,
+                                             double* coef) {
+    GRID_STRIDE(ch, c) {
+        coef[ch] = batch[ch];
+        coef[c + ch] = batch[c + ch] * (double)scale[ch];
+        coef[2 * c + ch] = (double)bias[ch];
+    }
+}
+
+// BatchNormGradMerge: total += part over `len` doubles (assigned when first).
+extern "C" __global__ void bn_rows_add(i64 len, int first, const double* part, double* total) {
+    GRID_STRIDE(i, len) total[i] = first ? part[i] : total[i] + part[i];
 }
 
 // ---- row normalization: one block per row of n elements. The parameter of element j

@@ -5,6 +5,7 @@
 //! launch kernels on the compute stream. Ops not in the tables fail with
 //! "op `X` has no CUDA kernel yet" ([`KernelError::NoCudaKernel`]).
 
+mod batch_norm_split;
 mod conv;
 mod elementwise;
 mod host;
@@ -41,7 +42,8 @@ const ONNX: &[Table] =
     &[elementwise::ONNX, movement::ONNX, reduce::ONNX, norm::ONNX, linalg::ONNX, conv::ONNX, pool::ONNX, host::ONNX];
 
 /// The `lms` domain families.
-const LMS: &[Table] = &[elementwise::LMS, movement::LMS, reduce::LMS, norm::LMS, conv::LMS, pool::LMS];
+const LMS: &[Table] =
+    &[elementwise::LMS, movement::LMS, reduce::LMS, norm::LMS, batch_norm_split::LMS, conv::LMS, pool::LMS];
 
 /// The op types of `domain` (`""` or `lms`) with a CUDA kernel, sorted.
 pub fn supported_ops(domain: &str) -> Vec<&'static str> {

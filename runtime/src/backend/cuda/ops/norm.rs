@@ -57,7 +57,7 @@ fn lrn(exec: &Exec<'_>, grad: bool) -> OpResult<Vec<CudaBuffer>> {
 }
 
 /// (N, C, elements per channel plane) of X [N, C, ...].
-fn channels(x: &CudaBuffer) -> OpResult<(usize, usize, usize)> {
+pub(super) fn channels(x: &CudaBuffer) -> OpResult<(usize, usize, usize)> {
     if x.shape.len() < 2 {
         return Err(KernelError::shape("input X", format!("expected [N, C, ...], found {:?}", x.shape)).into());
     }
@@ -65,19 +65,19 @@ fn channels(x: &CudaBuffer) -> OpResult<(usize, usize, usize)> {
 }
 
 /// Input `i`, an f32 per-channel parameter of shape [c].
-fn per_channel<'a>(exec: &Exec<'a>, i: usize, name: &str, c: usize) -> OpResult<&'a CudaBuffer> {
+pub(super) fn per_channel<'a>(exec: &Exec<'a>, i: usize, name: &str, c: usize) -> OpResult<&'a CudaBuffer> {
     let t = exec.f32_input(i, name)?;
     check_shape(t, &[c], &format!("input {name}"))?;
     Ok(t)
 }
 
 /// A null device address for an optional kernel argument.
-const NULL: Arg = Arg::Ptr(0);
+pub(super) const NULL: Arg = Arg::Ptr(0);
 
 /// Sums per channel of X [n, c, s] into `out` (doubles: the first at [0, c), the second
 /// at [c, 2c)), in mode 0 (Σx), 1 (Σ(x − mean)²) or 2 (Σdy, Σdy·xhat).
 #[allow(clippy::too_many_arguments)]
-fn channel_sums(
+pub(super) fn channel_sums(
     exec: &Exec<'_>,
     mode: i32,
     (n, c, s): (usize, usize, usize),
@@ -115,7 +115,7 @@ fn channel_sums(
 }
 
 /// y = (x − coef₀) · coef₁ + coef₂ per channel.
-fn channel_affine(
+pub(super) fn channel_affine(
     exec: &Exec<'_>,
     (n, c, s): (usize, usize, usize),
     coef: u64,
@@ -234,6 +234,7 @@ fn batch_norm_grad(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
             Arg::I64(n as i64),
             Arg::I64(c as i64),
             Arg::I64(s as i64),
+            NULL,
             Arg::Ptr(stats.ptr()),
             Arg::Ptr(sums),
             ptr(scale),

@@ -1,8 +1,9 @@
 //! Split numerics on the CPU: every split rule of the compiler's shape rules
 //! (`lms_compiler::shape::split`), carried out with the runtime's CPU kernels on
 //! micro-tensors, gives what the unsplit op gives. Concat splits of batch and
-//! channels are bit-identical; partial sums and the gradients of spatial splits
-//! (added where halos overlap) are within `SUM_TOLERANCE` relative to the
+//! channels are bit-identical; partial sums, the gradients of spatial splits
+//! (added where halos overlap) and batch normalization by merged statistics
+//! are within `SUM_TOLERANCE` relative to the
 //! largest magnitude of the unsplit result. Random shapes, strides, pads and
 //! dilations from a fixed seed.
 
@@ -225,7 +226,7 @@ fn check_split(op: &str, attrs: &[Attribute], inputs: &[&T], whole: T, parts: us
                 }
                 assert_close(&total, &whole, SUM_TOLERANCE, &format!("{what} (partial sums)"));
             }
-            // Batch-norm statistics splits: the kernels' tests and split_runtime.rs.
+            // Statistics splits: batch_norm_statistics_splits_match_the_unsplit_ops.
             Combine::Halo { .. } | Combine::Statistics => continue,
         }
         checked += 1;
@@ -485,4 +486,111 @@ fn every_concat_and_sum_rule_of_every_splittable_family_matches_the_unsplit_op()
 fn check_grad_rules(op: &str, attrs: &[Attribute], inputs: &[&T], output: &[usize], parts: usize) -> usize {
     let whole = run(op, attrs, inputs, &[output.to_vec()]).remove(0);
     check_split(op, attrs, inputs, whole, parts)
+}
+
+/// Runs lms op `op` on host tensors with the declared outputs.
+fn run_lms(op: &str, attrs: &[Attribute], inputs: &[&HostTensor], outputs: &[(DType, Vec<usize>)]) -> Vec<HostTensor> {
+    let slots: Vec<Option<&HostTensor>> = inputs.iter().map(|&t| Some(t)).collect();
+    kernels::lms(op, &Attrs::new(attrs), &slots, outputs, &KernelContext::default())
+        .unwrap_or_else(|e| panic!("{op} on {}: {e}", attrs_debug_host(inputs)))
+}
+
+fn attrs_debug_host(inputs: &[&HostTensor]) -> String {
+    inputs.iter().map(|t| format!("{:?}", t.shape)).collect::<Vec<_>>().join(" ")
+}
+
+fn f32s(t: &HostTensor) -> T {
+    T { shape: t.shape.clone(), data: t.as_f32("output").expect("f32").to_vec() }
+}
+
+/// BatchNormTrain and BatchNormGrad split along the batch by their statistics,
+/// wired input by input as the compiler's `Form` states (the split pass emits
+/// and the e-graph proves that form), equal the unsplit ops on random shapes
+/// and part counts: every output within `SUM_TOLERANCE`.
+#[test]
+fn batch_norm_statistics_splits_match_the_unsplit_ops() {
+    use lms_compiler::egraph::rules::batch_norm::{Form, Source, GRAD, TRAIN};
+    let mut rng = Rng(0x5eed_0b17);
+    let attrs = [Attribute { name: "momentum".into(), value: Some(Value::Float(0.8)) }];
+    for _ in 0..24 {
+        let (n, c) = (rng.int(2, 9), rng.int(1, 5));
+        let mut shape = vec![n, c];
+        for _ in 0..rng.int(0, 2) {
+            shape.push(rng.int(1, 5));
+        }
+        let parts = rng.int(2, n.min(8));
+        let ranges = part_ranges(n, parts);
+        // Offset values: the statistics must not cancel.
+        let offset = |t: T| T { data: t.data.iter().map(|v| v + 50.0).collect(), ..t };
+        let positive = |t: T| T { data: t.data.iter().map(|v| v.abs() + 0.5).collect(), ..t };
+        let per_channel = rng.tensor(&[c]);
+        let cases: [(&Form, Vec<T>); 2] = [
+            (
+                &TRAIN,
+                vec![
+                    offset(rng.tensor(&shape)),
+                    per_channel.clone(),
+                    rng.tensor(&[c]),
+                    rng.tensor(&[c]),
+                    positive(rng.tensor(&[c])),
+                ],
+            ),
+            (
+                &GRAD,
+                vec![
+                    rng.tensor(&shape),
+                    offset(rng.tensor(&shape)),
+                    per_channel,
+                    rng.tensor(&[c]),
+                    positive(rng.tensor(&[c])),
+                ],
+            ),
+        ];
+        for (form, inputs) in cases {
+            let hosts: Vec<HostTensor> = inputs.iter().map(T::host).collect();
+            let outputs: Vec<(DType, Vec<usize>)> = std::iter::once(shape.clone())
+                .chain(std::iter::repeat_n(vec![c], if form.op == "BatchNormTrain" { 4 } else { 2 }))
+                .map(|s| (DType::DtypeF32, s))
+                .collect();
+            let op_attrs: &[Attribute] = if form.merge_attrs { &attrs } else { &[] };
+            let whole = run_lms(form.op, op_attrs, &hosts.iter().collect::<Vec<_>>(), &outputs);
+            let sliced: Vec<Vec<HostTensor>> = (0..parts)
+                .map(|i| form.sliced().iter().map(|&slot| inputs[slot].slice(0, ranges[i].clone()).host()).collect())
+                .collect();
+            let input = |s: Source, i: usize, merged: Option<&HostTensor>| -> HostTensor {
+                match s {
+                    Source::Part(slot) => sliced[i][form.sliced().iter().position(|&k| k == slot).unwrap()].clone(),
+                    Source::Whole(slot) => hosts[slot].clone(),
+                    Source::Merged => merged.expect("the merge ran").clone(),
+                }
+            };
+            let stats: Vec<HostTensor> = (0..parts)
+                .map(|i| {
+                    let ins: Vec<HostTensor> = form.statistics_inputs.iter().map(|&s| input(s, i, None)).collect();
+                    run_lms(form.statistics, &[], &ins.iter().collect::<Vec<_>>(), &[(DType::DtypeF64, vec![3, c])])
+                        .remove(0)
+                })
+                .collect();
+            let mut merge_inputs: Vec<&HostTensor> = form.merge_inputs.iter().map(|&slot| &hosts[slot]).collect();
+            merge_inputs.extend(&stats);
+            let mut merge_outputs = outputs[1..].to_vec();
+            merge_outputs.push((DType::DtypeF64, vec![form.merged_rows, c]));
+            let merged = run_lms(form.merge, op_attrs, &merge_inputs, &merge_outputs);
+            let applied: Vec<T> = (0..parts)
+                .map(|i| {
+                    let ins: Vec<HostTensor> = form.apply_inputs.iter().map(|&s| input(s, i, merged.last())).collect();
+                    let mut part_shape = shape.clone();
+                    part_shape[0] = ranges[i].len();
+                    f32s(
+                        &run_lms(form.apply, &[], &ins.iter().collect::<Vec<_>>(), &[(DType::DtypeF32, part_shape)])[0],
+                    )
+                })
+                .collect();
+            let what = format!("{} {shape:?} in {parts}", form.op);
+            assert_close(&concat(&applied, 0), &f32s(&whole[0]), SUM_TOLERANCE, &format!("{what}: output 0"));
+            for k in 1..whole.len() {
+                assert_close(&f32s(&merged[k - 1]), &f32s(&whole[k]), SUM_TOLERANCE, &format!("{what}: output {k}"));
+            }
+        }
+    }
 }

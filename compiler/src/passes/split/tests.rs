@@ -246,3 +246,21 @@ fn batch_norm_splits_by_merged_statistics_and_moves_its_updates_to_the_merge() {
     let both = patch(&g, &[request("bn", Dim::Batch, 2, 0), request("grad", Dim::Batch, 2, 0)]).unwrap_err();
     assert!(both.to_string().contains("overlap or feed each other"), "{both}");
 }
+
+#[test]
+fn a_batch_norm_merge_of_the_wrong_parts_is_not_proven() {
+    use crate::egraph::check;
+    let g = batch_norm();
+    let (p, _) = patch(&g, &[request("bn", Dim::Batch, 2, 0)]).unwrap();
+    let (mut split, _) = apply_checked(&g, &p).unwrap();
+    let named = |g: &Graph, name: &str| g.node_ids().find(|&n| g.node(n).name == name).unwrap();
+    // The merge reads part 0's statistics twice: the whole batch's are not those.
+    let (merge, part0) = (named(&split, "bn.merge"), named(&split, "bn.part0.statistics"));
+    let stats0 = split.node(part0).outputs[0];
+    split.set_input(merge, 3, Some(stats0));
+    let report = check(&g, &split, &Limits::default()).unwrap();
+    // Y, the running statistics and the saved statistics the gradient reads are all wrong.
+    assert_eq!(report.proven(), 0, "{}", report.to_text(true));
+    assert_eq!(report.items.len(), 5);
+    assert!(verify(&g, &split, &Limits::default()).is_err());
+}

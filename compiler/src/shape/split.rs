@@ -238,8 +238,9 @@ pub fn axis_window(node: &CostNode<'_>, axis: usize) -> Option<AxisWindow> {
         input,
         output,
     };
-    let reach = kernel.checked_sub(1)? * window.dilation + 1;
-    let padded = input + window.pad_begin + window.pad_end;
+    // Checked: the attributes of a file being verified may be anything.
+    let reach = kernel.checked_sub(1)?.checked_mul(window.dilation)?.checked_add(1)?;
+    let padded = input.checked_add(window.pad_begin)?.checked_add(window.pad_end)?;
     let fits = window.stride > 0 && padded >= reach && (padded - reach) / window.stride + 1 == output;
     fits.then_some(window)
 }

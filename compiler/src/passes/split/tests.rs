@@ -139,6 +139,17 @@ fn splits_that_are_not_emitted_or_not_legal_are_refused_by_name() {
         err(request("conv", Dim::Channel, 2, 0))
     );
     assert!(err(request("cnv", Dim::Batch, 2, 0)).starts_with("--split op 'cnv' matches no op"));
+    // A 1x1 conv padded by 3 rows above: its first output rows read only padding.
+    let mut net = Net::new();
+    let x = net.input("x", &[1, 1, 4, 4]);
+    let w = net.variable("w", &[1, 1, 1, 1]);
+    let pads = Attrs::new().with("pads", Attr::Ints(vec![3, 0, 0, 0]));
+    let padded = net.op("padded", "Conv", pads, &[x, w], &[1, 1, 7, 4]);
+    net.g.outputs = vec![net.op("head", "Relu", Attrs::new(), &[padded], &[1, 1, 7, 4])];
+    assert_eq!(
+        patch(&net.g, &[request("padded", Dim::Height, 4, 0)]).unwrap_err().to_string(),
+        "node 'padded' (Conv): part 0 of its split along axis 2 reads only padding"
+    );
     let both = patch(&g, &[request("conv", Dim::Batch, 2, 0), request("relu", Dim::Batch, 2, 0)]).unwrap_err();
     assert!(both.to_string().contains("overlap or feed each other"), "{both}");
 }

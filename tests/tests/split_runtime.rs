@@ -159,8 +159,12 @@ fn a_vgg19_conv_and_its_gradients_split_along_height_are_proven() {
     let model = lms_tests::onnx_data("light/light_vgg19.onnx");
     let out = scratch_path("split-runtime", "vgg19-halo.lms");
     let (model, out) = (model.to_str().unwrap(), out.to_str().unwrap());
-    let splits =
-        ["op=n2,dim=height,parts=4", "op=n2/grad/data,dim=height,parts=4", "op=n2/grad/weight,dim=height,parts=2"];
+    let splits = [
+        "op=n2,dim=height,parts=4",
+        "op=n2/grad/data,dim=height,parts=4",
+        "op=n2/grad/weight,dim=height,parts=2",
+        "op=n2/grad/bias,dim=height,parts=3",
+    ];
     let mut args = vec!["compile", model, "--batch", "64", "-o", out, "-q"];
     for s in &splits {
         args.extend(["--split", s]);

@@ -37,7 +37,7 @@ pub(super) const COSTS: &[(&str, CostFn)] = &[
 /// the reduced dY channels; the weight and bias gradients sum over the batch
 /// and slice dY's channels; the data and weight gradients also along height
 /// and width of dY with halos (windows of dX overlap-added, partial weight
-/// gradients summed).
+/// gradients summed), the bias gradient as partial sums over them.
 pub(super) const SPLITS: &[(&str, SplitFn)] = &[
     ("Conv", |n| {
         let slots = n.inputs.len();
@@ -70,7 +70,16 @@ pub(super) const SPLITS: &[(&str, SplitFn)] = &[
         rules.extend(split::halo(n, &[0, 1], HaloOutput::Sum));
         rules
     }),
-    ("ConvGradBias", |_| vec![split::sum(Dim::Batch, 1, &[(0, 0)]), split::concat(Dim::Channel, 1, &[(0, 1)], 0)]),
+    ("ConvGradBias", |n| {
+        let mut rules = vec![split::sum(Dim::Batch, 1, &[(0, 0)]), split::concat(Dim::Channel, 1, &[(0, 1)], 0)];
+        let spatial: &[(Dim, usize)] = match n.in_shape(0).len() {
+            3 => &[(Dim::Width, 2)],
+            4 => &[(Dim::Height, 2), (Dim::Width, 3)],
+            _ => &[],
+        };
+        rules.extend(spatial.iter().map(|&(dim, axis)| split::sum(dim, 1, &[(0, axis)])));
+        rules
+    }),
 ];
 
 /// Whether a convolution has one group (its channels are not blocked).

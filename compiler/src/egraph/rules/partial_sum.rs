@@ -87,34 +87,50 @@ fn sums(egraph: &TermGraph, class: Id) -> Vec<PartialSums> {
 }
 
 /// The partial sums of one op whose inputs at `sliced` slots are
-/// concatenations along the given axes into parts of equal lengths.
+/// concatenations along the given axes into parts of equal lengths: one for
+/// each concatenation of the first sliced input (a tensor may be split into
+/// several part counts) that the other sliced inputs match.
 fn match_parts(
     egraph: &TermGraph,
     class: Id,
     head: &Arc<Head>,
     children: &[Id],
     sliced: &[Option<usize>],
-) -> Option<PartialSums> {
-    let mut slot_parts: Vec<Option<&[Id]>> = vec![None; children.len()];
-    let mut lens: Option<Vec<usize>> = None;
-    for (slot, axis) in sliced.iter().enumerate() {
-        let Some(axis) = *axis else { continue };
-        let parts = egraph[children[slot]].nodes.iter().find_map(|n| {
-            let Term::Concat(ids) = n else { return None };
-            let (d, parts) = ids.split_first()?;
-            let d = usize::try_from(egraph[*d].data.int()?).ok()?;
-            let part_lens: Option<Vec<usize>> =
-                parts.iter().map(|&p| egraph[p].data.shape().and_then(|s| s.get(axis).copied())).collect();
-            (d == axis && lens.as_ref().is_none_or(|l| Some(l) == part_lens.as_ref())).then_some((parts, part_lens?))
-        })?;
-        slot_parts[slot] = Some(parts.0);
-        lens = Some(parts.1);
+) -> Vec<PartialSums> {
+    // The concatenations of `children[slot]` along `axis`: parts and lengths.
+    let concats = |slot: usize, axis: usize| -> Vec<(&[Id], Vec<usize>)> {
+        egraph[children[slot]]
+            .nodes
+            .iter()
+            .filter_map(|n| {
+                let Term::Concat(ids) = n else { return None };
+                let (d, parts) = ids.split_first()?;
+                let d = usize::try_from(egraph[*d].data.int()?).ok()?;
+                let lens: Option<Vec<usize>> =
+                    parts.iter().map(|&p| egraph[p].data.shape().and_then(|s| s.get(axis).copied())).collect();
+                (d == axis).then_some((parts, lens?))
+            })
+            .collect()
+    };
+    let slots: Vec<(usize, usize)> = sliced.iter().enumerate().filter_map(|(s, a)| a.map(|a| (s, a))).collect();
+    let Some((&(first, first_axis), rest)) = slots.split_first() else { return Vec::new() };
+    let mut found = Vec::new();
+    for (parts, lens) in concats(first, first_axis) {
+        let mut slot_parts: Vec<Option<&[Id]>> = vec![None; children.len()];
+        slot_parts[first] = Some(parts);
+        let matched = rest.iter().all(|&(slot, axis)| {
+            let same = concats(slot, axis).into_iter().find(|(_, l)| *l == lens);
+            same.map(|(p, _)| slot_parts[slot] = Some(p)).is_some()
+        });
+        if !matched {
+            continue;
+        }
+        let parts = (0..lens.len())
+            .map(|k| children.iter().zip(&slot_parts).map(|(&whole, ps)| ps.map_or(whole, |ps| ps[k])).collect())
+            .collect();
+        found.push(PartialSums { class, head: head.clone(), parts });
     }
-    let count = lens?.len();
-    let parts = (0..count)
-        .map(|k| children.iter().zip(&slot_parts).map(|(&whole, ps)| ps.map_or(whole, |ps| ps[k])).collect())
-        .collect();
-    Some(PartialSums { class, head: head.clone(), parts })
+    found
 }
 
 impl PartialSums {
@@ -153,6 +169,26 @@ mod tests {
         assert!(t.equal(dw, sum));
         assert!(!t.equal(dw, swapped));
         assert!(!t.equal(half, sum));
+    }
+
+    #[test]
+    fn a_tensor_split_into_two_part_counts_gives_both_partial_sums() {
+        let mut t = Terms::new();
+        let dy = t.leaf("dy", &[6, 4, 2, 2]);
+        let mut sums = Vec::new();
+        for n in [2, 3] {
+            let partials: Vec<_> = t
+                .splits(0, n, dy)
+                .into_iter()
+                .map(|part| t.ops("ConvGradBias", "lms", Attrs::new(), &[part], &[&[4]]))
+                .collect();
+            sums.push(t.op("Sum", Attrs::new(), &partials, &[4]));
+        }
+        let db = t.ops("ConvGradBias", "lms", Attrs::new(), &[dy], &[&[4]]);
+        let mut all = rules();
+        all.extend(crate::egraph::rules::split::rules());
+        t.run(&all);
+        assert!(sums.iter().all(|&s| t.equal(db, s)));
     }
 
     #[test]

@@ -333,27 +333,29 @@ fn slice(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
 
 /// SplitPart: one `array_split` part of X along `axis`, a strided copy.
 fn split_part(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
-    let x = exec.input(0, "X")?;
-    let required = |name: &str| -> OpResult<i64> {
-        exec.attrs.int_opt(name)?.ok_or_else(|| KernelError::attr(name, "is required").into())
-    };
-    let axis = norm_axis(required("axis")?, x.shape.len(), "axis")?;
-    let range = split_part_range(x.shape[axis], required("index")?, required("parts")?)?;
-    let (base, shape, view) = slice_view(&x.shape, &[range.start as i64], &[range.end as i64], &[axis], &[1])?;
-    let y = exec.output(0)?;
-    check_shape(&y, &shape, "output 0")?;
-    copy_dense(exec, &shape, &y, x, View { strides: &to_i64(&view), offset: base as i64 })?;
-    Ok(vec![y])
+    axis_range(exec, |len, attr| Ok(split_part_range(len, attr("index")?, attr("parts")?)?))
 }
 
 /// SplitWindow: the positions `begin..end` of X along `axis`, a strided copy.
 fn split_window(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
+    axis_range(exec, |len, attr| Ok(window_range(len, attr("begin")?, attr("end")?)?))
+}
+
+/// An int attribute of the node, which must be present.
+type RequiredInt<'a> = &'a dyn Fn(&str) -> OpResult<i64>;
+
+/// The positions of X along attribute `axis` that `range` gives from the axis's length
+/// and the node's int attributes, copied densely into output 0.
+fn axis_range(
+    exec: &Exec<'_>,
+    range: impl Fn(usize, RequiredInt<'_>) -> OpResult<std::ops::Range<usize>>,
+) -> OpResult<Vec<CudaBuffer>> {
     let x = exec.input(0, "X")?;
     let required = |name: &str| -> OpResult<i64> {
         exec.attrs.int_opt(name)?.ok_or_else(|| KernelError::attr(name, "is required").into())
     };
     let axis = norm_axis(required("axis")?, x.shape.len(), "axis")?;
-    let range = window_range(x.shape[axis], required("begin")?, required("end")?)?;
+    let range = range(x.shape[axis], &required)?;
     let (base, shape, view) = slice_view(&x.shape, &[range.start as i64], &[range.end as i64], &[axis], &[1])?;
     let y = exec.output(0)?;
     check_shape(&y, &shape, "output 0")?;

@@ -112,6 +112,16 @@ impl Form {
             .collect()
     }
 
+    /// The number of input slots the decomposition reads.
+    pub fn slots(&self) -> usize {
+        let sources = self.statistics_inputs.iter().chain(self.apply_inputs);
+        let read = sources.filter_map(|s| match s {
+            Source::Part(slot) | Source::Whole(slot) => Some(*slot),
+            Source::Merged => None,
+        });
+        read.chain(self.merge_inputs.iter().copied()).max().map_or(0, |m| m + 1)
+    }
+
     /// The type of a part's statistics, of the merge's last output and of
     /// the merge's outputs, for `channels` channels and the split op's
     /// `outputs`.
@@ -190,10 +200,10 @@ fn decompositions(egraph: &TermGraph, class: Id) -> Vec<Decomposition> {
         let Term::Op(symbol, children) = node else { continue };
         let Some(head) = egraph.analysis.lookup(*symbol) else { continue };
         let Some(form) = Form::of(&head.op).filter(|f| head.is(f.op) && head.outputs.len() > 1) else { continue };
-        let sliced = form.sliced();
-        if sliced.iter().any(|&slot| slot >= children.len()) {
+        if children.len() < form.slots() {
             continue;
         }
+        let sliced = form.sliced();
         let first = batch_concats(egraph, children[sliced[0]]);
         for (parts, lens) in first {
             let mut all = vec![parts];
@@ -403,5 +413,21 @@ mod tests {
         assert!(!t.equal(dbias, dscale_merged));
         let dx2 = t.out(0, grad2);
         assert!(!t.egraph[dx2].nodes.iter().any(|n| matches!(n, Term::Concat(_))), "dY and X split differently");
+    }
+
+    #[test]
+    fn a_batch_norm_without_all_its_inputs_is_left_alone() {
+        assert_eq!((TRAIN.slots(), GRAD.slots()), (5, 5));
+        let mut t = Terms::new();
+        let x = t.leaf("x", &[4, 2]);
+        let _ = t.splits(0, 2, x);
+        let scale = t.leaf("scale", &[2]);
+        let outputs = vec![f32(&[4, 2]), f32(&[2]), f32(&[2]), f32(&[2]), f32(&[2])];
+        let short = op(&mut t, "BatchNormTrain", &Attrs::new(), &[x, scale], outputs);
+        let mut all = rules();
+        all.extend(split::rules());
+        t.run(&all);
+        let y = t.out(0, short);
+        assert!(!t.egraph[y].nodes.iter().any(|n| matches!(n, Term::Concat(_))));
     }
 }

@@ -17,9 +17,13 @@ use std::collections::HashSet;
 pub(super) fn check(g: &Graph, node: NodeId) -> crate::error::Result<&'static Form> {
     let n = g.node(node);
     let form = Form::of(&n.op).ok_or_else(|| node_error(g, node, "has no statistics split".into()))?;
-    let needed = form.sliced().into_iter().chain(form.merge_inputs.iter().copied()).max().unwrap_or(0);
-    if n.inputs.len() <= needed || n.inputs.iter().any(Option::is_none) || n.outputs.len() < 2 {
-        return Err(node_error(g, node, "needs all its inputs and outputs to be split by its statistics".into()));
+    let ranked = n.inputs.first().copied().flatten().is_some_and(|x| g.tensor(x).ty.rank() >= 2);
+    if !ranked || n.inputs.len() < form.slots() || n.inputs.iter().any(Option::is_none) || n.outputs.len() < 2 {
+        return Err(node_error(
+            g,
+            node,
+            "needs all its inputs and outputs, X of rank 2 or more, to be split by its statistics".into(),
+        ));
     }
     Ok(form)
 }

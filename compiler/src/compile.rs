@@ -152,6 +152,9 @@ pub struct CompileReport {
     /// Each forced split: the ops run in parts, the tensors split and merged.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub splits: Vec<SplitReport>,
+    /// The planner's (`auto`) split along the batch, when no plan fit without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auto_split: Option<planner::SplitChoice>,
     /// The planner's (`auto`) decisions, in the order taken: kind, tensor,
     /// bytes (ΔM), extra_seconds (ΔT) and why.
     pub decisions: Vec<DecisionReport>,
@@ -200,6 +203,12 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
         }),
     };
     let mut split = stages::Split { model: model.clone(), requests: options.split.clone(), reports: Vec::new() };
+    let mut plan_split = auto_budget.zip(profile.clone()).map(|(budget, profile)| stages::PlanSplit {
+        model: model.clone(),
+        budget,
+        profile,
+        choice: None,
+    });
     let mut planner = auto_budget.zip(profile.clone()).map(|(budget, profile)| stages::Plan {
         model: model.clone(),
         budget,
@@ -213,6 +222,9 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
     }
     if let Some(t) = tflms.as_mut() {
         passes.push(t);
+    }
+    if let Some(p) = plan_split.as_mut() {
+        passes.push(p);
     }
     if let Some(p) = planner.as_mut() {
         passes.push(p);
@@ -271,6 +283,7 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
         verified: verify.proven,
         swaps: vec![],
         splits: split.reports,
+        auto_split: plan_split.and_then(|p| p.choice),
         decisions: vec![],
         predicted_step_seconds: predicted.map(|(after, _)| after),
         predicted_overhead: predicted.map(|(after, before)| after / before),
@@ -478,6 +491,20 @@ impl CompileReport {
                 split.covered.len(),
                 split.splits.len(),
                 split.merges.len()
+            );
+        }
+        if let Some(c) = &self.auto_split {
+            let r = &c.report;
+            let _ = writeln!(
+                s,
+                "split           batch in {} parts, ops of at least {}: {} ops in parts ({} summed), {} tensors split, {} merged; best of {} splits tried",
+                r.split.parts,
+                format_bytes(r.split.min_bytes),
+                r.ops,
+                r.summed,
+                r.splits,
+                r.merges,
+                c.tried
             );
         }
         if let (Some(step), Some(overhead)) = (self.predicted_step_seconds, self.predicted_overhead) {

@@ -155,6 +155,48 @@ impl Pass for Split {
     }
 }
 
+/// `plan-split`: when no swap-and-recompute plan fits the budget
+/// (`--strategy auto`), runs ops in parts along the batch first, the
+/// split the planner predicts fastest (`planner::choose_split`).
+pub struct PlanSplit {
+    pub model: PathBuf,
+    pub budget: Budget,
+    /// The time model the split is chosen with.
+    pub profile: DeviceProfile,
+    /// After the run: the split chosen (`None` when none was needed).
+    pub choice: Option<planner::SplitChoice>,
+}
+
+/// The name of the [`PlanSplit`] pass.
+pub const PLAN_SPLIT: &str = "plan-split";
+
+impl Pass for PlanSplit {
+    fn name(&self) -> &'static str {
+        PLAN_SPLIT
+    }
+
+    fn run(&mut self, cx: &mut Context) -> Result<Step> {
+        let g = &cx.graph;
+        let b = self.budget;
+        if memory::simulate(g, g.schedule()).peak_bytes <= b.device_bytes {
+            return Ok(Step::Patch(Patch::new(PLAN_SPLIT)));
+        }
+        let options = plan_options(b);
+        let Some(chosen) = planner::choose_split(g, &self.profile, options).map_err(|e| e.in_file(&self.model))?
+        else {
+            return Ok(Step::Patch(Patch::new(PLAN_SPLIT)));
+        };
+        cx.keep_reference();
+        self.choice = Some(chosen.choice);
+        Ok(Step::Patch(chosen.patch))
+    }
+}
+
+/// The planner's options for a budget.
+fn plan_options(b: Budget) -> PlanOptions {
+    PlanOptions { device_budget: b.device_bytes, host_budget: b.host_bytes, max_chain: DEFAULT_MAX_CHAIN }
+}
+
 /// `plan`: the budget planner (`--strategy auto`) chooses a swap or a
 /// recompute per tensor until the graph fits the budget.
 pub struct Plan {
@@ -178,8 +220,7 @@ impl Pass for Plan {
             return Ok(Step::Patch(Patch::new(planner::PASS)));
         }
         let speeds = Speeds::from_profile(g, &self.profile);
-        let options =
-            PlanOptions { device_budget: b.device_bytes, host_budget: b.host_bytes, max_chain: DEFAULT_MAX_CHAIN };
+        let options = plan_options(b);
         let fitted = planner::fit_fastest(g, &speeds, &self.profile, options).map_err(|e| e.in_file(&self.model))?;
         let patch = fitted.patch.clone();
         if !patch.is_empty() {

@@ -28,7 +28,8 @@
 //! A clean-up pass then undoes decisions (most expensive first) whose removal
 //! still fits, and moves each swap-in back towards the op that hides its
 //! transfer as far as the budget allows. New candidate kinds (split) are
-//! added to [`Kind`] and costed in `candidate.rs`.
+//! added to [`Kind`] and costed in `candidate.rs`; a split of the batch, when
+//! no plan fits without one, is chosen first (`split.rs`).
 
 mod apply;
 mod candidate;
@@ -36,6 +37,7 @@ mod facts;
 #[cfg(test)]
 mod milp;
 pub mod report;
+mod split;
 #[cfg(test)]
 mod tests;
 mod tracker;
@@ -43,6 +45,7 @@ mod tracker;
 pub use apply::{patch, PASS};
 pub use facts::{Droppable, Facts, Speeds};
 pub use report::{decision_reports, DecisionReport, RECOMPUTE, SWAP};
+pub use split::{choose_split, fits_split, ChosenSplit, SplitChoice};
 
 use crate::analysis::memory;
 use crate::analysis::profile::DeviceProfile;

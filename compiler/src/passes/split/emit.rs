@@ -2,6 +2,7 @@
 //! planned from the op family's split rule and the e-graph, and emitted as
 //! `SplitPart` ops, micro-ops and `Concat` merges into a patch.
 
+use super::blocks::Emitted;
 use super::halo::Halo;
 use super::{SplitReport, SplitRequest};
 use crate::egraph::lang::{part_len, TermAnalysis};
@@ -9,7 +10,7 @@ use crate::egraph::rules::independence::{family_of, InputSplits};
 use crate::egraph::{self, Limits};
 use crate::error::{Error, Result};
 use crate::ir::{Action, Attr, Attrs, Graph, Node, NodeId, TensorId, TensorType, SPLIT_PART_OP};
-use crate::pipeline::{NewNode, NodeRef, Patch, Position, TensorRef};
+use crate::pipeline::{NewNode, Patch, Position, TensorRef};
 use crate::shape::cost::CostNode;
 use crate::shape::split::{self, Combine};
 use crate::train::LMS_DOMAIN;
@@ -29,6 +30,7 @@ pub(super) enum Merge {
 }
 
 /// An op of a run.
+#[derive(Clone, Debug)]
 pub(super) struct Covered {
     /// The op.
     pub node: NodeId,
@@ -36,6 +38,16 @@ pub(super) struct Covered {
     pub merge: Merge,
     /// For each input slot, the axis its parts slice, or `None` (read whole).
     pub inputs: InputSplits,
+    /// How many parts it runs in.
+    pub parts: usize,
+}
+
+/// A run that adds its own ops instead of going through `blocks`.
+pub(super) enum OwnEmission<'a> {
+    /// Parts with halos (`halo`).
+    Halo(&'a Halo),
+    /// Batch normalization by merged statistics (`batch_norm`).
+    Statistics,
 }
 
 /// A planned split run.
@@ -64,12 +76,12 @@ impl<'r> Run<'r> {
                 if let Some(reason) = unsplittable(g, node) {
                     return Err(fail(reason));
                 }
-                let covered = vec![Covered { node, merge: Merge::Sum, inputs: rule.inputs }];
+                let covered = vec![Covered { node, merge: Merge::Sum, inputs: rule.inputs, parts: request.parts }];
                 return Ok(Run { request, covered, halo: None });
             }
             Combine::Halo { axis, output } => {
                 let halo = Halo::plan(g, node, axis, output, &rule.inputs, request.parts)?;
-                let covered = vec![Covered { node, merge: Merge::Halo, inputs: rule.inputs }];
+                let covered = vec![Covered { node, merge: Merge::Halo, inputs: rule.inputs, parts: request.parts }];
                 return Ok(Run { request, covered, halo: Some(halo) });
             }
             Combine::Statistics => {
@@ -77,7 +89,7 @@ impl<'r> Run<'r> {
                 if let Some(reason) = unsplittable_outputs(g, node) {
                     return Err(fail(reason));
                 }
-                let covered = vec![Covered { node, merge: Merge::Statistics, inputs: rule.inputs }];
+                let covered = vec![Covered { node, merge: Merge::Statistics, inputs: rule.inputs, parts: request.parts }];
                 return Ok(Run { request, covered, halo: None });
             }
         };
@@ -102,9 +114,45 @@ impl<'r> Run<'r> {
                 continue;
             }
             axes.extend(g.node(m).outputs.iter().map(|&t| (t, axis)));
-            covered.push(Covered { node: m, merge: Merge::Concat(axis), inputs });
+            covered.push(Covered { node: m, merge: Merge::Concat(axis), inputs, parts: request.parts });
         }
         Ok(Run { request, covered, halo: None })
+    }
+
+    /// How the run is emitted when not in `blocks`: a halo run and a
+    /// batch-norm run add their own ops.
+    pub fn emits_itself(&self) -> Option<OwnEmission<'_>> {
+        match (&self.halo, self.covered[0].merge) {
+            (Some(halo), _) => Some(OwnEmission::Halo(halo)),
+            (None, Merge::Statistics) => Some(OwnEmission::Statistics),
+            _ => None,
+        }
+    }
+
+    /// What the run did, from what the emission split and merged for its
+    /// ops (halo and batch-norm runs report through their own emission).
+    pub fn report(&self, g: &Graph, emitted: &Emitted) -> SplitReport {
+        let mine: HashSet<NodeId> = self.covered.iter().map(|c| c.node).collect();
+        let of_mine = |list: &[(NodeId, String)]| {
+            let mut names: Vec<String> = Vec::new();
+            for (op, name) in list {
+                if mine.contains(op) && !names.contains(name) {
+                    names.push(name.clone());
+                }
+            }
+            names
+        };
+        SplitReport {
+            request: self.request.clone(),
+            merge: match self.covered[0].merge {
+                Merge::Concat(axis) => format!("concat along axis {axis}"),
+                Merge::Sum => "sum of partial results".into(),
+                Merge::Halo | Merge::Statistics => unreachable!("halo and batch-norm runs report themselves"),
+            },
+            covered: self.covered.iter().map(|c| g.node(c.node).name.clone()).collect(),
+            splits: of_mine(&emitted.splits),
+            merges: of_mine(&emitted.merges),
+        }
     }
 
     /// Whether two runs share an op or one reads what the other makes.
@@ -116,125 +164,12 @@ impl<'r> Run<'r> {
         };
         !mine.is_disjoint(&theirs) || feeds(&mine, &theirs) || feeds(&theirs, &mine)
     }
-
-    /// Adds the run to `patch`: for each op, its micro-ops (each after the
-    /// `SplitPart`s it reads), then the merges of its outputs read outside
-    /// the run; the readers outside are rewired to the merges and the ops
-    /// removed. Additions go after the op's closest predecessor in the
-    /// schedule that no run removes (`removed`).
-    pub fn emit(&self, g: &Graph, removed: &HashSet<NodeId>, patch: &mut Patch) -> SplitReport {
-        if let Some(halo) = &self.halo {
-            return halo.emit(g, self.request, self.covered[0].node, removed, patch);
-        }
-        if self.covered[0].merge == Merge::Statistics {
-            return super::batch_norm::emit(self, g, removed, patch);
-        }
-        let parts = self.request.parts;
-        let inside: HashSet<NodeId> = self.covered.iter().map(|c| c.node).collect();
-        let mut part_nodes: HashMap<NodeId, Vec<NewNode>> = HashMap::new();
-        let mut split_parts: HashMap<(TensorId, usize), Vec<NewNode>> = HashMap::new();
-        let (mut splits, mut merges) = (Vec::new(), Vec::new());
-        let schedule = g.schedule();
-        let position: HashMap<NodeId, usize> = schedule.iter().enumerate().map(|(i, &n)| (n, i)).collect();
-        for c in &self.covered {
-            let node = g.node(c.node);
-            let before = schedule[..position[&c.node]].iter().rev().find(|n| !removed.contains(n));
-            let at = Position::After(*before.expect("an op runs after the nodes it reads"));
-            let mut made = Vec::with_capacity(parts);
-            for i in 0..parts {
-                let mut inputs = Vec::with_capacity(node.inputs.len());
-                for (&slot, axis) in node.inputs.iter().zip(&c.inputs) {
-                    let Some(t) = slot else {
-                        inputs.push(None);
-                        continue;
-                    };
-                    let (producer, out) = g.tensor(t).producer;
-                    inputs.push(Some(match (part_nodes.get(&producer), *axis) {
-                        (Some(made), _) => TensorRef::New(made[i], out),
-                        (None, Some(axis)) => {
-                            // Part i of the input right before the micro-op reading it.
-                            let pieces = split_parts.entry((t, axis)).or_default();
-                            if pieces.is_empty() {
-                                splits.push(g.tensor(t).name.clone());
-                            }
-                            if pieces.len() == i {
-                                pieces.push(split_part(g, node, t, axis, i, parts, at, patch));
-                            }
-                            TensorRef::New(pieces[i], 0)
-                        }
-                        (None, None) => TensorRef::Existing(t),
-                    }));
-                }
-                let outputs = node
-                    .outputs
-                    .iter()
-                    .map(|&t| (format!("{}.part{i}", g.tensor(t).name), part_type(&g.tensor(t).ty, c.merge, i, parts)))
-                    .collect();
-                let micro =
-                    Node { name: format!("{}.part{i}", node.name), inputs: vec![], outputs: vec![], ..node.clone() };
-                let micro = patch.add_node(micro, inputs, outputs, at);
-                let control = |(n, e): &(NodeId, &crate::ir::Edge)| e.action == Action::Control && !removed.contains(n);
-                for (before, _) in g.in_edges(c.node).filter(control) {
-                    patch.add_control_edge(NodeRef::Existing(before), NodeRef::New(micro));
-                }
-                for (after, _) in g.out_edges(c.node).filter(control) {
-                    patch.add_control_edge(NodeRef::New(micro), NodeRef::Existing(after));
-                }
-                made.push(micro);
-            }
-            for (slot, &t) in node.outputs.iter().enumerate() {
-                let outside: Vec<(NodeId, usize)> = g.readers(t).filter(|(r, _)| !inside.contains(r)).collect();
-                if outside.is_empty() {
-                    continue;
-                }
-                let tensor = g.tensor(t);
-                let (op, attrs) = match c.merge {
-                    Merge::Concat(axis) => ("Concat", Attrs::new().with("axis", Attr::Int(axis as i64))),
-                    Merge::Sum => ("Sum", Attrs::new()),
-                    Merge::Halo => unreachable!("a halo run merges through Halo::emit"),
-                    Merge::Statistics => unreachable!("a statistics run merges through batch_norm::emit"),
-                };
-                let concat = Node {
-                    name: format!("{}.merge", tensor.name),
-                    op: op.into(),
-                    domain: String::new(),
-                    attrs,
-                    inputs: vec![],
-                    outputs: vec![],
-                    ..node.clone()
-                };
-                let pieces = made.iter().map(|&m| Some(TensorRef::New(m, slot))).collect();
-                let merged =
-                    patch.add_node(concat, pieces, vec![(format!("{}.merged", tensor.name), tensor.ty.clone())], at);
-                for (reader, input) in outside {
-                    patch.rewire(reader, input, TensorRef::New(merged, 0));
-                }
-                merges.push(tensor.name.clone());
-            }
-            part_nodes.insert(c.node, made);
-        }
-        for c in &self.covered {
-            patch.remove_node(c.node);
-        }
-        SplitReport {
-            request: self.request.clone(),
-            merge: match self.covered[0].merge {
-                Merge::Concat(axis) => format!("concat along axis {axis}"),
-                Merge::Sum => "sum of partial results".into(),
-                Merge::Halo => unreachable!("a halo run reports through Halo::emit"),
-                Merge::Statistics => unreachable!("a statistics run reports through batch_norm::emit"),
-            },
-            covered: self.covered.iter().map(|c| g.node(c.node).name.clone()).collect(),
-            splits,
-            merges,
-        }
-    }
 }
 
 /// The output axis along which `m` can run in parts given the axes of its
 /// inputs made in parts (`axes`), and how its inputs are split; `want`
 /// fixes the axis. `None` when its family does not split it so.
-fn part_axis(
+pub(super) fn part_axis(
     g: &Graph,
     analysis: &mut TermAnalysis,
     m: NodeId,
@@ -271,12 +206,6 @@ pub(super) fn unsplittable(g: &Graph, m: NodeId) -> Option<String> {
 /// Why `m`'s outputs cannot be merged from parts: they are graph outputs.
 fn unsplittable_outputs(g: &Graph, m: NodeId) -> Option<String> {
     g.node(m).outputs.iter().any(|t| g.outputs.contains(t)).then(|| "makes a graph output".into())
-}
-
-/// The type of part `i` of `parts` of an output of type `ty` merged by `merge`.
-fn part_type(ty: &TensorType, merge: Merge, i: usize, parts: usize) -> TensorType {
-    let Merge::Concat(axis) = merge else { return ty.clone() };
-    slice_type(ty, axis, i, parts)
 }
 
 /// The type of part `i` of `parts` of a tensor of type `ty` along `axis`.

@@ -14,16 +14,21 @@
 //! normalization and its gradient split along the batch by their statistics,
 //! merged across the parts (`batch_norm`, within the same tolerance).
 
+mod batch;
 mod batch_norm;
+mod blocks;
 mod emit;
 mod halo;
 #[cfg(test)]
 mod tests;
 
+pub use batch::{batch_patch, BatchSplit, BatchSplitReport};
+
 use crate::egraph::rules::split::MAX_PARTS;
 use crate::error::{Error, Result};
 use crate::flags;
-use crate::ir::Graph;
+use crate::ir::{Graph, NodeId};
+use std::collections::HashSet;
 use crate::pipeline::Patch;
 use crate::shape::split::Dim;
 use serde::Serialize;
@@ -115,7 +120,17 @@ pub fn patch(g: &Graph, requests: &[SplitRequest]) -> Result<(Patch, Vec<SplitRe
         }
     }
     let mut patch = Patch::new(PASS);
-    let removed: std::collections::HashSet<_> = runs.iter().flat_map(|r| r.covered.iter().map(|c| c.node)).collect();
-    let reports = runs.iter().map(|run| run.emit(g, &removed, &mut patch)).collect();
+    let removed: HashSet<NodeId> = runs.iter().flat_map(|r| r.covered.iter().map(|c| c.node)).collect();
+    let in_blocks: Vec<emit::Covered> =
+        runs.iter().filter(|r| r.emits_itself().is_none()).flat_map(|r| r.covered.iter().cloned()).collect();
+    let emitted = blocks::emit(g, &in_blocks, &removed, &mut patch);
+    let mut reports = Vec::with_capacity(runs.len());
+    for run in &runs {
+        reports.push(match run.emits_itself() {
+            Some(emit::OwnEmission::Halo(halo)) => halo.emit(g, run.request, run.covered[0].node, &removed, &mut patch),
+            Some(emit::OwnEmission::Statistics) => batch_norm::emit(run, g, &removed, &mut patch),
+            None => run.report(g, &emitted),
+        });
+    }
     Ok((patch, reports))
 }

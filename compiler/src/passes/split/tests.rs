@@ -46,7 +46,7 @@ fn parses_the_flag_and_names_what_is_wrong() {
 }
 
 #[test]
-fn a_batch_split_run_becomes_micro_ops_between_one_split_and_one_merge_and_is_proven() {
+fn a_batch_split_run_runs_depth_first_between_one_split_and_one_merge_and_is_proven() {
     let g = cnn();
     let (p, reports) = patch(&g, &[request("conv", Dim::Batch, 2, 2)]).unwrap();
     let (split, _) = apply_checked(&g, &p).unwrap();
@@ -58,11 +58,11 @@ fn a_batch_split_run_becomes_micro_ops_between_one_split_and_one_merge_and_is_pr
         [
             "x.split0of2",
             "conv.part0",
+            "relu.part0",
+            "pool.part0",
             "x.split1of2",
             "conv.part1",
-            "relu.part0",
             "relu.part1",
-            "pool.part0",
             "pool.part1",
             "pool.merge",
             "head"

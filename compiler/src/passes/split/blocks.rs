@@ -1,0 +1,300 @@
+//! Depth-first emission of ops run in parts (TSPLIT §IV): consecutive ops
+//! of the schedule run in the same number of parts form a block, and the
+//! block runs part 0 through every one of its ops, then part 1, and so on,
+//! so that one part's intermediates are made (and can be swapped or dropped)
+//! before the next part starts. A tensor made in parts is read part by part
+//! wherever its reader runs in as many parts along the same axis, in this
+//! block or a later one; it is merged (`Concat`, or `Sum` of partial
+//! results) after its block's last part only where something reads it
+//! whole. A block ends where an op outside it, or the next op in parts,
+//! needs one of its outputs whole, is ordered after one of its ops, or
+//! writes a variable one of its ops reads.
+
+use super::emit::{slice_type, Covered, Merge};
+use crate::ir::{Action, Attr, Attrs, Graph, Node, NodeId, TensorId, TensorType, SPLIT_PART_OP};
+use crate::pipeline::{NewNode, NodeRef, Patch, Position, TensorRef};
+use crate::train::LMS_DOMAIN;
+use std::collections::{HashMap, HashSet};
+
+/// What the emission split and merged, each with the covered op it was for.
+#[derive(Default)]
+pub(super) struct Emitted {
+    /// (op, tensor): a tensor split by `SplitPart`s for the op.
+    pub splits: Vec<(NodeId, String)>,
+    /// (op, tensor): an output of the op merged from its parts.
+    pub merges: Vec<(NodeId, String)>,
+}
+
+/// Adds the micro-ops, splits and merges of `covered` (disjoint ops, any
+/// order) to `patch`, block by block, and removes the covered ops. `removed`
+/// holds every op the patch removes (these and others, which `covered` does
+/// not touch).
+pub(super) fn emit(g: &Graph, covered: &[Covered], removed: &HashSet<NodeId>, patch: &mut Patch) -> Emitted {
+    let mut emitter = Emitter::new(g, covered);
+    let mut pending: Vec<usize> = Vec::new();
+    let mut last_kept: Option<NodeId> = None;
+    for &n in g.schedule() {
+        match emitter.index.get(&n) {
+            Some(&ci) => {
+                if emitter.must_flush_before_covered(&pending, ci) {
+                    emitter.flush(&std::mem::take(&mut pending), last_kept, patch);
+                }
+                pending.push(ci);
+            }
+            None if removed.contains(&n) => {}
+            None => {
+                if emitter.must_flush_before(&pending, n) {
+                    emitter.flush(&std::mem::take(&mut pending), last_kept, patch);
+                }
+                last_kept = Some(n);
+            }
+        }
+    }
+    emitter.flush(&pending, last_kept, patch);
+    for c in covered {
+        patch.remove_node(c.node);
+    }
+    emitter.emitted
+}
+
+/// The state of one emission.
+struct Emitter<'g, 'c> {
+    g: &'g Graph,
+    covered: &'c [Covered],
+    /// Covered op → its index in `covered`.
+    index: HashMap<NodeId, usize>,
+    /// Covered op → its micro-ops, once emitted.
+    made: HashMap<NodeId, Vec<NewNode>>,
+    /// Output of a covered op → its merge, once emitted.
+    merged: HashMap<TensorId, TensorRef>,
+    /// (tensor, axis, parts) → its `SplitPart`s made so far.
+    pieces: HashMap<(TensorId, usize, usize), Vec<NewNode>>,
+    /// Names given to `SplitPart`s, to keep them unique.
+    names: HashSet<String>,
+    emitted: Emitted,
+}
+
+impl<'g, 'c> Emitter<'g, 'c> {
+    fn new(g: &'g Graph, covered: &'c [Covered]) -> Self {
+        let index = covered.iter().enumerate().map(|(i, c)| (c.node, i)).collect();
+        Emitter {
+            g,
+            covered,
+            index,
+            made: HashMap::new(),
+            merged: HashMap::new(),
+            pieces: HashMap::new(),
+            names: HashSet::new(),
+            emitted: Emitted::default(),
+        }
+    }
+
+    /// The covered producer of `t`, if `t` is made in parts.
+    fn covered_producer(&self, t: TensorId) -> Option<&'c Covered> {
+        self.index.get(&self.g.tensor(t).producer.0).map(|&i| &self.covered[i])
+    }
+
+    /// Whether covered op `reader` reads its input `slot` (tensor `t`) part by part.
+    fn reads_parts(&self, reader: &Covered, slot: usize, t: TensorId) -> bool {
+        let Some(producer) = self.covered_producer(t) else { return false };
+        matches!(producer.merge, Merge::Concat(axis) if reader.inputs[slot] == Some(axis))
+            && producer.parts == reader.parts
+    }
+
+    /// Whether output `t` of a covered op has a reader that reads it whole.
+    fn needs_merge(&self, t: TensorId) -> bool {
+        self.g.readers(t).any(|(r, slot)| match self.index.get(&r) {
+            Some(&ci) => !self.reads_parts(&self.covered[ci], slot, t),
+            None => true,
+        })
+    }
+
+    /// Whether the pending block must be emitted before covered op `ci` joins it.
+    fn must_flush_before_covered(&self, pending: &[usize], ci: usize) -> bool {
+        let Some(&first) = pending.first() else { return false };
+        let c = &self.covered[ci];
+        if self.covered[first].parts != c.parts {
+            return true;
+        }
+        let node = self.g.node(c.node);
+        let in_block: HashSet<NodeId> = pending.iter().map(|&i| self.covered[i].node).collect();
+        let whole_read = node.inputs.iter().enumerate().any(|(slot, t)| {
+            t.is_some_and(|t| in_block.contains(&self.g.tensor(t).producer.0) && !self.reads_parts(c, slot, t))
+        });
+        whole_read || self.ordered_after(c.node, &in_block)
+    }
+
+    /// Whether the pending block must be emitted before op `n` (not covered).
+    fn must_flush_before(&self, pending: &[usize], n: NodeId) -> bool {
+        if pending.is_empty() {
+            return false;
+        }
+        let g = self.g;
+        let in_block: HashSet<NodeId> = pending.iter().map(|&i| self.covered[i].node).collect();
+        let node = g.node(n);
+        let reads = node.inputs.iter().flatten().any(|&t| in_block.contains(&g.tensor(t).producer.0));
+        let writes_read_variable = g.out_edges(n).any(|(v, e)| {
+            e.action == Action::Update
+                && in_block.iter().any(|&b| g.node(b).inputs.iter().flatten().any(|&t| g.tensor(t).producer.0 == v))
+        });
+        reads || writes_read_variable || self.ordered_after(n, &in_block)
+    }
+
+    /// Whether `n` has a control edge from an op of `block`.
+    fn ordered_after(&self, n: NodeId, block: &HashSet<NodeId>) -> bool {
+        self.g.in_edges(n).any(|(from, e)| e.action == Action::Control && block.contains(&from))
+    }
+
+    /// Emits `block` after `anchor`: its parts depth-first, then its merges.
+    fn flush(&mut self, block: &[usize], anchor: Option<NodeId>, patch: &mut Patch) {
+        let Some(&first) = block.first() else { return };
+        let at = Position::After(anchor.expect("an op in parts runs after the nodes it reads"));
+        let parts = self.covered[first].parts;
+        for i in 0..parts {
+            for &ci in block {
+                self.micro_op(ci, i, at, patch);
+            }
+        }
+        for &ci in block {
+            self.merge(ci, at, patch);
+        }
+    }
+
+    /// The whole of tensor `t`: its merge when a covered op makes it.
+    fn whole(&self, t: TensorId) -> TensorRef {
+        match self.covered_producer(t) {
+            Some(_) => self.merged.get(&t).cloned().expect("a tensor is merged before it is read whole"),
+            None => TensorRef::Existing(t),
+        }
+    }
+
+    /// Adds part `i` of covered op `ci`, after the `SplitPart`s it reads.
+    fn micro_op(&mut self, ci: usize, i: usize, at: Position, patch: &mut Patch) {
+        let (g, c) = (self.g, &self.covered[ci]);
+        let node = g.node(c.node);
+        let mut inputs = Vec::with_capacity(node.inputs.len());
+        for (slot, input) in node.inputs.iter().enumerate() {
+            let Some(t) = *input else {
+                inputs.push(None);
+                continue;
+            };
+            if self.reads_parts(c, slot, t) {
+                let producer = g.tensor(t).producer;
+                inputs.push(Some(TensorRef::New(self.made[&producer.0][i], producer.1)));
+                continue;
+            }
+            let whole = self.whole(t);
+            inputs.push(Some(match c.inputs[slot] {
+                Some(axis) => TensorRef::New(self.split_part(c.node, t, whole, axis, i, c.parts, at, patch), 0),
+                None => whole,
+            }));
+        }
+        let outputs = node
+            .outputs
+            .iter()
+            .map(|&t| (format!("{}.part{i}", g.tensor(t).name), part_type(&g.tensor(t).ty, c.merge, i, c.parts)))
+            .collect();
+        let micro = Node { name: format!("{}.part{i}", node.name), inputs: vec![], outputs: vec![], ..node.clone() };
+        let micro = patch.add_node(micro, inputs, outputs, at);
+        let kept = |n: &NodeId| !self.index.contains_key(n);
+        for (before, e) in g.in_edges(c.node) {
+            if e.action == Action::Control && kept(&before) {
+                patch.add_control_edge(NodeRef::Existing(before), NodeRef::New(micro));
+            }
+        }
+        for (after, e) in g.out_edges(c.node) {
+            if e.action == Action::Control && kept(&after) {
+                patch.add_control_edge(NodeRef::New(micro), NodeRef::Existing(after));
+            }
+        }
+        self.made.entry(c.node).or_default().push(micro);
+    }
+
+    /// Adds the merges of covered op `ci`'s outputs that something reads
+    /// whole, and rewires the readers outside the covered ops to them.
+    fn merge(&mut self, ci: usize, at: Position, patch: &mut Patch) {
+        let (g, c) = (self.g, &self.covered[ci]);
+        let node = g.node(c.node);
+        for (slot, &t) in node.outputs.iter().enumerate() {
+            if !self.needs_merge(t) {
+                continue;
+            }
+            let tensor = g.tensor(t);
+            let (op, attrs) = match c.merge {
+                Merge::Concat(axis) => ("Concat", Attrs::new().with("axis", Attr::Int(axis as i64))),
+                Merge::Sum => ("Sum", Attrs::new()),
+                Merge::Halo | Merge::Statistics => unreachable!("halo and batch-norm runs emit themselves"),
+            };
+            let merge = Node {
+                name: format!("{}.merge", tensor.name),
+                op: op.into(),
+                domain: String::new(),
+                attrs,
+                inputs: vec![],
+                outputs: vec![],
+                ..node.clone()
+            };
+            let pieces = self.made[&c.node].iter().map(|&m| Some(TensorRef::New(m, slot))).collect();
+            let merged = patch.add_node(merge, pieces, vec![(format!("{}.merged", tensor.name), tensor.ty.clone())], at);
+            let merged = TensorRef::New(merged, 0);
+            for (reader, input) in g.readers(t) {
+                if !self.index.contains_key(&reader) {
+                    patch.rewire(reader, input, merged.clone());
+                }
+            }
+            self.merged.insert(t, merged);
+            self.emitted.merges.push((c.node, tensor.name.clone()));
+        }
+    }
+
+    /// The `SplitPart` making part `i` of `t` (whole: `whole`) along `axis`
+    /// for `reader`, added before its first reader.
+    #[allow(clippy::too_many_arguments)]
+    fn split_part(
+        &mut self,
+        reader: NodeId,
+        t: TensorId,
+        whole: TensorRef,
+        axis: usize,
+        i: usize,
+        parts: usize,
+        at: Position,
+        patch: &mut Patch,
+    ) -> NewNode {
+        if let Some(&made) = self.pieces.get(&(t, axis, parts)).and_then(|p| p.get(i)) {
+            return made;
+        }
+        let tensor = self.g.tensor(t);
+        if i == 0 {
+            self.emitted.splits.push((reader, tensor.name.clone()));
+        }
+        let mut name = format!("{}.split{i}of{parts}", tensor.name);
+        if self.names.contains(&name) {
+            name = format!("{}.axis{axis}.split{i}of{parts}", tensor.name);
+        }
+        self.names.insert(name.clone());
+        let attrs = Attrs::new()
+            .with("axis", Attr::Int(axis as i64))
+            .with("index", Attr::Int(i as i64))
+            .with("parts", Attr::Int(parts as i64));
+        let node = Node {
+            name: name.clone(),
+            op: SPLIT_PART_OP.into(),
+            domain: LMS_DOMAIN.into(),
+            attrs,
+            inputs: vec![],
+            outputs: vec![],
+            ..self.g.node(reader).clone()
+        };
+        let output = (name, slice_type(&tensor.ty, axis, i, parts));
+        let made = patch.add_node(node, vec![Some(whole)], vec![output], at);
+        self.pieces.entry((t, axis, parts)).or_default().push(made);
+        made
+    }
+}
+
+/// The type of part `i` of `parts` of an output of type `ty` merged by `merge`.
+fn part_type(ty: &TensorType, merge: Merge, i: usize, parts: usize) -> TensorType {
+    let Merge::Concat(axis) = merge else { return ty.clone() };
+    slice_type(ty, axis, i, parts)
+}

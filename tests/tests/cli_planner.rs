@@ -30,6 +30,21 @@ fn auto_needs_a_budget_and_says_when_nothing_fits() {
     assert!(!std::path::Path::new(&out).exists(), "no output is written when nothing fits");
 }
 
+/// VGG-19 at batch 64: its first convolutions' own working sets exceed a
+/// 2 GiB device, so no swap-and-recompute plan fits; the planner splits the
+/// batch, plans the micro-tensors, and the result is proven.
+#[test]
+fn vgg19_at_batch_64_fits_2_gib_by_splitting_the_batch() {
+    let model = lms_tests::onnx_data("light/light_vgg19.onnx");
+    let (out, report) = (scratch("vgg19.lms"), scratch("vgg19.json"));
+    let args = ["--batch", "64", "--strategy", "auto", "--budget", "2GiB", "-o", &out, "--report", &report, "-q"];
+    lms_ok(&[&["compile", model.to_str().unwrap()][..], &args].concat());
+    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert!(r["auto_split"]["report"]["ops"].as_u64().unwrap() > 0, "{r}");
+    assert!(r["peak_device_bytes_after"].as_u64().unwrap() <= 2 << 30, "{r}");
+    assert!(r["verified"].as_u64().unwrap() > 0, "{r}");
+}
+
 #[test]
 fn max_batch_reports_the_planners_batch() {
     let json = |host: &str| -> serde_json::Value {

@@ -7,6 +7,7 @@
 //! tolerance), and run at the simulated peak. A VGG-19 conv split along
 //! height compiles and is proven.
 
+use lms_compiler::shape::split::SUM_TOLERANCE;
 use lms_tests::{lms, lms_ok, scratch_path};
 
 /// One compiled graph's 3-step run: losses and device peak; and the compile
@@ -79,7 +80,7 @@ fn weight_gradients_summed_over_batch_parts_train_within_the_sum_tolerance() {
         "cnn-sum",
         &["op=conv3/grad/weight,dim=batch,parts=4", "op=block.conv2/grad/weight,dim=batch,parts=3"],
         &[1, 1],
-        lms_compiler::shape::split::SUM_TOLERANCE,
+        SUM_TOLERANCE,
     );
 }
 
@@ -185,6 +186,32 @@ fn a_split_gpt_run_of_ten_ops_trains_bit_identically_at_its_simulated_peak() {
         &[10, 2],
         0.0,
     );
+}
+
+/// Where no swap-and-recompute plan fits, `--strategy auto` runs ops in
+/// parts along the batch first: proven, trained within the sum tolerance of
+/// the unsplit graph (weight gradients are added up over the parts), at its
+/// simulated peak, within the budget.
+#[test]
+fn the_planner_splits_the_batch_where_no_plan_fits_and_trains_at_its_simulated_peak() {
+    // Budgets below the smallest peak swap and recompute reach (2.66 MiB, 370.25 KiB).
+    for (model, name, budget, bytes) in [
+        ("fixtures/models/cnn_residual.onnx", "cnn-auto", "2300KiB", 2300 << 10),
+        ("fixtures/models/tiny_gpt.onnx", "gpt-auto", "300KiB", 300 << 10),
+    ] {
+        let base = train(model, &format!("{name}-base"), &[]);
+        let split = train(model, name, &["--strategy", "auto", "--budget", budget]);
+        let chosen = &split.report["auto_split"];
+        assert!(chosen["report"]["ops"].as_u64().unwrap() > 0, "{name}: {}", split.report);
+        assert!(split.report["verified"].as_u64().unwrap() > 0);
+        assert!(lms_ok(&["verify", &base.file, &split.file]).contains("proven"));
+        for (s, b) in split.losses.iter().zip(&base.losses) {
+            let err = (s - b).abs() / b.abs();
+            assert!(err <= SUM_TOLERANCE, "{name}: losses {:?} vs unsplit {:?}", split.losses, base.losses);
+        }
+        assert_eq!(split.run_peak, split.simulated_peak, "{name}: runtime peak equals the simulated peak");
+        assert!(split.run_peak <= bytes, "{name}: {} over the budget", split.run_peak);
+    }
 }
 
 #[test]

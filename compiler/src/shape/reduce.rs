@@ -1,7 +1,8 @@
 //! Shape inference for reductions: `ReduceMean`, `ReduceSum`, `ReduceMax`,
 //! `ReduceMin`; their cost and that of the reducing and broadcasting lms ops.
 
-use super::cost::CostFn;
+use super::cost::{CostFn, CostNode};
+use super::split::{self, Dim, SplitFn, SplitRule};
 use super::util::{check_dtype, expect_inputs, input, normalize_axes, optional_const_i64s, typed, Accepts};
 use super::{InferFn, Node, ShapeResult, Value};
 
@@ -23,6 +24,22 @@ pub(super) const COSTS: &[(&str, CostFn)] = &[
     ("SumTo", |n| n.per_input(1)),
     ("ReduceGrad", |n| n.per_output(1)),
 ];
+
+/// Splits: `SumTo` that sums away the leading (batch) axis adds up its
+/// parts' partial sums (weight gradients of batched matrix products); one
+/// that keeps the axis whole concatenates its parts.
+pub(super) const SPLITS: &[(&str, SplitFn)] = &[("SumTo", sum_to_splits)];
+
+fn sum_to_splits(node: &CostNode<'_>) -> Vec<SplitRule> {
+    let (Some(x), Some(y)) = (node.inputs.first().copied().flatten(), node.outputs.first()) else { return Vec::new() };
+    let lead = x.rank() - y.rank().min(x.rank());
+    match (lead, y.shape.first(), x.shape.first()) {
+        (1.., _, _) => vec![split::sum(Dim::Batch, 1, &[(0, 0)])],
+        (0, Some(&1), Some(&n)) if n > 1 => vec![split::sum(Dim::Batch, 1, &[(0, 0)])],
+        (0, Some(&a), Some(&b)) if a == b => vec![split::concat(Dim::Batch, 1, &[(0, 0)], 0)],
+        _ => Vec::new(),
+    }
+}
 
 /// A reduction over `axes` (an attribute before `axes_input_opset`, an
 /// optional constant input from it). No axes reduces all, unless

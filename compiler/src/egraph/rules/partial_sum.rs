@@ -8,7 +8,7 @@
 //! the split pass emits. The rule matches an op whose sliced inputs each
 //! have a concatenation along the rule's axis into parts of the same
 //! lengths, adds the op on each part (with the whole output type) and makes
-//! their ONNX `Sum` equal to the op. It is an equation of real numbers: in
+//! their ONNX `Sum`, and their running sum of `Add`s, equal to the op. It is an equation of real numbers: in
 //! floats it reorders a sum (`shape::split::SUM_TOLERANCE`).
 
 use crate::egraph::lang::{Head, Term, TermAnalysis, TermGraph, TermRewrite};
@@ -134,13 +134,18 @@ fn match_parts(
 }
 
 impl PartialSums {
-    /// Adds the partial ops and their Sum; the Sum's class when it changed.
+    /// Adds the partial ops, their Sum and their running sum (each part
+    /// added to the sum of those before it, as the split pass accumulates
+    /// them); the Sum's class when it changed.
     fn apply(self, egraph: &mut TermGraph) -> Option<Id> {
         let symbol = egraph.analysis.with_outputs(&self.head, self.head.outputs.clone());
         let partials: Vec<Id> = self.parts.into_iter().map(|children| egraph.add(Term::Op(symbol, children))).collect();
+        let add_head = egraph.analysis.head("Add", "", &Attrs::new(), self.head.outputs.clone());
+        let running = partials[1..].iter().fold(partials[0], |acc, &p| egraph.add(Term::Op(add_head, vec![acc, p])));
         let sum_head = egraph.analysis.head("Sum", "", &Attrs::new(), self.head.outputs.clone());
         let sum = egraph.add(Term::Op(sum_head, partials));
-        egraph.union(sum, self.class).then_some(sum)
+        let changed = egraph.union(running, self.class);
+        (egraph.union(sum, self.class) || changed).then_some(sum)
     }
 }
 
@@ -161,12 +166,14 @@ mod tests {
         let p0 = t.ops("ConvGradWeight", "lms", attrs.clone(), &[dy0, x0], &[&[6, 3, 3, 3]]);
         let p1 = t.ops("ConvGradWeight", "lms", attrs.clone(), &[dy1, x1], &[&[6, 3, 3, 3]]);
         let sum = t.op("Sum", Attrs::new(), &[p0, p1], &[6, 3, 3, 3]);
+        let running = t.op("Add", Attrs::new(), &[p0, p1], &[6, 3, 3, 3]);
         // Parts in the other order are a different sum, and a split of only
         // dY does not give partial results.
         let swapped = t.op("Sum", Attrs::new(), &[p1, p0], &[6, 3, 3, 3]);
         let half = t.ops("ConvGradWeight", "lms", attrs, &[dy0, x], &[&[6, 3, 3, 3]]);
         t.run(&rules());
         assert!(t.equal(dw, sum));
+        assert!(t.equal(dw, running));
         assert!(!t.equal(dw, swapped));
         assert!(!t.equal(half, sum));
     }

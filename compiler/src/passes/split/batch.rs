@@ -42,8 +42,9 @@ pub struct BatchSplitReport {
     pub merges: usize,
 }
 
-/// A reducing op's partial results (one per part, of the whole output's
-/// size) may take at most this share of the bytes its parts slice.
+/// A reducing op runs in parts only when its running sum and one partial
+/// result (each of the whole output's size) take at most this share of the
+/// bytes its parts slice.
 const MAX_PARTIAL_SHARE: u64 = 4;
 
 /// The patch running `g` under `split`, and what it did; `None` when no op
@@ -100,7 +101,7 @@ fn covered(g: &Graph, split: &BatchSplit) -> Vec<Covered> {
             continue;
         }
         if let Some(inputs) = batch_sum(g, m) {
-            let partials: u64 = node.outputs.iter().map(|&t| g.tensor(t).ty.bytes()).sum::<u64>() * split.parts as u64;
+            let partials: u64 = node.outputs.iter().map(|&t| g.tensor(t).ty.bytes()).sum::<u64>() * 2;
             let sliced = bytes(&inputs, false);
             if long_enough(&inputs) && sliced >= split.min_bytes && partials * MAX_PARTIAL_SHARE <= sliced {
                 covered.push(Covered { node: m, merge: Merge::Sum, inputs, parts: split.parts });

@@ -4,9 +4,9 @@
 //! so that one part's intermediates are made (and can be swapped or dropped)
 //! before the next part starts. A tensor made in parts is read part by part
 //! wherever its reader runs in as many parts along the same axis, in this
-//! block or a later one; it is merged (`Concat`, or `Sum` of partial
-//! results) after its block's last part only where something reads it
-//! whole. A block ends where an op outside it, or the next op in parts,
+//! block or a later one; it is merged (`Concat`) after its block's last
+//! part only where something reads it whole. Partial results (an op that
+//! reduces over the split axis) are added up as they are made. A block ends where an op outside it, or the next op in parts,
 //! needs one of its outputs whole, is ordered after one of its ops, or
 //! writes a variable one of its ops reads.
 
@@ -42,6 +42,7 @@ pub(super) fn emit(g: &Graph, covered: &[Covered], removed: &HashSet<NodeId>, pa
                 pending.push(ci);
             }
             None if removed.contains(&n) => {}
+            None if removed.contains(&n) => {}
             None => {
                 if emitter.must_flush_before(&pending, n) {
                     emitter.flush(&std::mem::take(&mut pending), last_kept, patch);
@@ -67,6 +68,9 @@ struct Emitter<'g, 'c> {
     made: HashMap<NodeId, Vec<NewNode>>,
     /// Output of a covered op → its merge, once emitted.
     merged: HashMap<TensorId, TensorRef>,
+    /// Output of a covered op summing partial results → the running sum of
+    /// its parts so far.
+    sums: HashMap<TensorId, TensorRef>,
     /// (tensor, axis, parts) → its `SplitPart`s made so far.
     pieces: HashMap<(TensorId, usize, usize), Vec<NewNode>>,
     /// Names given to `SplitPart`s, to keep them unique.
@@ -83,6 +87,7 @@ impl<'g, 'c> Emitter<'g, 'c> {
             index,
             made: HashMap::new(),
             merged: HashMap::new(),
+            sums: HashMap::new(),
             pieces: HashMap::new(),
             names: HashSet::new(),
             emitted: Emitted::default(),
@@ -207,7 +212,37 @@ impl<'g, 'c> Emitter<'g, 'c> {
                 patch.add_control_edge(NodeRef::New(micro), NodeRef::Existing(after));
             }
         }
+        if c.merge == Merge::Sum && i > 0 {
+            self.accumulate(c.node, micro, i, c.parts, at, patch);
+        }
         self.made.entry(c.node).or_default().push(micro);
+    }
+
+    /// Adds part `i` (`micro`) of a covered op's partial results to the
+    /// running sum of the parts before it: `Add(sum, part)` right after the
+    /// part, so that at most one partial result waits beside the sum.
+    fn accumulate(&mut self, op: NodeId, micro: NewNode, i: usize, parts: usize, at: Position, patch: &mut Patch) {
+        let node = self.g.node(op);
+        for (slot, &t) in node.outputs.iter().enumerate() {
+            let tensor = self.g.tensor(t);
+            let sum = match i {
+                1 => TensorRef::New(self.made[&op][0], slot),
+                _ => self.sums[&t],
+            };
+            let name = if i + 1 == parts { format!("{}.merged", tensor.name) } else { format!("{}.sum{i}", tensor.name) };
+            let add = Node {
+                name: name.clone(),
+                op: "Add".into(),
+                domain: String::new(),
+                attrs: Attrs::new(),
+                inputs: vec![],
+                outputs: vec![],
+                ..node.clone()
+            };
+            let inputs = vec![Some(sum), Some(TensorRef::New(micro, slot))];
+            let add = patch.add_node(add, inputs, vec![(name, tensor.ty.clone())], at);
+            self.sums.insert(t, TensorRef::New(add, 0));
+        }
     }
 
     /// Adds the merges of covered op `ci`'s outputs that something reads
@@ -220,23 +255,24 @@ impl<'g, 'c> Emitter<'g, 'c> {
                 continue;
             }
             let tensor = g.tensor(t);
-            let (op, attrs) = match c.merge {
-                Merge::Concat(axis) => ("Concat", Attrs::new().with("axis", Attr::Int(axis as i64))),
-                Merge::Sum => ("Sum", Attrs::new()),
-                Merge::Halo | Merge::Statistics => unreachable!("halo and batch-norm runs emit themselves"),
+            let merged = match c.merge {
+                Merge::Concat(axis) => {
+                    let merge = Node {
+                        name: format!("{}.merge", tensor.name),
+                        op: "Concat".into(),
+                        domain: String::new(),
+                        attrs: Attrs::new().with("axis", Attr::Int(axis as i64)),
+                        inputs: vec![],
+                        outputs: vec![],
+                        ..node.clone()
+                    };
+                    let pieces = self.made[&c.node].iter().map(|&m| Some(TensorRef::New(m, slot))).collect();
+                    let out = vec![(format!("{}.merged", tensor.name), tensor.ty.clone())];
+                    TensorRef::New(patch.add_node(merge, pieces, out, at), 0)
+                }
+                Merge::Sum => self.sums[&t],
+                Merge::Halo => unreachable!("a halo run is emitted by Halo::emit"),
             };
-            let merge = Node {
-                name: format!("{}.merge", tensor.name),
-                op: op.into(),
-                domain: String::new(),
-                attrs,
-                inputs: vec![],
-                outputs: vec![],
-                ..node.clone()
-            };
-            let pieces = self.made[&c.node].iter().map(|&m| Some(TensorRef::New(m, slot))).collect();
-            let merged = patch.add_node(merge, pieces, vec![(format!("{}.merged", tensor.name), tensor.ty.clone())], at);
-            let merged = TensorRef::New(merged, 0);
             for (reader, input) in g.readers(t) {
                 if !self.index.contains_key(&reader) {
                     patch.rewire(reader, input, merged.clone());

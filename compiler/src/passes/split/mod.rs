@@ -10,9 +10,11 @@
 //! channels are bit-identical to the original on the same backend. An op
 //! that reduces over the split dimension (weight gradients over the batch, a
 //! contraction over its reduced channels) runs alone, its partial results
-//! merged by ONNX `Sum` (within `shape::split::SUM_TOLERANCE`). Batch
+//! added up as they are made (within `shape::split::SUM_TOLERANCE`). Batch
 //! normalization and its gradient split along the batch by their statistics,
-//! merged across the parts (`batch_norm`, within the same tolerance).
+//! merged across the parts (`batch_norm`, within the same tolerance). Ops
+//! run in parts are emitted depth-first (`blocks`); the budget planner's
+//! split of the batch is `batch`.
 
 mod batch;
 mod batch_norm;

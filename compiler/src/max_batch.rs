@@ -84,11 +84,14 @@ pub fn max_batch(
             },
             Rewrite::Auto => {
                 let options = PlanOptions { device_budget: budget, host_budget, max_chain: DEFAULT_MAX_CHAIN };
-                match planner::fit(&graph, &Speeds::from_profile(&graph, profile), options) {
-                    Ok(f) => Ok(Some((f.device_peak, f.host_peak, step(&f.graph)?))),
-                    Err(Error::NoPlan { .. }) => Ok(None),
-                    Err(e) => Err(e.in_file(model)),
-                }
+                let fitted = match planner::fit(&graph, &Speeds::from_profile(&graph, profile), options) {
+                    Ok(f) => Some(f),
+                    Err(Error::NoPlan { .. }) => {
+                        planner::fit_split(&graph, profile, options).map_err(|e| e.in_file(model))?
+                    }
+                    Err(e) => return Err(e.in_file(model)),
+                };
+                fitted.map(|f| Ok((f.device_peak, f.host_peak, step(&f.graph)?))).transpose()
             }
         }
     };

@@ -182,8 +182,7 @@ impl Pass for PlanSplit {
             return Ok(Step::Patch(Patch::new(PLAN_SPLIT)));
         }
         let options = plan_options(b);
-        let Some(chosen) = planner::choose_split(g, &self.profile, options).map_err(|e| e.in_file(&self.model))?
-        else {
+        let Some(chosen) = planner::choose_split(g, &self.profile, options).map_err(|e| e.in_file(&self.model))? else {
             return Ok(Step::Patch(Patch::new(PLAN_SPLIT)));
         };
         cx.keep_reference();

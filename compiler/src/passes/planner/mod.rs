@@ -45,7 +45,7 @@ mod tracker;
 pub use apply::{patch, PASS};
 pub use facts::{Droppable, Facts, Speeds};
 pub use report::{decision_reports, DecisionReport, RECOMPUTE, SWAP};
-pub use split::{choose_split, fits_split, ChosenSplit, SplitChoice};
+pub use split::{choose_split, fit_split, ChosenSplit, SplitChoice};
 
 use crate::analysis::memory;
 use crate::analysis::profile::DeviceProfile;

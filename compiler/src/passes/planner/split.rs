@@ -88,33 +88,34 @@ pub fn choose_split(g: &Graph, profile: &DeviceProfile, options: PlanOptions) ->
 fn no_split_fits(unsplit: Error, closest: Option<(u64, String, BatchSplit)>) -> Error {
     match (unsplit, closest) {
         (Error::NoPlan { why, smallest, budget }, Some((peak, split_why, split))) if peak < smallest => {
-            let why = format!(
-                "{why}; split along the batch in {} parts, {split_why}",
-                split.parts
-            );
+            let why = format!("{why}; split along the batch in {} parts, {split_why}", split.parts);
             Error::NoPlan { why, smallest: peak, budget }
         }
         (unsplit, _) => unsplit,
     }
 }
 
-/// Whether some batch split lets a plan fit `options` (a budget search's
-/// question): the split of every op into the most parts, the one that
-/// removes the most memory.
-pub fn fits_split(g: &Graph, profile: &DeviceProfile, options: PlanOptions) -> Result<bool> {
-    let Some((patch, _)) = batch_patch(g, &BatchSplit { parts: MAX_PARTS, min_bytes: 0 }) else { return Ok(false) };
-    let (graph, _) = pipeline::apply_checked(g, &patch)?;
-    match super::fit(&graph, &Speeds::from_profile(&graph, profile), options) {
-        Ok(_) => Ok(true),
-        Err(Error::NoPlan { .. }) => Ok(false),
-        Err(e) => Err(e),
+/// A budget search's question, answered quickly: the plan of the first of
+/// the splits of every op into 8, 4 and 2 parts under which one fits
+/// `options` (`None` when none does).
+pub fn fit_split(g: &Graph, profile: &DeviceProfile, options: PlanOptions) -> Result<Option<Fitted>> {
+    for parts in [MAX_PARTS, 4, 2] {
+        let Some((patch, _)) = batch_patch(g, &BatchSplit { parts, min_bytes: 0 }) else { continue };
+        let (graph, _) = pipeline::apply_checked(g, &patch)?;
+        match super::fit(&graph, &Speeds::from_profile(&graph, profile), options) {
+            Ok(fitted) => return Ok(Some(fitted)),
+            Err(Error::NoPlan { .. }) => continue,
+            Err(e) => return Err(e),
+        }
     }
+    Ok(None)
 }
 
 /// Size thresholds to try, largest first: halving from the largest tensor
 /// down to 1/1024 of it, then every op.
 fn thresholds(g: &Graph) -> Vec<u64> {
-    let largest = g.node_ids().flat_map(|n| g.node(n).outputs.iter()).map(|&t| g.tensor(t).ty.bytes()).max().unwrap_or(0);
+    let largest =
+        g.node_ids().flat_map(|n| g.node(n).outputs.iter()).map(|&t| g.tensor(t).ty.bytes()).max().unwrap_or(0);
     let mut found: Vec<u64> = (0..=10).map(|k| largest.saturating_mul(2) >> k).collect();
     found.push(0);
     found

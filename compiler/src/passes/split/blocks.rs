@@ -168,7 +168,7 @@ impl<'g, 'c> Emitter<'g, 'c> {
     /// The whole of tensor `t`: its merge when a covered op makes it.
     fn whole(&self, t: TensorId) -> TensorRef {
         match self.covered_producer(t) {
-            Some(_) => self.merged.get(&t).cloned().expect("a tensor is merged before it is read whole"),
+            Some(_) => self.merged.get(&t).copied().expect("a tensor is merged before it is read whole"),
             None => TensorRef::Existing(t),
         }
     }
@@ -229,7 +229,8 @@ impl<'g, 'c> Emitter<'g, 'c> {
                 1 => TensorRef::New(self.made[&op][0], slot),
                 _ => self.sums[&t],
             };
-            let name = if i + 1 == parts { format!("{}.merged", tensor.name) } else { format!("{}.sum{i}", tensor.name) };
+            let name =
+                if i + 1 == parts { format!("{}.merged", tensor.name) } else { format!("{}.sum{i}", tensor.name) };
             let add = Node {
                 name: name.clone(),
                 op: "Add".into(),
@@ -275,7 +276,7 @@ impl<'g, 'c> Emitter<'g, 'c> {
             };
             for (reader, input) in g.readers(t) {
                 if !self.index.contains_key(&reader) {
-                    patch.rewire(reader, input, merged.clone());
+                    patch.rewire(reader, input, merged);
                 }
             }
             self.merged.insert(t, merged);

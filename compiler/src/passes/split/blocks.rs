@@ -272,7 +272,7 @@ impl<'g, 'c> Emitter<'g, 'c> {
                     TensorRef::New(patch.add_node(merge, pieces, out, at), 0)
                 }
                 Merge::Sum => self.sums[&t],
-                Merge::Halo => unreachable!("a halo run is emitted by Halo::emit"),
+                Merge::Halo | Merge::Statistics => unreachable!("halo and batch-norm runs emit themselves"),
             };
             for (reader, input) in g.readers(t) {
                 if !self.index.contains_key(&reader) {

@@ -30,10 +30,10 @@ use crate::egraph::rules::split::MAX_PARTS;
 use crate::error::{Error, Result};
 use crate::flags;
 use crate::ir::{Graph, NodeId};
-use std::collections::HashSet;
 use crate::pipeline::Patch;
 use crate::shape::split::Dim;
 use serde::Serialize;
+use std::collections::HashSet;
 
 /// The pass's name in the pipeline.
 pub const PASS: &str = "split";

@@ -89,7 +89,8 @@ impl<'r> Run<'r> {
                 if let Some(reason) = unsplittable_outputs(g, node) {
                     return Err(fail(reason));
                 }
-                let covered = vec![Covered { node, merge: Merge::Statistics, inputs: rule.inputs, parts: request.parts }];
+                let covered =
+                    vec![Covered { node, merge: Merge::Statistics, inputs: rule.inputs, parts: request.parts }];
                 return Ok(Run { request, covered, halo: None });
             }
         };

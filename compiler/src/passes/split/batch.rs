@@ -6,8 +6,9 @@
 //! activation exists only as micro-tensors that the planner can then swap or
 //! recompute one by one.
 
+use super::batch_norm;
 use super::blocks;
-use super::emit::{part_axis, unsplittable, Covered, Merge};
+use super::emit::{part_axis, unsplittable, unsplittable_outputs, Covered, Merge};
 use super::PASS;
 use crate::egraph::lang::TermAnalysis;
 use crate::ir::{Graph, NodeId};
@@ -74,7 +75,21 @@ fn covered(g: &Graph, split: &BatchSplit) -> Vec<Covered> {
     let mut covered = Vec::new();
     for &m in g.schedule() {
         let node = g.node(m);
-        if node.parameterized || node.outputs.is_empty() || unsplittable(g, m).is_some() {
+        if node.parameterized || node.outputs.is_empty() || unsplittable_outputs(g, m).is_some() {
+            continue;
+        }
+        if let Ok(form) = batch_norm::check(g, m) {
+            // Batch normalization: statistics per part, merged across them.
+            let x = g.tensor(node.inputs[0].expect("checked"));
+            let sliced = form.sliced();
+            let inputs = (0..node.inputs.len()).map(|slot| sliced.contains(&slot).then_some(0)).collect();
+            let made = g.tensor(node.outputs[0]).ty.bytes();
+            if x.ty.shape[0] >= split.parts && x.ty.bytes() + made >= split.min_bytes {
+                covered.push(Covered { node: m, merge: Merge::Statistics, inputs, parts: split.parts });
+            }
+            continue;
+        }
+        if unsplittable(g, m).is_some() {
             continue;
         }
         let bytes = |slots: &[Option<usize>], with_outputs: bool| -> u64 {

@@ -11,6 +11,7 @@
 //! writes a variable one of its ops reads.
 
 use super::emit::{slice_type, Covered, Merge};
+use crate::egraph::rules::batch_norm::{Form, Source};
 use crate::ir::{Action, Attr, Attrs, Graph, Node, NodeId, TensorId, TensorType, SPLIT_PART_OP};
 use crate::pipeline::{NewNode, NodeRef, Patch, Position, TensorRef};
 use crate::train::LMS_DOMAIN;
@@ -31,7 +32,7 @@ pub(super) struct Emitted {
 /// not touch).
 pub(super) fn emit(g: &Graph, covered: &[Covered], removed: &HashSet<NodeId>, patch: &mut Patch) -> Emitted {
     let mut emitter = Emitter::new(g, covered);
-    let mut pending: Vec<usize> = Vec::new();
+    let mut pending: Vec<(usize, Phase)> = Vec::new();
     let mut last_kept: Option<NodeId> = None;
     for &n in g.schedule() {
         match emitter.index.get(&n) {
@@ -39,7 +40,14 @@ pub(super) fn emit(g: &Graph, covered: &[Covered], removed: &HashSet<NodeId>, pa
                 if emitter.must_flush_before_covered(&pending, ci) {
                     emitter.flush(&std::mem::take(&mut pending), last_kept, patch);
                 }
-                pending.push(ci);
+                if covered[ci].merge == Merge::Statistics {
+                    // Its statistics end the block; its apply op starts the next.
+                    pending.push((ci, Phase::Statistics));
+                    emitter.flush(&std::mem::take(&mut pending), last_kept, patch);
+                    pending.push((ci, Phase::Apply));
+                } else {
+                    pending.push((ci, Phase::Each));
+                }
             }
             None if removed.contains(&n) => {}
             None if removed.contains(&n) => {}
@@ -58,6 +66,17 @@ pub(super) fn emit(g: &Graph, covered: &[Covered], removed: &HashSet<NodeId>, pa
     emitter.emitted
 }
 
+/// What a block entry emits for a covered op.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// A micro-op per part (a clone of the op on its part).
+    Each,
+    /// A batch norm's per-part statistics, then their merge.
+    Statistics,
+    /// A batch norm's per-part apply ops, reading the merged statistics.
+    Apply,
+}
+
 /// The state of one emission.
 struct Emitter<'g, 'c> {
     g: &'g Graph,
@@ -73,6 +92,10 @@ struct Emitter<'g, 'c> {
     sums: HashMap<TensorId, TensorRef>,
     /// (tensor, axis, parts) → its `SplitPart`s made so far.
     pieces: HashMap<(TensorId, usize, usize), Vec<NewNode>>,
+    /// Batch norm → its merge of the parts' statistics, once emitted.
+    statistics: HashMap<NodeId, NewNode>,
+    /// Batch norm → its parts' statistics ops, as they are emitted.
+    partial_statistics: HashMap<NodeId, Vec<NewNode>>,
     /// Names given to `SplitPart`s, to keep them unique.
     names: HashSet<String>,
     emitted: Emitted,
@@ -88,6 +111,8 @@ impl<'g, 'c> Emitter<'g, 'c> {
             made: HashMap::new(),
             merged: HashMap::new(),
             sums: HashMap::new(),
+            statistics: HashMap::new(),
+            partial_statistics: HashMap::new(),
             pieces: HashMap::new(),
             names: HashSet::new(),
             emitted: Emitted::default(),
@@ -102,8 +127,13 @@ impl<'g, 'c> Emitter<'g, 'c> {
     /// Whether covered op `reader` reads its input `slot` (tensor `t`) part by part.
     fn reads_parts(&self, reader: &Covered, slot: usize, t: TensorId) -> bool {
         let Some(producer) = self.covered_producer(t) else { return false };
-        matches!(producer.merge, Merge::Concat(axis) if reader.inputs[slot] == Some(axis))
-            && producer.parts == reader.parts
+        let axis = match producer.merge {
+            Merge::Concat(axis) => Some(axis),
+            // A batch norm's apply parts make output 0 along the batch.
+            Merge::Statistics => (self.g.node(producer.node).outputs[0] == t).then_some(0),
+            Merge::Sum | Merge::Halo => None,
+        };
+        axis.is_some() && reader.inputs[slot] == axis && producer.parts == reader.parts
     }
 
     /// Whether output `t` of a covered op has a reader that reads it whole.
@@ -115,14 +145,14 @@ impl<'g, 'c> Emitter<'g, 'c> {
     }
 
     /// Whether the pending block must be emitted before covered op `ci` joins it.
-    fn must_flush_before_covered(&self, pending: &[usize], ci: usize) -> bool {
-        let Some(&first) = pending.first() else { return false };
+    fn must_flush_before_covered(&self, pending: &[(usize, Phase)], ci: usize) -> bool {
+        let Some(&(first, _)) = pending.first() else { return false };
         let c = &self.covered[ci];
         if self.covered[first].parts != c.parts {
             return true;
         }
         let node = self.g.node(c.node);
-        let in_block: HashSet<NodeId> = pending.iter().map(|&i| self.covered[i].node).collect();
+        let in_block: HashSet<NodeId> = pending.iter().map(|&(i, _)| self.covered[i].node).collect();
         let whole_read = node.inputs.iter().enumerate().any(|(slot, t)| {
             t.is_some_and(|t| in_block.contains(&self.g.tensor(t).producer.0) && !self.reads_parts(c, slot, t))
         });
@@ -130,12 +160,12 @@ impl<'g, 'c> Emitter<'g, 'c> {
     }
 
     /// Whether the pending block must be emitted before op `n` (not covered).
-    fn must_flush_before(&self, pending: &[usize], n: NodeId) -> bool {
+    fn must_flush_before(&self, pending: &[(usize, Phase)], n: NodeId) -> bool {
         if pending.is_empty() {
             return false;
         }
         let g = self.g;
-        let in_block: HashSet<NodeId> = pending.iter().map(|&i| self.covered[i].node).collect();
+        let in_block: HashSet<NodeId> = pending.iter().map(|&(i, _)| self.covered[i].node).collect();
         let node = g.node(n);
         let reads = node.inputs.iter().flatten().any(|&t| in_block.contains(&g.tensor(t).producer.0));
         let writes_read_variable = g.out_edges(n).any(|(v, e)| {
@@ -151,17 +181,24 @@ impl<'g, 'c> Emitter<'g, 'c> {
     }
 
     /// Emits `block` after `anchor`: its parts depth-first, then its merges.
-    fn flush(&mut self, block: &[usize], anchor: Option<NodeId>, patch: &mut Patch) {
-        let Some(&first) = block.first() else { return };
+    fn flush(&mut self, block: &[(usize, Phase)], anchor: Option<NodeId>, patch: &mut Patch) {
+        let Some(&(first, _)) = block.first() else { return };
         let at = Position::After(anchor.expect("an op in parts runs after the nodes it reads"));
         let parts = self.covered[first].parts;
         for i in 0..parts {
-            for &ci in block {
-                self.micro_op(ci, i, at, patch);
+            for &(ci, phase) in block {
+                match phase {
+                    Phase::Each => self.micro_op(ci, i, at, patch),
+                    Phase::Statistics => self.statistics_part(ci, i, at, patch),
+                    Phase::Apply => self.apply_part(ci, i, at, patch),
+                }
             }
         }
-        for &ci in block {
-            self.merge(ci, at, patch);
+        for &(ci, phase) in block {
+            match phase {
+                Phase::Statistics => self.merge_statistics(ci, at, patch),
+                Phase::Each | Phase::Apply => self.merge(ci, at, patch),
+            }
         }
     }
 
@@ -252,12 +289,17 @@ impl<'g, 'c> Emitter<'g, 'c> {
         let (g, c) = (self.g, &self.covered[ci]);
         let node = g.node(c.node);
         for (slot, &t) in node.outputs.iter().enumerate() {
-            if !self.needs_merge(t) {
+            // A batch norm's outputs after the first come from its statistics' merge.
+            if !self.needs_merge(t) || (c.merge == Merge::Statistics && slot > 0) {
                 continue;
             }
             let tensor = g.tensor(t);
             let merged = match c.merge {
-                Merge::Concat(axis) => {
+                Merge::Concat(_) | Merge::Statistics => {
+                    let axis = match c.merge {
+                        Merge::Concat(axis) => axis,
+                        _ => 0,
+                    };
                     let merge = Node {
                         name: format!("{}.merge", tensor.name),
                         op: "Concat".into(),
@@ -272,7 +314,7 @@ impl<'g, 'c> Emitter<'g, 'c> {
                     TensorRef::New(patch.add_node(merge, pieces, out, at), 0)
                 }
                 Merge::Sum => self.sums[&t],
-                Merge::Halo | Merge::Statistics => unreachable!("halo and batch-norm runs emit themselves"),
+                Merge::Halo => unreachable!("a halo run emits itself"),
             };
             for (reader, input) in g.readers(t) {
                 if !self.index.contains_key(&reader) {
@@ -282,6 +324,132 @@ impl<'g, 'c> Emitter<'g, 'c> {
             self.merged.insert(t, merged);
             self.emitted.merges.push((c.node, tensor.name.clone()));
         }
+    }
+
+    /// Part `i` of input `slot` of covered op `c` (sliced along the batch).
+    fn input_part(&mut self, c: &Covered, slot: usize, i: usize, at: Position, patch: &mut Patch) -> TensorRef {
+        let t = self.g.node(c.node).inputs[slot].expect("a batch norm reads all its inputs");
+        if self.reads_parts(c, slot, t) {
+            let producer = self.g.tensor(t).producer;
+            return TensorRef::New(self.made[&producer.0][i], producer.1);
+        }
+        let whole = self.whole(t);
+        TensorRef::New(self.split_part(c.node, t, whole, 0, i, c.parts, at, patch), 0)
+    }
+
+    /// The inputs of a batch norm's statistics or apply op for part `i`.
+    fn form_inputs(
+        &mut self,
+        ci: usize,
+        sources: &[Source],
+        i: usize,
+        at: Position,
+        patch: &mut Patch,
+    ) -> Vec<Option<TensorRef>> {
+        let c = &self.covered[ci];
+        let node = self.g.node(c.node);
+        sources
+            .iter()
+            .map(|&source| match source {
+                Source::Part(slot) => Some(self.input_part(c, slot, i, at, patch)),
+                Source::Whole(slot) => node.inputs[slot].map(|t| self.whole(t)),
+                Source::Merged => {
+                    let merge = self.statistics[&c.node];
+                    Some(TensorRef::New(merge, node.outputs.len() - 1))
+                }
+            })
+            .collect()
+    }
+
+    /// A batch-norm node of the decomposition, named `name`.
+    fn form_node(&self, ci: usize, name: String, op: &str, attrs: Attrs) -> Node {
+        let node = self.g.node(self.covered[ci].node);
+        Node { name, op: op.into(), domain: LMS_DOMAIN.into(), attrs, inputs: vec![], outputs: vec![], ..node.clone() }
+    }
+
+    /// Adds part `i`'s statistics of batch norm `ci`.
+    fn statistics_part(&mut self, ci: usize, i: usize, at: Position, patch: &mut Patch) {
+        let (g, c) = (self.g, &self.covered[ci]);
+        let node = g.node(c.node);
+        let form = Form::of(&node.op).expect("a Statistics op has a Form");
+        let x = g.tensor(node.inputs[0].expect("a batch norm reads X"));
+        let outputs: Vec<TensorType> = node.outputs.iter().map(|&t| g.tensor(t).ty.clone()).collect();
+        let (statistics_ty, _) = form.types(x.ty.shape[1], &outputs);
+        let inputs = self.form_inputs(ci, form.statistics_inputs, i, at, patch);
+        let name = format!("{}.part{i}.statistics", node.name);
+        let part = patch.add_node(
+            self.form_node(ci, name.clone(), form.statistics, Attrs::new()),
+            inputs,
+            vec![(name, statistics_ty)],
+            at,
+        );
+        for (before, e) in g.in_edges(c.node) {
+            if e.action == Action::Control && !self.index.contains_key(&before) {
+                patch.add_control_edge(NodeRef::Existing(before), NodeRef::New(part));
+            }
+        }
+        self.partial_statistics.entry(c.node).or_default().push(part);
+    }
+
+    /// Adds the merge of batch norm `ci`'s statistics; its outputs replace
+    /// the op's outputs after the first (running-statistic updates included).
+    fn merge_statistics(&mut self, ci: usize, at: Position, patch: &mut Patch) {
+        let (g, c) = (self.g, &self.covered[ci]);
+        let node = g.node(c.node);
+        let form = Form::of(&node.op).expect("a Statistics op has a Form");
+        let x = g.tensor(node.inputs[0].expect("a batch norm reads X"));
+        let outputs: Vec<TensorType> = node.outputs.iter().map(|&t| g.tensor(t).ty.clone()).collect();
+        let (_, merged_tys) = form.types(x.ty.shape[1], &outputs);
+        let mut inputs: Vec<Option<TensorRef>> =
+            form.merge_inputs.iter().map(|&slot| node.inputs[slot].map(|t| self.whole(t))).collect();
+        inputs.extend(self.partial_statistics[&c.node].iter().map(|&p| Some(TensorRef::New(p, 0))));
+        let merge_name = format!("{}.merge", node.name);
+        let names = node.outputs[1..].iter().map(|&t| format!("{}.merged", g.tensor(t).name));
+        let names = names.chain([format!("{merge_name}.statistics")]);
+        let merge_node = self.form_node(ci, merge_name, form.merge, form.merge_attrs(&node.attrs));
+        let merge = patch.add_node(merge_node, inputs, names.zip(merged_tys).collect(), at);
+        for (slot, &t) in node.outputs.iter().enumerate().skip(1) {
+            let merged = TensorRef::New(merge, slot - 1);
+            for (reader, input) in g.readers(t) {
+                if !self.index.contains_key(&reader) {
+                    patch.rewire(reader, input, merged);
+                }
+            }
+            self.merged.insert(t, merged);
+        }
+        for (after, e) in g.out_edges(c.node) {
+            match e.action {
+                Action::Update => patch.add_update_edge(TensorRef::New(merge, e.src_slot - 1), after),
+                Action::Control if !self.index.contains_key(&after) => {
+                    patch.add_control_edge(NodeRef::New(merge), NodeRef::Existing(after))
+                }
+                _ => {}
+            }
+        }
+        self.statistics.insert(c.node, merge);
+        self.emitted.merges.push((c.node, format!("{} statistics", node.name)));
+    }
+
+    /// Adds part `i` of batch norm `ci`'s output 0 from the merged statistics.
+    fn apply_part(&mut self, ci: usize, i: usize, at: Position, patch: &mut Patch) {
+        let (g, c) = (self.g, &self.covered[ci]);
+        let node = g.node(c.node);
+        let form = Form::of(&node.op).expect("a Statistics op has a Form");
+        let y = g.tensor(node.outputs[0]);
+        let inputs = self.form_inputs(ci, form.apply_inputs, i, at, patch);
+        let output = (format!("{}.part{i}", y.name), slice_type(&y.ty, 0, i, c.parts));
+        let apply = patch.add_node(
+            self.form_node(ci, format!("{}.part{i}", node.name), form.apply, Attrs::new()),
+            inputs,
+            vec![output],
+            at,
+        );
+        for (after, e) in g.out_edges(c.node) {
+            if e.action == Action::Control && !self.index.contains_key(&after) {
+                patch.add_control_edge(NodeRef::New(apply), NodeRef::Existing(after));
+            }
+        }
+        self.made.entry(c.node).or_default().push(apply);
     }
 
     /// The `SplitPart` making part `i` of `t` (whole: `whole`) along `axis`

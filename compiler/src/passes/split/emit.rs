@@ -205,7 +205,7 @@ pub(super) fn unsplittable(g: &Graph, m: NodeId) -> Option<String> {
 }
 
 /// Why `m`'s outputs cannot be merged from parts: they are graph outputs.
-fn unsplittable_outputs(g: &Graph, m: NodeId) -> Option<String> {
+pub(super) fn unsplittable_outputs(g: &Graph, m: NodeId) -> Option<String> {
     g.node(m).outputs.iter().any(|t| g.outputs.contains(t)).then(|| "makes a graph output".into())
 }
 

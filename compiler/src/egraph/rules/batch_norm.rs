@@ -14,10 +14,11 @@
 //! sums (`shape::split::SUM_TOLERANCE`). [`Form`] states each decomposition
 //! once, for this rule and for the split pass that emits it.
 
-use crate::egraph::lang::{Head, Term, TermAnalysis, TermGraph, TermRewrite};
+use super::class_rule::class_rule;
+use crate::egraph::lang::{Head, Term, TermGraph, TermRewrite};
 use crate::ir::{Attrs, DType, TensorType};
 use crate::train::LMS_DOMAIN;
-use egg::{Applier, Id, PatternAst, Rewrite, SearchMatches, Searcher, Subst, Symbol, Var};
+use egg::Id;
 use lms_proto::contract::{
     BATCH_NORM_APPLY_OP, BATCH_NORM_GRAD_DATA_OP, BATCH_NORM_GRAD_MERGE_OP, BATCH_NORM_GRAD_SUMS_OP,
     BATCH_NORM_MERGE_OP, BATCH_NORM_STATISTICS_OP,
@@ -144,42 +145,11 @@ impl Form {
 
 /// `batch-norm-parts`.
 pub fn rules() -> Vec<TermRewrite> {
-    vec![Rewrite::new("batch-norm-parts", ByParts, ByParts).unwrap_or_else(|e| panic!("{e}"))]
-}
-
-/// Searcher and applier of `batch-norm-parts`.
-struct ByParts;
-
-impl Searcher<Term, TermAnalysis> for ByParts {
-    fn search_eclass_with_limit(
-        &self,
-        egraph: &TermGraph,
-        eclass: Id,
-        limit: usize,
-    ) -> Option<SearchMatches<'_, Term>> {
-        (limit > 0 && !decompositions(egraph, eclass).is_empty()).then(|| SearchMatches {
-            eclass,
-            substs: vec![Subst::default()],
-            ast: None,
-        })
-    }
-
-    fn vars(&self) -> Vec<Var> {
-        Vec::new()
-    }
-}
-
-impl Applier<Term, TermAnalysis> for ByParts {
-    fn apply_one(
-        &self,
-        egraph: &mut TermGraph,
-        eclass: Id,
-        _: &Subst,
-        _: Option<&PatternAst<Term>>,
-        _: Symbol,
-    ) -> Vec<Id> {
-        decompositions(egraph, eclass).into_iter().flat_map(|d| d.apply(egraph)).collect()
-    }
+    vec![class_rule(
+        "batch-norm-parts",
+        |g, c| !decompositions(g, c).is_empty(),
+        |g: &mut TermGraph, c| decompositions(g, c).into_iter().flat_map(|d| d.apply(g)).collect(),
+    )]
 }
 
 /// One split of a batch-norm op in `class` into parts.

@@ -9,10 +9,11 @@
 //! their concatenation equal to the op's output; for a multi-output op, each
 //! output `(out j op)` equals the concatenation of the parts' outputs j.
 
+use super::class_rule::class_rule;
 use super::independence::{Family, FAMILIES};
-use crate::egraph::lang::{Head, Term, TermAnalysis, TermGraph, TermRewrite};
+use crate::egraph::lang::{Head, Term, TermGraph, TermRewrite};
 use crate::ir::Shape;
-use egg::{Applier, Id, PatternAst, Rewrite, SearchMatches, Searcher, Subst, Symbol, Var};
+use egg::Id;
 use std::sync::Arc;
 
 /// `distribute-{family}` for every family.
@@ -20,46 +21,14 @@ pub fn rules() -> Vec<TermRewrite> {
     FAMILIES
         .iter()
         .map(|family| {
-            Rewrite::new(format!("distribute-{}", family.name), Distribute(family), Distribute(family))
-                .unwrap_or_else(|e| panic!("{e}"))
+            // Matches e-classes with a distributable op and distributes every one of them.
+            class_rule(
+                format!("distribute-{}", family.name),
+                move |g, c| !distributions(g, c, family).is_empty(),
+                move |g: &mut TermGraph, c| distributions(g, c, family).into_iter().flat_map(|d| d.apply(g)).collect(),
+            )
         })
         .collect()
-}
-
-/// Searcher and applier of one family's rule: it matches e-classes with a
-/// distributable op and, when applied, distributes every one of them.
-struct Distribute(&'static Family);
-
-impl Searcher<Term, TermAnalysis> for Distribute {
-    fn search_eclass_with_limit(
-        &self,
-        egraph: &TermGraph,
-        eclass: Id,
-        limit: usize,
-    ) -> Option<SearchMatches<'_, Term>> {
-        (limit > 0 && !distributions(egraph, eclass, self.0).is_empty()).then(|| SearchMatches {
-            eclass,
-            substs: vec![Subst::default()],
-            ast: None,
-        })
-    }
-
-    fn vars(&self) -> Vec<Var> {
-        Vec::new()
-    }
-}
-
-impl Applier<Term, TermAnalysis> for Distribute {
-    fn apply_one(
-        &self,
-        egraph: &mut TermGraph,
-        eclass: Id,
-        _: &Subst,
-        _: Option<&PatternAst<Term>>,
-        _: Symbol,
-    ) -> Vec<Id> {
-        distributions(egraph, eclass, self.0).into_iter().flat_map(|d| d.apply(egraph)).collect()
-    }
 }
 
 /// One way to distribute an op over its split inputs.

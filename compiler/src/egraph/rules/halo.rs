@@ -19,13 +19,14 @@
 //! pads or wrong offsets builds other terms and stays unproven. The forward
 //! form is exact; the gradient forms reorder sums (`shape::split::SUM_TOLERANCE`).
 
+use super::class_rule::class_rule;
 use super::split::MAX_PARTS;
-use crate::egraph::lang::{Head, Term, TermAnalysis, TermGraph, TermRewrite};
+use crate::egraph::lang::{Head, Term, TermGraph, TermRewrite};
 use crate::ir::{Attrs, TensorType, OVERLAP_ADD_OP, SPLIT_WINDOW_OP};
 use crate::shape::cost::CostNode;
 use crate::shape::split::{self, Combine, HaloOutput, HaloPart};
 use crate::train::LMS_DOMAIN;
-use egg::{Applier, Id, PatternAst, Rewrite, SearchMatches, Searcher, Subst, Symbol, Var};
+use egg::{Id, Symbol};
 use std::sync::Arc;
 
 /// The ops with Halo split rules.
@@ -34,48 +35,14 @@ const WINDOWED: [&str; 7] =
 
 /// `distribute-halo`.
 pub fn rules() -> Vec<TermRewrite> {
-    vec![Rewrite::new("distribute-halo", HaloSplit, HaloSplit).unwrap_or_else(|e| panic!("{e}"))]
-}
-
-/// Searcher and applier of `distribute-halo`.
-struct HaloSplit;
-
-impl Searcher<Term, TermAnalysis> for HaloSplit {
-    fn search_eclass_with_limit(
-        &self,
-        egraph: &TermGraph,
-        eclass: Id,
-        limit: usize,
-    ) -> Option<SearchMatches<'_, Term>> {
-        let windowed = egraph[eclass].nodes.iter().any(|n| {
+    let windowed = |g: &TermGraph, c: Id| {
+        g[c].nodes.iter().any(|n| {
             let Term::Op(symbol, _) = n else { return false };
-            egraph.analysis.lookup(*symbol).is_some_and(|h| WINDOWED.iter().any(|op| h.is(op)))
-        });
-        (limit > 0 && windowed).then(|| SearchMatches { eclass, substs: vec![Subst::default()], ast: None })
-    }
-
-    fn vars(&self) -> Vec<Var> {
-        Vec::new()
-    }
-}
-
-impl Applier<Term, TermAnalysis> for HaloSplit {
-    fn apply_one(
-        &self,
-        egraph: &mut TermGraph,
-        eclass: Id,
-        _: &Subst,
-        _: Option<&PatternAst<Term>>,
-        _: Symbol,
-    ) -> Vec<Id> {
-        let mut changed = Vec::new();
-        for split in splits(egraph, eclass) {
-            if let Some(id) = split.apply(egraph) {
-                changed.push(id);
-            }
-        }
-        changed
-    }
+            g.analysis.lookup(*symbol).is_some_and(|h| WINDOWED.iter().any(|op| h.is(op)))
+        })
+    };
+    let apply = |g: &mut TermGraph, c| splits(g, c).into_iter().filter_map(|split| split.apply(g)).collect();
+    vec![class_rule("distribute-halo", windowed, apply)]
 }
 
 /// One halo split of an op whose windows and ranges all occur.

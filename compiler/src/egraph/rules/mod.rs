@@ -21,6 +21,7 @@
 //! already occur.
 
 pub mod batch_norm;
+mod class_rule;
 pub mod distribute;
 pub mod halo;
 pub mod identity;

@@ -11,51 +11,18 @@
 //! their ONNX `Sum`, and their running sum of `Add`s, equal to the op. It is an equation of real numbers: in
 //! floats it reorders a sum (`shape::split::SUM_TOLERANCE`).
 
-use crate::egraph::lang::{Head, Term, TermAnalysis, TermGraph, TermRewrite};
+use super::class_rule::class_rule;
+use crate::egraph::lang::{Head, Term, TermGraph, TermRewrite};
 use crate::ir::{Attrs, TensorType};
 use crate::shape::cost::CostNode;
 use crate::shape::split::{self, Combine};
-use egg::{Applier, Id, PatternAst, Rewrite, SearchMatches, Searcher, Subst, Symbol, Var};
+use egg::Id;
 use std::sync::Arc;
 
 /// `distribute-sum`.
 pub fn rules() -> Vec<TermRewrite> {
-    vec![Rewrite::new("distribute-sum", PartialSum, PartialSum).unwrap_or_else(|e| panic!("{e}"))]
-}
-
-/// Searcher and applier of `distribute-sum`.
-struct PartialSum;
-
-impl Searcher<Term, TermAnalysis> for PartialSum {
-    fn search_eclass_with_limit(
-        &self,
-        egraph: &TermGraph,
-        eclass: Id,
-        limit: usize,
-    ) -> Option<SearchMatches<'_, Term>> {
-        (limit > 0 && !sums(egraph, eclass).is_empty()).then(|| SearchMatches {
-            eclass,
-            substs: vec![Subst::default()],
-            ast: None,
-        })
-    }
-
-    fn vars(&self) -> Vec<Var> {
-        Vec::new()
-    }
-}
-
-impl Applier<Term, TermAnalysis> for PartialSum {
-    fn apply_one(
-        &self,
-        egraph: &mut TermGraph,
-        eclass: Id,
-        _: &Subst,
-        _: Option<&PatternAst<Term>>,
-        _: Symbol,
-    ) -> Vec<Id> {
-        sums(egraph, eclass).into_iter().filter_map(|s| s.apply(egraph)).collect()
-    }
+    let apply = |g: &mut TermGraph, c| sums(g, c).into_iter().filter_map(|s| s.apply(g)).collect();
+    vec![class_rule("distribute-sum", |g, c| !sums(g, c).is_empty(), apply)]
 }
 
 /// One way to compute an op as a sum of partial results.

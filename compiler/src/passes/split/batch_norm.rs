@@ -5,10 +5,10 @@
 //! parts are concatenated into output 0, and the op's other outputs, the
 //! running statistics' update edges included, become the merge's.
 
-use super::emit::{node_error, slice_type, split_part, Run};
+use super::emit::{node_error, slice_type, split_part, Piece, Run};
 use super::SplitReport;
 use crate::egraph::rules::batch_norm::{Form, Source};
-use crate::ir::{Action, Attr, Attrs, Graph, Node, NodeId, TensorType};
+use crate::ir::{Action, Attr, Attrs, Graph, Node, NodeId, TensorId, TensorType};
 use crate::pipeline::{NewNode, NodeRef, Patch, Position, TensorRef};
 use crate::train::LMS_DOMAIN;
 use std::collections::HashSet;
@@ -64,13 +64,21 @@ pub(super) fn emit(run: &Run<'_>, g: &Graph, removed: &HashSet<NodeId>, patch: &
             })
             .collect()
     };
+    let piece = |t: TensorId, i: usize| Piece {
+        ty: &g.tensor(t).ty,
+        whole: TensorRef::Existing(t),
+        name: format!("{}.split{i}of{parts}", g.tensor(t).name),
+        axis: 0,
+        index: i,
+        parts,
+    };
     let mut added = Vec::new();
     let mut pieces = Vec::with_capacity(parts);
     let mut merge_inputs: Vec<Option<TensorRef>> =
         form.merge_inputs.iter().map(|&slot| Some(TensorRef::Existing(input(slot)))).collect();
     for i in 0..parts {
         let part: Vec<NewNode> =
-            sliced.iter().map(|&slot| split_part(g, node, input(slot), 0, i, parts, at, patch)).collect();
+            sliced.iter().map(|&slot| split_part(node, piece(input(slot), i), at, patch)).collect();
         let name = format!("{}.part{i}.statistics", node.name);
         let output = (name.clone(), statistics_ty.clone());
         let statistics = patch.add_node(

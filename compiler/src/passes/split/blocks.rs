@@ -10,9 +10,9 @@
 //! needs one of its outputs whole, is ordered after one of its ops, or
 //! writes a variable one of its ops reads.
 
-use super::emit::{slice_type, Covered, Merge};
+use super::emit::{slice_type, split_part, Covered, Merge, Piece};
 use crate::egraph::rules::batch_norm::{Form, Source};
-use crate::ir::{Action, Attr, Attrs, Graph, Node, NodeId, TensorId, TensorType, SPLIT_PART_OP};
+use crate::ir::{Action, Attr, Attrs, Graph, Node, NodeId, TensorId, TensorType};
 use crate::pipeline::{NewNode, NodeRef, Patch, Position, TensorRef};
 use crate::train::LMS_DOMAIN;
 use std::collections::{HashMap, HashSet};
@@ -478,21 +478,8 @@ impl<'g, 'c> Emitter<'g, 'c> {
             name = format!("{}.axis{axis}.split{i}of{parts}", tensor.name);
         }
         self.names.insert(name.clone());
-        let attrs = Attrs::new()
-            .with("axis", Attr::Int(axis as i64))
-            .with("index", Attr::Int(i as i64))
-            .with("parts", Attr::Int(parts as i64));
-        let node = Node {
-            name: name.clone(),
-            op: SPLIT_PART_OP.into(),
-            domain: LMS_DOMAIN.into(),
-            attrs,
-            inputs: vec![],
-            outputs: vec![],
-            ..self.g.node(reader).clone()
-        };
-        let output = (name, slice_type(&tensor.ty, axis, i, parts));
-        let made = patch.add_node(node, vec![Some(whole)], vec![output], at);
+        let piece = Piece { ty: &tensor.ty, whole, name, axis, index: i, parts };
+        let made = split_part(self.g.node(reader), piece, at, patch);
         self.pieces.entry((t, axis, parts)).or_default().push(made);
         made
     }

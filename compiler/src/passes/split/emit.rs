@@ -216,25 +216,29 @@ pub(super) fn slice_type(ty: &TensorType, axis: usize, i: usize, parts: usize) -
     TensorType::new(ty.dtype, shape)
 }
 
-/// Adds the `SplitPart` making part `i` of `t` along `axis` for `reader`.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn split_part(
-    g: &Graph,
-    reader: &Node,
-    t: TensorId,
-    axis: usize,
-    i: usize,
-    parts: usize,
-    at: Position,
-    patch: &mut Patch,
-) -> NewNode {
-    let tensor = g.tensor(t);
+/// A part of a tensor to make with a `SplitPart`.
+pub(super) struct Piece<'a> {
+    /// The tensor split: its type and the name its parts are named after.
+    pub ty: &'a TensorType,
+    /// Where the whole tensor is read from (the tensor, or its merge).
+    pub whole: TensorRef,
+    /// The node's and its output's name.
+    pub name: String,
+    pub axis: usize,
+    pub index: usize,
+    pub parts: usize,
+}
+
+/// Adds the `SplitPart` making `piece` for `reader` (whose phase and
+/// device it takes).
+pub(super) fn split_part(reader: &Node, piece: Piece<'_>, at: Position, patch: &mut Patch) -> NewNode {
+    let Piece { ty, whole, name, axis, index, parts } = piece;
     let attrs = Attrs::new()
         .with("axis", Attr::Int(axis as i64))
-        .with("index", Attr::Int(i as i64))
+        .with("index", Attr::Int(index as i64))
         .with("parts", Attr::Int(parts as i64));
     let node = Node {
-        name: format!("{}.split{i}of{parts}", tensor.name),
+        name: name.clone(),
         op: SPLIT_PART_OP.into(),
         domain: LMS_DOMAIN.into(),
         attrs,
@@ -242,8 +246,8 @@ pub(super) fn split_part(
         outputs: vec![],
         ..reader.clone()
     };
-    let output = (format!("{}.split{i}of{parts}", tensor.name), slice_type(&tensor.ty, axis, i, parts));
-    patch.add_node(node, vec![Some(TensorRef::Existing(t))], vec![output], at)
+    let output = (name, slice_type(ty, axis, index, parts));
+    patch.add_node(node, vec![Some(whole)], vec![output], at)
 }
 
 /// An error about a node of `g`.

@@ -3,8 +3,8 @@
 //! - A swap: a `SwapOut` right after the tensor's producer, a `SwapIn` right
 //!   after the node at its trigger position with a control edge from it;
 //!   readers after the trigger are rewired to the swap-in.
-//! - A recompute: copies of the chain's nodes right before the tensor's first
-//!   backward reader, in the phase of that reader, with a control edge from
+//! - A recompute: copies of the chain's nodes right before the tensor's
+//!   first reader after its gap, in the phase of that reader, with a control edge from
 //!   the node just before them (so the copies cannot run early and the
 //!   tensor's memory is really free in between) and control edges to the
 //!   writers of the variables they read (as every reader of a variable has);
@@ -39,7 +39,7 @@ pub fn patch(facts: &Facts<'_>, decisions: &[Decision]) -> Patch {
                 swap_outs[d.made].push(k);
                 swap_ins[trigger].push(k);
             }
-            Kind::Recompute { .. } => clone_groups[d.first_backward].push(k),
+            Kind::Recompute { .. } => clone_groups[d.gap_end].push(k),
         }
     }
     // A chain may read an earlier recomputed ancestor re-made at the same point.
@@ -118,12 +118,12 @@ impl<'f, 'g> Builder<'f, 'g> {
 
     /// The copy of tensor `t` that a reader at schedule position `step`
     /// reads: a swap-in after its trigger, a recomputed copy from its first
-    /// backward reader on, else the original.
+    /// reader after its gap on, else the original.
     fn read(&self, t: TensorId, step: usize) -> TensorRef {
         if let Some(&k) = self.decided.get(&t) {
             let later = match self.decisions[k].kind {
                 Kind::Swap { trigger } => step > trigger,
-                Kind::Recompute { .. } => step >= self.droppable(k).first_backward,
+                Kind::Recompute { .. } => step >= self.droppable(k).gap_end,
             };
             if later {
                 return self.device_copy[k].expect("a swap-in or copy precedes its readers");
@@ -181,7 +181,7 @@ impl<'f, 'g> Builder<'f, 'g> {
     /// The swap-in of decision `k`, right after its trigger at `step`, with a control edge from it.
     fn add_swap_in(&mut self, k: usize, step: usize) {
         let out = self.swap_out[k].expect("the swap-out precedes its swap-in");
-        let reader = self.facts.schedule[self.droppable(k).first_backward];
+        let reader = self.facts.schedule[self.droppable(k).gap_end];
         let trigger = self.facts.schedule[step];
         let into = self.swap_op(k, SWAP_IN_OP, "swap_in", TensorRef::New(out, 0), reader, Position::After(trigger));
         self.patch.add_control_edge(NodeRef::Existing(trigger), NodeRef::New(into));

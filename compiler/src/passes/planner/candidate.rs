@@ -129,10 +129,10 @@ impl Queue {
 }
 
 /// Seconds of a swap-in triggered after position `trigger` that are not
-/// hidden behind the compute before the tensor's first backward reader.
+/// hidden behind the compute before the tensor's first reader after its gap.
 pub(super) fn swap_in_exposed(facts: &Facts<'_>, d: &Droppable, trigger: usize) -> f64 {
     let lead = d.bytes as f64 / facts.speeds.h2d_bytes_per_second;
-    (lead - facts.seconds_between(trigger + 1, d.first_backward)).max(0.0)
+    (lead - facts.seconds_between(trigger + 1, d.gap_end)).max(0.0)
 }
 
 /// Extra seconds from `bytes` more traffic on links already carrying
@@ -175,12 +175,17 @@ impl Planner<'_, '_> {
                     return None;
                 }
                 let lead = d.bytes as f64 / facts.speeds.h2d_bytes_per_second;
-                let trigger = facts.latest_hiding(d.last_forward, d.first_backward, lead).max(step);
                 let (out_from, hosted_from) = match swapped_until {
                     Some(old) => (old + 1, old + 1),
-                    None => (d.last_forward + 1, d.made + 1),
+                    None => (d.gap_start + 1, d.made + 1),
                 };
-                if pinned_in(out_from, trigger)
+                // Back in time for the op that hides the transfer, or for the
+                // first recompute chain that reads it, whichever is earlier.
+                let hiding = facts.latest_hiding(d.gap_start, d.gap_end, lead).max(step);
+                let first_pin = self.pins[c.index].iter().copied().filter(|&p| p > step).min();
+                let trigger = first_pin.map_or(hiding, |p| hiding.min(p - 1));
+                if trigger < step
+                    || pinned_in(out_from, trigger)
                     || self.host.max_in(hosted_from, trigger) + d.bytes > self.options.host_budget
                 {
                     return None;
@@ -192,7 +197,7 @@ impl Planner<'_, '_> {
                 (Kind::Swap { trigger }, extra)
             }
             Move::Recompute => {
-                if pinned_in(d.last_forward + 1, d.first_backward - 1) {
+                if pinned_in(d.gap_start + 1, d.gap_end - 1) {
                     return None;
                 }
                 let chain = self.chain(d)?;
@@ -213,14 +218,14 @@ impl Planner<'_, '_> {
         })
     }
 
-    /// The chain that re-makes `d` right before its first backward reader
+    /// The chain that re-makes `d` right before its first reader after its gap
     /// from what is resident there; `None` when there is none within the
     /// bound, or when it would read a variable already overwritten there
     /// (every reader of a variable runs before its writer, so a batch norm's
     /// running statistics, written in the forward phase, keep it out).
     fn chain(&self, d: &Droppable) -> Option<recompute::Chain> {
         let facts = self.facts;
-        let at = d.first_backward;
+        let at = d.gap_end;
         let chain =
             recompute::chain(facts.g, d.tensor, |u| self.resident(u, at), &facts.position, self.options.max_chain)?;
         let overwritten = |u: TensorId| facts.writer[u.index()].is_some_and(|w| w < at);

@@ -1,6 +1,6 @@
 //! What the planner knows about the training graph before deciding anything:
 //! each node's place in the schedule and time, the prefix sums of compute
-//! time, and the forward tensors a decision may drop (with the stretch of
+//! time, and the tensors a decision may drop (with the stretch of
 //! the schedule where each is not needed).
 
 use crate::analysis::cost::CostModel;
@@ -30,18 +30,22 @@ impl Speeds {
     }
 }
 
-/// A forward tensor that is not needed between its last forward reader and
-/// its first backward reader: it can be swapped out or recomputed there.
+/// A tensor that is not needed over a stretch of the schedule (its *gap*:
+/// the longest between two consecutive uses): it can be swapped out or
+/// recomputed there. For a forward tensor kept for the backward phase the
+/// gap is usually from its last forward reader to its first backward one
+/// (TFLMS); a gradient made in parts and read again only after a batch
+/// norm's merge, or a weight gradient waiting for its update, has one too.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Droppable {
     pub tensor: TensorId,
     pub bytes: u64,
     /// Position of its producer.
     pub made: usize,
-    /// Position of its last forward reader (its producer's when none).
-    pub last_forward: usize,
-    /// Position of its first backward reader.
-    pub first_backward: usize,
+    /// Position of the last use before the gap (its producer or a reader).
+    pub gap_start: usize,
+    /// Position of the first reader after the gap.
+    pub gap_end: usize,
     /// Whether a swap may move it (float data, as TFLMS swaps).
     pub swappable: bool,
 }
@@ -49,7 +53,7 @@ pub struct Droppable {
 impl Droppable {
     /// Whether dropping it frees memory at `step`.
     pub fn covers(&self, step: usize) -> bool {
-        self.last_forward < step && step < self.first_backward
+        self.gap_start < step && step < self.gap_end
     }
 }
 
@@ -117,8 +121,9 @@ impl<'g> Facts<'g> {
         facts
     }
 
-    /// Forward tensors of GPU ops, not graph outputs and not written into a
-    /// variable, read in the backward phase after a gap of at least one op.
+    /// Tensors of GPU ops outside the update phase, not graph outputs and not
+    /// variables, with a gap of at least one op between two consecutive
+    /// uses; each keeps its longest gap (the earliest of equal ones).
     fn find_droppable(&mut self) {
         let g = self.g;
         let mut is_output = vec![false; g.tensor_count()];
@@ -127,7 +132,7 @@ impl<'g> Facts<'g> {
         }
         for (step, &id) in self.schedule.iter().enumerate() {
             let node = g.node(id);
-            if node.parameterized || node.phase != Phase::Forward || node.device != Device::Gpu {
+            if node.parameterized || node.phase == Phase::Update || node.device != Device::Gpu {
                 continue;
             }
             for &t in &node.outputs {
@@ -135,16 +140,20 @@ impl<'g> Facts<'g> {
                 if is_output[t.index()] || self.last_use[t.index()] == step || tensor.ty.bytes() == 0 {
                     continue;
                 }
-                let (mut last_forward, mut first_backward) = (step, usize::MAX);
-                for (r, _) in g.readers(t) {
-                    let p = self.position[r.index()];
-                    if g.node(r).phase == Phase::Forward {
-                        last_forward = last_forward.max(p);
-                    } else {
-                        first_backward = first_backward.min(p);
-                    }
-                }
-                if first_backward == usize::MAX || first_backward <= last_forward + 1 {
+                let mut uses: Vec<usize> = g.readers(t).map(|(r, _)| self.position[r.index()]).collect();
+                uses.push(step);
+                uses.sort_unstable();
+                uses.dedup();
+                let Some((gap_start, gap_end)) = uses.windows(2).map(|w| (w[0], w[1])).fold(
+                    None,
+                    |best: Option<(usize, usize)>, (a, b)| match best {
+                        Some((x, y)) if y - x >= b - a => best,
+                        _ => Some((a, b)),
+                    },
+                ) else {
+                    continue;
+                };
+                if gap_end <= gap_start + 1 {
                     continue;
                 }
                 self.index[t.index()] = Some(self.droppable.len());
@@ -152,8 +161,8 @@ impl<'g> Facts<'g> {
                     tensor: t,
                     bytes: tensor.ty.bytes(),
                     made: step,
-                    last_forward,
-                    first_backward,
+                    gap_start,
+                    gap_end,
                     swappable: tensor.ty.dtype.is_float(),
                 });
             }

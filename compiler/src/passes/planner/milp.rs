@@ -4,10 +4,10 @@
 //!
 //! Per droppable tensor one binary per option: keep it, swap it with the
 //! swap-in after any position from the one that hides its transfer to its
-//! first backward reader, or recompute it with the chain from what is
+//! first reader after its gap, or recompute it with the chain from what is
 //! resident when nothing else is dropped. Constraints: one option per
 //! tensor; device memory within the budget at every step (a recompute's
-//! chain counted at its first backward reader); host memory within its
+//! chain counted at its first reader after its gap); host memory within its
 //! budget; a chain's droppable sources resident where it runs. Objective: the
 //! exposed swap-in time, the chains' time and the links' overload (linear
 //! through two non-negative slack variables).
@@ -32,7 +32,7 @@ struct Choice {
     from: usize,
     to: usize,
     swap: bool,
-    /// Chain bytes at the first backward reader, and the chain's sources (recompute).
+    /// Chain bytes at the first reader after its gap, and the chain's sources (recompute).
     transient: f64,
     sources: Vec<usize>,
 }
@@ -47,16 +47,16 @@ pub(super) fn optimum(facts: &Facts<'_>, options: PlanOptions) -> Option<f64> {
     for (i, d) in facts.droppable.iter().enumerate() {
         if d.swappable && options.host_budget > 0 {
             let lead = d.bytes as f64 / facts.speeds.h2d_bytes_per_second;
-            for q in facts.latest_hiding(d.last_forward, d.first_backward, lead)..d.first_backward {
+            for q in facts.latest_hiding(d.gap_start, d.gap_end, lead)..d.gap_end {
                 let var = vars.add(variable().binary());
                 objective += var * (swap_in_exposed(facts, d, q) / MS);
-                let (from, to) = (d.last_forward + 1, q);
+                let (from, to) = (d.gap_start + 1, q);
                 choices.push(Choice { var, tensor: i, from, to, swap: true, transient: 0.0, sources: vec![] });
             }
         }
         let resident = |u: crate::ir::TensorId| {
             let made = facts.position[facts.g.tensor(u).producer.0.index()];
-            made <= d.first_backward && d.first_backward <= facts.last_use[u.index()]
+            made <= d.gap_end && d.gap_end <= facts.last_use[u.index()]
         };
         if let Some(chain) = recompute::chain(facts.g, d.tensor, resident, &facts.position, options.max_chain) {
             let var = vars.add(variable().binary());
@@ -65,8 +65,8 @@ pub(super) fn optimum(facts: &Facts<'_>, options: PlanOptions) -> Option<f64> {
             choices.push(Choice {
                 var,
                 tensor: i,
-                from: d.last_forward + 1,
-                to: d.first_backward - 1,
+                from: d.gap_start + 1,
+                to: d.gap_end - 1,
                 swap: false,
                 transient: chain.transient_bytes as f64 / MIB,
                 sources,
@@ -107,7 +107,7 @@ pub(super) fn optimum(facts: &Facts<'_>, options: PlanOptions) -> Option<f64> {
             if c.from <= step && step <= c.to {
                 live -= c.var * (d.bytes as f64 / MIB);
                 touched = true;
-            } else if !c.swap && step == d.first_backward {
+            } else if !c.swap && step == d.gap_end {
                 live += c.var * c.transient;
                 touched = true;
             }
@@ -130,7 +130,7 @@ pub(super) fn optimum(facts: &Facts<'_>, options: PlanOptions) -> Option<f64> {
     }
     // A chain's droppable sources stay resident where it runs.
     for c in choices.iter().filter(|c| !c.swap) {
-        let at = facts.droppable[c.tensor].first_backward;
+        let at = facts.droppable[c.tensor].gap_end;
         for other in choices.iter().filter(|o| c.sources.contains(&o.tensor) && o.from <= at && at <= o.to) {
             problem = problem.with((c.var + other.var).leq(1.0));
         }

@@ -5,15 +5,17 @@
 //! the peak is over the device budget, the planner takes the candidate with
 //! the smallest extra predicted time per byte it removes from the peak:
 //!
-//! - **swap** a forward tensor to host memory after its last forward use and
-//!   back before its first backward use. The swap-in starts after the latest
+//! - **swap** a tensor to host memory over its *gap*, the longest stretch
+//!   between two of its uses ([`facts::Droppable`]: for a forward tensor,
+//!   usually from its last forward use to its first backward one), and back
+//!   before the use that ends the gap. The swap-in starts after the latest
 //!   op that still hides its transfer (at the peak at the earliest, so the
 //!   peak is relieved); its extra time is the part of the transfer not hidden
 //!   behind compute, plus what the tensor adds to a saturated link over the
 //!   whole phase. Host memory is counted against the host budget.
-//! - **recompute** it: drop it after its last forward use and re-run its
-//!   producer chain ([`crate::passes::recompute`]) just before its first
-//!   backward use; the extra time is the chain's compute time.
+//! - **recompute** it: drop it over its gap and re-run its producer chain
+//!   ([`crate::passes::recompute`], forward ops only) just before the use
+//!   that ends the gap; the extra time is the chain's compute time.
 //!
 //! Each decision updates one device and one host [`tracker::Tracker`] in
 //! O(log n) (the rematerialization approach of XLA) instead of re-simulating
@@ -73,10 +75,10 @@ pub struct PlanOptions {
 /// How a tensor leaves device memory.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Kind {
-    /// Swapped out after its last forward use; swapped back in after the
+    /// Swapped out after its last use before its gap; swapped back in after the
     /// node at schedule position `trigger`.
     Swap { trigger: usize },
-    /// Re-made by re-running `chain` right before its first backward reader.
+    /// Re-made by re-running `chain` right before its first reader after its gap.
     Recompute { chain: Chain },
 }
 
@@ -220,23 +222,23 @@ impl Planner<'_, '_> {
             _ => None,
         };
         if let Some(old) = previous {
-            self.device.add(d.last_forward + 1, old, bytes);
+            self.device.add(d.gap_start + 1, old, bytes);
             self.host.add(d.made + 1, old, -bytes);
             self.swapped_bytes -= d.bytes;
         }
         match &kind {
             Kind::Swap { trigger } => {
-                self.device.add(d.last_forward + 1, *trigger, -bytes);
+                self.device.add(d.gap_start + 1, *trigger, -bytes);
                 self.host.add(d.made + 1, *trigger, bytes);
                 self.swapped_bytes += d.bytes;
                 self.state[c.index] = State::Swapped { trigger: *trigger };
             }
             Kind::Recompute { chain } => {
-                self.device.add(d.last_forward + 1, d.first_backward - 1, -bytes);
-                self.device.add(d.first_backward, d.first_backward, chain.transient_bytes as i64);
+                self.device.add(d.gap_start + 1, d.gap_end - 1, -bytes);
+                self.device.add(d.gap_end, d.gap_end, chain.transient_bytes as i64);
                 for s in &chain.sources {
                     if let Some(j) = self.facts.index[s.index()] {
-                        self.pins[j].push(d.first_backward);
+                        self.pins[j].push(d.gap_end);
                     }
                 }
                 self.state[c.index] = State::Recomputed { chain: chain.clone() };
@@ -269,8 +271,8 @@ impl Planner<'_, '_> {
         let d = &facts.droppable[i];
         match &self.state[i] {
             State::Kept => true,
-            State::Swapped { trigger } => step <= d.last_forward || step > *trigger,
-            State::Recomputed { .. } => step <= d.last_forward || step >= d.first_backward,
+            State::Swapped { trigger } => step <= d.gap_start || step > *trigger,
+            State::Recomputed { .. } => step <= d.gap_start || step >= d.gap_end,
         }
     }
 
@@ -315,12 +317,12 @@ impl Planner<'_, '_> {
         let bytes = d.bytes as i64 * sign;
         match &decision.kind {
             Kind::Swap { trigger } => {
-                self.device.add(d.last_forward + 1, *trigger, bytes);
+                self.device.add(d.gap_start + 1, *trigger, bytes);
                 self.host.add(d.made + 1, *trigger, -bytes);
             }
             Kind::Recompute { chain } => {
-                self.device.add(d.last_forward + 1, d.first_backward - 1, bytes);
-                self.device.add(d.first_backward, d.first_backward, -(chain.transient_bytes as i64) * sign);
+                self.device.add(d.gap_start + 1, d.gap_end - 1, bytes);
+                self.device.add(d.gap_end, d.gap_end, -(chain.transient_bytes as i64) * sign);
             }
         }
     }
@@ -332,7 +334,7 @@ impl Planner<'_, '_> {
         let j = self.facts.index[self.decisions[i].tensor.index()].expect("decisions are on droppable tensors");
         let d = &self.facts.droppable[j];
         let lead = d.bytes as f64 / self.facts.speeds.h2d_bytes_per_second;
-        let hiding = self.facts.latest_hiding(d.last_forward, d.first_backward, lead);
+        let hiding = self.facts.latest_hiding(d.gap_start, d.gap_end, lead);
         if hiding >= trigger {
             return;
         }

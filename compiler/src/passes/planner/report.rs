@@ -39,11 +39,11 @@ pub fn decision_reports(facts: &Facts<'_>, decisions: &[Decision]) -> Vec<Decisi
             let d = &facts.droppable[facts.index[decision.tensor.index()].expect("decisions are on droppable tensors")];
             let (kind, how) = match &decision.kind {
                 Kind::Swap { trigger } => {
-                    (SWAP, format!("swapped out after '{}', in after '{}'", name(d.last_forward), name(*trigger)))
+                    (SWAP, format!("swapped out after '{}', in after '{}'", name(d.gap_start), name(*trigger)))
                 }
                 Kind::Recompute { chain } => {
                     let ops: Vec<&str> = chain.nodes.iter().map(|&n| g.node(n).op.as_str()).collect();
-                    (RECOMPUTE, format!("re-made by {} before '{}'", ops.join("→"), name(d.first_backward)))
+                    (RECOMPUTE, format!("re-made by {} before '{}'", ops.join("→"), name(d.gap_end)))
                 }
             };
             DecisionReport {

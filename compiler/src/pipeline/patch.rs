@@ -58,7 +58,7 @@ struct Addition {
 /// A swap decision for the plan, naming nodes the patch adds.
 #[derive(Clone, Debug)]
 struct SwapRecord {
-    tensor: TensorId,
+    tensor: TensorRef,
     swap_out: NewNode,
     swap_ins: Vec<(NewNode, Option<NodeId>)>,
 }
@@ -181,10 +181,11 @@ impl Patch {
         self.removals.push(node);
     }
 
-    /// Records in the plan that `tensor` is swapped out by `swap_out` and in
-    /// by each of `swap_ins`, started after its trigger (none: by its first
-    /// consumer).
-    pub fn record_swap(&mut self, tensor: TensorId, swap_out: NewNode, swap_ins: Vec<(NewNode, Option<NodeId>)>) {
+    /// Records in the plan that `tensor` (the copy the swap-out reads: an
+    /// existing tensor, or one added, as a swap-in of an earlier swap) is
+    /// swapped out by `swap_out` and in by each of `swap_ins`, started after
+    /// its trigger (none: by its first consumer).
+    pub fn record_swap(&mut self, tensor: TensorRef, swap_out: NewNode, swap_ins: Vec<(NewNode, Option<NodeId>)>) {
         self.swaps.push(SwapRecord { tensor, swap_out, swap_ins });
     }
 
@@ -261,7 +262,7 @@ pub fn apply(g: &mut Graph, patch: &Patch) -> Result<Applied> {
     }
     for swap in &patch.swaps {
         g.plan.swaps.push(SwapDecision {
-            tensor: swap.tensor,
+            tensor: tensor(&resolved, swap.tensor),
             swap_out: applied.node(swap.swap_out),
             swap_ins: swap
                 .swap_ins
@@ -362,7 +363,7 @@ fn check_references(g: &Graph, patch: &Patch) -> Result<()> {
             .chain(swap.swap_ins.iter().map(|s| s.0))
             .all(|n| n.0 < patch.additions.len());
         let triggers_ok = swap.swap_ins.iter().filter_map(|s| s.1).all(exists);
-        if !new_ok || !triggers_ok || value_of(TensorRef::Existing(swap.tensor), 0).is_none() {
+        if !new_ok || !triggers_ok || value_of(swap.tensor, patch.additions.len()).is_none() {
             return fail("a swap decision names a node or tensor that is not in the graph".into());
         }
     }

@@ -1,8 +1,10 @@
 //! The plan as a [`Patch`] on the training graph: each decision spliced in.
 //!
-//! - A swap: a `SwapOut` right after the tensor's producer, a `SwapIn` right
-//!   after the node at its trigger position with a control edge from it;
-//!   readers after the trigger are rewired to the swap-in.
+//! - A swap: a `SwapOut` right after the tensor's producer (for its first
+//!   gap; for a later one, after the use that starts the gap, reading the
+//!   copy there), a `SwapIn` right after the node at its trigger position
+//!   with a control edge from it; readers after the trigger are rewired to
+//!   the swap-in.
 //! - A recompute: copies of the chain's nodes right before the tensor's
 //!   first reader after its gap, in the phase of that reader, with a control edge from
 //!   the node just before them (so the copies cannot run early and the
@@ -36,7 +38,7 @@ pub fn patch(facts: &Facts<'_>, decisions: &[Decision]) -> Patch {
         let d = b.droppable(k);
         match decision.kind {
             Kind::Swap { trigger } => {
-                swap_outs[d.made].push(k);
+                swap_outs[d.out_at].push(k);
                 swap_ins[trigger].push(k);
             }
             Kind::Recompute { .. } => clone_groups[d.gap_end].push(k),
@@ -61,6 +63,18 @@ pub fn patch(facts: &Facts<'_>, decisions: &[Decision]) -> Patch {
     b.patch
 }
 
+/// The decisions on each tensor, in the order of their gaps.
+fn decided(facts: &Facts<'_>, decisions: &[Decision]) -> HashMap<TensorId, Vec<usize>> {
+    let mut decided: HashMap<TensorId, Vec<usize>> = HashMap::new();
+    for (k, d) in decisions.iter().enumerate() {
+        decided.entry(d.tensor).or_default().push(k);
+    }
+    for ks in decided.values_mut() {
+        ks.sort_by_key(|&k| facts.droppable[decisions[k].droppable].gap_start);
+    }
+    decided
+}
+
 /// The patch under construction.
 struct Builder<'f, 'g> {
     facts: &'f Facts<'g>,
@@ -69,10 +83,12 @@ struct Builder<'f, 'g> {
     /// Names of nodes and of tensors, so added ones get new names.
     node_names: HashSet<String>,
     tensor_names: HashSet<String>,
-    /// Decision on each tensor, by tensor.
-    decided: HashMap<TensorId, usize>,
-    /// Per decision: the swap-out, and the swap-in's or last copy's output.
+    /// Decisions on each tensor (one per gap at most), in schedule order.
+    decided: HashMap<TensorId, Vec<usize>>,
+    /// Per decision: the swap-out and the copy it reads, and the swap-in's
+    /// or last copy's output.
     swap_out: Vec<Option<NewNode>>,
+    swapped: Vec<Option<TensorRef>>,
     device_copy: Vec<Option<TensorRef>>,
 }
 
@@ -85,15 +101,15 @@ impl<'f, 'g> Builder<'f, 'g> {
             patch: Patch::new(PASS),
             node_names: g.node_ids().map(|id| g.node(id).name.clone()).collect(),
             tensor_names: g.tensors().map(|(_, t)| t.name.clone()).collect(),
-            decided: decisions.iter().enumerate().map(|(k, d)| (d.tensor, k)).collect(),
+            decided: decided(facts, decisions),
             swap_out: vec![None; decisions.len()],
+            swapped: vec![None; decisions.len()],
             device_copy: vec![None; decisions.len()],
         }
     }
 
     fn droppable(&self, k: usize) -> &'f Droppable {
-        let i = self.facts.index[self.decisions[k].tensor.index()].expect("decisions are on droppable tensors");
-        &self.facts.droppable[i]
+        &self.facts.droppable[self.decisions[k].droppable]
     }
 
     /// `wanted`, or `wanted_2`, `wanted_3`, ...: a name no node (with
@@ -117,19 +133,19 @@ impl<'f, 'g> Builder<'f, 'g> {
     }
 
     /// The copy of tensor `t` that a reader at schedule position `step`
-    /// reads: a swap-in after its trigger, a recomputed copy from its first
-    /// reader after its gap on, else the original.
+    /// reads: that of the last of its gaps decided before `step` (a swap-in
+    /// after its trigger, a recomputed copy from the first reader after the
+    /// gap on), else the original.
     fn read(&self, t: TensorId, step: usize) -> TensorRef {
-        if let Some(&k) = self.decided.get(&t) {
-            let later = match self.decisions[k].kind {
-                Kind::Swap { trigger } => step > trigger,
-                Kind::Recompute { .. } => step >= self.droppable(k).gap_end,
-            };
-            if later {
-                return self.device_copy[k].expect("a swap-in or copy precedes its readers");
-            }
+        let made_by = |k: usize| match self.decisions[k].kind {
+            Kind::Swap { trigger } => step > trigger,
+            Kind::Recompute { .. } => step >= self.droppable(k).gap_end,
+        };
+        let decided = self.decided.get(&t).map_or(&[][..], |ks| &ks[..]);
+        match decided.iter().rev().find(|&&k| made_by(k)) {
+            Some(&k) => self.device_copy[k].expect("a swap-in or copy precedes its readers"),
+            None => TensorRef::Existing(t),
         }
-        TensorRef::Existing(t)
     }
 
     /// Rewires the inputs of node `id`, at schedule position `step`, that read a moved tensor.
@@ -170,12 +186,14 @@ impl<'f, 'g> Builder<'f, 'g> {
         self.patch.add_node(node, vec![Some(input)], vec![(name, t.ty.clone())], at)
     }
 
-    /// The swap-out of decision `k`, right after the tensor's producer at `step`.
+    /// The swap-out of decision `k`, right after the node at `step` (the
+    /// tensor's producer for its first gap), reading the copy there.
     fn add_swap_out(&mut self, k: usize, step: usize) {
-        let t = self.decisions[k].tensor;
-        let producer = self.facts.schedule[step];
-        let out = self.swap_op(k, SWAP_OUT_OP, "swap_out", self.read(t, step), producer, Position::After(producer));
+        let copy = self.read(self.decisions[k].tensor, step);
+        let after = self.facts.schedule[step];
+        let out = self.swap_op(k, SWAP_OUT_OP, "swap_out", copy, after, Position::After(after));
         self.swap_out[k] = Some(out);
+        self.swapped[k] = Some(copy);
     }
 
     /// The swap-in of decision `k`, right after its trigger at `step`, with a control edge from it.
@@ -185,7 +203,8 @@ impl<'f, 'g> Builder<'f, 'g> {
         let trigger = self.facts.schedule[step];
         let into = self.swap_op(k, SWAP_IN_OP, "swap_in", TensorRef::New(out, 0), reader, Position::After(trigger));
         self.patch.add_control_edge(NodeRef::Existing(trigger), NodeRef::New(into));
-        self.patch.record_swap(self.decisions[k].tensor, out, vec![(into, Some(trigger))]);
+        let copy = self.swapped[k].expect("the swap-out records what it reads");
+        self.patch.record_swap(copy, out, vec![(into, Some(trigger))]);
         self.device_copy[k] = Some(TensorRef::New(into, 0));
     }
 

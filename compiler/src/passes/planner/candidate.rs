@@ -148,6 +148,10 @@ pub(super) fn link_overload(facts: &Facts<'_>, bytes: u64, already: u64) -> f64 
         - over(before, s.h2d_bytes_per_second, facts.backward_seconds)
 }
 
+/// A recompute chain may keep a tensor it reads past that tensor's last use
+/// when the tensor is at most this share of the one it re-makes.
+const MAX_EXTENDED_SHARE: u64 = 64;
+
 impl Planner<'_, '_> {
     /// Costs candidate `c` at the peak `step`; `None` when it is not possible
     /// (tensor already decided, not freed at the step, no host room, a chain
@@ -177,7 +181,7 @@ impl Planner<'_, '_> {
                 let lead = d.bytes as f64 / facts.speeds.h2d_bytes_per_second;
                 let (out_from, hosted_from) = match swapped_until {
                     Some(old) => (old + 1, old + 1),
-                    None => (d.gap_start + 1, d.made + 1),
+                    None => (d.gap_start + 1, d.out_at + 1),
                 };
                 // Back in time for the op that hides the transfer, or for the
                 // first recompute chain that reads it, whichever is earlier.
@@ -219,18 +223,42 @@ impl Planner<'_, '_> {
     }
 
     /// The chain that re-makes `d` right before its first reader after its gap
-    /// from what is resident there; `None` when there is none within the
+    /// from what is resident there, or what it may keep until then
+    /// ([`Planner::extendable`]); `None` when there is none within the
     /// bound, or when it would read a variable already overwritten there
     /// (every reader of a variable runs before its writer, so a batch norm's
     /// running statistics, written in the forward phase, keep it out).
     fn chain(&self, d: &Droppable) -> Option<recompute::Chain> {
         let facts = self.facts;
         let at = d.gap_end;
-        let chain =
-            recompute::chain(facts.g, d.tensor, |u| self.resident(u, at), &facts.position, self.options.max_chain)?;
+        let available = |u: TensorId| self.resident(u, at) || self.extendable(u, d);
+        let chain = recompute::chain(facts.g, d.tensor, available, &facts.position, self.options.max_chain)?;
         let overwritten = |u: TensorId| facts.writer[u.index()].is_some_and(|w| w < at);
         let reads_overwritten =
             chain.nodes.iter().any(|&n| facts.g.node(n).inputs.iter().flatten().any(|&u| overwritten(u)));
         (!reads_overwritten).then_some(chain)
+    }
+
+    /// Whether a chain re-making `d` may read `u` by keeping it past its last
+    /// use: `u` is made by an op (not a variable) and is small beside `d` (a
+    /// batch norm's merged statistics, read by the normalization of each part).
+    fn extendable(&self, u: TensorId, d: &Droppable) -> bool {
+        let facts = self.facts;
+        let producer = facts.g.tensor(u).producer.0;
+        !facts.g.node(producer).parameterized
+            && facts.position[producer.index()] < d.gap_end
+            && facts.g.tensor(u).ty.bytes() * MAX_EXTENDED_SHARE <= d.bytes
+    }
+
+    /// The sources of `chain`, run before position `at`, that it keeps past
+    /// their last use: from where, and their bytes.
+    pub(super) fn extended(&self, chain: &recompute::Chain, at: usize) -> Vec<(usize, i64)> {
+        let facts = self.facts;
+        chain
+            .sources
+            .iter()
+            .filter(|s| facts.last_use[s.index()] < at)
+            .map(|s| (facts.last_use[s.index()] + 1, facts.g.tensor(*s).ty.bytes() as i64))
+            .collect()
     }
 }

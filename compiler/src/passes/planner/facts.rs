@@ -7,6 +7,7 @@ use crate::analysis::cost::CostModel;
 use crate::analysis::memory;
 use crate::analysis::profile::DeviceProfile;
 use crate::ir::{Action, Device, Graph, NodeId, Phase, TensorId};
+use std::ops::Range;
 
 /// Per-op time and transfer speeds the planner predicts with.
 #[derive(Clone, Debug, PartialEq)]
@@ -30,12 +31,14 @@ impl Speeds {
     }
 }
 
-/// A tensor that is not needed over a stretch of the schedule (its *gap*:
-/// the longest between two consecutive uses): it can be swapped out or
-/// recomputed there. For a forward tensor kept for the backward phase the
-/// gap is usually from its last forward reader to its first backward one
-/// (TFLMS); a gradient made in parts and read again only after a batch
-/// norm's merge, or a weight gradient waiting for its update, has one too.
+/// A stretch of the schedule (a *gap*) between two consecutive uses of a
+/// tensor with at least one op in between: the tensor can be swapped out or
+/// recomputed there. A forward tensor kept for the backward phase has one
+/// from its last forward reader to its first backward one (TFLMS); a tensor
+/// made in parts and read twice by a batch norm split in two phases (its
+/// statistics, then its normalization), or a gradient waiting for the other
+/// branch of a residual block, has others. Each gap of a tensor is decided
+/// on its own.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Droppable {
     pub tensor: TensorId,
@@ -46,6 +49,10 @@ pub struct Droppable {
     pub gap_start: usize,
     /// Position of the first reader after the gap.
     pub gap_end: usize,
+    /// Position after which a swap-out over this gap is placed: the
+    /// producer's for the tensor's first gap (the transfer starts as early
+    /// as it can), the gap's start for a later one.
+    pub out_at: usize,
     /// Whether a swap may move it (float data, as TFLMS swaps).
     pub swappable: bool,
 }
@@ -71,9 +78,11 @@ pub struct Facts<'g> {
     pub forward_seconds: f64,
     pub backward_seconds: f64,
     pub speeds: &'g Speeds,
+    /// The gaps of every tensor, each tensor's in schedule order.
     pub droppable: Vec<Droppable>,
-    /// Index into `droppable` of each tensor, indexed by `TensorId::index()`.
-    pub index: Vec<Option<usize>>,
+    /// The range of `droppable` holding each tensor's gaps, indexed by
+    /// `TensorId::index()`.
+    pub gaps: Vec<Range<usize>>,
     /// Position of the node that writes each variable's tensor (update
     /// edge), indexed by `TensorId::index()` of the variable's tensor.
     pub writer: Vec<Option<usize>>,
@@ -114,16 +123,15 @@ impl<'g> Facts<'g> {
             backward_seconds: total - forward_seconds,
             speeds,
             droppable: Vec::new(),
-            index: vec![None; g.tensor_count()],
+            gaps: vec![0..0; g.tensor_count()],
             writer,
         };
         facts.find_droppable();
         facts
     }
 
-    /// Tensors of GPU ops outside the update phase, not graph outputs and not
-    /// variables, with a gap of at least one op between two consecutive
-    /// uses; each keeps its longest gap (the earliest of equal ones).
+    /// The gaps of the tensors of GPU ops outside the update phase that are
+    /// not graph outputs and not variables.
     fn find_droppable(&mut self) {
         let g = self.g;
         let mut is_output = vec![false; g.tensor_count()];
@@ -144,29 +152,27 @@ impl<'g> Facts<'g> {
                 uses.push(step);
                 uses.sort_unstable();
                 uses.dedup();
-                let Some((gap_start, gap_end)) = uses.windows(2).map(|w| (w[0], w[1])).fold(
-                    None,
-                    |best: Option<(usize, usize)>, (a, b)| match best {
-                        Some((x, y)) if y - x >= b - a => best,
-                        _ => Some((a, b)),
-                    },
-                ) else {
-                    continue;
-                };
-                if gap_end <= gap_start + 1 {
-                    continue;
+                let first = self.droppable.len();
+                for w in uses.windows(2).filter(|w| w[1] > w[0] + 1) {
+                    let out_at = if self.droppable.len() == first { step } else { w[0] };
+                    self.droppable.push(Droppable {
+                        tensor: t,
+                        bytes: tensor.ty.bytes(),
+                        made: step,
+                        gap_start: w[0],
+                        gap_end: w[1],
+                        out_at,
+                        swappable: tensor.ty.dtype.is_float(),
+                    });
                 }
-                self.index[t.index()] = Some(self.droppable.len());
-                self.droppable.push(Droppable {
-                    tensor: t,
-                    bytes: tensor.ty.bytes(),
-                    made: step,
-                    gap_start,
-                    gap_end,
-                    swappable: tensor.ty.dtype.is_float(),
-                });
+                self.gaps[t.index()] = first..self.droppable.len();
             }
         }
+    }
+
+    /// The gap of tensor `t` that `step` falls in (strictly inside), if any.
+    pub fn gap_at(&self, t: TensorId, step: usize) -> Option<usize> {
+        self.gaps[t.index()].clone().find(|&i| self.droppable[i].covers(step))
     }
 
     /// Compute seconds of the scheduled nodes at positions `from..to`.

@@ -61,7 +61,7 @@ pub(super) fn optimum(facts: &Facts<'_>, options: PlanOptions) -> Option<f64> {
         if let Some(chain) = recompute::chain(facts.g, d.tensor, resident, &facts.position, options.max_chain) {
             let var = vars.add(variable().binary());
             objective += var * (chain.seconds(&facts.speeds.node_seconds) / MS);
-            let sources = chain.sources.iter().filter_map(|s| facts.index[s.index()]).collect();
+            let sources = chain.sources.iter().filter_map(|&s| facts.gap_at(s, d.gap_end)).collect();
             choices.push(Choice {
                 var,
                 tensor: i,
@@ -119,7 +119,7 @@ pub(super) fn optimum(facts: &Facts<'_>, options: PlanOptions) -> Option<f64> {
         let mut hosted = false;
         for c in choices.iter().filter(|c| c.swap) {
             let d = &facts.droppable[c.tensor];
-            if d.made < step && step <= c.to {
+            if d.out_at < step && step <= c.to {
                 host += c.var * (d.bytes as f64 / MIB);
                 hosted = true;
             }

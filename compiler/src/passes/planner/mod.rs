@@ -86,6 +86,9 @@ pub enum Kind {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Decision {
     pub tensor: TensorId,
+    /// The gap of the tensor it acts on (an index into the droppable gaps
+    /// of the planner's facts): a tensor may be decided once per gap.
+    pub droppable: usize,
     pub kind: Kind,
     /// Bytes the decision removes from device memory while it holds.
     pub bytes: u64,
@@ -223,21 +226,24 @@ impl Planner<'_, '_> {
         };
         if let Some(old) = previous {
             self.device.add(d.gap_start + 1, old, bytes);
-            self.host.add(d.made + 1, old, -bytes);
+            self.host.add(d.out_at + 1, old, -bytes);
             self.swapped_bytes -= d.bytes;
         }
         match &kind {
             Kind::Swap { trigger } => {
                 self.device.add(d.gap_start + 1, *trigger, -bytes);
-                self.host.add(d.made + 1, *trigger, bytes);
+                self.host.add(d.out_at + 1, *trigger, bytes);
                 self.swapped_bytes += d.bytes;
                 self.state[c.index] = State::Swapped { trigger: *trigger };
             }
             Kind::Recompute { chain } => {
                 self.device.add(d.gap_start + 1, d.gap_end - 1, -bytes);
                 self.device.add(d.gap_end, d.gap_end, chain.transient_bytes as i64);
+                for (from, bytes) in self.extended(chain, d.gap_end) {
+                    self.device.add(from, d.gap_end, bytes);
+                }
                 for s in &chain.sources {
-                    if let Some(j) = self.facts.index[s.index()] {
+                    if let Some(j) = self.facts.gap_at(*s, d.gap_end) {
                         self.pins[j].push(d.gap_end);
                     }
                 }
@@ -245,13 +251,14 @@ impl Planner<'_, '_> {
             }
         }
         if previous.is_some() {
-            let decision = self.decisions.iter_mut().find(|x| x.tensor == d.tensor).expect("decided before");
+            let decision = self.decisions.iter_mut().find(|x| x.droppable == c.index).expect("decided before");
             decision.kind = kind;
             decision.extra_seconds += c.extra_seconds;
             return;
         }
         self.decisions.push(Decision {
             tensor: d.tensor,
+            droppable: c.index,
             kind,
             bytes: d.bytes,
             extra_seconds: c.extra_seconds,
@@ -259,20 +266,20 @@ impl Planner<'_, '_> {
         });
     }
 
-    /// Whether droppable tensor `u`'s device copy exists at `step` in the
-    /// current plan (a non-droppable tensor: between its producer and last use).
+    /// Whether tensor `u` has a device copy at `step` in the current plan:
+    /// between its producer and last use, unless `step` falls in a gap where
+    /// it is dropped (before the swap-in of a swapped one).
     fn resident(&self, u: TensorId, step: usize) -> bool {
         let facts = self.facts;
         let made = facts.position[facts.g.tensor(u).producer.0.index()];
         if step < made || step > facts.last_use[u.index()] {
             return false;
         }
-        let Some(i) = facts.index[u.index()] else { return true };
-        let d = &facts.droppable[i];
+        let Some(i) = facts.gap_at(u, step) else { return true };
         match &self.state[i] {
             State::Kept => true,
-            State::Swapped { trigger } => step <= d.gap_start || step > *trigger,
-            State::Recomputed { .. } => step <= d.gap_start || step >= d.gap_end,
+            State::Swapped { trigger } => step > *trigger,
+            State::Recomputed { .. } => false,
         }
     }
 
@@ -289,7 +296,7 @@ impl Planner<'_, '_> {
         let mut undone = vec![false; self.decisions.len()];
         for i in order {
             let decision = self.decisions[i].clone();
-            let j = self.facts.index[decision.tensor.index()].expect("decisions are on droppable tensors");
+            let j = decision.droppable;
             // Kept, the tensor is resident wherever a chain reads it, so undoing is always sound.
             self.revert(j, &decision, 1);
             if self.device.peak().1 <= budget && self.host.peak().1 <= self.options.host_budget {
@@ -318,11 +325,14 @@ impl Planner<'_, '_> {
         match &decision.kind {
             Kind::Swap { trigger } => {
                 self.device.add(d.gap_start + 1, *trigger, bytes);
-                self.host.add(d.made + 1, *trigger, -bytes);
+                self.host.add(d.out_at + 1, *trigger, -bytes);
             }
             Kind::Recompute { chain } => {
                 self.device.add(d.gap_start + 1, d.gap_end - 1, bytes);
                 self.device.add(d.gap_end, d.gap_end, -(chain.transient_bytes as i64) * sign);
+                for (from, extended) in self.extended(chain, d.gap_end) {
+                    self.device.add(from, d.gap_end, -extended * sign);
+                }
             }
         }
     }
@@ -331,7 +341,7 @@ impl Planner<'_, '_> {
     /// that hides its transfer, as far as the device budget allows.
     fn start_swap_in_earlier(&mut self, i: usize) {
         let Kind::Swap { trigger } = self.decisions[i].kind else { return };
-        let j = self.facts.index[self.decisions[i].tensor.index()].expect("decisions are on droppable tensors");
+        let j = self.decisions[i].droppable;
         let d = &self.facts.droppable[j];
         let lead = d.bytes as f64 / self.facts.speeds.h2d_bytes_per_second;
         let hiding = self.facts.latest_hiding(d.gap_start, d.gap_end, lead);
@@ -367,7 +377,7 @@ pub fn extra_seconds(facts: &Facts<'_>, decisions: &[Decision]) -> f64 {
     let mut swapped = 0;
     let mut extra = 0.0;
     for decision in decisions {
-        let d = &facts.droppable[facts.index[decision.tensor.index()].expect("decisions are on droppable tensors")];
+        let d = &facts.droppable[decision.droppable];
         match &decision.kind {
             Kind::Swap { trigger } => {
                 extra += candidate::swap_in_exposed(facts, d, *trigger);

@@ -36,7 +36,7 @@ pub fn decision_reports(facts: &Facts<'_>, decisions: &[Decision]) -> Vec<Decisi
     decisions
         .iter()
         .map(|decision| {
-            let d = &facts.droppable[facts.index[decision.tensor.index()].expect("decisions are on droppable tensors")];
+            let d = &facts.droppable[decision.droppable];
             let (kind, how) = match &decision.kind {
                 Kind::Swap { trigger } => {
                     (SWAP, format!("swapped out after '{}', in after '{}'", name(d.gap_start), name(*trigger)))

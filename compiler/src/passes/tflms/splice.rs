@@ -62,7 +62,7 @@ pub(super) fn splice(
     }
     for (i, plan) in plans.iter().enumerate() {
         let added = plan.swap_ins.iter().zip(&swap_ins[i]).map(|(s, new)| (new.expect("queued"), s.control)).collect();
-        patch.record_swap(plan.candidate.tensor, swap_outs[i], added);
+        patch.record_swap(TensorRef::Existing(plan.candidate.tensor), swap_outs[i], added);
     }
     (patch, report(g, order, plans, &names))
 }

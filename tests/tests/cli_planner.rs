@@ -45,6 +45,21 @@ fn vgg19_at_batch_64_fits_2_gib_by_splitting_the_batch() {
     assert!(r["verified"].as_u64().unwrap() > 0, "{r}");
 }
 
+/// ResNet-50 at 16 times its unrewritten largest batch under 16 GiB (138):
+/// split into micro-batches whose micro-tensors are swapped to a 64 GiB host
+/// or recomputed, each gap between two uses on its own, and proven.
+#[test]
+fn resnet50_at_16_times_its_largest_unrewritten_batch_fits_16_gib() {
+    let model = lms_tests::onnx_data("light/light_resnet50.onnx");
+    let (out, report) = (scratch("resnet50.lms"), scratch("resnet50.json"));
+    let args = ["--batch", "2208", "--strategy", "auto", "--budget", "16GiB", "--host-budget", "64GiB"];
+    lms_ok(&[&["compile", model.to_str().unwrap()][..], &args, &["-o", &out, "--report", &report, "-q"]].concat());
+    let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert!(r["auto_split"]["report"]["ops"].as_u64().unwrap() > 0, "{r}");
+    assert!(r["peak_device_bytes_after"].as_u64().unwrap() <= 16 << 30, "{r}");
+    assert_eq!(r["verified"].as_u64(), Some(268), "every output and update proven: {r}");
+}
+
 #[test]
 fn max_batch_reports_the_planners_batch() {
     let json = |host: &str| -> serde_json::Value {

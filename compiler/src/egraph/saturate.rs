@@ -21,10 +21,12 @@ pub struct Limits {
 }
 
 impl Default for Limits {
-    /// One million e-nodes, 64 iterations, 60 seconds: far more than
-    /// proving a swap or split rewrite of a ResNet-50 training graph takes.
+    /// One million e-nodes, 1024 iterations, 60 seconds: more than proving
+    /// a swap, recompute or split rewrite of a ResNet-50 training graph
+    /// takes (a batch split in parts along its whole depth needs a few
+    /// hundred iterations: facts about parts travel one op per iteration).
     fn default() -> Limits {
-        Limits { nodes: 1_000_000, iterations: 64, time: Duration::from_secs(60) }
+        Limits { nodes: 1_000_000, iterations: 1024, time: Duration::from_secs(60) }
     }
 }
 

@@ -29,12 +29,16 @@ pub(super) struct Candidate {
     pub bytes: u64,
     /// The decision, once costed.
     pub kind: Option<Kind>,
+    /// A recompute of a tensor that decided chains read inside its gap:
+    /// those decisions (indices into `Facts::droppable`) with their chains
+    /// grown to re-make it too (Capuchin §4.4).
+    pub rechained: Vec<(usize, recompute::Chain)>,
 }
 
 impl Candidate {
     /// An uncosted candidate.
     pub fn new(index: usize, what: Move) -> Candidate {
-        Candidate { index, what, extra_seconds: 0.0, ratio: 0.0, bytes: 0, kind: None }
+        Candidate { index, what, extra_seconds: 0.0, ratio: 0.0, bytes: 0, kind: None, rechained: Vec::new() }
     }
 
     /// Cheapest first: ratio, then larger tensors, then lower index, swap
@@ -173,6 +177,7 @@ impl Planner<'_, '_> {
             return None;
         }
         let pinned_in = |from: usize, to: usize| self.pins[c.index].iter().any(|&p| from <= p && p <= to);
+        let mut rechained = Vec::new();
         let (kind, extra_seconds) = match c.what {
             Move::Swap => {
                 if !d.swappable {
@@ -201,14 +206,20 @@ impl Planner<'_, '_> {
                 (Kind::Swap { trigger }, extra)
             }
             Move::Recompute => {
-                if pinned_in(d.gap_start + 1, d.gap_end - 1) {
-                    return None;
-                }
-                let chain = self.chain(d)?;
+                let chain = self.chain(d, None)?;
+                rechained = self.rechain(c.index)?;
+                let seconds = |chain: &recompute::Chain| chain.seconds(&facts.speeds.node_seconds);
+                let grown: f64 = rechained
+                    .iter()
+                    .map(|(j, new)| match &self.state[*j] {
+                        State::Recomputed { chain: old } => seconds(new) - seconds(old),
+                        _ => unreachable!("only recomputes are rechained"),
+                    })
+                    .sum();
                 let undone_swap = swapped_until.map_or(0.0, |old| {
                     swap_in_exposed(facts, d, old) + link_overload(facts, d.bytes, self.swapped_bytes - d.bytes)
                 });
-                let extra = chain.seconds(&facts.speeds.node_seconds) - undone_swap;
+                let extra = seconds(&chain) + grown - undone_swap;
                 (Kind::Recompute { chain }, extra)
             }
         };
@@ -219,7 +230,26 @@ impl Planner<'_, '_> {
             ratio: extra_seconds / d.bytes as f64,
             bytes: d.bytes,
             kind: Some(kind),
+            rechained,
         })
+    }
+
+    /// The decided chains that read droppable `i`'s tensor inside its gap,
+    /// each grown to re-make that tensor as well; `None` when one cannot
+    /// grow (bound, random op, overwritten variable) or a pin inside the gap
+    /// belongs to none of them.
+    fn rechain(&self, i: usize) -> Option<Vec<(usize, recompute::Chain)>> {
+        let d = &self.facts.droppable[i];
+        let mut found = Vec::new();
+        for (j, state) in self.state.iter().enumerate() {
+            let State::Recomputed { chain } = state else { continue };
+            let other = &self.facts.droppable[j];
+            if d.covers(other.gap_end) && chain.sources.contains(&d.tensor) {
+                found.push((j, self.chain(other, Some(d.tensor))?));
+            }
+        }
+        let pinned = self.pins[i].iter().filter(|&&p| d.covers(p)).count();
+        (pinned == found.len()).then_some(found)
     }
 
     /// The chain that re-makes `d` right before its first reader after its gap
@@ -228,10 +258,11 @@ impl Planner<'_, '_> {
     /// bound, or when it would read a variable already overwritten there
     /// (every reader of a variable runs before its writer, so a batch norm's
     /// running statistics, written in the forward phase, keep it out).
-    fn chain(&self, d: &Droppable) -> Option<recompute::Chain> {
+    /// `dropped`, when given, is treated as not resident.
+    fn chain(&self, d: &Droppable, dropped: Option<TensorId>) -> Option<recompute::Chain> {
         let facts = self.facts;
         let at = d.gap_end;
-        let available = |u: TensorId| self.resident(u, at) || self.extendable(u, d);
+        let available = |u: TensorId| Some(u) != dropped && (self.resident(u, at) || self.extendable(u, d));
         let chain = recompute::chain(facts.g, d.tensor, available, &facts.position, self.options.max_chain)?;
         let overwritten = |u: TensorId| facts.writer[u.index()].is_some_and(|w| w < at);
         let reads_overwritten =

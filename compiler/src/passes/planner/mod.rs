@@ -238,17 +238,22 @@ impl Planner<'_, '_> {
             }
             Kind::Recompute { chain } => {
                 self.device.add(d.gap_start + 1, d.gap_end - 1, -bytes);
-                self.device.add(d.gap_end, d.gap_end, chain.transient_bytes as i64);
-                for (from, bytes) in self.extended(chain, d.gap_end) {
-                    self.device.add(from, d.gap_end, bytes);
-                }
-                for s in &chain.sources {
-                    if let Some(j) = self.facts.gap_at(*s, d.gap_end) {
-                        self.pins[j].push(d.gap_end);
-                    }
-                }
+                self.run_chain(d.gap_end, chain, 1);
                 self.state[c.index] = State::Recomputed { chain: chain.clone() };
             }
+        }
+        for (j, grown) in c.rechained {
+            let State::Recomputed { chain: old } = std::mem::replace(&mut self.state[j], State::Kept) else {
+                unreachable!("only recomputes are rechained")
+            };
+            let at = self.facts.droppable[j].gap_end;
+            self.run_chain(at, &old, -1);
+            self.run_chain(at, &grown, 1);
+            let node_seconds = &self.facts.speeds.node_seconds;
+            let decision = self.decisions.iter_mut().find(|x| x.droppable == j).expect("decided before");
+            decision.extra_seconds += grown.seconds(node_seconds) - old.seconds(node_seconds);
+            decision.kind = Kind::Recompute { chain: grown.clone() };
+            self.state[j] = State::Recomputed { chain: grown };
         }
         if previous.is_some() {
             let decision = self.decisions.iter_mut().find(|x| x.droppable == c.index).expect("decided before");
@@ -264,6 +269,24 @@ impl Planner<'_, '_> {
             extra_seconds: c.extra_seconds,
             peak_step: step,
         });
+    }
+
+    /// Adds (`sign` 1) or removes (-1) what running `chain` right before
+    /// position `at` holds: its transient bytes, the sources it keeps past
+    /// their last use, and a pin on each source's gap there.
+    fn run_chain(&mut self, at: usize, chain: &Chain, sign: i64) {
+        self.device.add(at, at, chain.transient_bytes as i64 * sign);
+        for (from, bytes) in self.extended(chain, at) {
+            self.device.add(from, at, bytes * sign);
+        }
+        for s in &chain.sources {
+            let Some(j) = self.facts.gap_at(*s, at) else { continue };
+            if sign > 0 {
+                self.pins[j].push(at);
+            } else if let Some(k) = self.pins[j].iter().position(|&p| p == at) {
+                self.pins[j].swap_remove(k);
+            }
+        }
     }
 
     /// Whether tensor `u` has a device copy at `step` in the current plan:
@@ -329,10 +352,7 @@ impl Planner<'_, '_> {
             }
             Kind::Recompute { chain } => {
                 self.device.add(d.gap_start + 1, d.gap_end - 1, bytes);
-                self.device.add(d.gap_end, d.gap_end, -(chain.transient_bytes as i64) * sign);
-                for (from, extended) in self.extended(chain, d.gap_end) {
-                    self.device.add(from, d.gap_end, -extended * sign);
-                }
+                self.run_chain(d.gap_end, chain, -sign);
             }
         }
     }

@@ -15,7 +15,10 @@
 //!   whole phase. Host memory is counted against the host budget.
 //! - **recompute** it: drop it over its gap and re-run its producer chain
 //!   ([`crate::passes::recompute`], forward ops only) just before the use
-//!   that ends the gap; the extra time is the chain's compute time.
+//!   that ends the gap; the extra time is the chain's compute time. The
+//!   tensors a chain reads are pinned there: a swapped one comes back in
+//!   before; a recomputed one makes the chains that read it re-make it too
+//!   (their extra time counts).
 //!
 //! Each decision updates one device and one host [`tracker::Tracker`] in
 //! O(log n) (the rematerialization approach of XLA) instead of re-simulating

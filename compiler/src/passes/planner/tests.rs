@@ -8,7 +8,12 @@ use crate::train::{self, Loss, Optimizer, TrainOptions};
 use std::path::PathBuf;
 
 fn training_graph(model: &str, batch: usize) -> Graph {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/models").join(model);
+    training_graph_of(&format!("models/{model}"), batch)
+}
+
+/// The SGD training graph of a model under `fixtures/`.
+fn training_graph_of(model: &str, batch: usize) -> Graph {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures").join(model);
     let model = frontend::load(&path, &FrontendOptions { batch: Some(batch), ..Default::default() }).unwrap();
     let options =
         TrainOptions { loss: Loss::SoftmaxCrossEntropy, optimizer: Optimizer::Sgd { lr: 0.1 }, ..Default::default() };
@@ -142,4 +147,59 @@ fn every_gap_between_two_uses_of_a_tensor_is_droppable() {
     }
     // The residual block's gradient waits for the branch's backward pass.
     assert!(backward > 0, "no backward tensor is droppable");
+}
+
+/// On ResNet-50 split along the batch (a graph where chains read tensors
+/// that are dropped elsewhere, pins are swapped, and pinned tensors are
+/// recomputed), every chain reads each source where the plan has it on the
+/// device: no recompute reads a tensor inside a gap where it is recomputed,
+/// or before the swap-in of a gap where it is swapped.
+#[test]
+fn chains_read_their_sources_only_where_the_plan_keeps_them() {
+    use crate::passes::split::{batch_patch, BatchSplit};
+    let gib = 1u64 << 30;
+    let profile = DeviceProfile::load("h100-sxm").unwrap();
+    for (batch, host) in [(1400, 64 * gib), (900, 0)] {
+        let g = training_graph_of("data/onnx/light/light_resnet50.onnx", batch);
+        let (split, _) = batch_patch(&g, &BatchSplit { parts: 8, min_bytes: 0 }).unwrap();
+        let (g, _) = pipeline::apply_checked(&g, &split).unwrap();
+        let speeds = Speeds::from_profile(&g, &profile);
+        let schedule = g.schedule().to_vec();
+        let facts = Facts::new(&g, &schedule, &speeds);
+        let plan = plan_with(&facts, options(16 * gib, host));
+        assert!(plan.fits, "host {host}: {} over 16 GiB", plan.device_peak);
+        let recomputed_at = |t: TensorId, at: usize| {
+            facts.gap_at(t, at).is_some_and(|gap| {
+                plan.decisions.iter().any(|d| d.droppable == gap && matches!(d.kind, Kind::Recompute { .. }))
+            })
+        };
+        // Chains that also re-make a tensor recomputed where they run.
+        let grown = plan
+            .decisions
+            .iter()
+            .filter(|d| match &d.kind {
+                Kind::Recompute { chain } => {
+                    let at = facts.droppable[d.droppable].gap_end;
+                    let (_, made_on_the_way) = chain.nodes.split_last().unwrap();
+                    made_on_the_way.iter().any(|&n| g.node(n).outputs.iter().any(|&t| recomputed_at(t, at)))
+                }
+                Kind::Swap { .. } => false,
+            })
+            .count();
+        assert!(grown > 0, "host {host}: no chain re-makes a tensor recomputed where it runs");
+        for reader in &plan.decisions {
+            let Kind::Recompute { chain } = &reader.kind else { continue };
+            let at = facts.droppable[reader.droppable].gap_end;
+            for &s in &chain.sources {
+                let Some(gap) = facts.gap_at(s, at) else { continue };
+                let Some(dropped) = plan.decisions.iter().find(|d| d.droppable == gap) else { continue };
+                match dropped.kind {
+                    Kind::Swap { trigger } => assert!(trigger < at, "{} read before its swap-in", g.tensor(s).name),
+                    Kind::Recompute { .. } => panic!("{} read where it is recomputed", g.tensor(s).name),
+                }
+            }
+        }
+        let fitted = fit(&g, &speeds, options(16 * gib, host)).unwrap();
+        assert!(fitted.device_peak <= 16 * gib);
+    }
 }

@@ -30,9 +30,18 @@ pub(super) struct Candidate {
     /// The decision, once costed.
     pub kind: Option<Kind>,
     /// A recompute of a tensor that decided chains read inside its gap:
-    /// those decisions (indices into `Facts::droppable`) with their chains
-    /// grown to re-make it too (Capuchin §4.4).
-    pub rechained: Vec<(usize, recompute::Chain)>,
+    /// those chains, grown to re-make it too (Capuchin §4.4).
+    pub rechained: Vec<Rechained>,
+}
+
+/// A decided recompute whose chain grows because a tensor it reads is
+/// recomputed too.
+#[derive(Clone, Debug)]
+pub(super) struct Rechained {
+    /// Index into `Facts::droppable` of the decision's gap.
+    pub index: usize,
+    pub old: recompute::Chain,
+    pub grown: recompute::Chain,
 }
 
 impl Candidate {
@@ -209,13 +218,7 @@ impl Planner<'_, '_> {
                 let chain = self.chain(d, None)?;
                 rechained = self.rechain(c.index)?;
                 let seconds = |chain: &recompute::Chain| chain.seconds(&facts.speeds.node_seconds);
-                let grown: f64 = rechained
-                    .iter()
-                    .map(|(j, new)| match &self.state[*j] {
-                        State::Recomputed { chain: old } => seconds(new) - seconds(old),
-                        _ => unreachable!("only recomputes are rechained"),
-                    })
-                    .sum();
+                let grown: f64 = rechained.iter().map(|r| seconds(&r.grown) - seconds(&r.old)).sum();
                 let undone_swap = swapped_until.map_or(0.0, |old| {
                     swap_in_exposed(facts, d, old) + link_overload(facts, d.bytes, self.swapped_bytes - d.bytes)
                 });
@@ -238,14 +241,15 @@ impl Planner<'_, '_> {
     /// each grown to re-make that tensor as well; `None` when one cannot
     /// grow (bound, random op, overwritten variable) or a pin inside the gap
     /// belongs to none of them.
-    fn rechain(&self, i: usize) -> Option<Vec<(usize, recompute::Chain)>> {
+    fn rechain(&self, i: usize) -> Option<Vec<Rechained>> {
         let d = &self.facts.droppable[i];
         let mut found = Vec::new();
         for (j, state) in self.state.iter().enumerate() {
             let State::Recomputed { chain } = state else { continue };
             let other = &self.facts.droppable[j];
             if d.covers(other.gap_end) && chain.sources.contains(&d.tensor) {
-                found.push((j, self.chain(other, Some(d.tensor))?));
+                let grown = self.chain(other, Some(d.tensor))?;
+                found.push(Rechained { index: j, old: chain.clone(), grown });
             }
         }
         let pinned = self.pins[i].iter().filter(|&&p| d.covers(p)).count();

@@ -245,18 +245,15 @@ impl Planner<'_, '_> {
                 self.state[c.index] = State::Recomputed { chain: chain.clone() };
             }
         }
-        for (j, grown) in c.rechained {
-            let State::Recomputed { chain: old } = std::mem::replace(&mut self.state[j], State::Kept) else {
-                unreachable!("only recomputes are rechained")
-            };
-            let at = self.facts.droppable[j].gap_end;
-            self.run_chain(at, &old, -1);
-            self.run_chain(at, &grown, 1);
+        for r in c.rechained {
+            let at = self.facts.droppable[r.index].gap_end;
+            self.run_chain(at, &r.old, -1);
+            self.run_chain(at, &r.grown, 1);
             let node_seconds = &self.facts.speeds.node_seconds;
-            let decision = self.decisions.iter_mut().find(|x| x.droppable == j).expect("decided before");
-            decision.extra_seconds += grown.seconds(node_seconds) - old.seconds(node_seconds);
-            decision.kind = Kind::Recompute { chain: grown.clone() };
-            self.state[j] = State::Recomputed { chain: grown };
+            let decision = self.decisions.iter_mut().find(|x| x.droppable == r.index).expect("decided before");
+            decision.extra_seconds += r.grown.seconds(node_seconds) - r.old.seconds(node_seconds);
+            decision.kind = Kind::Recompute { chain: r.grown.clone() };
+            self.state[r.index] = State::Recomputed { chain: r.grown };
         }
         if previous.is_some() {
             let decision = self.decisions.iter_mut().find(|x| x.droppable == c.index).expect("decided before");

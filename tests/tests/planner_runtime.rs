@@ -9,8 +9,10 @@
 use lms_compiler::analysis::memory;
 use lms_compiler::emit::serialize;
 use lms_compiler::frontend::{self, FrontendOptions};
-use lms_compiler::ir::Graph;
+use lms_compiler::ir::{Graph, SWAP_IN_OP};
 use lms_compiler::passes::planner::{self, Kind, PlanOptions, Speeds, DEFAULT_MAX_CHAIN};
+use lms_compiler::passes::split::{batch_patch, BatchSplit};
+use lms_compiler::pipeline;
 use lms_compiler::train::{self, Loss, Optimizer, TrainOptions};
 use lms_runtime::RuntimeError;
 use lms_tests::training::{budgeted_session, train_bits};
@@ -83,6 +85,54 @@ fn planned_graphs_train_bit_for_bit_and_fit_where_the_original_does_not() {
 }
 
 /// (kind, tensor, bytes) of each decision in a report's JSON, sorted.
+/// Every gap between two uses of a tensor can be decided (swapped out of
+/// the copy there, recomputed, or kept): at budgets from the original peak
+/// down to the smallest the planner reaches, with and without host memory,
+/// every plan of the training graphs, whole and split along the batch in
+/// two parts, trains bit for bit like the graph it plans, at its simulated
+/// peak, within its budget.
+#[test]
+fn plans_at_every_budget_train_bit_for_bit_at_their_simulated_peak() {
+    // Swaps of a copy: a tensor swapped in (or recomputed) for one reader and
+    // swapped out again until the next (a batch norm's input read by its
+    // statistics and, after their merge, by its normalization).
+    let mut copies_swapped = 0;
+    let mut graphs = Vec::new();
+    for model in ["models/cnn_residual.onnx", "models/tiny_gpt.onnx", "models/mlp.onnx"] {
+        let whole = training_graph(&fixture(model), 4);
+        let (split, _) = batch_patch(&whole, &BatchSplit { parts: 2, min_bytes: 0 }).unwrap();
+        let (split, _) = pipeline::apply_checked(&whole, &split).unwrap();
+        graphs.extend([(model, whole), (model, split)]);
+    }
+    for (model, original) in graphs {
+        let before = memory::simulate(&original, original.schedule());
+        let (losses_a, vars_a, _, _) = train_bits(&original);
+        let schedule = original.schedule().to_vec();
+        for host_budget in [u64::MAX, 0] {
+            let options = PlanOptions { device_budget: 0, host_budget, max_chain: DEFAULT_MAX_CHAIN };
+            let smallest = planner::plan(&original, &schedule, &speeds(&original), options).device_peak;
+            for quarter in 0..4 {
+                let budget = smallest + (before.peak_bytes - smallest) * quarter / 4;
+                let options = PlanOptions { device_budget: budget, ..options };
+                let fitted = planner::fit(&original, &speeds(&original), options).unwrap();
+                let g = &fitted.graph;
+                let (losses_b, vars_b, peak_b, host_b) = train_bits(g);
+                let at = format!("{model} at {budget} bytes, host budget {host_budget}");
+                assert_eq!((&losses_a, &vars_a), (&losses_b, &vars_b), "{at}: training differs after planning");
+                let sim = memory::simulate(g, g.schedule());
+                assert_eq!((peak_b, host_b), (sim.peak_bytes, sim.host_peak_bytes), "{at}: runtime vs simulated");
+                assert!(peak_b <= budget, "{at}: peak {peak_b}");
+                let copy = |t| {
+                    let producer = g.node(g.tensor(t).producer.0);
+                    producer.op == SWAP_IN_OP || producer.name.ends_with("/recompute")
+                };
+                copies_swapped += g.plan.swaps.iter().filter(|s| copy(s.tensor)).count();
+            }
+        }
+    }
+    assert!(copies_swapped > 0, "no plan swaps a tensor out over a later gap");
+}
+
 fn decisions(report: &serde_json::Value) -> Vec<(String, String, u64)> {
     let mut found: Vec<(String, String, u64)> = report["decisions"]
         .as_array()

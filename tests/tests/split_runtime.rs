@@ -2,9 +2,9 @@
 //! the tiny GPT are proven equal to the unsplit graphs by `lms verify`, train
 //! 3 steps with losses bit-identical to the unsplit graph's (batch and
 //! channel splits do not reorder sums; weight gradients summed over batch
-//! parts, spatial splits of gradients with halos and batch normalization by
-//! statistics merged across batch parts are within the stated
-//! tolerance), and run at the simulated peak. A VGG-19 conv split along
+//! parts, spatial splits of gradients with halos, batch normalization by
+//! statistics merged across batch parts and the loss's partial losses are
+//! within the stated tolerance), and run at the simulated peak. A VGG-19 conv split along
 //! height compiles and is proven.
 
 use lms_compiler::shape::split::SUM_TOLERANCE;
@@ -185,6 +185,20 @@ fn a_split_gpt_run_of_ten_ops_trains_bit_identically_at_its_simulated_peak() {
         &["op=mlp.fc.matmul,dim=batch,parts=2,depth=8", "op=attn.qkv.matmul,dim=batch,parts=4,depth=2"],
         &[10, 2],
         0.0,
+    );
+}
+
+/// The loss's parts add up partial losses divided by the whole batch's
+/// positions (within the sum tolerance); its gradient's parts are its
+/// slices (bit-identical).
+#[test]
+fn the_loss_and_its_gradient_split_along_the_batch_train_within_the_sum_tolerance() {
+    check(
+        "fixtures/models/tiny_gpt.onnx",
+        "gpt-loss",
+        &["op=loss,dim=batch,parts=3", "op=loss/grad/loss,dim=batch,parts=2"],
+        &[1, 1],
+        SUM_TOLERANCE,
     );
 }
 

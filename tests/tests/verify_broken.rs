@@ -1,8 +1,9 @@
 //! Rewrites edited by hand: a correct split of a forward op into micro-ops
 //! is proven, and broken rewrites are rejected with the output named — a
 //! swap-in wired to another tensor's swap-out, a split missing a part, a
-//! concatenation in the wrong order, and spatial (halo) splits with a shifted
-//! window, wrong pads or misplaced gradient windows.
+//! concatenation in the wrong order, spatial (halo) splits with a shifted
+//! window, wrong pads or misplaced gradient windows, and batch splits of the
+//! loss whose parts divide by their own count instead of the whole batch's.
 
 use lms_compiler::analysis::order;
 use lms_compiler::egraph::{self, Limits, Status};
@@ -249,7 +250,7 @@ fn a_swap_in_wired_to_another_tensor_is_rejected_naming_the_output() {
     assert!(matches!(&err, Error::Unproven { what, .. } if *what == first), "{err}");
 }
 
-/// The cnn_residual training graph with `op` split spatially by the split
+/// The cnn_residual training graph (batch 2) with `op` split by the split
 /// pass along `dim` in `parts`, then `edit` applied to the split graph.
 fn halo_split(op: &str, dim: Dim, parts: usize, edit: impl FnOnce(&mut Graph)) -> (Graph, Graph) {
     let g = training_graph("cnn_residual");
@@ -306,5 +307,24 @@ fn a_halo_split_with_a_shifted_window_or_wrong_pads_is_not_proven() {
         let named = if op == "block.conv1" { "output 0 '" } else { "the update of variable '" };
         let err = report.require_proven().unwrap_err().to_string();
         assert!(err.starts_with(&format!("rewrite not proven equivalent: {named}")), "{what}: {err}");
+    }
+}
+
+#[test]
+fn batch_splits_of_the_loss_are_proven_and_parts_dividing_by_their_own_count_are_not() {
+    // At batch 2, each of 2 parts holds 1 of the 2 positions the whole loss divides by.
+    for (op, rule) in [("loss", "distribute-sum"), ("loss/grad/loss", "distribute-loss")] {
+        let (original, split) = halo_split(op, Dim::Batch, 2, |_| {});
+        let report = egraph::verify(&original, &split, &Limits::default()).unwrap_or_else(|e| panic!("{op}: {e}"));
+        assert_eq!(report.proven(), report.items.len(), "{op}");
+        assert!(report.applied.contains_key(rule), "{op}: {:?}", report.applied);
+        let own_count = |g: &mut Graph| set_attr(g, &format!("{op}.part1"), "positions", Attr::Int(1));
+        let (original, broken) = halo_split(op, Dim::Batch, 2, own_count);
+        let report = egraph::check(&original, &broken, &Limits::default()).unwrap();
+        assert!(report.items.iter().any(|i| i.status == Status::Unproven), "{op}: wrong divisor proven");
+        // The loss is output 0; its gradient reaches only the updates.
+        let named = if op == "loss" { "output 0 '" } else { "the update of variable '" };
+        let err = report.require_proven().unwrap_err().to_string();
+        assert!(err.starts_with(&format!("rewrite not proven equivalent: {named}")), "{op}: {err}");
     }
 }

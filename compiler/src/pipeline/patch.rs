@@ -73,6 +73,7 @@ pub struct Patch {
     rewires: Vec<(NodeId, usize, TensorRef)>,
     control_edges: Vec<(NodeRef, NodeRef)>,
     update_edges: Vec<(TensorRef, NodeId)>,
+    output_replacements: Vec<(TensorId, TensorRef)>,
     removals: Vec<NodeId>,
     swaps: Vec<SwapRecord>,
     recomputes: Vec<RecomputeRecord>,
@@ -109,6 +110,7 @@ impl Patch {
             rewires: Vec::new(),
             control_edges: Vec::new(),
             update_edges: Vec::new(),
+            output_replacements: Vec::new(),
             removals: Vec::new(),
             swaps: Vec::new(),
             recomputes: Vec::new(),
@@ -121,6 +123,7 @@ impl Patch {
             && self.rewires.is_empty()
             && self.control_edges.is_empty()
             && self.update_edges.is_empty()
+            && self.output_replacements.is_empty()
             && self.removals.is_empty()
             && self.swaps.is_empty()
             && self.recomputes.is_empty()
@@ -174,6 +177,12 @@ impl Patch {
     /// the update by a node the patch removes.
     pub fn add_update_edge(&mut self, value: TensorRef, variable: NodeId) {
         self.update_edges.push((value, variable));
+    }
+
+    /// Makes `value` the graph output in place of `output` (made by a node
+    /// the patch removes), at the same position; its type must be the same.
+    pub fn replace_output(&mut self, output: TensorId, value: TensorRef) {
+        self.output_replacements.push((output, value));
     }
 
     /// Removes a node; nothing left in the graph may read its outputs.
@@ -239,6 +248,10 @@ pub fn apply(g: &mut Graph, patch: &Patch) -> Result<Applied> {
     }
     for &(value, variable) in &patch.update_edges {
         g.add_update_edge(tensor(&resolved, value), variable);
+    }
+    for &(output, value) in &patch.output_replacements {
+        let value = tensor(&resolved, value);
+        g.outputs.iter_mut().filter(|t| **t == output).for_each(|t| *t = value);
     }
     // The new order: each old node with its additions around it.
     let mut before: Vec<Vec<NodeId>> = vec![Vec::new(); g.node_bound()];
@@ -353,6 +366,15 @@ fn check_references(g: &Graph, patch: &Patch) -> Result<()> {
         let is_variable = exists(variable) && g.node(variable).op == crate::ir::VARIABLE_OP;
         if !is_variable || value_of(value, patch.additions.len()).is_none() {
             return fail("an update edge names a value or variable that is not in the graph".into());
+        }
+    }
+    for &(output, value) in &patch.output_replacements {
+        let same_type = value_of(value, patch.additions.len()).is_some_and(|v| v.ty == g.tensor(output).ty);
+        if !g.outputs.contains(&output) || !same_type {
+            return fail(format!(
+                "an output replacement of '{}' is no graph output of the same type",
+                g.tensor(output).name
+            ));
         }
     }
     if let Some(id) = patch.removals.iter().find(|&&id| !g.contains_node(id)) {

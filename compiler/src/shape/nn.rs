@@ -33,20 +33,36 @@ pub(super) const OPS: &[(&str, InferFn)] = &[
 /// (6); squared error 3 per element, its gradient 3. A batch-norm split's
 /// parts take BatchNormTrain's 3 + 4 (statistics, apply) and BatchNormGrad's
 /// 4 + 6 (sums, dX); its merges 8 and 1 per part and channel.
-/// Split rules of the matrix products and of batch normalization in
-/// training (other normalisations, softmax and losses couple their axes and
-/// have none here). MatMul `[..., M, K] @ [..., K, N]`:
+/// Split rules of the matrix products, of batch normalization in training
+/// and of the softmax cross-entropy loss (other normalisations and softmax
+/// couple their axes and have none here). MatMul `[..., M, K] @ [..., K, N]`:
 /// batch is the first axis of a batched A (and of B where it has it
 /// unbroadcast) or the rows M of a 2-D A; channel the columns N of B (A
 /// whole) or the reduction K (partial sums). Gemm: rows of A (C sliced when it
 /// has them) and columns of B (C sliced when it has them). BatchNormTrain and
 /// BatchNormGrad: the batch of X (and dY), by their statistics.
+/// SoftmaxCrossEntropy and its gradient: the batch of the logits and labels,
+/// each part dividing by the whole op's positions ([`split::whole_count_attrs`]):
+/// the gradient's parts are its slices (bit-identical), the loss's parts
+/// partial losses, summed (within `split::SUM_TOLERANCE`: every term is ≥ 0).
 pub(super) const SPLITS: &[(&str, SplitFn)] = &[
     ("MatMul", matmul_splits),
     ("Gemm", gemm_splits),
     ("BatchNormTrain", |_| vec![split::statistics(5, &[0])]),
     ("BatchNormGrad", |_| vec![split::statistics(5, &[0, 1])]),
+    ("SoftmaxCrossEntropy", |n| loss_splits(n, false)),
+    ("SoftmaxCrossEntropyGrad", |n| loss_splits(n, true)),
 ];
+
+/// The batch split of SoftmaxCrossEntropy (`grad` false: partial losses,
+/// summed) or its gradient (slices): logits `[N, ..., K]`, labels `[N, ...]`.
+fn loss_splits(n: &CostNode<'_>, grad: bool) -> Vec<SplitRule> {
+    if n.in_shape(0).len() < 2 {
+        return Vec::new();
+    }
+    let sliced = [(0, 0), (1, 0)];
+    vec![if grad { split::concat(Dim::Batch, 2, &sliced, 0) } else { split::sum(Dim::Batch, 2, &sliced) }]
+}
 
 fn matmul_splits(n: &CostNode<'_>) -> Vec<SplitRule> {
     let (a, b) = (n.in_shape(0), n.in_shape(1));

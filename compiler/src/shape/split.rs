@@ -25,6 +25,11 @@
 //!   al.'s parallel variance; gradient sums added), and each part makes its
 //!   slice of output 0 from the merged statistics; the other outputs come from
 //!   the merge. Within [`SUM_TOLERANCE`].
+//!
+//! An op that divides by a count over the split axis (the softmax
+//! cross-entropy loss and its gradient) runs its parts with the whole op's
+//! count ([`whole_count_attrs`]): the gradient's slices are bit-identical,
+//! the loss's partial losses are summed (Sum).
 
 use super::cost::CostNode;
 use super::util::fmt_shape;
@@ -243,6 +248,17 @@ pub fn axis_window(node: &CostNode<'_>, axis: usize) -> Option<AxisWindow> {
     let padded = input.checked_add(window.pad_begin)?.checked_add(window.pad_end)?;
     let fits = window.stride > 0 && padded >= reach && (padded - reach) / window.stride + 1 == output;
     fits.then_some(window)
+}
+
+/// The attributes of every part of an op `op` with `attrs` whose input 0
+/// has shape `input0`, when they differ from the op's: SoftmaxCrossEntropy
+/// and its gradient divide by their positions, so their parts are told the
+/// whole op's count (attribute `positions`, the logits' elements over the
+/// class axis) unless the op already carries one.
+pub fn whole_count_attrs(op: &str, attrs: &Attrs, input0: &[usize]) -> Option<Attrs> {
+    let loss = matches!(op, "SoftmaxCrossEntropy" | "SoftmaxCrossEntropyGrad");
+    let (_, positions) = input0.split_last().filter(|_| loss && !attrs.has("positions"))?;
+    Some(attrs.clone().with("positions", Attr::Int(positions.iter().product::<usize>() as i64)))
 }
 
 fn slicing(slots: usize, sliced: &[(usize, usize)]) -> Vec<Option<usize>> {

@@ -12,8 +12,9 @@
 use super::class_rule::class_rule;
 use super::independence::{Family, FAMILIES};
 use crate::egraph::lang::{Head, Term, TermGraph, TermRewrite};
-use crate::ir::Shape;
-use egg::Id;
+use crate::ir::{Shape, TensorType};
+use crate::shape::split;
+use egg::{Id, Symbol};
 use std::sync::Arc;
 
 /// `distribute-{family}` for every family.
@@ -42,6 +43,8 @@ struct Distribution {
     lens: Vec<usize>,
     /// Each part's inputs.
     parts: Vec<Vec<Id>>,
+    /// The whole op's input 0 shape.
+    whole_input0: Shape,
 }
 
 /// The distributions of the ops of `family` in e-class `class`.
@@ -129,9 +132,20 @@ fn match_parts(
         let parts = (0..part_lens.len())
             .map(|k| children.iter().zip(&slot_parts).map(|(&whole, ps)| ps.map_or(whole, |ps| ps[k])).collect())
             .collect();
-        found.push(Distribution { class, head: head.clone(), axis, lens: part_lens, parts });
+        let whole_input0 = egraph[children[0]].data.shape().cloned().unwrap_or_default();
+        found.push(Distribution { class, head: head.clone(), axis, lens: part_lens, parts, whole_input0 });
     }
     found
+}
+
+/// The head of a part of the op of `head` whose whole input 0 has shape
+/// `input0`, with the part's `outputs`: the op's attributes, or those
+/// telling a part the whole op's count (`shape::split::whole_count_attrs`).
+pub(super) fn part_symbol(egraph: &mut TermGraph, head: &Head, input0: &[usize], outputs: Vec<TensorType>) -> Symbol {
+    match split::whole_count_attrs(&head.op, &head.attrs, input0) {
+        Some(attrs) => egraph.analysis.head(&head.op, &head.domain, &attrs, outputs),
+        None => egraph.analysis.with_outputs(head, outputs),
+    }
 }
 
 impl Distribution {
@@ -154,7 +168,7 @@ impl Distribution {
                         ty
                     })
                     .collect();
-                let symbol = egraph.analysis.with_outputs(&self.head, outputs);
+                let symbol = part_symbol(egraph, &self.head, &self.whole_input0, outputs);
                 egraph.add(Term::Op(symbol, children))
             })
             .collect();

@@ -12,8 +12,9 @@
 //! the axis. BatchNormalization in training (`BatchNormTrain`) computes
 //! statistics over the batch; Softmax along its own axis; ConvGradWeight,
 //! ConvGradBias and a MatMul split along its reduction axis need a sum of the
-//! parts, not a concatenation; losses and their gradients divide by the
-//! total count; dropout draws its mask by position. Windowed ops split along
+//! parts, not a concatenation; losses divide by the total count (the softmax
+//! cross-entropy gradient distributes only with its parts told that count,
+//! `shape::split::whole_count_attrs`); dropout draws its mask by position. Windowed ops split along
 //! a spatial axis need halos and per-part padding (Split-CNN §3); those
 //! splits are refused ([`needs_halo`]).
 
@@ -55,6 +56,7 @@ pub const FAMILIES: &[Family] = &[
     Family { name: "normalization", ops: NORMALIZATION, condition: outside_normalized_axes },
     Family { name: "matmul", ops: &["MatMul", "Gemm"], condition: matmul },
     Family { name: "layout", ops: &["Transpose", "Flatten", "ReshapeTo"], condition: layout },
+    Family { name: "loss", ops: &["SoftmaxCrossEntropyGrad"], condition: positions },
 ];
 
 /// The family `head`'s op belongs to.
@@ -277,6 +279,17 @@ fn matmul(head: &Head, inputs: &[Option<&Shape>], axis: usize, _: i64) -> Option
         Some(_) => None,
     };
     Some(vec![batch(a)?, batch(b)?])
+}
+
+/// The softmax cross-entropy gradient works on each position (every axis
+/// of the logits but the last, the classes) with its labels; its parts
+/// divide by the whole op's positions.
+fn positions(head: &Head, inputs: &[Option<&Shape>], axis: usize, _: i64) -> Option<InputSplits> {
+    let [Some(logits), Some(labels)] = inputs else {
+        return None;
+    };
+    (axis + 1 < logits.len() && labels.len() + 1 == logits.len() && head.outputs.len() == 1)
+        .then(|| vec![Some(axis), Some(axis)])
 }
 
 /// Transpose moves axis `perm[o]` of its input to output axis `o`; Flatten

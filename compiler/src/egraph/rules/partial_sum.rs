@@ -12,8 +12,9 @@
 //! floats it reorders a sum (`shape::split::SUM_TOLERANCE`).
 
 use super::class_rule::class_rule;
+use super::distribute::part_symbol;
 use crate::egraph::lang::{Head, Term, TermGraph, TermRewrite};
-use crate::ir::{Attrs, TensorType};
+use crate::ir::{Attrs, Shape, TensorType};
 use crate::shape::cost::CostNode;
 use crate::shape::split::{self, Combine};
 use egg::Id;
@@ -31,6 +32,8 @@ struct PartialSums {
     head: Arc<Head>,
     /// Each part's inputs.
     parts: Vec<Vec<Id>>,
+    /// The whole op's input 0 shape.
+    whole_input0: Shape,
 }
 
 /// The partial-sum forms of the single-output ops in `class`.
@@ -95,7 +98,8 @@ fn match_parts(
         let parts = (0..lens.len())
             .map(|k| children.iter().zip(&slot_parts).map(|(&whole, ps)| ps.map_or(whole, |ps| ps[k])).collect())
             .collect();
-        found.push(PartialSums { class, head: head.clone(), parts });
+        let whole_input0 = egraph[children[0]].data.shape().cloned().unwrap_or_default();
+        found.push(PartialSums { class, head: head.clone(), parts, whole_input0 });
     }
     found
 }
@@ -105,7 +109,7 @@ impl PartialSums {
     /// added to the sum of those before it, as the split pass accumulates
     /// them); the Sum's class when it changed.
     fn apply(self, egraph: &mut TermGraph) -> Option<Id> {
-        let symbol = egraph.analysis.with_outputs(&self.head, self.head.outputs.clone());
+        let symbol = part_symbol(egraph, &self.head, &self.whole_input0, self.head.outputs.clone());
         let partials: Vec<Id> = self.parts.into_iter().map(|children| egraph.add(Term::Op(symbol, children))).collect();
         let add_head = egraph.analysis.head("Add", "", &Attrs::new(), self.head.outputs.clone());
         let running = partials[1..].iter().fold(partials[0], |acc, &p| egraph.add(Term::Op(add_head, vec![acc, p])));

@@ -8,7 +8,7 @@
 
 use super::batch_norm;
 use super::blocks;
-use super::emit::{part_axis, unsplittable, unsplittable_outputs, Covered, Merge};
+use super::emit::{part_axis, unsplittable_outputs, writes_variable, Covered, Merge};
 use super::PASS;
 use crate::egraph::lang::TermAnalysis;
 use crate::ir::{Graph, NodeId};
@@ -75,10 +75,13 @@ fn covered(g: &Graph, split: &BatchSplit) -> Vec<Covered> {
     let mut covered = Vec::new();
     for &m in g.schedule() {
         let node = g.node(m);
-        if node.parameterized || node.outputs.is_empty() || unsplittable_outputs(g, m).is_some() {
+        if node.parameterized || node.outputs.is_empty() {
             continue;
         }
         if let Ok(form) = batch_norm::check(g, m) {
+            if unsplittable_outputs(g, m).is_some() {
+                continue;
+            }
             // Batch normalization: statistics per part, merged across them.
             let x = g.tensor(node.inputs[0].expect("checked"));
             let sliced = form.sliced();
@@ -89,7 +92,7 @@ fn covered(g: &Graph, split: &BatchSplit) -> Vec<Covered> {
             }
             continue;
         }
-        if unsplittable(g, m).is_some() {
+        if writes_variable(g, m).is_some() {
             continue;
         }
         let bytes = |slots: &[Option<usize>], with_outputs: bool| -> u64 {

@@ -14,6 +14,7 @@ use super::emit::{slice_type, split_part, Covered, Merge, Piece};
 use crate::egraph::rules::batch_norm::{Form, Source};
 use crate::ir::{Action, Attr, Attrs, Graph, Node, NodeId, TensorId, TensorType};
 use crate::pipeline::{NewNode, NodeRef, Patch, Position, TensorRef};
+use crate::shape::split;
 use crate::train::LMS_DOMAIN;
 use std::collections::{HashMap, HashSet};
 
@@ -141,7 +142,7 @@ impl<'g, 'c> Emitter<'g, 'c> {
         self.g.readers(t).any(|(r, slot)| match self.index.get(&r) {
             Some(&ci) => !self.reads_parts(&self.covered[ci], slot, t),
             None => true,
-        })
+        }) || self.g.outputs.contains(&t)
     }
 
     /// Whether the pending block must be emitted before covered op `ci` joins it.
@@ -236,7 +237,10 @@ impl<'g, 'c> Emitter<'g, 'c> {
             .iter()
             .map(|&t| (format!("{}.part{i}", g.tensor(t).name), part_type(&g.tensor(t).ty, c.merge, i, c.parts)))
             .collect();
-        let micro = Node { name: format!("{}.part{i}", node.name), inputs: vec![], outputs: vec![], ..node.clone() };
+        let input0 = node.inputs.first().copied().flatten().map_or(&[][..], |t| &g.tensor(t).ty.shape[..]);
+        let attrs = split::whole_count_attrs(&node.op, &node.attrs, input0).unwrap_or_else(|| node.attrs.clone());
+        let name = format!("{}.part{i}", node.name);
+        let micro = Node { name, attrs, inputs: vec![], outputs: vec![], ..node.clone() };
         let micro = patch.add_node(micro, inputs, outputs, at);
         let kept = |n: &NodeId| !self.index.contains_key(n);
         for (before, e) in g.in_edges(c.node) {
@@ -320,6 +324,9 @@ impl<'g, 'c> Emitter<'g, 'c> {
                 if !self.index.contains_key(&reader) {
                     patch.rewire(reader, input, merged);
                 }
+            }
+            if g.outputs.contains(&t) {
+                patch.replace_output(t, merged);
             }
             self.merged.insert(t, merged);
             self.emitted.merges.push((c.node, tensor.name.clone()));
@@ -414,6 +421,9 @@ impl<'g, 'c> Emitter<'g, 'c> {
                 if !self.index.contains_key(&reader) {
                     patch.rewire(reader, input, merged);
                 }
+            }
+            if g.outputs.contains(&t) {
+                patch.replace_output(t, merged);
             }
             self.merged.insert(t, merged);
         }

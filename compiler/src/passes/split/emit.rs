@@ -73,7 +73,7 @@ impl<'r> Run<'r> {
             Combine::Concat { axis } => axis,
             Combine::Sum => {
                 // The op alone: what reads its sum reads a whole tensor.
-                if let Some(reason) = unsplittable(g, node) {
+                if let Some(reason) = writes_variable(g, node) {
                     return Err(fail(reason));
                 }
                 let covered = vec![Covered { node, merge: Merge::Sum, inputs: rule.inputs, parts: request.parts }];
@@ -108,7 +108,7 @@ impl<'r> Run<'r> {
                 }
                 continue;
             };
-            if let Some(reason) = unsplittable(g, m) {
+            if let Some(reason) = writes_variable(g, m) {
                 if m == node {
                     return Err(fail(reason));
                 }
@@ -200,8 +200,13 @@ pub(super) fn part_axis(
 /// Why `m` is not run in parts: its outputs are graph outputs or written
 /// into variables. (Its control edges pass to each of its micro-ops.)
 pub(super) fn unsplittable(g: &Graph, m: NodeId) -> Option<String> {
-    unsplittable_outputs(g, m)
-        .or_else(|| g.out_edges(m).any(|(_, e)| e.action == Action::Update).then(|| "writes a variable".into()))
+    unsplittable_outputs(g, m).or_else(|| writes_variable(g, m))
+}
+
+/// Why `m` is not run in parts by `blocks` (whose merge of a graph output
+/// takes the output's place): it writes a variable.
+pub(super) fn writes_variable(g: &Graph, m: NodeId) -> Option<String> {
+    g.out_edges(m).any(|(_, e)| e.action == Action::Update).then(|| "writes a variable".into())
 }
 
 /// Why `m`'s outputs cannot be merged from parts: they are graph outputs.

@@ -359,7 +359,18 @@ fn cross_entropy_operands<'a>(exec: &Exec<'a>) -> OpResult<(&'a CudaBuffer, &'a 
     Ok((logits, labels, numel(positions), k, wide))
 }
 
-/// SoftmaxCrossEntropy: mean over positions of −log softmax(logits)[label].
+/// What SoftmaxCrossEntropy(Grad) over `rows` positions divides by: attribute `positions`
+/// (a part of a batch split is told the whole count), or `rows`; at least 1.
+fn cross_entropy_divisor(exec: &Exec<'_>, rows: usize) -> OpResult<f64> {
+    let positions = exec.attrs.int("positions", rows as i64)?;
+    if positions < 0 {
+        return Err(KernelError::invalid(format!("attribute positions {positions} is negative")).into());
+    }
+    Ok(positions.max(1) as f64)
+}
+
+/// SoftmaxCrossEntropy: Σ over positions of −log softmax(logits)[label], divided by the
+/// positions (or attribute `positions`).
 fn cross_entropy(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let (logits, labels, rows, k, wide) = cross_entropy_operands(exec)?;
     let loss = exec.output(0)?;
@@ -370,13 +381,15 @@ fn cross_entropy(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
         row_threads(k),
         &[Arg::I64(rows as i64), Arg::I64(k as i64), ptr(logits), ptr(labels), Arg::I32(wide), Arg::Ptr(per_row.ptr())],
     )?;
-    total(exec, SumMode::F64, rows as u64, [0, 0, per_row.ptr()], &loss, rows.max(1) as f64)?;
+    let divisor = cross_entropy_divisor(exec, rows)?;
+    total(exec, SumMode::F64, rows as u64, [0, 0, per_row.ptr()], &loss, divisor)?;
     Ok(vec![loss])
 }
 
-/// SoftmaxCrossEntropyGrad: (softmax − onehot) / positions.
+/// SoftmaxCrossEntropyGrad: (softmax − onehot) / positions (or attribute `positions`).
 fn cross_entropy_grad(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let (logits, labels, rows, k, wide) = cross_entropy_operands(exec)?;
+    let divisor = cross_entropy_divisor(exec, rows)?;
     let dx = exec.output(0)?;
     exec.launch_blocks(
         "xent_grad_f32",
@@ -385,7 +398,7 @@ fn cross_entropy_grad(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
         &[
             Arg::I64(rows as i64),
             Arg::I64(k as i64),
-            Arg::F64(rows.max(1) as f64),
+            Arg::F64(divisor),
             ptr(logits),
             ptr(labels),
             Arg::I32(wide),

@@ -1,5 +1,6 @@
 //! Losses and their gradients: SoftmaxCrossEntropy (log-sum-exp, f64) on integer labels,
-//! MeanSquaredError.
+//! MeanSquaredError. A cross-entropy part of a batch split divides by the whole batch's
+//! positions (attribute `positions`) instead of its own.
 
 use super::super::num::Float;
 use super::super::{dispatch_float, Ctx, Kernel};
@@ -32,7 +33,7 @@ fn cross_entropy_typed<T: Float>(ctx: &Ctx<'_>, logits: &HostTensor, grad: bool)
     same_shape(labels, positions, "labels")?;
     let labels = labels.to_i64s("input labels")?;
     let xs = logits.view::<T>("input logits")?;
-    let count = numel(positions).max(1) as f64;
+    let count = divisor(ctx, numel(positions))?;
     let mut loss = 0.0f64;
     let mut dx = Vec::with_capacity(if grad { xs.len() } else { 0 });
     for (p, (row, &label)) in xs.chunks_exact(k).zip(&labels).enumerate() {
@@ -57,6 +58,16 @@ fn cross_entropy_typed<T: Float>(ctx: &Ctx<'_>, logits: &HostTensor, grad: bool)
     } else {
         Ok(vec![from_f64s::<T>(vec![], std::iter::once(loss / count))?])
     }
+}
+
+/// What SoftmaxCrossEntropy(Grad) divides by: attribute `positions` (a part of a batch
+/// split is told the whole count), or its own `own` positions; at least 1.
+fn divisor(ctx: &Ctx<'_>, own: usize) -> Result<f64> {
+    let positions = ctx.attrs.int("positions", own as i64)?;
+    if positions < 0 {
+        return Err(KernelError::invalid(format!("attribute positions {positions} is negative")));
+    }
+    Ok(positions.max(1) as f64)
 }
 
 /// Mean of (prediction − target)² (`grad` false) or its gradient 2·(p − t)/numel.
@@ -105,6 +116,27 @@ mod tests {
         // Tolerance 1e-4: central differences in f64 with step 1e-4.
         let fd = fd_grad(&logits, |x| direct_loss(&x.as_f64_test(), labels.as_i64("l").unwrap(), 5));
         assert_near(&grad, &fd, 1e-4);
+    }
+
+    #[test]
+    fn cross_entropy_parts_told_the_whole_count_make_the_whole_gradient_and_partial_losses() {
+        let mut rng = Rng::new(5);
+        let logits = rng.tensor(&[4, 3, 7]);
+        let labels = tensor(&[4, 3], vec![0i64, 6, 2, 1, 3, 4, 5, 5, 0, 2, 1, 6]);
+        let whole_grad = f32s(&lms1("SoftmaxCrossEntropyGrad", &[], &[&logits, &labels], &[4, 3, 7]));
+        let whole_loss = f32s(&lms1("SoftmaxCrossEntropy", &[], &[&logits, &labels], &[]))[0];
+        let count = [int("positions", 12)];
+        let (mut grad, mut loss) = (Vec::new(), 0.0f32);
+        for (rows, k) in [(0..1, 1), (1..4, 3)] {
+            let part = tensor(&[k, 3, 7], f32s(&logits)[rows.start * 21..rows.end * 21].to_vec());
+            let part_labels = tensor(&[k, 3], labels.as_i64("l").unwrap()[rows.start * 3..rows.end * 3].to_vec());
+            grad.extend(f32s(&lms1("SoftmaxCrossEntropyGrad", &count, &[&part, &part_labels], &[k, 3, 7])));
+            loss += f32s(&lms1("SoftmaxCrossEntropy", &count, &[&part, &part_labels], &[]))[0];
+        }
+        assert_eq!(grad, whole_grad, "bit-identical");
+        assert!(((loss - whole_loss) / whole_loss).abs() <= 1e-6, "{loss} vs {whole_loss}");
+        let err = run_lms("SoftmaxCrossEntropy", &[int("positions", -1)], &[&logits, &labels], &[(DtypeF32, vec![])]);
+        assert_eq!(err.unwrap_err().to_string(), "SoftmaxCrossEntropy: attribute positions -1 is negative");
     }
 
     #[test]

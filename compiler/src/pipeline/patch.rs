@@ -72,11 +72,19 @@ pub struct Patch {
     additions: Vec<Addition>,
     rewires: Vec<(NodeId, usize, TensorRef)>,
     control_edges: Vec<(NodeRef, NodeRef)>,
-    update_edges: Vec<(TensorRef, NodeId)>,
-    output_replacements: Vec<(TensorId, TensorRef)>,
+    kept_values: Vec<(TensorRef, Kept)>,
     removals: Vec<NodeId>,
     swaps: Vec<SwapRecord>,
     recomputes: Vec<RecomputeRecord>,
+}
+
+/// Where a value the patch adds is kept besides its readers.
+#[derive(Clone, Copy, Debug)]
+enum Kept {
+    /// The new value of a variable (an update edge).
+    Update(NodeId),
+    /// The graph output it replaces.
+    Output(TensorId),
 }
 
 /// A recompute decision for the plan, naming nodes the patch adds.
@@ -109,8 +117,7 @@ impl Patch {
             additions: Vec::new(),
             rewires: Vec::new(),
             control_edges: Vec::new(),
-            update_edges: Vec::new(),
-            output_replacements: Vec::new(),
+            kept_values: Vec::new(),
             removals: Vec::new(),
             swaps: Vec::new(),
             recomputes: Vec::new(),
@@ -122,8 +129,7 @@ impl Patch {
         self.additions.is_empty()
             && self.rewires.is_empty()
             && self.control_edges.is_empty()
-            && self.update_edges.is_empty()
-            && self.output_replacements.is_empty()
+            && self.kept_values.is_empty()
             && self.removals.is_empty()
             && self.swaps.is_empty()
             && self.recomputes.is_empty()
@@ -176,13 +182,13 @@ impl Patch {
     /// Makes `value` the new value of `variable` (an update edge), in place of
     /// the update by a node the patch removes.
     pub fn add_update_edge(&mut self, value: TensorRef, variable: NodeId) {
-        self.update_edges.push((value, variable));
+        self.kept_values.push((value, Kept::Update(variable)));
     }
 
     /// Makes `value` the graph output in place of `output` (made by a node
     /// the patch removes), at the same position; its type must be the same.
     pub fn replace_output(&mut self, output: TensorId, value: TensorRef) {
-        self.output_replacements.push((output, value));
+        self.kept_values.push((value, Kept::Output(output)));
     }
 
     /// Removes a node; nothing left in the graph may read its outputs.
@@ -246,12 +252,14 @@ pub fn apply(g: &mut Graph, patch: &Patch) -> Result<Applied> {
     for &(before, after) in &patch.control_edges {
         g.add_control_edge(node(before), node(after));
     }
-    for &(value, variable) in &patch.update_edges {
-        g.add_update_edge(tensor(&resolved, value), variable);
-    }
-    for &(output, value) in &patch.output_replacements {
+    for &(value, kept) in &patch.kept_values {
         let value = tensor(&resolved, value);
-        g.outputs.iter_mut().filter(|t| **t == output).for_each(|t| *t = value);
+        match kept {
+            Kept::Update(variable) => {
+                g.add_update_edge(value, variable);
+            }
+            Kept::Output(output) => g.outputs.iter_mut().filter(|t| **t == output).for_each(|t| *t = value),
+        }
     }
     // The new order: each old node with its additions around it.
     let mut before: Vec<Vec<NodeId>> = vec![Vec::new(); g.node_bound()];
@@ -362,19 +370,21 @@ fn check_references(g: &Graph, patch: &Patch) -> Result<()> {
             }
         }
     }
-    for &(value, variable) in &patch.update_edges {
-        let is_variable = exists(variable) && g.node(variable).op == crate::ir::VARIABLE_OP;
-        if !is_variable || value_of(value, patch.additions.len()).is_none() {
-            return fail("an update edge names a value or variable that is not in the graph".into());
-        }
-    }
-    for &(output, value) in &patch.output_replacements {
-        let same_type = value_of(value, patch.additions.len()).is_some_and(|v| v.ty == g.tensor(output).ty);
-        if !g.outputs.contains(&output) || !same_type {
-            return fail(format!(
-                "an output replacement of '{}' is no graph output of the same type",
-                g.tensor(output).name
-            ));
+    for &(value, kept) in &patch.kept_values {
+        let known = value_of(value, patch.additions.len());
+        match kept {
+            Kept::Update(variable) => {
+                let is_variable = exists(variable) && g.node(variable).op == crate::ir::VARIABLE_OP;
+                if !is_variable || known.is_none() {
+                    return fail("an update edge names a value or variable that is not in the graph".into());
+                }
+            }
+            Kept::Output(output) => {
+                if !g.outputs.contains(&output) || known.is_none_or(|v| v.ty != g.tensor(output).ty) {
+                    let name = &g.tensor(output).name;
+                    return fail(format!("an output replacement of '{name}' is no graph output of the same type"));
+                }
+            }
         }
     }
     if let Some(id) = patch.removals.iter().find(|&&id| !g.contains_node(id)) {

@@ -123,15 +123,15 @@ mod tests {
         let mut rng = Rng::new(5);
         let logits = rng.tensor(&[4, 3, 7]);
         let labels = tensor(&[4, 3], vec![0i64, 6, 2, 1, 3, 4, 5, 5, 0, 2, 1, 6]);
-        let whole_grad = f32s(&lms1("SoftmaxCrossEntropyGrad", &[], &[&logits, &labels], &[4, 3, 7]));
-        let whole_loss = f32s(&lms1("SoftmaxCrossEntropy", &[], &[&logits, &labels], &[]))[0];
+        let whole_grad = lms1("SoftmaxCrossEntropyGrad", &[], &[&logits, &labels], &[4, 3, 7]);
+        let whole_loss = lms1("SoftmaxCrossEntropy", &[], &[&logits, &labels], &[])[0];
         let count = [int("positions", 12)];
         let (mut grad, mut loss) = (Vec::new(), 0.0f32);
         for (rows, k) in [(0..1, 1), (1..4, 3)] {
             let part = tensor(&[k, 3, 7], f32s(&logits)[rows.start * 21..rows.end * 21].to_vec());
             let part_labels = tensor(&[k, 3], labels.as_i64("l").unwrap()[rows.start * 3..rows.end * 3].to_vec());
-            grad.extend(f32s(&lms1("SoftmaxCrossEntropyGrad", &count, &[&part, &part_labels], &[k, 3, 7])));
-            loss += f32s(&lms1("SoftmaxCrossEntropy", &count, &[&part, &part_labels], &[]))[0];
+            grad.extend(lms1("SoftmaxCrossEntropyGrad", &count, &[&part, &part_labels], &[k, 3, 7]));
+            loss += lms1("SoftmaxCrossEntropy", &count, &[&part, &part_labels], &[])[0];
         }
         assert_eq!(grad, whole_grad, "bit-identical");
         assert!(((loss - whole_loss) / whole_loss).abs() <= 1e-6, "{loss} vs {whole_loss}");

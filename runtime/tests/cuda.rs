@@ -77,6 +77,8 @@ struct Case {
     inputs: Vec<Option<HostTensor>>,
     outputs: Vec<(DType, Vec<usize>)>,
     tolerance: f64,
+    /// The tolerance of f64 outputs, relative as `tolerance`; 0 (equal) unless set.
+    f64_tolerance: f64,
 }
 
 impl Case {
@@ -89,6 +91,7 @@ impl Case {
             inputs: inputs.into_iter().map(Some).collect(),
             outputs,
             tolerance: 1e-4,
+            f64_tolerance: 0.0,
         }
     }
 
@@ -109,6 +112,11 @@ impl Case {
 
     fn tolerance(mut self, tolerance: f64) -> Case {
         self.tolerance = tolerance;
+        self
+    }
+
+    fn f64_tolerance(mut self, tolerance: f64) -> Case {
+        self.f64_tolerance = tolerance;
         self
     }
 
@@ -145,17 +153,15 @@ impl Case {
     /// The outputs of one step on `backend`.
     fn run<B: Backend>(&self, backend: B) -> Vec<HostTensor> {
         let (program, values) = self.program();
-        let options = RunOptions { device_memory: 1 << 30, host_memory: 1 << 30, seed: 3 };
-        let mut session =
-            Session::with_values(program, backend, options, &values).unwrap_or_else(|e| panic!("{}: {e}", self.op));
-        session.step().unwrap_or_else(|e| panic!("{}: {e}", self.op)).outputs
+        run_program(program, backend, &values)
     }
 
-    /// Runs the case on both backends and compares (on the CPU only without a GPU).
-    fn check(&self) {
+    /// Runs the case on both backends and compares (on the CPU only without a GPU);
+    /// returns the CPU's outputs.
+    fn check(&self) -> Vec<HostTensor> {
         let cpu = self.run(CpuBackend::new());
         if !gpu_quietly() {
-            return;
+            return cpu;
         }
         let gpu = self.run(gpu());
         assert_eq!(cpu.len(), gpu.len(), "{}", self.op);
@@ -169,10 +175,26 @@ impl Case {
                         assert!(ok, "{} output {i}[{j}]: cpu {a}, gpu {b}", self.op);
                     }
                 }
+                _ if c.dtype() == DType::DtypeF64 => {
+                    let (c, g) = (c.view::<f64>("c").unwrap(), g.view::<f64>("g").unwrap());
+                    for (j, (a, b)) in c.iter().zip(g).enumerate() {
+                        let ok = (a - b).abs() <= self.f64_tolerance * (1.0 + a.abs()) || (a.is_nan() && b.is_nan());
+                        assert!(ok, "{} output {i}[{j}]: cpu {a:e}, gpu {b:e}", self.op);
+                    }
+                }
                 _ => assert_eq!(c, g, "{} output {i}", self.op),
             }
         }
+        cpu
     }
+}
+
+/// The outputs of one step of `program` on `backend` with its inputs fed `values`.
+fn run_program<B: Backend>(program: Program, backend: B, values: &BTreeMap<String, HostTensor>) -> Vec<HostTensor> {
+    let name = program.graph().name.clone();
+    let options = RunOptions { device_memory: 1 << 30, host_memory: 1 << 30, seed: 3 };
+    let mut session = Session::with_values(program, backend, options, values).unwrap_or_else(|e| panic!("{name}: {e}"));
+    session.step().unwrap_or_else(|e| panic!("{name}: {e}")).outputs
 }
 
 /// A CUDA backend with 1 GiB of device memory.
@@ -445,6 +467,206 @@ fn normalizations_match_the_cpu() {
     .lms()
     .attrs(vec![int("axis", 1)])
     .check();
+}
+
+/// The compiler's tolerance for a split that reorders sums (`shape::split::SUM_TOLERANCE`):
+/// relative to the largest magnitude of the unsplit op's output. The runtime does not
+/// depend on the compiler, so it is restated here.
+const SPLIT_TOLERANCE: f64 = 1e-6;
+
+/// Tolerance of the batch-norm split ops' f64 rows (counts, means, M2, gradient sums),
+/// relative as [`Case::tolerance`]: f64 sums of the same f32 values in another order (the
+/// GPU adds warp-strided chunks, the CPU in sequence). Their difference is rounding, about
+/// k·2⁻⁵³ times the typical term for k terms: ≈ 3e-13 for the 4551-term sums here (terms
+/// of magnitude ≤ 1, or values near 50 whose sum is divided by k). 1e-10 leaves a wide
+/// margin and is still far below one f32 rounding (6e-8); a wrong index or argument is
+/// off by order 1.
+const ROWS_TOLERANCE: f64 = 1e-10;
+
+/// Tolerance of the batch-norm split ops' f32 outputs, given the same inputs on both
+/// backends: each computes in f64 and rounds once to f32; fused multiply-adds on the GPU
+/// move the f64 value by ≈ 1e-16, so the f32 results differ by at most one unit in the
+/// last place (6e-8 relative).
+const ONE_ROUNDING: f64 = 1e-6;
+
+/// `x` [N, ...] cut along the batch into parts of `lengths` samples.
+fn batch_parts(x: &HostTensor, lengths: &[usize]) -> Vec<HostTensor> {
+    let values = x.as_f32("x").unwrap();
+    let row = values.len() / x.shape[0];
+    let mut start = 0;
+    lengths
+        .iter()
+        .map(|&len| {
+            let mut shape = x.shape.clone();
+            shape[0] = len;
+            let part = HostTensor::from_vec(shape, values[start * row..(start + len) * row].to_vec()).unwrap();
+            start += len;
+            part
+        })
+        .collect()
+}
+
+/// The six ops of a batch norm split along the batch, each on its own, over parts of X
+/// `[N, C, ...]` (several channels, odd planes, a part of 4551 elements per channel that
+/// the GPU sums in two chunks, and 2-D X). The rows, merged statistics and sums each op
+/// reads are the CPU's, so both backends get the same inputs. Tolerances:
+/// [`ROWS_TOLERANCE`] for f64 outputs, [`ONE_ROUNDING`] for f32 outputs.
+#[test]
+fn batch_norm_split_ops_match_the_cpu() {
+    let mut rng = Rng::for_cases(9);
+    let cases: [(&[usize], &[usize]); 3] =
+        [(&[7, 5, 5, 3], &[3, 2, 2]), (&[7, 4, 37, 41], &[3, 2, 2]), (&[9, 6], &[4, 3, 2])];
+    for (shape, lengths) in cases {
+        let c = shape[1];
+        // Values around 50: a mean far from zero, where M2 must not cancel.
+        let x = rng.floats(shape, 49.0, 51.0);
+        let dy = rng.floats(shape, -1.0, 1.0);
+        let (scale, bias) = (rng.floats(&[c], 0.5, 1.5), rng.floats(&[c], -0.5, 0.5));
+        let (running_mean, running_var) = (rng.floats(&[c], -0.2, 0.2), rng.floats(&[c], 0.5, 1.5));
+        let (xs, dys) = (batch_parts(&x, lengths), batch_parts(&dy, lengths));
+        let rows = |k: usize| (DType::DtypeF64, vec![k, c]);
+        let case = |op, inputs, outputs| {
+            Case::new(op, inputs, outputs).lms().tolerance(ONE_ROUNDING).f64_tolerance(ROWS_TOLERANCE)
+        };
+        let stats: Vec<HostTensor> = xs
+            .iter()
+            .map(|part| case("BatchNormStatistics", vec![part.clone()], vec![rows(3)]).check().remove(0))
+            .collect();
+        let merged = case(
+            "BatchNormMerge",
+            [vec![running_mean, running_var], stats].concat(),
+            [vec![f32s(&[c]); 4], vec![rows(2)]].concat(),
+        )
+        .attrs(vec![float("epsilon", 1e-3), float("momentum", 0.8)])
+        .check();
+        let (saved_mean, saved_invstd, batch) = (&merged[2], &merged[3], &merged[4]);
+        for part in &xs {
+            let inputs = vec![part.clone(), scale.clone(), bias.clone(), batch.clone()];
+            case("BatchNormApply", inputs, vec![f32s(&part.shape)]).check();
+        }
+        let sums: Vec<HostTensor> = xs
+            .iter()
+            .zip(&dys)
+            .map(|(x, dy)| {
+                let inputs = vec![dy.clone(), x.clone(), saved_mean.clone(), saved_invstd.clone()];
+                case("BatchNormGradSums", inputs, vec![rows(3)]).check().remove(0)
+            })
+            .collect();
+        let total = case("BatchNormGradMerge", sums, vec![f32s(&[c]), f32s(&[c]), rows(3)]).check().remove(2);
+        for (x, dy) in xs.iter().zip(&dys) {
+            let inputs =
+                vec![dy.clone(), x.clone(), scale.clone(), saved_mean.clone(), saved_invstd.clone(), total.clone()];
+            case("BatchNormGradData", inputs, vec![f32s(&x.shape)]).check();
+        }
+    }
+}
+
+/// Adds a node of `lms` op `op` reading `inputs`; returns its output tensors.
+fn lms_node(
+    b: &mut Builder,
+    op: &str,
+    inputs: &[u32],
+    outputs: &[(&str, DType, &[u64])],
+    attributes: Vec<Attribute>,
+) -> Vec<u32> {
+    let ins: Vec<Option<u32>> = inputs.iter().copied().map(Some).collect();
+    let (node, outs) = b.node(op, op, &ins, outputs, attributes);
+    b.graph.nodes[node as usize].domain = "lms".into();
+    outs
+}
+
+/// One graph: BatchNormTrain on the whole X `[8, 6, 7, 5]`, and the same batch norm split
+/// in 3 parts (SplitPart, BatchNormStatistics per part, BatchNormMerge, BatchNormApply per
+/// part, Concat), its f64 rows kept on the device. Outputs: the train op's five, then the
+/// split's Y and the merge's running and saved statistics.
+fn batch_norm_split_against_train(shape: &[usize], parts: usize) -> Program {
+    let mut b = Builder::new("batch_norm_split");
+    let dims: Vec<u64> = shape.iter().map(|&d| d as u64).collect();
+    let (n, c) = (dims[0], [dims[1]]);
+    let f32 = DType::DtypeF32;
+    let x = b.input("x", f32, &dims, vec![]);
+    let params: Vec<u32> =
+        ["scale", "bias", "running_mean", "running_var"].iter().map(|name| b.input(name, f32, &c, vec![])).collect();
+    let attrs = vec![float("epsilon", 1e-3), float("momentum", 0.8)];
+    let stat = ("stat", f32, &c[..]);
+    let whole = lms_node(
+        &mut b,
+        "BatchNormTrain",
+        &[x, params[0], params[1], params[2], params[3]],
+        &[("y", f32, &dims), stat, stat, stat, stat],
+        attrs.clone(),
+    );
+    let part_dims: Vec<Vec<u64>> = (0..parts as u64)
+        .map(|i| [vec![n / parts as u64 + u64::from(i < n % parts as u64)], dims[1..].to_vec()].concat())
+        .collect();
+    let xs: Vec<u32> = part_dims
+        .iter()
+        .enumerate()
+        .map(|(i, d)| {
+            let attrs = vec![int("axis", 0), int("index", i as i64), int("parts", parts as i64)];
+            lms_node(&mut b, "SplitPart", &[x], &[("x_part", f32, d)], attrs)[0]
+        })
+        .collect();
+    let rows = |k: u64| [k, c[0]];
+    let (three, two) = (rows(3), rows(2));
+    let mut merge_inputs = vec![params[2], params[3]];
+    for &part in &xs {
+        merge_inputs
+            .push(lms_node(&mut b, "BatchNormStatistics", &[part], &[("rows", DType::DtypeF64, &three)], vec![])[0]);
+    }
+    let merged = lms_node(
+        &mut b,
+        "BatchNormMerge",
+        &merge_inputs,
+        &[stat, stat, stat, stat, ("batch", DType::DtypeF64, &two)],
+        attrs,
+    );
+    let ys: Vec<Option<u32>> = xs
+        .iter()
+        .zip(&part_dims)
+        .map(|(&part, d)| {
+            let inputs = [part, params[0], params[1], merged[4]];
+            Some(lms_node(&mut b, "BatchNormApply", &inputs, &[("y_part", f32, d)], vec![])[0])
+        })
+        .collect();
+    let (_, y) = b.node("Concat", "Concat", &ys, &[("y_split", f32, &dims)], vec![int("axis", 0)]);
+    b.graph.outputs.extend(whole.iter().chain(&y).chain(&merged[..4]));
+    Program::new(b.graph, "batch_norm_split.lms").unwrap()
+}
+
+/// BatchNormStatistics → BatchNormMerge → BatchNormApply over 3 parts equal BatchNormTrain
+/// on the whole batch on the same backend (the GPU, and the CPU, which also checks the
+/// case): Y and the running and saved statistics within [`SPLIT_TOLERANCE`] of the
+/// largest magnitude of each of the train op's outputs.
+#[test]
+fn batch_norm_statistics_merge_and_apply_equal_batch_norm_train_within_the_split_tolerance() {
+    let mut rng = Rng::for_cases(10);
+    let shape = [8usize, 6, 7, 5];
+    let c = shape[1];
+    let values = BTreeMap::from([
+        ("x".to_string(), rng.floats(&shape, 49.0, 51.0)),
+        ("scale".to_string(), rng.floats(&[c], 0.5, 1.5)),
+        ("bias".to_string(), rng.floats(&[c], -0.5, 0.5)),
+        ("running_mean".to_string(), rng.floats(&[c], -0.2, 0.2)),
+        ("running_var".to_string(), rng.floats(&[c], 0.5, 1.5)),
+    ]);
+    let compare = |backend: &str, outputs: Vec<HostTensor>| {
+        assert_eq!(outputs.len(), 10, "{backend}");
+        let (whole, split) = outputs.split_at(5);
+        for (k, (w, s)) in whole.iter().zip(split).enumerate() {
+            assert_eq!(w.shape, s.shape, "{backend} output {k}");
+            let (w, s) = (w.as_f32("whole").unwrap(), s.as_f32("split").unwrap());
+            let largest = w.iter().fold(f64::MIN_POSITIVE, |m, v| m.max(f64::from(v.abs())));
+            for (j, (a, b)) in w.iter().zip(s).enumerate() {
+                let err = f64::from((a - b).abs()) / largest;
+                assert!(err <= SPLIT_TOLERANCE, "{backend} output {k}[{j}]: whole {a}, split {b} (relative {err:e})");
+            }
+        }
+    };
+    compare("cpu", run_program(batch_norm_split_against_train(&shape, 3), CpuBackend::new(), &values));
+    if gpu_quietly() {
+        compare("gpu", run_program(batch_norm_split_against_train(&shape, 3), gpu(), &values));
+    }
 }
 
 #[test]

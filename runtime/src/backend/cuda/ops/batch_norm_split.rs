@@ -4,7 +4,7 @@
 //! the CPU backend computes them.
 
 use super::norm::{channel_affine, channel_sums, channels, per_channel, NULL};
-use super::{check_shape, ptr, Arg, Exec, OpResult, Table};
+use super::{check_dtype, check_shape, ptr, Arg, Exec, OpResult, Table};
 use crate::backend::cuda::CudaBuffer;
 use crate::error::KernelError;
 use lms_proto::lms::DType;
@@ -34,6 +34,16 @@ fn parts<'a>(exec: &Exec<'a>, from: usize, c: usize) -> OpResult<Vec<&'a CudaBuf
     (from..exec.inputs.len()).map(|i| rows_input(exec, i, &format!("part {}", i - from), 3, c)).collect()
 }
 
+/// A new buffer for output `i`, which must be declared of `dtype` and `shape` (the
+/// kernels write f32 or f64 values of exactly that many elements).
+fn output_of(exec: &Exec<'_>, i: usize, dtype: DType, shape: &[usize]) -> OpResult<CudaBuffer> {
+    let out = exec.output(i)?;
+    let what = format!("output {i}");
+    check_dtype(&out, dtype, &what)?;
+    check_shape(&out, shape, &what)?;
+    Ok(out)
+}
+
 /// Address of row `k` of `[rows, c]` doubles at `base`.
 fn row(base: u64, k: usize, c: usize) -> u64 {
     base + (k * c * 8) as u64
@@ -45,8 +55,7 @@ fn batch_norm_statistics(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let dims = channels(x)?;
     let (n, c, s) = dims;
     let count = (n * s).max(1) as f64;
-    let out = exec.output(0)?;
-    check_shape(&out, &[3, c], "output 0")?;
+    let out = output_of(exec, 0, DType::DtypeF64, &[3, c])?;
     let mean = row(out.ptr(), 1, c);
     // Σx into rows 1 and 2 (0), then the mean in row 1; Σ(x − mean)² via scratch into row 2.
     channel_sums(exec, 0, dims, x, None, mean, mean)?;
@@ -78,8 +87,9 @@ fn batch_norm_merge(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     over_parts("bn_merge_means")?;
     exec.launch("bn_merge_mean", c as u64, &[Arg::I64(c as i64), Arg::Ptr(acc.ptr())])?;
     over_parts("bn_merge_squares")?;
-    let outputs: Vec<CudaBuffer> = (0..5).map(|i| exec.output(i)).collect::<OpResult<_>>()?;
-    check_shape(&outputs[4], &[2, c], "output 4")?;
+    let mut outputs: Vec<CudaBuffer> =
+        (0..4).map(|i| output_of(exec, i, DType::DtypeF32, &[c])).collect::<OpResult<_>>()?;
+    outputs.push(output_of(exec, 4, DType::DtypeF64, &[2, c])?);
     let mut args = vec![Arg::I64(c as i64), Arg::F64(eps), Arg::F64(momentum), Arg::Ptr(acc.ptr()), ptr(rm), ptr(rv)];
     args.extend(outputs.iter().map(ptr));
     exec.launch("bn_merge_finish_f32", c as u64, &args)?;
@@ -96,8 +106,7 @@ fn batch_norm_apply(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let coef = exec.scratch(c as u64 * 24)?;
     let args = [Arg::I64(c as i64), ptr(batch), ptr(scale), ptr(bias), Arg::Ptr(coef.ptr())];
     exec.launch("bn_apply_coef_f32", c as u64, &args)?;
-    let y = exec.output(0)?;
-    check_shape(&y, &x.shape, "output 0")?;
+    let y = output_of(exec, 0, DType::DtypeF32, &x.shape)?;
     channel_affine(exec, dims, coef.ptr(), x, &y)?;
     Ok(vec![y])
 }
@@ -111,8 +120,7 @@ fn batch_norm_grad_sums(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let (mean, invstd) = (per_channel(exec, 2, "saved_mean", c)?, per_channel(exec, 3, "saved_invstd", c)?);
     let stats = exec.scratch(c as u64 * 16)?;
     exec.launch("widen_stats_f32", c as u64, &[Arg::I64(c as i64), ptr(mean), ptr(invstd), Arg::Ptr(stats.ptr())])?;
-    let out = exec.output(0)?;
-    check_shape(&out, &[3, c], "output 0")?;
+    let out = output_of(exec, 0, DType::DtypeF64, &[3, c])?;
     channel_sums(exec, 2, dims, x, Some(dy), stats.ptr(), row(out.ptr(), 1, c))?;
     let count = (n * s.max(1)) as f64;
     exec.launch("bn_part_rows", c as u64, &[Arg::I64(c as i64), Arg::F64(count), NULL, ptr(&out)])?;
@@ -123,8 +131,8 @@ fn batch_norm_grad_sums(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
 fn batch_norm_grad_merge(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let c = exec.out_shape(0)?.first().copied().unwrap_or(0);
     let parts = parts(exec, 0, c)?;
-    let (dscale, dbias, total) = (exec.output(0)?, exec.output(1)?, exec.output(2)?);
-    check_shape(&total, &[3, c], "output 2")?;
+    let (dscale, dbias) = (output_of(exec, 0, DType::DtypeF32, &[c])?, output_of(exec, 1, DType::DtypeF32, &[c])?);
+    let total = output_of(exec, 2, DType::DtypeF64, &[3, c])?;
     for (k, part) in parts.iter().enumerate() {
         let args = [Arg::I64(3 * c as i64), Arg::I32(i32::from(k == 0)), ptr(part), ptr(&total)];
         exec.launch("bn_rows_add", 3 * c as u64, &args)?;
@@ -144,8 +152,7 @@ fn batch_norm_grad_data(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let total = rows_input(exec, 5, "sums", 3, c)?;
     let stats = exec.scratch(c as u64 * 16)?;
     exec.launch("widen_stats_f32", c as u64, &[Arg::I64(c as i64), ptr(mean), ptr(invstd), Arg::Ptr(stats.ptr())])?;
-    let dx = exec.output(0)?;
-    check_shape(&dx, &x.shape, "output 0")?;
+    let dx = output_of(exec, 0, DType::DtypeF32, &x.shape)?;
     let args = [
         Arg::I64(n as i64),
         Arg::I64(c as i64),

@@ -202,6 +202,22 @@ fn the_loss_and_its_gradient_split_along_the_batch_train_within_the_sum_toleranc
     );
 }
 
+/// A Reshape whose shape names the batch (from a constant with 0 first, or
+/// from `Shape` of a whole tensor) runs its parts as `ReshapeTo`s; an ONNX
+/// Split along the features runs per batch part: bit-identical.
+#[test]
+fn batch_carrying_reshapes_and_a_split_of_the_features_train_bit_identically() {
+    let model = "fixtures/models/tiny_gpt.onnx";
+    check(
+        model,
+        "gpt-reshape",
+        &["op=attn.q.heads,dim=batch,parts=2", "op=attn.merged,dim=batch,parts=4"],
+        &[1, 1],
+        0.0,
+    );
+    check(model, "gpt-split", &["op=attn.q,dim=batch,parts=3"], &[1], 0.0);
+}
+
 /// Where no swap-and-recompute plan fits, `--strategy auto` runs ops in
 /// parts along the batch first: proven, trained within the sum tolerance of
 /// the unsplit graph (weight gradients are added up over the parts), at its

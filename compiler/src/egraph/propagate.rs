@@ -19,7 +19,9 @@ use super::rules::split::MAX_PARTS;
 use super::saturate::{saturate, Limits, Stop};
 use super::terms::TermBuilder;
 use crate::error::{Error, Result};
-use crate::ir::{Action, Graph, NodeId, TensorId};
+use crate::ir::{Action, Attrs, Graph, NodeId, TensorId};
+use crate::shape::split;
+use crate::train::LMS_DOMAIN;
 use egg::{CostFunction, Extractor, Id, Language};
 use serde::Serialize;
 use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
@@ -138,12 +140,20 @@ impl Seed {
             });
         }
         let types = node.outputs.iter().map(|&t| g.tensor(t).ty.clone()).collect();
-        let symbol = egraph.analysis.head(&node.op, &node.domain, &node.attrs, types);
+        // A Reshape is seeded as the ReshapeTo of its data (rule `reshape-to`).
+        let symbol = match split::part_op(&node.op, &node.domain) {
+            Some(op) => {
+                children.truncate(1);
+                egraph.analysis.head(op, LMS_DOMAIN, &Attrs::new(), types)
+            }
+            None => egraph.analysis.head(&node.op, &node.domain, &node.attrs, types),
+        };
         let head = egraph.analysis.lookup(symbol).cloned().expect("head() registers its symbol");
         let Some(family) = family_of(&head) else {
             return fail("does not distribute over a concatenation of its inputs".into());
         };
-        let shapes: Vec<_> = node.inputs.iter().map(|slot| slot.map(|t| &g.tensor(t).ty.shape)).collect();
+        let shapes: Vec<_> =
+            node.inputs.iter().take(children.len()).map(|slot| slot.map(|t| &g.tensor(t).ty.shape)).collect();
         let Some(splits) = family.split_inputs(&head, &shapes, request.axis, g.opset) else {
             return fail(format!(
                 "is not independent along axis {} of its output: its parts would need a merge first",

@@ -3,6 +3,7 @@
 //! (except for `Pad`). Their cost, and that of their gradients.
 
 use super::cost::{copy, CostFn, CostNode, Work};
+use super::split::{Dim, SplitFn, SplitRule};
 use super::util::{
     affine_gather, checked_numel, const_i64s, expect_inputs, fmt_shape, fold, input, input_of, int_data,
     normalize_axes, normalize_axis, optional_const_i64s, optional_input, same_dtype, strides, to_dim, too_large, typed,
@@ -14,6 +15,19 @@ use crate::ir::{AttrError, TensorType};
 /// The selecting and joining ops.
 pub(super) const OPS: &[(&str, InferFn)] =
     &[("Concat", concat), ("Split", split), ("Slice", slice), ("Gather", gather), ("Pad", pad)];
+
+/// Split rules: a Split along an axis other than the batch splits along the
+/// batch, each part cutting its slice into the same chunks; bit-identical.
+pub(super) const SPLITS: &[(&str, SplitFn)] = &[("Split", split_splits)];
+
+fn split_splits(n: &CostNode<'_>) -> Vec<SplitRule> {
+    let rank = n.in_shape(0).len();
+    let own = n.attrs.int("axis", 0).ok().and_then(|a| normalize_axis(a, rank).ok());
+    if rank == 0 || own.is_none_or(|a| a == 0) {
+        return Vec::new();
+    }
+    vec![super::split::concat(Dim::Batch, n.inputs.len(), &[(0, 0)], 0)]
+}
 
 /// Work of the selecting and joining ops: copies. `Slice` and `Gather` read
 /// only what they keep (and the indices); `GatherGrad` and `SliceGrad`

@@ -119,8 +119,15 @@ const COSTS: &[&[(&str, cost::CostFn)]] = &[
 ];
 
 /// Every op with split rules, by family ([`split::rules`]).
-const SPLITS: &[&[(&str, split::SplitFn)]] =
-    &[elementwise::SPLITS, conv::SPLITS, pool::SPLITS, nn::SPLITS, reduce::SPLITS];
+const SPLITS: &[&[(&str, split::SplitFn)]] = &[
+    elementwise::SPLITS,
+    conv::SPLITS,
+    pool::SPLITS,
+    nn::SPLITS,
+    reduce::SPLITS,
+    tensor_ops::SPLITS,
+    indexing::SPLITS,
+];
 
 /// The work (FLOPs, bytes) of a node, by its op's cost rule; `None` for an
 /// op without one.

@@ -29,7 +29,8 @@
 //! An op that divides by a count over the split axis (the softmax
 //! cross-entropy loss and its gradient) runs its parts with the whole op's
 //! count ([`whole_count_attrs`]): the gradient's slices are bit-identical,
-//! the loss's partial losses are summed (Sum).
+//! the loss's partial losses are summed (Sum). A Reshape runs its parts as
+//! lms `ReshapeTo` ([`part_op`]).
 
 use super::cost::CostNode;
 use super::util::fmt_shape;
@@ -261,6 +262,18 @@ pub fn whole_count_attrs(op: &str, attrs: &Attrs, input0: &[usize]) -> Option<At
     Some(attrs.clone().with("positions", Attr::Int(positions.iter().product::<usize>() as i64)))
 }
 
+/// The lms op each part of an op `op` of `domain` runs as, when it is not
+/// the op itself: an ONNX `Reshape` runs its parts as `ReshapeTo` on its
+/// data alone, each part's output type giving its shape (no part needs a
+/// shape constant of its own, whether the whole one names the batch, 0 or
+/// -1).
+pub fn part_op(op: &str, domain: &str) -> Option<&'static str> {
+    (op == "Reshape" && domain.is_empty()).then_some(RESHAPE_TO_OP)
+}
+
+/// The lms op that reshapes its input to its output type.
+pub const RESHAPE_TO_OP: &str = "ReshapeTo";
+
 fn slicing(slots: usize, sliced: &[(usize, usize)]) -> Vec<Option<usize>> {
     (0..slots).map(|slot| sliced.iter().find(|(s, _)| *s == slot).map(|&(_, a)| a)).collect()
 }
@@ -464,6 +477,27 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(err, "MaxPool on inputs [1,4,8,8] cannot be split along batch (only channel, height, width)");
+    }
+
+    #[test]
+    fn losses_reshapes_keeping_the_batch_and_feature_splits_split_along_the_batch() {
+        let attrs = Attrs::new();
+        let grad = node_rules("SoftmaxCrossEntropyGrad", &attrs, &[&[8, 16, 64], &[8, 16]], &[&[8, 16, 64]]);
+        assert_eq!(grad, [concat(Dim::Batch, 2, &[(0, 0), (1, 0)], 0)]);
+        let loss = node_rules("SoftmaxCrossEntropy", &attrs, &[&[8, 16, 64], &[8, 16]], &[&[]]);
+        assert_eq!(loss, [sum(Dim::Batch, 2, &[(0, 0), (1, 0)])]);
+        let whole = whole_count_attrs("SoftmaxCrossEntropy", &attrs, &[8, 16, 64]).unwrap();
+        assert_eq!(whole.int("positions", 0).unwrap(), 128);
+        assert_eq!(whole_count_attrs("SoftmaxCrossEntropy", &whole, &[4, 16, 64]), None, "already told");
+        assert_eq!(whole_count_attrs("Relu", &attrs, &[8, 16]), None);
+        let reshape = node_rules("Reshape", &attrs, &[&[8, 16, 32], &[4]], &[&[8, 16, 2, 16]]);
+        assert_eq!(reshape, [concat(Dim::Batch, 2, &[(0, 0)], 0)]);
+        assert!(node_rules("Reshape", &attrs, &[&[8, 16, 32], &[2]], &[&[128, 32]]).is_empty());
+        assert_eq!(part_op("Reshape", ""), Some("ReshapeTo"));
+        let last = Attrs::new().with("axis", Attr::Int(-1));
+        let chunks = node_rules("Split", &last, &[&[8, 16, 96], &[3]], &[&[8, 16, 32], &[8, 16, 32], &[8, 16, 32]]);
+        assert_eq!(chunks, [concat(Dim::Batch, 2, &[(0, 0)], 0)]);
+        assert!(node_rules("Split", &attrs, &[&[8, 16], &[2]], &[&[4, 16], &[4, 16]]).is_empty());
     }
 
     #[test]

@@ -57,6 +57,7 @@ pub const FAMILIES: &[Family] = &[
     Family { name: "matmul", ops: &["MatMul", "Gemm"], condition: matmul },
     Family { name: "layout", ops: &["Transpose", "Flatten", "ReshapeTo"], condition: layout },
     Family { name: "loss", ops: &["SoftmaxCrossEntropyGrad"], condition: positions },
+    Family { name: "chunks", ops: &["Split"], condition: chunks },
 ];
 
 /// The family `head`'s op belongs to.
@@ -290,6 +291,17 @@ fn positions(head: &Head, inputs: &[Option<&Shape>], axis: usize, _: i64) -> Opt
     };
     (axis + 1 < logits.len() && labels.len() + 1 == logits.len() && head.outputs.len() == 1)
         .then(|| vec![Some(axis), Some(axis)])
+}
+
+/// Split cuts its input into chunks along its own axis; along any other
+/// axis every chunk is independent (input 0 split like the outputs, the
+/// chunk sizes read whole).
+fn chunks(head: &Head, inputs: &[Option<&Shape>], axis: usize, _: i64) -> Option<InputSplits> {
+    let [Some(x), rest @ ..] = inputs else {
+        return None;
+    };
+    let own = onnx_axis(head.int("axis", 0), x.len())?;
+    (axis != own && axis < x.len()).then(|| std::iter::once(Some(axis)).chain(rest.iter().map(|_| None)).collect())
 }
 
 /// Transpose moves axis `perm[o]` of its input to output axis `o`; Flatten

@@ -13,7 +13,8 @@
 //! - [`halo`] has `distribute-halo`: a windowed op, or its gradient, split
 //!   spatially into parts with overlapping windows and their own pads;
 //! - [`batch_norm`] has `batch-norm-parts`: batch normalization and its
-//!   gradient over batch parts by merged statistics.
+//!   gradient over batch parts by merged statistics;
+//! - [`reshape`] has `reshape-to`: a Reshape is the `ReshapeTo` of its type.
 //!
 //! Every rule is an equation the graph semantics validate (TFLMS §4: the
 //! rewrites must be provable), and no rule makes a term larger without
@@ -27,6 +28,7 @@ pub mod halo;
 pub mod identity;
 pub mod independence;
 pub mod partial_sum;
+pub mod reshape;
 pub mod split;
 pub mod swap;
 
@@ -41,5 +43,6 @@ pub fn all() -> Vec<TermRewrite> {
     rules.extend(partial_sum::rules());
     rules.extend(halo::rules());
     rules.extend(batch_norm::rules());
+    rules.extend(reshape::rules());
     rules
 }

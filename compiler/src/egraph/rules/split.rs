@@ -1,6 +1,8 @@
 //! Split and merge (TSPLIT §V-A): the two directions of
-//! `concat_d(split(d,0,n)(x), ..., split(d,n-1,n)(x)) = x`, and a split of a
-//! concatenation picking a part, for 2 to [`MAX_PARTS`] parts.
+//! `concat_d(split(d,0,n)(x), ..., split(d,n-1,n)(x)) = x`, a split of a
+//! concatenation picking a part, and a split of a concatenation along
+//! another axis as the concatenation of the parts' splits, for 2 to
+//! [`MAX_PARTS`] parts.
 //!
 //! `split-of-concat` takes sizes from the shapes: it fires when every
 //! concatenated part has exactly the length the split gives the part at its
@@ -13,15 +15,35 @@ use egg::{Applier, ConditionalApplier, Id, Pattern, PatternAst, Rewrite, Subst, 
 /// The largest part count the rules are generated for.
 pub const MAX_PARTS: usize = 8;
 
-/// `split-parts`, then for each n in 2..=[`MAX_PARTS`]: `concat-of-splits-{n}`
-/// and `split-of-concat-{n}-{i}` for each part i.
+/// `split-parts`, then for each n in 2..=[`MAX_PARTS`]: `concat-of-splits-{n}`,
+/// `split-of-concat-{n}-{i}` for each part i and `split-across-concat-{n}`.
 pub fn rules() -> Vec<TermRewrite> {
     let mut rules = vec![split_parts()];
     for n in 2..=MAX_PARTS {
         rules.push(concat_of_splits(n));
         rules.extend((0..n).map(|i| split_of_concat(n, i)));
+        rules.push(split_across_concat(n));
     }
     rules
+}
+
+/// `split-across-concat-{n}`: `(split d i m (concat e x0 ... x{n-1})) =
+/// (concat e (split d i m x0) ... (split d i m x{n-1}))` for d ≠ e: every
+/// part has the whole length along d, so each is cut alike (an ONNX Split
+/// of batch parts is the concatenation of the parts' Splits).
+fn split_across_concat(n: usize) -> TermRewrite {
+    let parts: Vec<String> = (0..n).map(|k| format!("?x{k}")).collect();
+    let lhs = pattern(&format!("(split ?d ?i ?m (concat ?e {}))", parts.join(" ")));
+    let splits: Vec<String> = parts.iter().map(|p| format!("(split ?d ?i ?m {p})")).collect();
+    let (d, e) = (var("?d"), var("?e"));
+    let applier = ConditionalApplier {
+        condition: move |egraph: &mut TermGraph, _: Id, subst: &Subst| {
+            let (d, e) = (egraph[subst[d]].data.int(), egraph[subst[e]].data.int());
+            d.is_some() && e.is_some() && d != e
+        },
+        applier: pattern(&format!("(concat ?e {})", splits.join(" "))),
+    };
+    Rewrite::new(format!("split-across-concat-{n}"), lhs, applier).unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn pattern(text: &str) -> Pattern<Term> {
@@ -213,5 +235,25 @@ mod tests {
         let before = t.egraph.total_number_of_nodes();
         t.run(&named("split-parts"));
         assert_eq!(t.egraph.total_number_of_nodes(), before, "no concatenation was added");
+    }
+
+    #[test]
+    fn a_split_of_a_concatenation_along_another_axis_is_the_concatenation_of_the_parts_splits() {
+        let mut t = Terms::new();
+        let (a, b) = (t.leaf("a", &[2, 6]), t.leaf("b", &[3, 6]));
+        let ab = t.concat(0, &[a, b]);
+        let whole = t.split(1, 1, 3, ab);
+        let (sa, sb) = (t.split(1, 1, 3, a), t.split(1, 1, 3, b));
+        let parts = t.concat(0, &[sa, sb]);
+        // Another chunk of each part, and a split along the concatenation's own axis.
+        let (oa, ob) = (t.split(1, 0, 3, a), t.split(1, 0, 3, b));
+        let other = t.concat(0, &[oa, ob]);
+        let same_axis = t.split(0, 0, 2, ab);
+        let (ra, rb) = (t.split(0, 0, 2, a), t.split(0, 0, 2, b));
+        let rows = t.concat(0, &[ra, rb]);
+        t.run(&named("split-across-concat"));
+        assert!(t.equal(whole, parts));
+        assert!(!t.equal(whole, other));
+        assert!(!t.equal(same_axis, rows), "not along the concatenation's axis");
     }
 }

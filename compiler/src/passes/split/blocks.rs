@@ -215,8 +215,11 @@ impl<'g, 'c> Emitter<'g, 'c> {
     fn micro_op(&mut self, ci: usize, i: usize, at: Position, patch: &mut Patch) {
         let (g, c) = (self.g, &self.covered[ci]);
         let node = g.node(c.node);
-        let mut inputs = Vec::with_capacity(node.inputs.len());
-        for (slot, input) in node.inputs.iter().enumerate() {
+        // A Reshape's parts are ReshapeTos of its data alone.
+        let part_op = split::part_op(&node.op, &node.domain);
+        let read = if part_op.is_some() { 1 } else { node.inputs.len() };
+        let mut inputs = Vec::with_capacity(read);
+        for (slot, input) in node.inputs.iter().enumerate().take(read) {
             let Some(t) = *input else {
                 inputs.push(None);
                 continue;
@@ -240,7 +243,11 @@ impl<'g, 'c> Emitter<'g, 'c> {
         let input0 = node.inputs.first().copied().flatten().map_or(&[][..], |t| &g.tensor(t).ty.shape[..]);
         let attrs = split::whole_count_attrs(&node.op, &node.attrs, input0).unwrap_or_else(|| node.attrs.clone());
         let name = format!("{}.part{i}", node.name);
-        let micro = Node { name, attrs, inputs: vec![], outputs: vec![], ..node.clone() };
+        let micro = match part_op {
+            Some(op) => Node { name, op: op.into(), domain: LMS_DOMAIN.into(), attrs: Attrs::new(), ..node.clone() },
+            None => Node { name, attrs, ..node.clone() },
+        };
+        let micro = Node { inputs: vec![], outputs: vec![], ..micro };
         let micro = patch.add_node(micro, inputs, outputs, at);
         let kept = |n: &NodeId| !self.index.contains_key(n);
         for (before, e) in g.in_edges(c.node) {

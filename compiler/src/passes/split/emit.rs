@@ -179,7 +179,11 @@ pub(super) fn part_axis(
 ) -> Option<(usize, InputSplits)> {
     let node = g.node(m);
     let types = node.outputs.iter().map(|&t| g.tensor(t).ty.clone()).collect();
-    let symbol = analysis.head(&node.op, &node.domain, &node.attrs, types);
+    // A Reshape's parts are ReshapeTos (their shape input unread).
+    let symbol = match split::part_op(&node.op, &node.domain) {
+        Some(op) => analysis.head(op, LMS_DOMAIN, &Attrs::new(), types),
+        None => analysis.head(&node.op, &node.domain, &node.attrs, types),
+    };
     let head = analysis.lookup(symbol)?.clone();
     let family = family_of(&head)?;
     let shapes: Vec<_> = node.inputs.iter().map(|slot| slot.map(|t| &g.tensor(t).ty.shape)).collect();

@@ -17,8 +17,21 @@ pub(super) const OPS: &[(&str, InferFn)] =
     &[("Concat", concat), ("Split", split), ("Slice", slice), ("Gather", gather), ("Pad", pad)];
 
 /// Split rules: a Split along an axis other than the batch splits along the
-/// batch, each part cutting its slice into the same chunks; bit-identical.
-pub(super) const SPLITS: &[(&str, SplitFn)] = &[("Split", split_splits)];
+/// batch, each part cutting its slice into the same chunks; a Concat along
+/// another axis, each part joining its inputs' slices; bit-identical.
+pub(super) const SPLITS: &[(&str, SplitFn)] = &[("Split", split_splits), ("Concat", concat_splits)];
+
+fn concat_splits(n: &CostNode<'_>) -> Vec<SplitRule> {
+    let rank = n.in_shape(0).len();
+    let own = n.attrs.int("axis", 0).ok().and_then(|a| normalize_axis(a, rank).ok());
+    let same_batch =
+        (0..n.inputs.len()).all(|i| n.in_shape(i).len() == rank && n.in_shape(i)[..1] == n.in_shape(0)[..1]);
+    if rank == 0 || own.is_none_or(|a| a == 0) || !same_batch {
+        return Vec::new();
+    }
+    let sliced: Vec<(usize, usize)> = (0..n.inputs.len()).map(|i| (i, 0)).collect();
+    vec![super::split::concat(Dim::Batch, n.inputs.len(), &sliced, 0)]
+}
 
 fn split_splits(n: &CostNode<'_>) -> Vec<SplitRule> {
     let rank = n.in_shape(0).len();

@@ -3,8 +3,9 @@
 //!
 //! - [`identity`] has `id-of-id` and `id-elim`;
 //! - [`swap`] has `swap-in-of-swap-out`;
-//! - [`split`] has `split-parts`, `concat-of-splits-{n}` and
-//!   `split-of-concat-{n}-{i}`;
+//! - [`split`] has `split-parts`, `concat-of-splits-{n}`,
+//!   `split-of-concat-{n}-{i}`, `split-across-concat-{n}` and
+//!   `concat-of-concats`;
 //! - [`distribute`] has `distribute-{family}` for the op families of
 //!   [`independence`], whose conditions say when an op is independent along
 //!   an axis;

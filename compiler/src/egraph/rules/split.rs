@@ -2,13 +2,14 @@
 //! `concat_d(split(d,0,n)(x), ..., split(d,n-1,n)(x)) = x`, a split of a
 //! concatenation picking a part, and a split of a concatenation along
 //! another axis as the concatenation of the parts' splits, for 2 to
-//! [`MAX_PARTS`] parts.
+//! [`MAX_PARTS`] parts; and a concatenation of concatenations interchanged.
 //!
 //! `split-of-concat` takes sizes from the shapes: it fires when every
 //! concatenated part has exactly the length the split gives the part at its
 //! position (`array_split` lengths), so equal-sized parts of a length `n`
 //! divides always qualify.
 
+use super::class_rule::class_rule;
 use crate::egraph::lang::{part_len, Term, TermAnalysis, TermGraph, TermRewrite};
 use egg::{Applier, ConditionalApplier, Id, Pattern, PatternAst, Rewrite, Subst, Symbol, Var};
 
@@ -16,7 +17,8 @@ use egg::{Applier, ConditionalApplier, Id, Pattern, PatternAst, Rewrite, Subst, 
 pub const MAX_PARTS: usize = 8;
 
 /// `split-parts`, then for each n in 2..=[`MAX_PARTS`]: `concat-of-splits-{n}`,
-/// `split-of-concat-{n}-{i}` for each part i and `split-across-concat-{n}`.
+/// `split-of-concat-{n}-{i}` for each part i and `split-across-concat-{n}`;
+/// then `concat-of-concats`.
 pub fn rules() -> Vec<TermRewrite> {
     let mut rules = vec![split_parts()];
     for n in 2..=MAX_PARTS {
@@ -24,7 +26,77 @@ pub fn rules() -> Vec<TermRewrite> {
         rules.extend((0..n).map(|i| split_of_concat(n, i)));
         rules.push(split_across_concat(n));
     }
+    rules.push(concat_of_concats());
     rules
+}
+
+/// `concat-of-concats`: `(concat e (concat d a0 ... ak) (concat d b0 ... bk)
+/// ...) = (concat d (concat e a0 b0 ...) ... (concat e ak bk ...))` for d ≠ e
+/// when every input is concatenated from parts of the same lengths along d
+/// (an ONNX Concat of batch parts along the features, per part).
+fn concat_of_concats() -> TermRewrite {
+    class_rule(
+        "concat-of-concats",
+        |g, c| !interchanges(g, c).is_empty(),
+        |g, c| {
+            let mut changed = Vec::new();
+            for Interchange { outer, inner, rows } in interchanges(g, c) {
+                let (d, e) = (g.add(Term::Int(outer)), g.add(Term::Int(inner)));
+                let mut children = vec![d];
+                for row in rows {
+                    children.push(g.add(Term::Concat(std::iter::once(e).chain(row).collect())));
+                }
+                let concat = g.add(Term::Concat(children.into()));
+                if g.union(concat, c) {
+                    changed.push(concat);
+                }
+            }
+            changed
+        },
+    )
+}
+
+/// A concatenation along `inner` of inputs concatenated along `outer`.
+struct Interchange {
+    outer: i64,
+    inner: i64,
+    /// Per part along `outer`: that part of every input.
+    rows: Vec<Vec<Id>>,
+}
+
+/// For each concatenation along e in `class` whose inputs each have a
+/// concatenation along the first input's axis d ≠ e into parts of the same
+/// lengths, its interchange.
+fn interchanges(egraph: &TermGraph, class: Id) -> Vec<Interchange> {
+    let int = |id: Id| egraph[id].data.int();
+    let concats = |id: Id| {
+        egraph[id].nodes.iter().filter_map(|n| match n {
+            Term::Concat(ids) => Some((int(ids[0])?, &ids[1..])),
+            _ => None,
+        })
+    };
+    let lens = |parts: &[Id], d: i64| -> Option<Vec<usize>> {
+        parts.iter().map(|&p| egraph[p].data.shape()?.get(usize::try_from(d).ok()?).copied()).collect()
+    };
+    let mut found = Vec::new();
+    for (e, inputs) in concats(class) {
+        let Some((&first, rest)) = inputs.split_first() else { continue };
+        for (d, parts) in concats(first).filter(|&(d, _)| d != e) {
+            let Some(want) = lens(parts, d) else { continue };
+            let mut per_input = vec![parts];
+            for &input in rest {
+                match concats(input).find(|&(d2, ps)| d2 == d && lens(ps, d).as_ref() == Some(&want)) {
+                    Some((_, ps)) => per_input.push(ps),
+                    None => break,
+                }
+            }
+            if per_input.len() == inputs.len() {
+                let rows = (0..want.len()).map(|i| per_input.iter().map(|ps| ps[i]).collect()).collect();
+                found.push(Interchange { outer: d, inner: e, rows });
+            }
+        }
+    }
+    found
 }
 
 /// `split-across-concat-{n}`: `(split d i m (concat e x0 ... x{n-1})) =
@@ -255,5 +327,23 @@ mod tests {
         assert!(t.equal(whole, parts));
         assert!(!t.equal(whole, other));
         assert!(!t.equal(same_axis, rows), "not along the concatenation's axis");
+    }
+
+    #[test]
+    fn a_concatenation_of_batch_parts_along_the_features_is_the_batch_concatenation_of_the_parts_concatenations() {
+        let mut t = Terms::new();
+        let (a0, a1, b0, b1) =
+            (t.leaf("a0", &[2, 3]), t.leaf("a1", &[1, 3]), t.leaf("b0", &[2, 5]), t.leaf("b1", &[1, 5]));
+        let (a, b) = (t.concat(0, &[a0, a1]), t.concat(0, &[b0, b1]));
+        let whole = t.concat(1, &[a, b]);
+        let (p0, p1) = (t.concat(1, &[a0, b0]), t.concat(1, &[a1, b1]));
+        let parts = t.concat(0, &[p0, p1]);
+        // Parts of other lengths do not pair up.
+        let (c0, c1) = (t.leaf("c0", &[1, 5]), t.leaf("c1", &[2, 5]));
+        let c = t.concat(0, &[c0, c1]);
+        let uneven = t.concat(1, &[a, c]);
+        t.run(&named("concat-of-concats"));
+        assert!(t.equal(whole, parts));
+        assert_eq!(t.egraph[uneven].nodes.len(), 1, "nothing added for parts of other lengths");
     }
 }

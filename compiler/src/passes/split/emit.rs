@@ -185,7 +185,9 @@ pub(super) fn part_axis(
         None => analysis.head(&node.op, &node.domain, &node.attrs, types),
     };
     let head = analysis.lookup(symbol)?.clone();
-    let family = family_of(&head)?;
+    let Some(family) = family_of(&head) else {
+        return concat_axis(g, m, axes, want);
+    };
     let shapes: Vec<_> = node.inputs.iter().map(|slot| slot.map(|t| &g.tensor(t).ty.shape)).collect();
     let rank = g.tensor(*node.outputs.first()?).ty.rank();
     let fits = |splits: &InputSplits| {
@@ -199,6 +201,27 @@ pub(super) fn part_axis(
         .into_iter()
         .filter_map(|a| family.split_inputs(&head, &shapes, a, g.opset).map(|s| (a, s)))
         .find(|(_, s)| fits(s))
+}
+
+/// The batch split of an ONNX Concat along another axis (the terms build
+/// it as a concatenation, proven by rule `concat-of-concats`), from its
+/// split rule: every input sliced along the batch.
+fn concat_axis(
+    g: &Graph,
+    m: NodeId,
+    axes: &HashMap<TensorId, usize>,
+    want: Option<usize>,
+) -> Option<(usize, InputSplits)> {
+    let node = g.node(m);
+    if node.op != "Concat" || !node.domain.is_empty() || want.is_some_and(|a| a != 0) {
+        return None;
+    }
+    let inputs: Vec<_> = node.inputs.iter().map(|t| t.map(|t| &g.tensor(t).ty)).collect();
+    let outputs: Vec<_> = node.outputs.iter().map(|&t| &g.tensor(t).ty).collect();
+    let cost = CostNode { op: &node.op, attrs: &node.attrs, inputs: &inputs, outputs: &outputs };
+    let rule = split::rules(&cost).into_iter().find(|r| r.combine == Combine::Concat { axis: 0 })?;
+    let fits = node.inputs.iter().flatten().all(|t| axes.get(t).is_none_or(|&a| a == 0));
+    fits.then_some((0, rule.inputs))
 }
 
 /// Why `m` is not run in parts: its outputs are graph outputs or written

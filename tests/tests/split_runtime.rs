@@ -216,6 +216,14 @@ fn batch_carrying_reshapes_and_a_split_of_the_features_train_bit_identically() {
         0.0,
     );
     check(model, "gpt-split", &["op=attn.q,dim=batch,parts=3"], &[1], 0.0);
+    // The parts do not read the shape `attn.merged` computed from `Shape` of
+    // the whole embedding; that computation goes too.
+    let (out, text) =
+        (scratch_path("split-runtime", "gpt-dead-shape.lms"), scratch_path("split-runtime", "gpt-dead-shape.txt"));
+    let split = ["--split", "op=attn.merged,dim=batch,parts=2"];
+    lms_ok(&[&["compile", model, "--batch", "8", "-q", "-o", out.to_str().unwrap(), "--text", text.to_str().unwrap()][..], &split].concat());
+    let text = std::fs::read_to_string(&text).unwrap();
+    assert!(text.contains("attn.merged.part1") && !text.contains("Shape(%emb)"), "{text}");
 }
 
 /// Where no swap-and-recompute plan fits, `--strategy auto` runs ops in

@@ -8,7 +8,7 @@
 
 use super::batch_norm;
 use super::blocks;
-use super::emit::{part_axis, unsplittable_outputs, writes_variable, Covered, Merge};
+use super::emit::{part_axis, remove_dead_shapes, unsplittable_outputs, writes_variable, Covered, Merge};
 use super::PASS;
 use crate::egraph::lang::TermAnalysis;
 use crate::ir::{Graph, NodeId};
@@ -56,7 +56,8 @@ pub fn batch_patch(g: &Graph, split: &BatchSplit) -> Option<(Patch, BatchSplitRe
         return None;
     }
     let mut patch = Patch::new(PASS);
-    let removed = covered.iter().map(|c| c.node).collect();
+    let mut removed = covered.iter().map(|c| c.node).collect();
+    remove_dead_shapes(g, &covered, &mut removed, &mut patch);
     let emitted = blocks::emit(g, &covered, &removed, &mut patch);
     let report = BatchSplitReport {
         split: *split,

@@ -32,7 +32,7 @@ pub(super) struct Emitted {
 /// holds every op the patch removes (these and others, which `covered` does
 /// not touch).
 pub(super) fn emit(g: &Graph, covered: &[Covered], removed: &HashSet<NodeId>, patch: &mut Patch) -> Emitted {
-    let mut emitter = Emitter::new(g, covered);
+    let mut emitter = Emitter::new(g, covered, removed);
     let mut pending: Vec<(usize, Phase)> = Vec::new();
     let mut last_kept: Option<NodeId> = None;
     for &n in g.schedule() {
@@ -84,6 +84,9 @@ struct Emitter<'g, 'c> {
     covered: &'c [Covered],
     /// Covered op → its index in `covered`.
     index: HashMap<NodeId, usize>,
+    /// The nodes the patch removes (the covered ops among them): their
+    /// reads need no merge.
+    removed: &'c HashSet<NodeId>,
     /// Covered op → its micro-ops, once emitted.
     made: HashMap<NodeId, Vec<NewNode>>,
     /// Output of a covered op → its merge, once emitted.
@@ -103,12 +106,13 @@ struct Emitter<'g, 'c> {
 }
 
 impl<'g, 'c> Emitter<'g, 'c> {
-    fn new(g: &'g Graph, covered: &'c [Covered]) -> Self {
+    fn new(g: &'g Graph, covered: &'c [Covered], removed: &'c HashSet<NodeId>) -> Self {
         let index = covered.iter().enumerate().map(|(i, c)| (c.node, i)).collect();
         Emitter {
             g,
             covered,
             index,
+            removed,
             made: HashMap::new(),
             merged: HashMap::new(),
             sums: HashMap::new(),
@@ -141,7 +145,7 @@ impl<'g, 'c> Emitter<'g, 'c> {
     fn needs_merge(&self, t: TensorId) -> bool {
         self.g.readers(t).any(|(r, slot)| match self.index.get(&r) {
             Some(&ci) => !self.reads_parts(&self.covered[ci], slot, t),
-            None => true,
+            None => !self.removed.contains(&r),
         }) || self.g.outputs.contains(&t)
     }
 
@@ -328,7 +332,7 @@ impl<'g, 'c> Emitter<'g, 'c> {
                 Merge::Halo => unreachable!("a halo run emits itself"),
             };
             for (reader, input) in g.readers(t) {
-                if !self.index.contains_key(&reader) {
+                if !self.removed.contains(&reader) {
                     patch.rewire(reader, input, merged);
                 }
             }
@@ -425,7 +429,7 @@ impl<'g, 'c> Emitter<'g, 'c> {
         for (slot, &t) in node.outputs.iter().enumerate().skip(1) {
             let merged = TensorRef::New(merge, slot - 1);
             for (reader, input) in g.readers(t) {
-                if !self.index.contains_key(&reader) {
+                if !self.removed.contains(&reader) {
                     patch.rewire(reader, input, merged);
                 }
             }

@@ -224,6 +224,32 @@ fn concat_axis(
     fits.then_some((0, rule.inputs))
 }
 
+/// The nodes that only computed the shape inputs of `covered` Reshapes,
+/// whose parts (`ReshapeTo`s) no longer read them (such as `Shape` of a
+/// whole tensor, which would otherwise read it whole): nodes without
+/// control or update edges, all of whose outputs only removed nodes read.
+/// Adds them to `removed` and removes them in `patch`.
+pub(super) fn remove_dead_shapes(g: &Graph, covered: &[Covered], removed: &mut HashSet<NodeId>, patch: &mut Patch) {
+    let mut stack: Vec<NodeId> = covered
+        .iter()
+        .filter(|c| split::part_op(&g.node(c.node).op, &g.node(c.node).domain).is_some())
+        .filter_map(|c| g.node(c.node).inputs.get(1).copied().flatten())
+        .map(|t| g.tensor(t).producer.0)
+        .collect();
+    while let Some(n) = stack.pop() {
+        let node = g.node(n);
+        let dead = !removed.contains(&n)
+            && !node.parameterized
+            && g.in_edges(n).chain(g.out_edges(n)).all(|(_, e)| e.action == Action::Read)
+            && node.outputs.iter().all(|&t| !g.outputs.contains(&t) && g.readers(t).all(|(r, _)| removed.contains(&r)));
+        if dead {
+            removed.insert(n);
+            patch.remove_node(n);
+            stack.extend(node.inputs.iter().flatten().map(|&t| g.tensor(t).producer.0));
+        }
+    }
+}
+
 /// Why `m` is not run in parts: its outputs are graph outputs or written
 /// into variables. (Its control edges pass to each of its micro-ops.)
 pub(super) fn unsplittable(g: &Graph, m: NodeId) -> Option<String> {

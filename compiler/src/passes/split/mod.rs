@@ -122,9 +122,10 @@ pub fn patch(g: &Graph, requests: &[SplitRequest]) -> Result<(Patch, Vec<SplitRe
         }
     }
     let mut patch = Patch::new(PASS);
-    let removed: HashSet<NodeId> = runs.iter().flat_map(|r| r.covered.iter().map(|c| c.node)).collect();
+    let mut removed: HashSet<NodeId> = runs.iter().flat_map(|r| r.covered.iter().map(|c| c.node)).collect();
     let in_blocks: Vec<emit::Covered> =
         runs.iter().filter(|r| r.emits_itself().is_none()).flat_map(|r| r.covered.iter().cloned()).collect();
+    emit::remove_dead_shapes(g, &in_blocks, &mut removed, &mut patch);
     let emitted = blocks::emit(g, &in_blocks, &removed, &mut patch);
     let mut reports = Vec::with_capacity(runs.len());
     for run in &runs {

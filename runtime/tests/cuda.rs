@@ -702,7 +702,11 @@ fn reductions_softmax_and_losses_match_the_cpu() {
     let logits = rng.floats(&[2, 7, 11], -3.0, 3.0);
     let labels = rng.indices(&[2, 7], 11);
     Case::new("SoftmaxCrossEntropy", vec![logits.clone(), labels.clone()], vec![f32s(&[])]).lms().check();
-    Case::new("SoftmaxCrossEntropyGrad", vec![logits.clone(), labels], vec![f32s(&[2, 7, 11])]).lms().check();
+    Case::new("SoftmaxCrossEntropyGrad", vec![logits.clone(), labels.clone()], vec![f32s(&[2, 7, 11])]).lms().check();
+    // A part of a batch split divides by the whole batch's positions.
+    for (op, out) in [("SoftmaxCrossEntropy", f32s(&[])), ("SoftmaxCrossEntropyGrad", f32s(&[2, 7, 11]))] {
+        Case::new(op, vec![logits.clone(), labels.clone()], vec![out]).lms().attrs(vec![int("positions", 42)]).check();
+    }
     let target = rng.floats(&[2, 7, 11], -3.0, 3.0);
     Case::new("MeanSquaredError", vec![logits.clone(), target.clone()], vec![f32s(&[])]).lms().check();
     Case::new("MeanSquaredErrorGrad", vec![logits, target], vec![f32s(&[2, 7, 11])]).lms().check();

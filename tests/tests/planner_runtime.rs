@@ -40,6 +40,12 @@ fn speeds(g: &Graph) -> Speeds {
     Speeds { node_seconds, d2h_bytes_per_second: 5e9, h2d_bytes_per_second: 5e9 }
 }
 
+/// The smallest device peak the planner reaches on `g` with `host_budget`.
+fn smallest_peak(g: &Graph, host_budget: u64) -> u64 {
+    let options = PlanOptions { device_budget: 0, host_budget, max_chain: DEFAULT_MAX_CHAIN };
+    planner::plan(g, g.schedule(), &speeds(g), options).device_peak
+}
+
 #[test]
 fn planned_graphs_train_bit_for_bit_and_fit_where_the_original_does_not() {
     for (name, path) in
@@ -48,13 +54,11 @@ fn planned_graphs_train_bit_for_bit_and_fit_where_the_original_does_not() {
         let original = training_graph(&path, 4);
         let before = memory::simulate(&original, original.schedule());
         let (losses_a, vars_a, _, _) = train_bits(&original);
-        let schedule = original.schedule().to_vec();
         for host_budget in [u64::MAX, 0] {
             // Halfway between the smallest peak the planner reaches and the original's.
-            let options = PlanOptions { device_budget: 0, host_budget, max_chain: DEFAULT_MAX_CHAIN };
-            let smallest = planner::plan(&original, &schedule, &speeds(&original), options).device_peak;
+            let smallest = smallest_peak(&original, host_budget);
             let budget = smallest + (before.peak_bytes - smallest) / 2;
-            let options = PlanOptions { device_budget: budget, ..options };
+            let options = PlanOptions { device_budget: budget, host_budget, max_chain: DEFAULT_MAX_CHAIN };
             let fitted = planner::fit(&original, &speeds(&original), options).unwrap();
             let recomputes = fitted.plan.decisions.iter().filter(|d| matches!(d.kind, Kind::Recompute { .. })).count();
             let swaps = fitted.plan.decisions.len() - recomputes;
@@ -107,13 +111,11 @@ fn plans_at_every_budget_train_bit_for_bit_at_their_simulated_peak() {
     for (model, original) in graphs {
         let before = memory::simulate(&original, original.schedule());
         let (losses_a, vars_a, _, _) = train_bits(&original);
-        let schedule = original.schedule().to_vec();
         for host_budget in [u64::MAX, 0] {
-            let options = PlanOptions { device_budget: 0, host_budget, max_chain: DEFAULT_MAX_CHAIN };
-            let smallest = planner::plan(&original, &schedule, &speeds(&original), options).device_peak;
+            let smallest = smallest_peak(&original, host_budget);
             for quarter in 0..4 {
                 let budget = smallest + (before.peak_bytes - smallest) * quarter / 4;
-                let options = PlanOptions { device_budget: budget, ..options };
+                let options = PlanOptions { device_budget: budget, host_budget, max_chain: DEFAULT_MAX_CHAIN };
                 let fitted = planner::fit(&original, &speeds(&original), options).unwrap();
                 let g = &fitted.graph;
                 let (losses_b, vars_b, peak_b, host_b) = train_bits(g);

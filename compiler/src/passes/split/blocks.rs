@@ -331,17 +331,24 @@ impl<'g, 'c> Emitter<'g, 'c> {
                 Merge::Sum => self.sums[&t],
                 Merge::Halo => unreachable!("a halo run emits itself"),
             };
-            for (reader, input) in g.readers(t) {
-                if !self.removed.contains(&reader) {
-                    patch.rewire(reader, input, merged);
-                }
-            }
-            if g.outputs.contains(&t) {
-                patch.replace_output(t, merged);
-            }
-            self.merged.insert(t, merged);
+            self.stand_in(t, merged, patch);
             self.emitted.merges.push((c.node, tensor.name.clone()));
         }
+    }
+
+    /// Makes `merged` stand in for the whole tensor `t`: for its readers
+    /// that stay, as a graph output, and for later merges.
+    fn stand_in(&mut self, t: TensorId, merged: TensorRef, patch: &mut Patch) {
+        let g = self.g;
+        for (reader, input) in g.readers(t) {
+            if !self.removed.contains(&reader) {
+                patch.rewire(reader, input, merged);
+            }
+        }
+        if g.outputs.contains(&t) {
+            patch.replace_output(t, merged);
+        }
+        self.merged.insert(t, merged);
     }
 
     /// Part `i` of input `slot` of covered op `c` (sliced along the batch).
@@ -427,16 +434,7 @@ impl<'g, 'c> Emitter<'g, 'c> {
         let merge_node = self.form_node(ci, merge_name, form.merge, form.merge_attrs(&node.attrs));
         let merge = patch.add_node(merge_node, inputs, names.zip(merged_tys).collect(), at);
         for (slot, &t) in node.outputs.iter().enumerate().skip(1) {
-            let merged = TensorRef::New(merge, slot - 1);
-            for (reader, input) in g.readers(t) {
-                if !self.removed.contains(&reader) {
-                    patch.rewire(reader, input, merged);
-                }
-            }
-            if g.outputs.contains(&t) {
-                patch.replace_output(t, merged);
-            }
-            self.merged.insert(t, merged);
+            self.stand_in(t, TensorRef::New(merge, slot - 1), patch);
         }
         for (after, e) in g.out_edges(c.node) {
             match e.action {

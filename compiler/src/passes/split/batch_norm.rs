@@ -10,7 +10,6 @@ use super::SplitReport;
 use crate::egraph::rules::batch_norm::{Form, Source};
 use crate::ir::{Action, Attr, Attrs, Graph, Node, NodeId, TensorId, TensorType};
 use crate::pipeline::{NewNode, NodeRef, Patch, Position, TensorRef};
-use crate::train::LMS_DOMAIN;
 use std::collections::HashSet;
 
 /// Whether the op of `node` splits by its statistics; the error says why not.
@@ -45,15 +44,7 @@ pub(super) fn emit(run: &Run<'_>, g: &Graph, removed: &HashSet<NodeId>, patch: &
     let channels = g.tensor(input(0)).ty.shape[1];
     let (statistics_ty, merged_tys) = form.types(channels, &output_types);
     let sliced = form.sliced();
-    let lms_node = |name: String, op: &str, attrs: Attrs| Node {
-        name,
-        op: op.into(),
-        domain: LMS_DOMAIN.into(),
-        attrs,
-        inputs: vec![],
-        outputs: vec![],
-        ..node.clone()
-    };
+    let lms_node = |name: String, op: &str, attrs: Attrs| super::emit::lms_node(node, name, op, attrs);
     let refs = |sources: &[Source], pieces: &[NewNode], merged: Option<TensorRef>| -> Vec<Option<TensorRef>> {
         sources
             .iter()

@@ -15,7 +15,6 @@ use crate::egraph::rules::batch_norm::{Form, Source};
 use crate::ir::{Action, Attr, Attrs, Graph, Node, NodeId, TensorId, TensorType};
 use crate::pipeline::{NewNode, NodeRef, Patch, Position, TensorRef};
 use crate::shape::split;
-use crate::train::LMS_DOMAIN;
 use std::collections::{HashMap, HashSet};
 
 /// What the emission split and merged, each with the covered op it was for.
@@ -248,10 +247,9 @@ impl<'g, 'c> Emitter<'g, 'c> {
         let attrs = split::whole_count_attrs(&node.op, &node.attrs, input0).unwrap_or_else(|| node.attrs.clone());
         let name = format!("{}.part{i}", node.name);
         let micro = match part_op {
-            Some(op) => Node { name, op: op.into(), domain: LMS_DOMAIN.into(), attrs: Attrs::new(), ..node.clone() },
-            None => Node { name, attrs, ..node.clone() },
+            Some(op) => super::emit::lms_node(node, name, op, Attrs::new()),
+            None => Node { name, attrs, inputs: vec![], outputs: vec![], ..node.clone() },
         };
-        let micro = Node { inputs: vec![], outputs: vec![], ..micro };
         let micro = patch.add_node(micro, inputs, outputs, at);
         let kept = |n: &NodeId| !self.index.contains_key(n);
         for (before, e) in g.in_edges(c.node) {
@@ -389,7 +387,7 @@ impl<'g, 'c> Emitter<'g, 'c> {
     /// A batch-norm node of the decomposition, named `name`.
     fn form_node(&self, ci: usize, name: String, op: &str, attrs: Attrs) -> Node {
         let node = self.g.node(self.covered[ci].node);
-        Node { name, op: op.into(), domain: LMS_DOMAIN.into(), attrs, inputs: vec![], outputs: vec![], ..node.clone() }
+        super::emit::lms_node(node, name, op, attrs)
     }
 
     /// Adds part `i`'s statistics of batch norm `ci`.

@@ -295,17 +295,15 @@ pub(super) fn split_part(reader: &Node, piece: Piece<'_>, at: Position, patch: &
         .with("axis", Attr::Int(axis as i64))
         .with("index", Attr::Int(index as i64))
         .with("parts", Attr::Int(parts as i64));
-    let node = Node {
-        name: name.clone(),
-        op: SPLIT_PART_OP.into(),
-        domain: LMS_DOMAIN.into(),
-        attrs,
-        inputs: vec![],
-        outputs: vec![],
-        ..reader.clone()
-    };
+    let node = lms_node(reader, name.clone(), SPLIT_PART_OP, attrs);
     let output = (name, slice_type(ty, axis, index, parts));
     patch.add_node(node, vec![Some(whole)], vec![output], at)
+}
+
+/// An lms-domain op `op` named `name`, with no inputs or outputs yet, in the
+/// phase and on the device of `like` (the op it stands in for or feeds).
+pub(super) fn lms_node(like: &Node, name: String, op: &str, attrs: Attrs) -> Node {
+    Node { name, op: op.into(), domain: LMS_DOMAIN.into(), attrs, inputs: vec![], outputs: vec![], ..like.clone() }
 }
 
 /// An error about a node of `g`.

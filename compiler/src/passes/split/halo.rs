@@ -113,15 +113,7 @@ impl Halo {
                     (SPLIT_PART_OP, attrs, &part.output)
                 };
                 let name = format!("{}.part{i}.in{slot}", node.name);
-                let piece = Node {
-                    name: name.clone(),
-                    op: op.into(),
-                    domain: LMS_DOMAIN.into(),
-                    attrs,
-                    inputs: vec![],
-                    outputs: vec![],
-                    ..node.clone()
-                };
+                let piece = super::emit::lms_node(node, name.clone(), op, attrs);
                 let ty = split::with_len(&tensor.ty, self.axis, range.len());
                 let piece = patch.add_node(piece, vec![Some(TensorRef::Existing(t))], vec![(name, ty)], at);
                 inputs.push(Some(TensorRef::New(piece, 0)));

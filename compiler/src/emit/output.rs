@@ -1,18 +1,29 @@
-//! Writing output files safely: each goes to a temporary file created
-//! exclusively, with a unique name, in the target's folder (so no planted
-//! link is ever followed), and is renamed over the target only once complete.
-//! The temporary file is removed on every failure path. Before anything is
-//! written, a command's outputs are checked to be distinct from each other
-//! and from its inputs.
+//! Writing output files safely. A new or regular file goes to a temporary
+//! file created exclusively, with a unique name, in the target's folder (so
+//! no planted link is ever followed), renamed over the target only once
+//! complete and removed on every failure path. A target that exists and is
+//! not a regular file (a device, a FIFO, a socket, or a link to one, such as
+//! `/dev/null` or `/dev/stdout`) is opened and written into, as `cc -o
+//! /dev/null` does: never renamed over or unlinked. A directory is refused.
+//! Before anything is written, a command's outputs are checked to be distinct
+//! from each other and from its inputs.
 
 use crate::error::{Error, Result};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// Writes `bytes` to `path` through a fresh temporary sibling and a rename;
-/// a link at `path` is replaced, never followed. Errors name the file and
-/// say "cannot write".
+/// Writes `bytes` to `path`: into the file itself when it is a special file
+/// (or a link to one), else through a fresh temporary sibling and a rename,
+/// so a link at `path` to a regular file is replaced, never followed. Errors
+/// name the file and say "cannot write".
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => {
+            return Err(Error::Write(std::io::Error::other("is a directory")).in_file(path));
+        }
+        Ok(meta) if !meta.is_file() => return write_into_special(path, bytes),
+        _ => {}
+    }
     let write = || -> std::io::Result<()> {
         let dir = match path.parent() {
             Some(dir) if !dir.as_os_str().is_empty() => dir,
@@ -31,6 +42,18 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
         tmp.write_all(bytes)?;
         tmp.as_file().sync_data()?;
         tmp.persist(path).map(drop).map_err(|e| e.error)
+    };
+    write().map_err(|e| Error::Write(e).in_file(path))
+}
+
+/// Writes `bytes` into an existing special file (a device, a FIFO, or a
+/// link to one) opened for writing without creating, truncating or
+/// replacing it; opening a FIFO waits for its reader, as any writer does.
+fn write_into_special(path: &Path, bytes: &[u8]) -> Result<()> {
+    let write = || -> std::io::Result<()> {
+        let mut file = std::fs::OpenOptions::new().write(true).open(path)?;
+        file.write_all(bytes)?;
+        file.flush()
     };
     write().map_err(|e| Error::Write(e).in_file(path))
 }
@@ -91,7 +114,7 @@ mod tests {
         write_atomically(&out, b"one").unwrap();
         write_atomically(&out, b"two").unwrap();
         assert_eq!(std::fs::read(&out).unwrap(), b"two");
-        // A directory in the way: the rename fails, the temporary is removed.
+        // A directory in the way is refused before anything is written.
         let blocked = dir.join("blocked");
         std::fs::create_dir_all(blocked.join("inside")).unwrap();
         let err = write_atomically(&blocked, b"x").unwrap_err().to_string();
@@ -113,6 +136,50 @@ mod tests {
         write_atomically(&out, b"new").unwrap();
         assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
         assert!(!std::fs::symlink_metadata(&out).unwrap().file_type().is_symlink());
+    }
+
+    /// A FIFO made in `dir`, drained by a thread that returns what it read.
+    #[cfg(unix)]
+    fn drained_fifo(dir: &Path, name: &str) -> (PathBuf, std::thread::JoinHandle<Vec<u8>>) {
+        let fifo = dir.join(name);
+        let _ = std::fs::remove_file(&fifo);
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path; mkfifo only creates a file system entry.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+        let reader = fifo.clone();
+        let drain = std::thread::spawn(move || std::fs::read(reader).unwrap());
+        (fifo, drain)
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_fifo_or_a_link_to_one_receives_the_bytes_and_stays_what_it_is() {
+        use std::os::unix::fs::FileTypeExt;
+        let dir = scratch().join("special");
+        std::fs::create_dir_all(&dir).unwrap();
+        let (fifo, drain) = drained_fifo(&dir, "fifo");
+        write_atomically(&fifo, b"into the fifo").unwrap();
+        assert_eq!(drain.join().unwrap(), b"into the fifo");
+        assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+        let (fifo, drain) = drained_fifo(&dir, "fifo2");
+        let link = dir.join("stdout");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&fifo, &link).unwrap();
+        write_atomically(&link, b"through the link").unwrap();
+        assert_eq!(drain.join().unwrap(), b"through the link");
+        assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+        assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+        let left: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(left.len(), 3, "no temporary left: {left:?}");
+    }
+
+    #[test]
+    fn a_directory_target_is_refused() {
+        let dir = scratch().join("dir-target");
+        std::fs::create_dir_all(dir.join("out.lms")).unwrap();
+        let err = write_atomically(&dir.join("out.lms"), b"x").unwrap_err().to_string();
+        assert!(err.ends_with("out.lms: cannot write: is a directory"), "{err}");
+        assert!(dir.join("out.lms").is_dir());
     }
 
     #[test]

@@ -9,8 +9,8 @@
 //!   import that succeeds must have read only files inside the model's folder.
 //!
 //! Inputs are lines of text; mutation works on whole lines and tokens from fixed
-//! vocabularies, so no input names a path outside its scratch folder except the planted
-//! `../outside` target and `/dev/zero`.
+//! vocabularies, so no command line names a path outside its scratch folder except the
+//! planted `../outside` target.
 
 use super::mutate::Rng;
 use super::runner::Target;
@@ -104,7 +104,6 @@ const CLI_VOCABULARY: &[&str] = &[
     "out.lms",
     "out.txt",
     "seed.lms",
-    "/dev/zero",
     ".",
     "fifo",
     "link.lms",

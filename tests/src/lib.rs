@@ -84,6 +84,29 @@ pub fn scratch_path(suite: &str, name: &str) -> PathBuf {
     dir.join(name)
 }
 
+/// The device files a test run must leave alone, with their (major, minor) numbers on
+/// Linux: a test that wrote over one (as root, a rename replaces the device) breaks the
+/// machine for every later program.
+pub const DEVICES: [(&str, (u32, u32)); 4] =
+    [("/dev/null", (1, 3)), ("/dev/zero", (1, 5)), ("/dev/full", (1, 7)), ("/dev/urandom", (1, 9))];
+
+/// Asserts that each of [`DEVICES`] is still a character device with its numbers, reading
+/// only their metadata (never following a link, never opening them). `when` says which
+/// check this is (e.g. "after the CLI fuzz run").
+#[cfg(target_os = "linux")]
+pub fn assert_devices_intact(when: &str) {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    for (path, numbers) in DEVICES {
+        let meta = std::fs::symlink_metadata(path).unwrap_or_else(|e| panic!("{when}: {path}: {e}"));
+        let kind = meta.file_type();
+        let found = (libc::major(meta.rdev()), libc::minor(meta.rdev()));
+        assert!(
+            kind.is_char_device() && found == numbers,
+            "{when}: {path} is no longer the character device {numbers:?} ({kind:?}, {found:?}): a test wrote over it"
+        );
+    }
+}
+
 /// Runs `lms` with `args`, asserts that it succeeded, and returns its standard output.
 pub fn lms_ok(args: &[&str]) -> String {
     let out = lms(args);
@@ -326,5 +349,16 @@ pub mod training {
         names.sort();
         names.dedup();
         names
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The first test binary of this package to run (cargo runs a package's unit tests
+    /// before its integration tests): the devices are intact before any of them.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn devices_are_intact_before_the_integration_tests() {
+        super::assert_devices_intact("before the integration tests");
     }
 }

@@ -54,9 +54,11 @@ fn long_work_draws_nothing_into_a_pipe() {
 fn run_draws_a_progress_bar_on_a_terminal() {
     let graph = scratch("bar.lms");
     lms_ok(&["compile", "fixtures/models/tiny_gpt.onnx", "--batch", "32", "--quiet", "-o", graph.to_str().unwrap()]);
-    let command = format!("'{}' run '{}' --steps 20 > /dev/null", lms_bin().display(), graph.display());
+    // Outputs go to the test's scratch folder: lms's stdout, and the session `script` records.
+    let (stdout, typescript) = (scratch("bar-stdout.txt"), scratch("bar-typescript.txt"));
+    let command = format!("'{}' run '{}' --steps 20 > '{}'", lms_bin().display(), graph.display(), stdout.display());
     let out = Command::new("script")
-        .args(["-qec", &command, "/dev/null"])
+        .args(["-qec", &command, typescript.to_str().unwrap()])
         .current_dir(repo_root())
         .output()
         .unwrap_or_else(|e| panic!("cannot run `script` (util-linux) to get a terminal: {e}"));

@@ -12,6 +12,8 @@ static ALLOC: CountingAlloc = CountingAlloc;
 
 #[test]
 fn a_few_seconds_of_each_target_find_nothing() {
+    #[cfg(target_os = "linux")]
+    lms_tests::assert_devices_intact("before the bounded fuzz run");
     let out = std::env::temp_dir().join(format!("lms-fuzz-bounded-{}", std::process::id()));
     for target in [targets::onnx_import(), targets::lms_load()] {
         let options = Options {
@@ -59,4 +61,6 @@ fn a_few_seconds_of_each_target_find_nothing() {
         );
     }
     let _ = std::fs::remove_dir_all(&out);
+    #[cfg(target_os = "linux")]
+    lms_tests::assert_devices_intact("after the bounded fuzz run");
 }

@@ -4,7 +4,7 @@
 //! Prints the executions, accepted inputs, time and findings; exits 1 when anything was found.
 
 use clap::{Parser, ValueEnum};
-use lms_tests::fuzz::alloc::CountingAlloc;
+use lms_tests::fuzz::alloc::{self, CountingAlloc};
 use lms_tests::fuzz::runner::{self, Options};
 use lms_tests::fuzz::{surface, targets};
 use std::path::PathBuf;
@@ -80,6 +80,9 @@ fn main() -> ExitCode {
         s.peak_bytes >> 20,
         s.findings.len()
     );
+    if alloc::children_peak() > 0 {
+        println!("{}: child processes peaked at {} MiB resident", target.name, alloc::children_peak() >> 20);
+    }
     for f in &s.findings {
         println!("  {:?}: {} ({})", f.kind, f.message, f.input.display());
     }

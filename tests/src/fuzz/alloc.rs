@@ -29,6 +29,16 @@ pub fn reset_peak() {
     PEAK.store(LIVE.load(Ordering::Relaxed), Ordering::Relaxed);
 }
 
+/// The largest resident set of any child process this process has waited for, in bytes
+/// (`getrusage(RUSAGE_CHILDREN)`): what the command-line target's `lms` runs held.
+pub fn children_peak() -> usize {
+    // SAFETY: getrusage only fills the struct it is given.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid pointer to a rusage struct.
+    let _ = unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) };
+    usize::try_from(usage.ru_maxrss).unwrap_or(0) << 10
+}
+
 /// Whether an allocation was refused for going past [`HARD_LIMIT`].
 pub fn refused() -> bool {
     REFUSED.load(Ordering::Relaxed)

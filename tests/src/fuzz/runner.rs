@@ -2,8 +2,9 @@
 //! panic, an input that runs longer than the per-input limit (a watchdog ends the process
 //! when one runs past [`HANG_FACTOR`] times the limit: a hang), or an execution holding more
 //! than 1 GiB (with
-//! [`super::alloc::CountingAlloc`] installed). Every finding's input is written to the
-//! output folder.
+//! [`super::alloc::CountingAlloc`] installed). Every finding's input is written to a file
+//! in the output folder; a finding's message is short and names that file, never the
+//! input's bytes. The run stops after [`MAX_FINDINGS`].
 
 use super::alloc;
 use super::mutate::Rng;
@@ -94,6 +95,13 @@ pub struct Summary {
 /// out and ends the process.
 pub const HANG_FACTOR: u32 = 10;
 
+/// The run stops after this many findings: a target that fails every input would
+/// otherwise write one file per execution.
+pub const MAX_FINDINGS: usize = 100;
+
+/// Characters of a panic message kept in a finding (the input itself is in its file).
+const MESSAGE_CHARS: usize = 400;
+
 /// The input being run, for the watchdog and the allocator's hard limit.
 static CURRENT: Mutex<Vec<u8>> = Mutex::new(Vec::new());
 /// Where the input goes when the allocator refuses an allocation (opened before the run).
@@ -155,13 +163,16 @@ pub fn run(target: &Target, options: &Options) -> Summary {
     let previous_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(|info| {
         if let Ok(mut last) = LAST_PANIC.lock() {
-            *last = Some(info.to_string().replace('\n', " "));
+            *last = Some(info.to_string().replace('\n', " ").chars().take(MESSAGE_CHARS).collect());
         }
     }));
     let mut rng = Rng::new(options.seed);
     let mut summary = Summary::default();
     let start = Instant::now();
-    while summary.executions < options.executions && start.elapsed() < options.time {
+    while summary.executions < options.executions
+        && start.elapsed() < options.time
+        && summary.findings.len() < MAX_FINDINGS
+    {
         let seed = &target.seeds[rng.below(target.seeds.len())];
         let input = (target.mutate)(&mut rng, seed, &target.seeds);
         {

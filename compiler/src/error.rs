@@ -5,6 +5,7 @@ use crate::analysis::order::CycleError;
 use crate::ir::{AttrError, VerifyError};
 use crate::shape::ShapeError;
 use crate::units::format_bytes;
+use lms_proto::escape::Escaped;
 use lms_proto::input::InputError;
 #[cfg(feature = "cli")]
 use lms_runtime::RuntimeError;
@@ -14,7 +15,7 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Context: the file the rest of the error is about.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {source}", Escaped(&.path.to_string_lossy()))]
     InFile { path: PathBuf, source: Box<Error> },
     #[error("cannot read: {0}")]
     Io(#[from] std::io::Error),
@@ -35,21 +36,26 @@ pub enum Error {
     NoOpset,
     #[error("opset {0} of the default domain is not supported (lms reads opsets 6 to 21)")]
     UnsupportedOpset(i64),
-    #[error("tensor '{tensor}': {reason}")]
+    #[error("tensor '{}': {reason}", Escaped(.tensor))]
     Tensor { tensor: String, reason: String },
-    #[error("input '{input}': {reason}")]
+    #[error("input '{}': {reason}", Escaped(.input))]
     Input { input: String, reason: String },
-    #[error("node '{node}' ({op}): {reason}")]
+    #[error("node '{}' ({}): {reason}", Escaped(.node), Escaped(.op))]
     Node { node: String, op: String, reason: String },
-    #[error("node '{node}' ({op}): {source}")]
+    #[error("node '{}' ({}): {source}", Escaped(.node), Escaped(.op))]
     Shape { node: String, op: String, source: ShapeError },
-    #[error("node '{node}' ({op}): {source}")]
+    #[error("node '{}' ({}): {source}", Escaped(.node), Escaped(.op))]
     Attr { node: String, op: String, source: AttrError },
-    #[error("node '{node}' ({op}) reads tensor '{tensor}', which no node, initializer or input produces")]
+    #[error(
+        "node '{}' ({}) reads tensor '{}', which no node, initializer or input produces",
+        Escaped(.node),
+        Escaped(.op),
+        Escaped(.tensor)
+    )]
     Dangling { node: String, op: String, tensor: String },
-    #[error("tensor '{tensor}' is produced twice: by '{first}' and by '{second}'")]
+    #[error("tensor '{}' is produced twice: by '{}' and by '{}'", Escaped(.tensor), Escaped(.first), Escaped(.second))]
     Duplicate { tensor: String, first: String, second: String },
-    #[error("graph output '{0}' is not produced by any node, initializer or input")]
+    #[error("graph output '{}' is not produced by any node, initializer or input", Escaped(.0))]
     UnknownOutput(String),
     #[error(transparent)]
     Cycle(#[from] CycleError),
@@ -63,10 +69,11 @@ pub enum Error {
     /// No plan keeps the simulated memory of `pool` ("device" or "host")
     /// within its budget; `needed` is the best plan's peak, reached at `op`.
     #[error(
-        "does not fit in {pool} memory: the best plan needs {}, {} over the budget of {}, at op '{op}'",
+        "does not fit in {pool} memory: the best plan needs {}, {} over the budget of {}, at op '{}'",
         format_bytes(*.needed),
         format_bytes(.needed.saturating_sub(*.budget)),
-        format_bytes(*.budget)
+        format_bytes(*.budget),
+        Escaped(.op)
     )]
     OverBudget { pool: &'static str, needed: u64, budget: u64, op: String },
     /// The budget planner finds no plan within the device budget: `why`

@@ -558,7 +558,7 @@ fn compile(args: &CompileArgs) -> Result<(), Error> {
     }
     let report = report?;
     for warning in &report.training.warnings {
-        eprintln!("lms: warning: {warning}");
+        eprintln!("lms: warning: {}", lms_compiler::process::one_line(warning));
     }
     if !args.quiet {
         print!("{}", report.summary());
@@ -839,7 +839,7 @@ fn main() -> ExitCode {
     match result {
         Some(Ok(())) => ExitCode::SUCCESS,
         Some(Err(e)) => {
-            eprintln!("lms: error: {e}");
+            eprintln!("lms: error: {}", lms_compiler::process::one_line(&e.to_string()));
             ExitCode::from(e.exit_code())
         }
         None => ExitCode::from(exit::INTERNAL),

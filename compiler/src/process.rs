@@ -32,7 +32,9 @@ pub fn internal_on_panic<T>(f: impl FnOnce() -> T) -> Option<T> {
 
 /// A multi-line message (such as clap's usage errors) as one line: its
 /// non-empty lines joined by "; ", without the "error: " prefix, the usage
-/// line and the pointer to `--help`.
+/// line and the pointer to `--help`, and control characters escaped
+/// ([`escape`](lms_proto::escape::escape)), so names from the input can
+/// neither split the line nor reach the terminal as control sequences.
 pub fn one_line(message: &str) -> String {
     let lines: Vec<&str> = message
         .lines()
@@ -40,7 +42,7 @@ pub fn one_line(message: &str) -> String {
         .filter(|l| !l.is_empty() && !l.starts_with("Usage:") && !l.starts_with("For more information"))
         .map(|l| l.strip_prefix("error: ").unwrap_or(l))
         .collect();
-    lines.join("; ")
+    lms_proto::escape::escape(&lines.join("; ")).into_owned()
 }
 
 #[cfg(test)]
@@ -53,6 +55,7 @@ mod tests {
         assert_eq!(one_line(clap), "invalid value '0' for '--batch <BATCH>': must be at least 1");
         let tip = "error: unexpected argument '--lrr' found\n\n  tip: a similar argument exists: '--lr'\n\nUsage: lms compile [OPTIONS]\n";
         assert_eq!(one_line(tip), "unexpected argument '--lrr' found; tip: a similar argument exists: '--lr'");
+        assert_eq!(one_line("node 'evil\x1b[2J\r' (Cos): unsupported\n"), "node 'evil\\x1b[2J\\r' (Cos): unsupported");
     }
 
     #[test]

@@ -1,13 +1,15 @@
 //! The error type of kernels and host tensors.
 
+use lms_proto::escape::Escaped;
+
 /// Why a kernel, a tensor constructor or an attribute lookup failed; one-line messages.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum KernelError {
     /// The op has no CPU kernel.
-    #[error("no CPU kernel for op `{0}`")]
+    #[error("no CPU kernel for op `{}`", Escaped(.0))]
     UnknownOp(String),
     /// The op (or this form of it) has no kernel on the CUDA backend.
-    #[error("op `{0}` has no CUDA kernel yet")]
+    #[error("op `{}` has no CUDA kernel yet", Escaped(.0))]
     NoCudaKernel(String),
     /// A required input slot is absent.
     #[error("input {0} is missing")]
@@ -90,7 +92,7 @@ pub enum RuntimeError {
     #[error("{0}")]
     OutOfMemory(Box<crate::memory::OutOfMemory>),
     /// A kernel failed on a node.
-    #[error("node '{node}': {source}")]
+    #[error("node '{}': {source}", Escaped(.node))]
     Kernel {
         /// The node's name.
         node: String,
@@ -98,7 +100,7 @@ pub enum RuntimeError {
         source: KernelError,
     },
     /// A variable or an input could not be given its initial value.
-    #[error("initialising '{node}': {message}")]
+    #[error("initialising '{}': {message}", Escaped(.node))]
     Init {
         /// The variable or input node.
         node: String,

@@ -5,6 +5,7 @@
 //! live tensors; there is never a silent fallback to another pool.
 
 use crate::error::RuntimeError;
+use lms_proto::escape::Escaped;
 use lms_proto::lms::Node;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -39,8 +40,8 @@ impl fmt::Display for OutOfMemory {
             f,
             "out of {} memory at node '{}' ({}): wants {}, {} of {} live",
             self.pool,
-            self.node,
-            self.op,
+            Escaped(&self.node),
+            Escaped(&self.op),
             format_bytes(self.wanted),
             format_bytes(self.live),
             format_bytes(self.budget)
@@ -49,7 +50,7 @@ impl fmt::Display for OutOfMemory {
             f.write_str("; largest live: ")?;
             for (i, (name, bytes)) in self.largest.iter().enumerate() {
                 let sep = if i == 0 { "" } else { ", " };
-                write!(f, "{sep}{name} ({})", format_bytes(*bytes))?;
+                write!(f, "{sep}{} ({})", Escaped(name), format_bytes(*bytes))?;
             }
         }
         Ok(())

@@ -1,7 +1,8 @@
 //! `lms doctor` and `lms run --device cuda` from the command line. Where a CUDA driver
-//! exists, both must succeed; where none does (CI), both must fail with the listing of
-//! every library and every place searched, libcuda first — and NVRTC, installed in
-//! `fixtures/.cuda` by the fetch script, is found there through `LMS_CUDA_LIB_DIR`.
+//! exists, both must succeed; where none does (CI), both must fail with one error line
+//! naming the missing libraries, `doctor` listing every library and every place searched
+//! on stdout, libcuda first — and NVRTC, installed in `fixtures/.cuda` by the fetch script,
+//! is found there through `LMS_CUDA_LIB_DIR`.
 
 use lms_runtime::backend::cuda::driver_missing;
 use lms_tests::{fixture, gpu_available, lms_bin, repo_root};
@@ -45,12 +46,14 @@ fn doctor_reports_the_gpu_or_lists_everything_it_tried() {
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert_eq!(out.status.code(), Some(2), "{stdout}{stderr}");
     assert!(stderr.starts_with("lms: error: the GPU cannot be used: cannot load libcuda"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one error line: {stderr}");
+    assert!(stderr.contains("`lms doctor` lists them"), "{stderr}");
     // NVRTC is found in the project folder (its nvidia/*/lib), with its version.
     let nvrtc = format!("{project}/nvidia/cu13/lib/libnvrtc.so.13 (LMS_CUDA_LIB_DIR ");
     let nvrtc_line = stdout.lines().find(|l| l.starts_with("libnvrtc ")).unwrap_or_else(|| panic!("{stdout}"));
     assert!(nvrtc_line.contains(" 13.0 ") && nvrtc_line.contains(&nvrtc), "{nvrtc_line}");
     // The listing: libcuda first, every place in order, the variable's folders first.
-    let listing = &stderr[stderr.find("cannot load ").unwrap_or_else(|| panic!("{stderr}"))..];
+    let listing = &stdout[stdout.find("cannot load ").unwrap_or_else(|| panic!("{stdout}"))..];
     assert!(listing.starts_with("cannot load libcuda"), "{listing}");
     let libcuda = listing.find("\n  libcuda (libcuda.so.1, libcuda.so): not found").expect("libcuda listed");
     let libnvrtc = listing.find(&format!("\n  libnvrtc: found {project}")).expect("libnvrtc listed as found");
@@ -71,7 +74,7 @@ fn doctor_reports_the_gpu_or_lists_everything_it_tried() {
 }
 
 #[test]
-fn run_on_cuda_trains_or_fails_with_the_library_listing() {
+fn run_on_cuda_trains_or_fails_with_one_line_naming_the_missing_libraries() {
     let graph = std::env::temp_dir().join(format!("lms-cli-cuda-{}.lms", std::process::id()));
     let out =
         lms_with_lib_dir(&["compile", "fixtures/models/mlp.onnx", "--batch", "4", "-o", graph.to_str().unwrap()], "");
@@ -84,7 +87,8 @@ fn run_on_cuda_trains_or_fails_with_the_library_listing() {
         let reason = driver_missing().expect("no driver");
         assert_eq!(out.status.code(), Some(2), "{stderr}");
         assert!(stderr.contains("cannot load libcuda"), "{stderr}");
-        assert!(stderr.contains(reason.lines().next().unwrap_or_default()), "{stderr}\nvs\n{reason}");
+        assert_eq!(stderr.lines().count(), 1, "one error line: {stderr}");
+        assert!(stderr.contains(&reason), "{stderr}\nvs\n{reason}");
     }
     let _ = std::fs::remove_file(graph);
 }

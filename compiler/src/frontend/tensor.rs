@@ -2,6 +2,7 @@
 //! external data files.
 
 use crate::ir::{DType, Shape, TensorData, TensorType};
+use lms_proto::escape::Escaped;
 use lms_proto::onnx::TensorProto;
 use std::path::Path;
 
@@ -75,19 +76,20 @@ fn read_external(p: &TensorProto, base_dir: Option<&Path>, bytes: u64) -> Result
         return Err(format!("external data length {length} does not match the {bytes} bytes of its shape"));
     }
     let path = inside(base_dir.unwrap_or(Path::new(".")), location)?;
-    lms_proto::input::read_range(&path, offset, length).map_err(|e| format!("external data '{}' {e}", path.display()))
+    lms_proto::input::read_range(&path, offset, length)
+        .map_err(|e| format!("external data '{}' {e}", Escaped(&path.to_string_lossy())))
 }
 
 /// The file `location` names, relative to the model's folder `base_dir`,
 /// with every link followed; refused unless it lies inside that folder.
 fn inside(base_dir: &Path, location: &str) -> Result<std::path::PathBuf, String> {
-    let outside = || format!("external data location '{location}' must stay inside the model's folder");
+    let outside = || format!("external data location '{}' must stay inside the model's folder", Escaped(location));
     let rel = Path::new(location);
     if rel.is_absolute() || rel.components().any(|c| matches!(c, std::path::Component::ParentDir)) {
         return Err(outside());
     }
     let joined = base_dir.join(rel);
-    let cannot = |e: std::io::Error| format!("cannot read external data '{}': {e}", joined.display());
+    let cannot = |e: std::io::Error| format!("cannot read external data '{}': {e}", Escaped(&joined.to_string_lossy()));
     let folder = base_dir.canonicalize().map_err(cannot)?;
     let path = joined.canonicalize().map_err(cannot)?;
     if !path.starts_with(&folder) {

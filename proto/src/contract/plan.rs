@@ -10,6 +10,7 @@ use super::ops::NodeKind;
 use super::placement;
 use super::program::Program;
 use super::release::Pool;
+use crate::escape::Escaped;
 
 /// The strategies a plan may name: no rewrite, TFLMS swapping, the automatic planner.
 pub const STRATEGIES: [&str; 3] = ["none", "tflms", "auto"];
@@ -20,7 +21,7 @@ pub fn check_plan(program: &Program) -> Result<(), String> {
         return Ok(());
     };
     if !STRATEGIES.contains(&plan.strategy.as_str()) {
-        return Err(format!("plan: unknown strategy '{}'", plan.strategy.escape_debug()));
+        return Err(format!("plan: unknown strategy '{}'", Escaped(&plan.strategy)));
     }
     let graph = program.graph();
     let (nodes, tensors) = (program.node_count(), program.tensor_count());

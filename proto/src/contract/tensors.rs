@@ -4,6 +4,7 @@
 
 use super::describe;
 use super::dtype::{dtype_name, known_dtype, tensor_bytes};
+use crate::escape::Escaped;
 use crate::lms::{attribute, DType, Graph, Node};
 
 /// The element type, shape and size of a tensor.
@@ -60,7 +61,7 @@ pub fn tensor_types(graph: &Graph) -> Result<Vec<TensorType>, String> {
 /// has a known dtype and exactly the bytes its shape takes.
 pub fn check_attributes(node: &Node) -> Result<(), String> {
     for a in &node.attributes {
-        let name = a.name.escape_debug();
+        let name = Escaped(&a.name);
         match &a.value {
             None => return Err(format!("attribute '{name}' has no value")),
             Some(attribute::Value::Tensor(value)) => {

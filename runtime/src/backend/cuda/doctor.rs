@@ -15,8 +15,8 @@ pub struct Diagnosis {
     /// The facts gathered, one per line: each library found (version, path, place), the
     /// driver, the GPU and its free memory, the kernels compiled for it.
     pub facts: String,
-    /// Why the CUDA backend cannot run here (for missing libraries: every library and
-    /// every place searched, libcuda first), or `None` when it can.
+    /// Why the CUDA backend cannot run here, in one line (for missing libraries, which;
+    /// `facts` then lists every place searched), or `None` when it can.
     pub problem: Option<String>,
 }
 
@@ -28,7 +28,9 @@ pub fn doctor() -> Diagnosis {
         let _ = writeln!(facts, "{}", library_line(found));
     }
     if results.iter().any(Result::is_err) {
-        return Diagnosis { facts, problem: Some(format!("the GPU cannot be used: {}", loader::listing(&results))) };
+        let _ = writeln!(facts, "{}", loader::listing(&results));
+        let problem = format!("the GPU cannot be used: {}", loader::missing_line(&results));
+        return Diagnosis { facts, problem: Some(problem) };
     }
     let gathered = catch_unwind(AssertUnwindSafe(|| gpu_facts(&mut facts)))
         .unwrap_or_else(|_| Err("a CUDA library lacks a function this build expects (CUDA 12/13, cuDNN 9)".into()));

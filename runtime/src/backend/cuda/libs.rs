@@ -159,7 +159,7 @@ impl Dnn {
     /// A handle on `stream`, or why cuDNN cannot be used.
     pub fn new(stream: &Arc<CudaStream>) -> Result<Dnn, String> {
         if let Err(missing) = super::loader::load(super::loader::CudaLibrary::Cudnn) {
-            return Err(format!("convolutions need cuDNN: {}", super::loader::listing(&[Err(missing)])));
+            return Err(format!("convolutions need cuDNN: {}", super::loader::missing_line(&[Err(missing)])));
         }
         let created = catch_unwind(AssertUnwindSafe(|| -> Result<Dnn, CudaError> {
             let handle = dnn::create_handle()?;

@@ -323,14 +323,28 @@ pub fn load(library: CudaLibrary) -> Result<Found, Missing> {
     Ok(found)
 }
 
-/// Loads every library of `libraries`; when any is missing, one message listing every
-/// library with the places tried for it (the ones found with their paths).
+/// Loads every library of `libraries`; when any is missing, one line naming the missing
+/// ones ([`missing_line`]).
 pub fn require(libraries: &[CudaLibrary]) -> Result<Vec<Found>, String> {
     let results: Vec<Result<Found, Missing>> = libraries.iter().map(|&l| load(l)).collect();
     if results.iter().all(Result::is_ok) {
         return Ok(results.into_iter().flatten().collect());
     }
-    Err(listing(&results))
+    Err(missing_line(&results))
+}
+
+/// One line for libraries of which some are missing: the missing ones, how many places
+/// were searched, and where the whole [`listing`] is (`lms doctor`), so an error stays
+/// on one line.
+pub fn missing_line(results: &[Result<Found, Missing>]) -> String {
+    let missing: Vec<&Missing> = results.iter().filter_map(|r| r.as_ref().err()).collect();
+    let names: Vec<&str> = missing.iter().map(|m| m.library.name()).collect();
+    let places = missing.first().map_or(0, |m| m.tried.len());
+    format!(
+        "cannot load {} (searched {places} places; `lms doctor` lists them); set {LIB_DIR_VAR} to the \
+         folders holding them, or use --device cpu",
+        names.join(", ")
+    )
 }
 
 /// The message for libraries of which some are missing: the missing ones named first,

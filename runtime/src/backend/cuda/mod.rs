@@ -180,7 +180,7 @@ pub struct CudaBackend {
 pub fn driver_missing() -> Option<String> {
     loader::load(CudaLibrary::Driver)
         .err()
-        .map(|missing| format!("no CUDA driver found ({}); use --device cpu", loader::listing(&[Err(missing)])))
+        .map(|missing| format!("no CUDA driver found: {}", loader::missing_line(&[Err(missing)])))
 }
 
 /// The variable that makes every skipped GPU test fail instead (set it where a GPU must be).

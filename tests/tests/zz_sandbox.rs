@@ -52,7 +52,8 @@ fn fuzz_vocabularies_name_only_scratch_paths() {
     for line in LAYOUT_LINES {
         assert!(!names_system_path(line), "a layout line names a system path: {line:?}");
         for word in line.split(' ') {
-            let inside = !word.starts_with('/') && (!word.contains("..") || word.split('/').take(2).eq(["..", "outside"]));
+            let inside =
+                !word.starts_with('/') && (!word.contains("..") || word.split('/').take(2).eq(["..", "outside"]));
             assert!(inside, "a layout word leaves the layout's scratch folder: {line:?}");
         }
     }

@@ -1,12 +1,12 @@
-//! `lms-fuzz`: long fuzz campaigns on the ONNX import, `.lms` load, command-line and
-//! external-data targets, e.g.
+//! `lms-fuzz`: long fuzz campaigns on the ONNX import, `.lms` load and run, command-line,
+//! external-data and `.npz` targets, e.g.
 //! `cargo run --release -p lms-tests --bin lms-fuzz -- lms --executions 1000000`.
 //! Prints the executions, accepted inputs, time and findings; exits 1 when anything was found.
 
 use clap::{Parser, ValueEnum};
 use lms_tests::fuzz::alloc::{self, CountingAlloc};
 use lms_tests::fuzz::runner::{self, Options};
-use lms_tests::fuzz::{surface, targets};
+use lms_tests::fuzz::{npz, surface, targets};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -18,12 +18,14 @@ static ALLOC: CountingAlloc = CountingAlloc;
 enum TargetArg {
     /// ONNX import: decode, import, shape inference, inspect.
     Onnx,
-    /// `.lms` load: decode, validate, rebuild, simulate, verify.
+    /// `.lms` load: decode, validate, rebuild, simulate, verify, one training step.
     Lms,
     /// `lms` command lines (the built binary): exit statuses, one error line, no clobbering.
     Cli,
     /// External-data layouts: locations, offsets, lengths, links, FIFOs.
     External,
+    /// `.npz` archives as `lms run --data` and `--resume` read them.
+    Npz,
 }
 
 /// Fuzz one target of lms with structure-aware mutations of the fixtures.
@@ -59,6 +61,7 @@ fn main() -> ExitCode {
         TargetArg::Lms => targets::lms_load(),
         TargetArg::Cli => surface::cli_args(),
         TargetArg::External => surface::external_layouts(),
+        TargetArg::Npz => npz::npz_inputs(),
     };
     let options = Options {
         executions: cli.executions,

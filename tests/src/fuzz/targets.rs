@@ -1,6 +1,6 @@
 //! The two fuzz targets and their seeds: ONNX import (decode → import → shape inference →
 //! inspect), and `.lms` load (decode → validate → rebuild → simulate → verify against the
-//! graph's original).
+//! graph's original → one training step on the CPU under a small budget).
 
 use super::mutate::{mutate_lms, mutate_onnx};
 use super::runner::Target;
@@ -15,15 +15,18 @@ use lms_compiler::passes::tflms::{self, TflmsConfig};
 use lms_compiler::simulate::SimulateReport;
 use lms_compiler::train::{self, TrainOptions};
 use lms_proto::contract::Program;
+use lms_proto::lms::attribute::Value;
+use lms_proto::lms::Attribute;
 use lms_proto::Message;
+use lms_runtime::{CpuBackend, RunOptions, Session};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
 /// Seed models above this size are left out: small seeds keep executions fast.
 const MAX_SEED_BYTES: u64 = 128 << 10;
-/// Initial values above this size are dropped from `.lms` seeds (variables without one are
-/// initialised from their attributes), so mutations land on the graph, not on weights.
+/// Initial values above this size are dropped from `.lms` seeds (their variables start
+/// from zeros), so mutations land on the graph, not on weights.
 const MAX_SEED_DATA_BYTES: usize = 64;
 
 /// The ONNX models seeding the import target: the committed fixture models, the light
@@ -72,6 +75,10 @@ fn lms_seeds() -> (HashMap<String, Graph>, Vec<Vec<u8>>) {
             let mut seed = serialize::to_proto(g, &[]).unwrap_or_else(|e| panic!("{e}"));
             for t in seed.tensors.iter_mut().filter(|t| t.data.len() > MAX_SEED_DATA_BYTES) {
                 t.data.clear();
+                // The variable starts from zeros instead, so the seed still runs.
+                let node = &mut seed.nodes[t.producer as usize];
+                node.attributes.retain(|a| a.name != "init");
+                node.attributes.push(Attribute { name: "init".into(), value: Some(Value::String("zeros".into())) });
             }
             seeds.push(seed.encode_to_vec());
         }
@@ -85,7 +92,11 @@ fn fuzz_limits() -> Limits {
     Limits { nodes: 200_000, iterations: 32, time: Duration::from_secs(5) }
 }
 
-/// The `.lms` target: contract validation, then what `lms simulate` and `lms verify` do.
+/// Device and host budget of the one step an accepted program runs.
+const RUN_BUDGET: u64 = 64 << 20;
+
+/// The `.lms` target: contract validation, then what `lms simulate` and `lms verify` do,
+/// then what `lms run` does: one step on the CPU under [`RUN_BUDGET`].
 pub fn lms_load() -> Target {
     let (originals, seeds) = lms_seeds();
     let device = DeviceProfile::load(DEFAULT_PROFILE).unwrap_or_else(|e| panic!("{e}"));
@@ -93,12 +104,15 @@ pub fn lms_load() -> Target {
         let Ok(program) = Program::decode(bytes, "fuzz.lms") else {
             return false;
         };
-        let Ok((graph, schedule)) = serialize::from_program(&program) else {
-            return true;
-        };
-        let _ = SimulateReport::new(&graph, &schedule, &device);
-        if let Some(original) = originals.get(&graph.name) {
-            let _ = egraph::check(original, &graph, &fuzz_limits());
+        if let Ok((graph, schedule)) = serialize::from_program(&program) {
+            let _ = SimulateReport::new(&graph, &schedule, &device);
+            if let Some(original) = originals.get(&graph.name) {
+                let _ = egraph::check(original, &graph, &fuzz_limits());
+            }
+        }
+        let options = RunOptions { device_memory: RUN_BUDGET, host_memory: RUN_BUDGET, seed: 1 };
+        if let Ok(mut session) = Session::new(program, CpuBackend::new(), options) {
+            let _ = session.step();
         }
         true
     };

@@ -101,14 +101,21 @@ __device__ __forceinline__ float binary_op(int op, float a, float b) {
     }
 }
 
-// Integer arithmetic wraps; division truncates and gives 0 for a zero divisor.
+// Integer arithmetic wraps, like the CPU's wrapping ops: division truncates and the
+// minimum divided by -1 is the minimum (a / -1 is -a, wrapped). A zero divisor gives 0
+// and sets *error (when given), which the runtime turns into the CPU's error.
 template <typename T>
-__device__ __forceinline__ T binary_int(int op, T a, T b) {
+__device__ __forceinline__ T binary_int(int op, T a, T b, int* error) {
     switch (op) {
     case B_ADD: return (T)((u64)a + (u64)b);
     case B_SUB: return (T)((u64)a - (u64)b);
     case B_MUL: return (T)((u64)a * (u64)b);
-    case B_DIV: return b == 0 ? (T)0 : a / b;
+    case B_DIV:
+        if (b == 0) {
+            if (error) *error = 1;
+            return (T)0;
+        }
+        return b == (T)-1 ? (T)(0 - (u64)a) : a / b;
     case B_MAX: return a > b ? a : b;
     case B_MIN: return a < b ? a : b;
     default: return a;
@@ -123,13 +130,13 @@ extern "C" __global__ void binary_f32(int op, const Layout l, float* y, const fl
     }
 }
 
-#define BINARY_INT(NAME, T)                                                                 \
-    extern "C" __global__ void NAME(int op, const Layout l, T* y, const T* a, const T* b) { \
-        GRID_STRIDE(i, l.count) {                                                           \
-            i64 off[3];                                                                     \
-            layout_offsets<3>(l, i, off);                                                   \
-            y[off[0]] = binary_int<T>(op, a[off[1]], b[off[2]]);                            \
-        }                                                                                   \
+#define BINARY_INT(NAME, T)                                                                             \
+    extern "C" __global__ void NAME(int op, const Layout l, T* y, const T* a, const T* b, int* error) { \
+        GRID_STRIDE(i, l.count) {                                                                       \
+            i64 off[3];                                                                                 \
+            layout_offsets<3>(l, i, off);                                                               \
+            y[off[0]] = binary_int<T>(op, a[off[1]], b[off[2]], error);                                 \
+        }                                                                                               \
     }
 BINARY_INT(binary_i64, i64)
 BINARY_INT(binary_i32, int)
@@ -251,20 +258,27 @@ __device__ i64 load_int(int code, const void* p, i64 i) {
 }
 
 // Float to integer truncates toward zero and saturates (NaN gives 0), like Rust's `as`.
+// [lo, hi) holds the values whose truncation fits T: lo is T's minimum and hi its maximum
+// plus one, both powers of two and exact as doubles, so no conversion is out of range
+// (undefined behaviour in C++: 2^63 converted to i64 may give INT64_MIN).
 template <typename T>
-__device__ __forceinline__ T saturate(double v, double lo, double hi) {
-    return v != v ? (T)0 : (v <= lo ? (T)lo : (v >= hi ? (T)hi : (T)v));
+__device__ __forceinline__ T saturate(double v, double lo, double hi, T min, T max) {
+    return v != v ? (T)0 : (v < lo ? min : (v >= hi ? max : (T)v));
 }
 
 __device__ void store_double(int code, void* p, i64 i, double v) {
     switch (code) {
     case D_F32: ((float*)p)[i] = (float)v; break;
     case D_F64: ((double*)p)[i] = v; break;
-    case D_I64: ((i64*)p)[i] = saturate<i64>(v, -9223372036854775808.0, 9223372036854775807.0); break;
-    case D_I32: ((int*)p)[i] = saturate<int>(v, -2147483648.0, 2147483647.0); break;
+    case D_I64: {
+        const i64 max = 9223372036854775807LL;
+        ((i64*)p)[i] = saturate<i64>(v, -9223372036854775808.0, 9223372036854775808.0, -max - 1, max);
+        break;
+    }
+    case D_I32: ((int*)p)[i] = saturate<int>(v, -2147483648.0, 2147483648.0, -2147483647 - 1, 2147483647); break;
     case D_BOOL: ((u8*)p)[i] = v != 0.0; break;
-    case D_U8: ((u8*)p)[i] = saturate<u8>(v, 0.0, 255.0); break;
-    default: ((signed char*)p)[i] = saturate<signed char>(v, -128.0, 127.0); break;
+    case D_U8: ((u8*)p)[i] = saturate<u8>(v, 0.0, 256.0, 0, 255); break;
+    default: ((signed char*)p)[i] = saturate<signed char>(v, -128.0, 128.0, -128, 127); break;
     }
 }
 

@@ -144,28 +144,37 @@ __device__ void row_logsumexp(const float* row, i64 k, double* max_out, double* 
     *sum_out = block_sum(sum);
 }
 
-// loss[r] = max + log Σ exp(x − max) − x[label]; NaN for a label outside [0, K).
+// Whether a label is a class of K; one outside [0, K) sets *error, which the runtime reads
+// back after the op and turns into the CPU's error (naming the first such position).
+__device__ __forceinline__ bool label_in_range(i64 label, i64 k, int* error) {
+    if (label >= 0 && label < k) return true;
+    *error = 1;
+    return false;
+}
+
+// loss[r] = max + log Σ exp(x − max) − x[label]; NaN (and *error) for a label outside [0, K).
 extern "C" __global__ void xent_rows_f32(i64 rows, i64 k, const float* logits, const void* labels, int labels64,
-                                         double* loss) {
+                                         double* loss, int* error) {
     for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
         const float* row = logits + r * k;
         double max, sum;
         row_logsumexp(row, k, &max, &sum);
         if (threadIdx.x == 0) {
             i64 label = load_label(labels, labels64, r);
-            loss[r] = (label >= 0 && label < k) ? max + log(sum) - (double)row[label] : (double)LMS_INF - LMS_INF;
+            loss[r] = label_in_range(label, k, error) ? max + log(sum) - (double)row[label] : (double)LMS_INF - LMS_INF;
         }
     }
 }
 
-// dX = (softmax − onehot(label)) / positions.
+// dX = (softmax − onehot(label)) / positions; *error for a label outside [0, K).
 extern "C" __global__ void xent_grad_f32(i64 rows, i64 k, double positions, const float* logits,
-                                         const void* labels, int labels64, float* dx) {
+                                         const void* labels, int labels64, float* dx, int* error) {
     for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
         const float* row = logits + r * k;
         double max, sum;
         row_logsumexp(row, k, &max, &sum);
         i64 label = load_label(labels, labels64, r);
+        if (threadIdx.x == 0) label_in_range(label, k, error);
         for (i64 j = threadIdx.x; j < k; j += blockDim.x) {
             double softmax = exp((double)row[j] - max) / sum;
             dx[r * k + j] = (float)((softmax - (j == label ? 1.0 : 0.0)) / positions);

@@ -189,6 +189,32 @@ impl Case {
     }
 }
 
+impl Case {
+    /// Runs the case on both backends (on the CPU only without a GPU): each step fails,
+    /// the same way (the error names the node and says `message`).
+    fn check_error(&self, message: &str) {
+        let fail = |backend: &str, error: String| {
+            assert!(error.contains(message) && error.contains(self.op), "{} on the {backend}: {error}", self.op);
+        };
+        let (program, values) = self.program();
+        fail("CPU", step_error(program, CpuBackend::new(), &values));
+        if gpu_quietly() {
+            let (program, values) = self.program();
+            fail("GPU", step_error(program, gpu(), &values));
+        }
+    }
+}
+
+/// The error of one step of `program` on `backend`, which must fail.
+fn step_error<B: Backend>(program: Program, backend: B, values: &BTreeMap<String, HostTensor>) -> String {
+    let options = RunOptions { device_memory: 1 << 30, host_memory: 1 << 30, seed: 3 };
+    let mut session = Session::with_values(program, backend, options, values).unwrap_or_else(|e| panic!("{e}"));
+    match session.step() {
+        Ok(_) => panic!("the step succeeded"),
+        Err(e) => e.to_string(),
+    }
+}
+
 /// The outputs of one step of `program` on `backend` with its inputs fed `values`.
 fn run_program<B: Backend>(program: Program, backend: B, values: &BTreeMap<String, HostTensor>) -> Vec<HostTensor> {
     let name = program.graph().name.clone();
@@ -859,4 +885,52 @@ fn over_budget_fails_at_the_op_and_the_arena_reports_its_state() {
     let stats = backend.arena_stats();
     assert!(stats.capacity >= 1 << 30 && stats.fragmentation() == 0.0, "{stats}");
     println!("{}: {stats}", backend.device_name());
+}
+
+/// Where C++ leaves the result undefined, the kernels give the CPU's: a float cast to an
+/// integer saturates (2^63 and above to i64's maximum, NaN to 0), an integer minimum
+/// divided by -1 wraps, and a division by zero or a label outside the classes is the
+/// CPU's error (a flag the kernel sets, read back after the op).
+#[test]
+fn casts_integer_division_and_bad_labels_are_defined_like_the_cpu() {
+    let mut rng = Rng::for_cases(9);
+    let extremes = vec![
+        1e19f32,
+        -1e19,
+        9.223_372e18,
+        -9.223_372e18,
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        2_147_483_648.0,
+        -2_147_483_904.0,
+        300.0,
+        -300.0,
+        127.9,
+        -128.9,
+        255.5,
+        -0.5,
+        3.7,
+    ];
+    let x = HostTensor::from_vec(vec![16], extremes).unwrap();
+    for to in [DType::DtypeI64, DType::DtypeI32, DType::DtypeI8, DType::DtypeU8, DType::DtypeBool] {
+        Case::new("Cast", vec![x.clone()], vec![(to, vec![16])]).attrs(vec![int("to", to as i64)]).check();
+    }
+    let a = HostTensor::from_vec(vec![5], vec![i64::MIN, 7, -7, i64::MIN, 5]).unwrap();
+    let b = HostTensor::from_vec(vec![5], vec![-1i64, 2, 2, 1, -1]).unwrap();
+    let out = Case::new("Div", vec![a, b], vec![(DType::DtypeI64, vec![5])]).check();
+    assert_eq!(out[0].view::<i64>("y").unwrap(), [i64::MIN, 3, -3, i64::MIN, -5]);
+    let a = HostTensor::from_vec(vec![3], vec![i32::MIN, 9, i32::MAX]).unwrap();
+    let b = HostTensor::from_vec(vec![3], vec![-1i32, -2, -1]).unwrap();
+    Case::new("Div", vec![a.clone(), b], vec![(DType::DtypeI32, vec![3])]).check();
+    let zero = HostTensor::from_vec(vec![3], vec![1i32, 0, 1]).unwrap();
+    Case::new("Div", vec![a, zero], vec![(DType::DtypeI32, vec![3])]).check_error("integer division by zero");
+    let logits = rng.floats(&[2, 3, 11], -3.0, 3.0);
+    for bad in [11, -1] {
+        let labels = HostTensor::from_vec(vec![2, 3], vec![0i64, 10, 4, bad, 2, bad]).unwrap();
+        let message = format!("label {bad} at position 3 is outside [0, 11)");
+        for (op, out) in [("SoftmaxCrossEntropy", f32s(&[])), ("SoftmaxCrossEntropyGrad", f32s(&[2, 3, 11]))] {
+            Case::new(op, vec![logits.clone(), labels.clone()], vec![out]).lms().check_error(&message);
+        }
+    }
 }

@@ -317,7 +317,7 @@ mod tests {
                 assert!(all.contains_key(&name), "{file}: no signature for {name}");
             }
         }
-        assert_eq!(all["binary_i64"], [I32, Struct, Ptr, Ptr, Ptr]);
+        assert_eq!(all["binary_i64"], [I32, Struct, Ptr, Ptr, Ptr, Ptr]);
         assert_eq!(all["gather_8"], [I64, I64, I64, I64, Ptr, I32, Ptr, Ptr]);
         assert_eq!(all["unary_f32"], [I32, I64, Ptr, Ptr, F32, F32]);
         assert_eq!(all["dropout_f32"], [I64, Struct, F64, F64, Ptr, Ptr, Ptr]);

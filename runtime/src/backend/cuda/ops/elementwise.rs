@@ -201,7 +201,8 @@ fn binary_kernel(dtype: DType, op: Binary) -> OpResult<&'static str> {
     }
 }
 
-/// y = a op b with broadcasting; `y` has the broadcast shape.
+/// y = a op b with broadcasting; `y` has the broadcast shape. Integer kernels wrap like
+/// the CPU's; an integer division by zero is the CPU's error (a flag the kernel sets).
 pub(super) fn launch_binary(
     exec: &Exec<'_>,
     op: Binary,
@@ -211,11 +212,18 @@ pub(super) fn launch_binary(
 ) -> OpResult<()> {
     check_dtype(b, a.dtype, "input B")?;
     let layout = broadcast_layout(&y.shape, &[(&a.shape, "input A"), (&b.shape, "input B")])?;
-    exec.launch(
-        binary_kernel(a.dtype, op)?,
-        y.numel() as u64,
-        &[Arg::I32(op as i32), Arg::layout(&layout), ptr(y), ptr(a), ptr(b)],
-    )
+    let kernel = binary_kernel(a.dtype, op)?;
+    let mut args = vec![Arg::I32(op as i32), Arg::layout(&layout), ptr(y), ptr(a), ptr(b)];
+    if a.dtype == DType::DtypeF32 {
+        return exec.launch(kernel, y.numel() as u64, &args);
+    }
+    let flag = if op == Binary::Div { Some(exec.error_flag()?) } else { None };
+    args.push(Arg::Ptr(flag.as_ref().map_or(0, |f| f.ptr())));
+    exec.launch(kernel, y.numel() as u64, &args)?;
+    match flag {
+        Some(flag) if exec.raised(&flag)? => Err(KernelError::invalid("integer division by zero").into()),
+        _ => Ok(()),
+    }
 }
 
 fn arithmetic(exec: &Exec<'_>, op: Binary) -> OpResult<Vec<CudaBuffer>> {

@@ -209,6 +209,27 @@ impl<'a> Exec<'a> {
         Ok(self.gpu.device.alloc(bytes, Queue::Compute)?)
     }
 
+    /// A device flag (4 bytes, zeroed) that kernels set on an error the CPU backend
+    /// reports (a label outside its classes, an integer division by zero); read it back
+    /// with [`Exec::raised`] after them.
+    pub fn error_flag(&self) -> OpResult<super::memory::DeviceBlock> {
+        let flag = self.scratch(4)?;
+        self.zero(flag.ptr(), 4)?;
+        Ok(flag)
+    }
+
+    /// Whether a kernel set `flag` (from [`Exec::error_flag`]); synchronizes the compute
+    /// stream.
+    pub fn raised(&self, flag: &super::memory::DeviceBlock) -> OpResult<bool> {
+        let stream = self.gpu.device.stream(Queue::Compute);
+        let mut bytes = [0u8; 4];
+        // SAFETY: the flag holds 4 bytes; the stream is synchronized before they are read.
+        unsafe { result::memcpy_dtoh_async(&mut bytes[..], flag.ptr(), stream.cu_stream()) }
+            .map_err(CudaError::from)?;
+        stream.synchronize().map_err(CudaError::from)?;
+        Ok(bytes != [0; 4])
+    }
+
     /// A float attribute widened to f64, `default` when absent.
     pub fn float_attr(&self, name: &str, default: f32) -> OpResult<f64> {
         Ok(f64::from(self.attrs.float(name, default)?))

@@ -4,6 +4,7 @@
 
 use super::{check_dtype, check_shape, count, ptr, Arg, Exec, OpResult, Table};
 use crate::backend::cuda::layout::{broadcast, contiguous, Layout, View, MAX_RANK};
+use crate::backend::cuda::memory::DeviceBlock;
 use crate::backend::cuda::CudaBuffer;
 use crate::cpu::kernels::layout::norm_axes;
 use crate::cpu::kernels::softmax::softmax_layout;
@@ -375,15 +376,40 @@ fn cross_entropy(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let (logits, labels, rows, k, wide) = cross_entropy_operands(exec)?;
     let loss = exec.output(0)?;
     let per_row = exec.scratch(rows as u64 * 8)?;
+    let flag = exec.error_flag()?;
     exec.launch_blocks(
         "xent_rows_f32",
         rows as u64,
         row_threads(k),
-        &[Arg::I64(rows as i64), Arg::I64(k as i64), ptr(logits), ptr(labels), Arg::I32(wide), Arg::Ptr(per_row.ptr())],
+        &[
+            Arg::I64(rows as i64),
+            Arg::I64(k as i64),
+            ptr(logits),
+            ptr(labels),
+            Arg::I32(wide),
+            Arg::Ptr(per_row.ptr()),
+            Arg::Ptr(flag.ptr()),
+        ],
     )?;
     let divisor = cross_entropy_divisor(exec, rows)?;
     total(exec, SumMode::F64, rows as u64, [0, 0, per_row.ptr()], &loss, divisor)?;
+    check_labels(exec, &flag, k)?;
     Ok(vec![loss])
+}
+
+/// The CPU's error when a kernel flagged a label outside [0, K): the first such position
+/// and its label, read back from the device.
+fn check_labels(exec: &Exec<'_>, flag: &DeviceBlock, k: usize) -> OpResult<()> {
+    if !exec.raised(flag)? {
+        return Ok(());
+    }
+    let labels = exec.host_value(1, "labels")?.to_i64s("input labels")?;
+    let outside = labels.iter().enumerate().find(|(_, &l)| usize::try_from(l).map_or(true, |c| c >= k));
+    let message = match outside {
+        Some((p, label)) => format!("label {label} at position {p} is outside [0, {k})"),
+        None => format!("a label is outside [0, {k})"),
+    };
+    Err(KernelError::invalid(message).into())
 }
 
 /// SoftmaxCrossEntropyGrad: (softmax − onehot) / positions (or attribute `positions`).
@@ -391,6 +417,7 @@ fn cross_entropy_grad(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let (logits, labels, rows, k, wide) = cross_entropy_operands(exec)?;
     let divisor = cross_entropy_divisor(exec, rows)?;
     let dx = exec.output(0)?;
+    let flag = exec.error_flag()?;
     exec.launch_blocks(
         "xent_grad_f32",
         rows as u64,
@@ -403,8 +430,10 @@ fn cross_entropy_grad(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
             ptr(labels),
             Arg::I32(wide),
             ptr(&dx),
+            Arg::Ptr(flag.ptr()),
         ],
     )?;
+    check_labels(exec, &flag, k)?;
     Ok(vec![dx])
 }
 

@@ -8,6 +8,7 @@
 
 use super::mutate::Rng;
 use super::runner::Target;
+use super::surface;
 use crate::fixture;
 use lms_compiler::emit::serialize;
 use lms_compiler::frontend::{self, FrontendOptions};
@@ -269,14 +270,6 @@ fn mutate_npz(rng: &mut Rng, seed: &[u8], seeds: &[Vec<u8>]) -> Vec<u8> {
     archive(&members)
 }
 
-/// A scratch folder for the target, emptied first.
-fn scratch() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("lms-fuzz-npz-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-    dir
-}
-
 /// The MLP's training graph at batch 2 written to `dir/m.lms`, and its program.
 fn training_graph(dir: &Path) -> (PathBuf, Program) {
     let model = frontend::load(&fixture("models/mlp.onnx"), &FrontendOptions { batch: Some(2), ..Default::default() })
@@ -316,7 +309,7 @@ fn run_once(graph: &Path, plan: &RunPlan) -> bool {
 /// step); accepted when either run succeeds. Seeds: a data file of two batches and the
 /// state a one-step run saves.
 pub fn npz_inputs() -> Target {
-    let dir = scratch();
+    let dir = surface::scratch("npz");
     let (graph, program) = training_graph(&dir);
     let data = dir.join("data.npz");
     npz::write(&data, &data_seed(&program)).unwrap_or_else(|e| panic!("{e}"));

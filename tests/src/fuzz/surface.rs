@@ -173,7 +173,7 @@ fn mutate_cli(rng: &mut Rng, seed: &[u8], seeds: &[Vec<u8>]) -> Vec<u8> {
 }
 
 /// A scratch folder for one target, emptied first.
-fn scratch(name: &str) -> PathBuf {
+pub(super) fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("lms-fuzz-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
@@ -334,13 +334,14 @@ impl CliScratch {
             }
             assert!(!matches!(entry, Entry::Fifo), "the FIFO {name} was replaced");
             assert!(*name != "fifo-link", "the link {name} to the FIFO was replaced");
-            let only_output = args
-                .iter()
-                .enumerate()
-                .filter(|(_, a)| *a == name)
-                .all(|(i, _)| i > 0 && OUTPUT_FLAGS.contains(&args[i - 1]));
-            let named = args.contains(name);
-            assert!(named && only_output, "{name} changed though the command line reads it or does not name it");
+            // Named only as an output's value, itself (a link to it is replaced, never
+            // followed), and read through no link to it.
+            let output = |i: usize| i > 0 && OUTPUT_FLAGS.contains(&args[i - 1]);
+            let links = self.entries.iter().filter(|(_, e)| matches!(e, Entry::Link(t) if t == name));
+            let aliases: Vec<&str> = links.map(|(n, _)| *n).chain([*name]).collect();
+            let named = (0..args.len()).any(|i| args[i] == *name);
+            let read = (0..args.len()).any(|i| aliases.contains(&args[i]) && !output(i));
+            assert!(named && !read, "{name} changed though the command line reads it or does not name it");
         }
     }
 }

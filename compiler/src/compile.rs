@@ -184,9 +184,14 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
         ("", _) => None,
         (name, _) => Some(DeviceProfile::load(name)?),
     };
-    let model_bytes = frontend::read_model_bytes(&options.model).map_err(|e| e.in_file(&options.model))?;
+    let in_model = |e: Error| e.in_file(&options.model);
+    let model_bytes = frontend::read_model_bytes(&options.model).map_err(in_model)?;
+    let proto = frontend::decode_model(&model_bytes).map_err(in_model)?;
+    let base_dir = options.model.parent().unwrap_or(Path::new("."));
+    let external = frontend::external_files(&proto, base_dir);
+    check_paths(options, &external)?;
     let model = options.model.clone();
-    let mut import = stages::Import { model: model.clone(), options: options.frontend.clone(), proto: None };
+    let mut import = stages::Import { model: model.clone(), options: options.frontend.clone(), proto };
     let mut autodiff = stages::Autodiff { model: model.clone(), options: options.train.clone(), summary: None };
     let mut optimizer = stages::Optimizer { model: model.clone(), optimizer: options.train.optimizer };
     let mut tflms = match &options.strategy {
@@ -322,9 +327,6 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
         report.swap_ins_without_control = swap.swap_ins_without_control;
         report.swaps = swap.tensors;
     }
-    let base_dir = options.model.parent().unwrap_or(Path::new("."));
-    let external = import.proto.as_ref().map(|proto| frontend::external_files(proto, base_dir)).unwrap_or_default();
-    check_paths(options, &external)?;
     let metadata = provenance::metadata(options, &model_bytes, &report);
     write_outputs(options, &cx.graph, &metadata, &report)?;
     if let Some(path) = &options.html {
@@ -338,11 +340,15 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
     Ok(report)
 }
 
-/// Refuses outputs that name the model, its external data or each other.
+/// Refuses outputs that name the model, its external data, the device
+/// profile's file or each other; checked before any pass runs, since
+/// `--dump-after` writes on the way.
 fn check_paths(options: &CompileOptions, external: &[PathBuf]) -> Result<()> {
     let mut inputs = vec![("model", options.model.as_path())];
     inputs.extend(external.iter().map(|p| ("model's external data", p.as_path())));
+    inputs.extend(DeviceProfile::file(&options.device_profile).map(|p| ("--device-profile", p)));
     let mut outputs = vec![("-o", options.output.as_path())];
+    outputs.extend(options.passes.dump_after.as_ref().map(|(_, p)| ("--dump-after", p.as_path())));
     let optional = [
         ("--text", &options.text),
         ("--onnx", &options.onnx),

@@ -26,6 +26,14 @@ pub enum Error {
     /// An output file that could not be written.
     #[error("cannot write: {0}")]
     Write(std::io::Error),
+    /// Standard output could not be written (a full disk, a descriptor
+    /// not open for writing); a closed pipe ends lms by SIGPIPE instead.
+    #[error("cannot write to standard output: {0}")]
+    Stdout(std::io::Error),
+    /// A run stopped by SIGINT after `done` of its `total` steps, having
+    /// written what it was asked to keep.
+    #[error("interrupted by SIGINT after step {done} of {total}")]
+    Interrupted { done: usize, total: usize },
     #[error("file is empty")]
     Empty,
     #[error("not a valid ONNX model: {0}")]
@@ -116,6 +124,8 @@ pub mod exit {
     pub const DOES_NOT_FIT: u8 = 3;
     /// A rewrite is not proven equivalent to its original.
     pub const NOT_PROVEN: u8 = 4;
+    /// Stopped by SIGINT (128 + its number, as shells report it).
+    pub const INTERRUPTED: u8 = 130;
 }
 
 impl Error {
@@ -127,6 +137,7 @@ impl Error {
             #[cfg(feature = "cli")]
             Error::Run(RuntimeError::OutOfMemory(_)) => exit::DOES_NOT_FIT,
             Error::Unproven { .. } => exit::NOT_PROVEN,
+            Error::Interrupted { .. } => exit::INTERRUPTED,
             Error::Malformed(_) => exit::INTERNAL,
             #[cfg(feature = "cli")]
             Error::Run(RuntimeError::Internal(_)) => exit::INTERNAL,

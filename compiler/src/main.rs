@@ -8,13 +8,22 @@ use lms_compiler::inspect::InspectReport;
 use lms_compiler::passes::split::SplitRequest;
 use lms_compiler::passes::tflms::{CtrldStrategy, FreeKnobs, SwapInTrigger, TflmsConfig};
 use lms_compiler::pipeline::PassOptions;
-use lms_compiler::run::{DeviceKind, MemoryLimits, RunPlan, SaveOnnx};
+use lms_compiler::run::{DeviceKind, MemoryLimits, RunPlan, RunReport, SaveOnnx};
 use lms_compiler::simulate::SimulateReport;
 use lms_compiler::train::{Loss, Optimizer, TrainOptions};
 use lms_compiler::{egraph, emit, exit, flags, Error};
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+
+/// `print!` through [`process::print`](lms_compiler::process::print): a
+/// failed write to stdout returns its error (status 2) from the function.
+macro_rules! out {
+    ($($arg:tt)*) => {
+        lms_compiler::process::print(&format!($($arg)*))?
+    };
+}
 
 /// lms: make deep-learning training graphs fit in GPU memory.
 #[derive(Parser)]
@@ -31,8 +40,9 @@ const EXIT_CODES: &str = "Exit status:
   2  usage error or bad input: a file, a flag, an output path
   3  does not fit: compile or max-batch over the budget, run out of memory
   4  rewrite not proven equivalent (verify, compile)
-Errors are one line on stderr. A closed stdout (`lms inspect --ir | head -1`) ends lms quietly by
-SIGPIPE, as for other Unix tools (status 141 in a shell).";
+  130  run stopped by SIGINT after a step (its outputs written)
+Errors are one line on stderr; a failed write to stdout is status 2. A closed stdout (`lms inspect
+--ir | head -1`) ends lms quietly by SIGPIPE, as for other Unix tools (status 141 in a shell).";
 
 #[derive(Subcommand)]
 enum Command {
@@ -156,7 +166,8 @@ struct RunArgs {
     /// After training, write the original forward model with the trained weights.
     #[arg(long, value_name = "OUT.onnx")]
     save_onnx: Option<PathBuf>,
-    /// The model the graph was compiled from, for --save-onnx (default: the one its metadata names).
+    /// The model the graph was compiled from, for --save-onnx (default: the one its metadata names, beside it);
+    /// checked against the sha256 the graph records.
     #[arg(long, value_name = "MODEL.onnx", requires = "save_onnx")]
     model: Option<PathBuf>,
     /// Device memory budget, a hard limit (e.g. 16GiB); default the plan's
@@ -479,12 +490,12 @@ fn inspect(args: &InspectArgs) -> Result<(), Error> {
     let report = InspectReport::new(&model).map_err(|e| e.in_file(&args.model))?;
     if args.json {
         let json = serde_json::to_string_pretty(&report).map_err(|e| Error::Usage(e.to_string()))?;
-        println!("{json}");
+        out!("{json}\n");
     } else {
-        print!("{}", report.to_text());
+        out!("{}", report.to_text());
         if args.ir {
-            println!();
-            print!("{}", emit::text::to_text(&model.graph).map_err(|e| Error::from(e).in_file(&args.model))?);
+            out!("\n");
+            out!("{}", emit::text::to_text(&model.graph).map_err(|e| Error::from(e).in_file(&args.model))?);
         }
     }
     Ok(())
@@ -561,11 +572,11 @@ fn compile(args: &CompileArgs) -> Result<(), Error> {
         eprintln!("lms: warning: {}", lms_compiler::process::one_line(warning));
     }
     if !args.quiet {
-        print!("{}", report.summary());
+        out!("{}", report.summary());
         if args.verbose {
-            print!("{}", report.decisions());
+            out!("{}", report.decisions());
         }
-        println!("wrote           {} in {:.2} s", args.output.display(), started.elapsed().as_secs_f64());
+        out!("wrote           {} in {:.2} s\n", args.output.display(), started.elapsed().as_secs_f64());
     }
     Ok(())
 }
@@ -573,6 +584,7 @@ fn compile(args: &CompileArgs) -> Result<(), Error> {
 fn simulate(args: &SimulateArgs) -> Result<(), Error> {
     let mut inputs = vec![("graph", args.graph.as_path())];
     inputs.extend(args.before.as_deref().map(|b| ("--before graph", b)));
+    inputs.extend(args.device_profile.as_deref().and_then(DeviceProfile::file).map(|p| ("--device-profile", p)));
     let mut outputs = Vec::new();
     outputs.extend(args.svg.as_deref().map(|p| ("--svg", p)));
     outputs.extend(args.html.as_deref().map(|p| ("--html", p)));
@@ -613,22 +625,19 @@ fn simulate(args: &SimulateArgs) -> Result<(), Error> {
             Some(b) => serde_json::json!({ "before": b, "after": after }),
             None => serde_json::to_value(&after).map_err(|e| Error::Usage(e.to_string()))?,
         };
-        println!("{}", serde_json::to_string_pretty(&json).map_err(|e| Error::Usage(e.to_string()))?);
+        out!("{}\n", serde_json::to_string_pretty(&json).map_err(|e| Error::Usage(e.to_string()))?);
     } else {
         if let Some(b) = &before {
-            println!("before");
-            print!("{}", b.to_text());
-            println!("after");
+            out!("before\n");
+            out!("{}", b.to_text());
+            out!("after\n");
         }
-        print!("{}", after.to_text());
+        out!("{}", after.to_text());
     }
     Ok(())
 }
 
 fn run(args: &RunArgs) -> Result<(), Error> {
-    if let Some(trace) = &args.trace {
-        emit::output::check_distinct(&[("graph", args.graph.as_path())], &[("--trace", trace)])?;
-    }
     let limits = MemoryLimits { device_bytes: args.device_memory, host_bytes: args.host_memory };
     let device = match args.device {
         DeviceArg::Cpu => DeviceKind::Cpu,
@@ -641,27 +650,36 @@ fn run(args: &RunArgs) -> Result<(), Error> {
         resume: args.resume.clone(),
         save_state: args.save_state.clone(),
         save_onnx: args.save_onnx.clone().map(|output| SaveOnnx { output, model: args.model.clone() }),
-        trace: args.trace.is_some(),
+        trace: args.trace.clone(),
     };
+    lms_compiler::process::stop_on_interrupt();
+    // A progress bar on a terminal's stderr; with text, each step's line on
+    // stdout as it completes (the bar cleared around it), else one JSON
+    // document at the end.
     let bar = indicatif::ProgressBar::new(args.steps as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} steps, loss {msg}").expect("valid template"),
     );
+    let mut done = 0;
     let report = lms_compiler::run::run(&args.graph, device, &plan, limits, args.seed, |total, step| {
+        done += 1;
         bar.set_length(total as u64);
         bar.set_message(step.loss.map_or_else(String::new, |l| format!("{l:.4}")));
         bar.inc(1);
+        if !args.json {
+            bar.suspend(|| lms_compiler::process::print(&RunReport::step_line(done, step)))?;
+        }
+        Ok(if lms_compiler::process::interrupted() { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
     });
     bar.finish_and_clear();
     let report = report?;
-    if let Some(path) = &args.trace {
-        let json = lms_proto::trace::to_chrome_json(&format!("lms run on {}", report.device), &report.trace);
-        emit::output::write_atomically(path, json.as_bytes())?;
-    }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report).map_err(|e| Error::Usage(e.to_string()))?);
+        out!("{}\n", serde_json::to_string_pretty(&report).map_err(|e| Error::Usage(e.to_string()))?);
     } else {
-        print!("{}", report.to_text());
+        out!("{}", report.summary());
+    }
+    if report.interrupted {
+        return Err(Error::Interrupted { done: report.step_seconds.len(), total: report.planned_steps });
     }
     Ok(())
 }
@@ -738,21 +756,21 @@ fn max_batch(args: &MaxBatchArgs) -> Result<(), Error> {
         for (key, r) in &results {
             json[*key] = serde_json::to_value(r).map_err(|e| Error::Usage(e.to_string()))?;
         }
-        println!("{}", serde_json::to_string_pretty(&json).map_err(|e| Error::Usage(e.to_string()))?);
+        out!("{}\n", serde_json::to_string_pretty(&json).map_err(|e| Error::Usage(e.to_string()))?);
     } else {
         for (key, r) in &results {
             let name = if *key == "none" { "no rewrite" } else { key };
             let bound = if r.at_limit { ">=" } else { "" };
             match r.batch {
-                Some(b) => println!(
-                    "{name:<12} max batch {bound:>2}{b:>6}  (peak device {}, host {}; step {} on {}){}",
+                Some(b) => out!(
+                    "{name:<12} max batch {bound:>2}{b:>6}  (peak device {}, host {}; step {} on {}){}\n",
                     lms_compiler::units::format_bytes(r.peak_device_bytes),
                     lms_compiler::units::format_bytes(r.peak_host_bytes),
                     lms_compiler::simulate::format_seconds(r.predicted_step_seconds),
                     profile.name,
                     if r.at_limit { "; stopped at --limit, raise it to search further" } else { "" }
                 ),
-                None => println!("{name:<12} batch 1 does not fit"),
+                None => out!("{name:<12} batch 1 does not fit\n"),
             }
         }
     }
@@ -766,16 +784,22 @@ fn plan_curve(args: &PlanCurveArgs) -> Result<(), Error> {
     if args.budget_steps < 2 {
         return Err(Error::Usage("--budget-steps must be at least 2 (the smallest budget and no limit)".into()));
     }
+    let proto = frontend::read_model(&args.model).map_err(|e| e.in_file(&args.model))?;
+    let base_dir = args.model.parent().unwrap_or(Path::new("."));
+    let external = frontend::external_files(&proto, base_dir);
+    let mut inputs = vec![("model", args.model.as_path())];
+    inputs.extend(external.iter().map(|p| ("model's external data", p.as_path())));
+    inputs.extend(DeviceProfile::file(&args.device_profile).map(|p| ("--device-profile", p)));
     let mut outputs = Vec::new();
     outputs.extend(args.json.as_deref().map(|p| ("--json", p)));
     outputs.extend(args.svg.as_deref().map(|p| ("--svg", p)));
-    emit::output::check_distinct(&[("model", args.model.as_path())], &outputs)?;
+    emit::output::check_distinct(&inputs, &outputs)?;
     let device = DeviceProfile::load(&args.device_profile)?;
     let frontend = FrontendOptions { batch: Some(args.batch), dims: args.dims.iter().cloned().collect() };
     let train =
         TrainOptions { loss: loss(args.loss), optimizer: optimizer(args.train, None, None), ..TrainOptions::default() };
     let progress = spinner(format!("planning {} at {} budgets", args.model.display(), args.budget_steps));
-    let curve = frontend::load(&args.model, &frontend)
+    let curve = frontend::import(&proto, Some(base_dir), &frontend)
         .and_then(|model| lms_compiler::train::build(&model.graph, &train))
         .and_then(|graph| {
             let host = args.host_budget.unwrap_or(DEFAULT_HOST_BUDGET_BYTES);
@@ -791,7 +815,7 @@ fn plan_curve(args: &PlanCurveArgs) -> Result<(), Error> {
     if let Some(path) = &args.svg {
         emit::output::write_atomically(path, curve.svg().as_bytes())?;
     }
-    print!("{}", curve.to_text());
+    out!("{}", curve.to_text());
     Ok(())
 }
 
@@ -803,7 +827,7 @@ fn verify(args: &VerifyArgs) -> Result<(), Error> {
     let report = egraph::check(&original, &rewritten, &egraph::Limits::default());
     progress.finish_and_clear();
     let report = report.map_err(in_rewritten)?;
-    print!("{}", report.to_text(args.verbose));
+    out!("{}", report.to_text(args.verbose));
     report.require_proven().map_err(in_rewritten)?;
     Ok(())
 }
@@ -832,7 +856,7 @@ fn main() -> ExitCode {
         Command::Verify(args) => verify(args),
         Command::Doctor => {
             let diagnosis = lms_runtime::backend::cuda::doctor();
-            print!("{}", diagnosis.facts);
+            out!("{}", diagnosis.facts);
             diagnosis.problem.map_or(Ok(()), |problem| Err(Error::Usage(problem)))
         }
     });

@@ -1,6 +1,12 @@
-//! How the `lms` process ends: one line on stderr per error, the exit
-//! statuses of [`exit`](crate::exit), quiet death on a closed stdout, and a
-//! panic reported as an internal error (status 1) rather than a backtrace.
+//! How the `lms` process talks and ends: one line on stderr per error, the
+//! exit statuses of [`exit`](crate::exit), stdout written so that a failed
+//! write is an error (status 2), quiet death on a closed stdout, SIGINT
+//! turned into a flag long work polls, and a panic reported as an internal
+//! error (status 1) rather than a backtrace.
+
+use crate::error::Error;
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Restores the default action of SIGPIPE, which Rust programs ignore: when
 /// the reader of stdout goes away (`lms inspect --ir | head -1`), lms ends at
@@ -11,6 +17,51 @@ pub fn die_quietly_on_closed_stdout() {
     // setting a signal's disposition to its default has no other effect.
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+/// Writes `text` to standard output at once (unbuffered), so a line shows
+/// as soon as it is printed, piped or not. A failed write is
+/// [`Error::Stdout`] (status 2), never a panic; Rust's own `stdout()`
+/// would hide some failures (a descriptor not open for writing), so the
+/// bytes go to a duplicate of descriptor 1.
+pub fn print(text: &str) -> Result<(), Error> {
+    #[cfg(unix)]
+    let mut out = {
+        use std::os::fd::AsFd;
+        std::fs::File::from(std::io::stdout().as_fd().try_clone_to_owned().map_err(Error::Stdout)?)
+    };
+    #[cfg(not(unix))]
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes()).and_then(|()| out.flush()).map_err(Error::Stdout)
+}
+
+/// Set by the first SIGINT once [`stop_on_interrupt`] is in force.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// From now on the first SIGINT (Ctrl-C) only sets the flag [`interrupted`]
+/// reads, so long work ends at its next safe point and writes what it was
+/// asked to keep; a second SIGINT ends lms at once, as by default.
+pub fn stop_on_interrupt() {
+    #[cfg(unix)]
+    // SAFETY: the handler only stores to an atomic and resets the signal's
+    // disposition, both async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGINT, on_interrupt as extern "C" fn(libc::c_int) as libc::sighandler_t);
+    }
+}
+
+/// Whether SIGINT arrived since [`stop_on_interrupt`].
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(Ordering::SeqCst)
+}
+
+#[cfg(unix)]
+extern "C" fn on_interrupt(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+    // SAFETY: `signal` is async-signal-safe; the next SIGINT takes its default action.
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_DFL);
     }
 }
 

@@ -2,17 +2,23 @@
 //! or on a user's `.npz` data for some epochs — and reports the loss per
 //! step, peak memory and time per step; it can resume from a saved state,
 //! save the state, and write the original model with the trained weights.
+//! Its caller sees each step as it completes and may stop the run there
+//! (SIGINT): what was asked to be kept is still written. No output names an
+//! input or another output, and `--save-onnx` writes only into the model
+//! the graph was compiled from (the sha256 its metadata records).
 
 use crate::dataset::Dataset;
-use crate::emit::trained_onnx;
+use crate::emit::{output, trained_onnx};
 use crate::error::{Error, Result};
 use crate::npz;
+use crate::provenance;
 use crate::units::format_bytes;
 use lms_proto::contract::{NodeKind, VARIABLE_OP};
 use lms_runtime::{Backend, CpuBackend, CudaBackend, HostTensor, Program, RunOptions, RuntimeError, Session, Step};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write;
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
 /// Which backend executes the graph.
@@ -43,9 +49,10 @@ pub struct RunReport {
     pub resumed_after_steps: Option<u64>,
     /// With `--save-onnx`: the weights written into the model.
     pub weights_saved: Option<usize>,
-    /// When asked for: per node, when and how long it ran on its queue in the last step.
-    #[serde(skip)]
-    pub trace: Vec<lms_proto::trace::TraceEvent>,
+    /// True when the caller stopped the run (SIGINT) before its last step.
+    pub interrupted: bool,
+    /// The steps the run was to make (those made are `step_seconds`).
+    pub planned_steps: usize,
 }
 
 /// Memory limits for a run; `None` takes the budget the file's plan was made
@@ -72,8 +79,9 @@ pub struct RunPlan {
     pub save_state: Option<PathBuf>,
     /// After the run, write the original forward model with the trained weights.
     pub save_onnx: Option<SaveOnnx>,
-    /// Record the last step's per-node timings in the report.
-    pub trace: bool,
+    /// After the run, write the last step's per-node timings on the three
+    /// queues to this file as a Chrome trace.
+    pub trace: Option<PathBuf>,
 }
 
 /// Where `--save-onnx` writes and which model it starts from.
@@ -82,15 +90,22 @@ pub struct SaveOnnx {
     /// The ONNX file to write.
     pub output: PathBuf,
     /// The original forward model; default: the model file the `.lms`
-    /// metadata names (`source`), relative to the working directory.
+    /// metadata names (`model.file`), in the `.lms` file's folder. Either
+    /// way its sha256 must be the one the metadata records (`model.sha256`).
     pub model: Option<PathBuf>,
 }
 
 /// The name of the step count in a saved state.
 const STEPS_KEY: &str = "lms.steps";
 
+/// What the caller of [`run`] says after each step.
+pub type Progress = Result<ControlFlow<()>>;
+
 /// Trains `path` on `device` with `seed` as `plan` says, calling `progress`
-/// with the number of steps planned after each step. Without a CUDA driver or GPU,
+/// with the number of steps planned after each step: `Break` ends the run
+/// there (the outputs are written, the report says `interrupted`), an error
+/// ends it with that error. Outputs naming an input or each other are
+/// refused before anything runs. Without a CUDA driver or GPU,
 /// `DeviceKind::Cuda` fails with a message that says so (and suggests
 /// `--device cpu`), never a panic.
 pub fn run(
@@ -99,7 +114,7 @@ pub fn run(
     plan: &RunPlan,
     limits: MemoryLimits,
     seed: u64,
-    progress: impl FnMut(usize, &Step),
+    progress: impl FnMut(usize, &Step) -> Progress,
 ) -> Result<RunReport> {
     let program = Program::load(path).map_err(|e| runtime(e.into()))?;
     let budgets = program.graph().plan.as_ref();
@@ -113,9 +128,10 @@ pub fn run(
         seed,
     };
     let plan = &RunPlan {
-        save_onnx: plan.save_onnx.as_ref().map(|s| original_model(s, &program)).transpose()?,
+        save_onnx: plan.save_onnx.as_ref().map(|s| original_model(s, path, &program)).transpose()?,
         ..plan.clone()
     };
+    check_paths(path, plan)?;
     let (values, resumed) = match &plan.resume {
         Some(state) => resume_values(state, &program)?,
         None => (BTreeMap::new(), None),
@@ -140,10 +156,10 @@ fn train<B: Backend>(
     device: String,
     plan: &RunPlan,
     resumed: Option<u64>,
-    mut progress: impl FnMut(usize, &Step),
+    mut progress: impl FnMut(usize, &Step) -> Progress,
 ) -> Result<RunReport> {
     let mut report = RunReport { device, resumed_after_steps: resumed, ..RunReport::default() };
-    session.set_tracing(plan.trace);
+    session.set_tracing(plan.trace.is_some());
     if let Some(steps) = resumed {
         session.resume_at(steps);
     }
@@ -156,19 +172,29 @@ fn train<B: Backend>(
         }
         None => plan.steps,
     };
+    report.planned_steps = total;
+    let mut trace = Vec::new();
     for i in 0..total {
         if let Some(d) = &data {
             session.feed(&d.batch(i % d.batches())?).map_err(runtime)?;
         }
         let step = session.step().map_err(runtime)?;
-        progress(total, &step);
+        let flow = progress(total, &step)?;
         report.losses.extend(step.loss);
         report.peak_device_bytes = report.peak_device_bytes.max(step.report.peak_device_bytes);
         report.peak_host_bytes = report.peak_host_bytes.max(step.report.peak_host_bytes);
         report.bytes_device_to_host += step.report.bytes_d2h;
         report.bytes_host_to_device += step.report.bytes_h2d;
         report.step_seconds.push(step.report.step_seconds);
-        report.trace = step.report.trace;
+        trace = step.report.trace;
+        if flow.is_break() {
+            report.interrupted = i + 1 < total;
+            break;
+        }
+    }
+    if let Some(path) = &plan.trace {
+        let json = lms_proto::trace::to_chrome_json(&format!("lms run on {}", report.device), &trace);
+        output::write_atomically(path, json.as_bytes())?;
     }
     if plan.save_state.is_none() && plan.save_onnx.is_none() {
         return Ok(report);
@@ -211,23 +237,58 @@ fn resume_values(state: &Path, program: &Program) -> Result<(BTreeMap<String, Ho
     Ok((values, steps))
 }
 
-/// `save` with its model resolved: given, or named by the program's metadata.
-fn original_model(save: &SaveOnnx, program: &Program) -> Result<SaveOnnx> {
+/// Refuses a run whose outputs name one of its inputs (the graph, the data,
+/// the resumed state, the model of `--save-onnx`) or each other.
+fn check_paths(graph: &Path, plan: &RunPlan) -> Result<()> {
+    let mut inputs = vec![("graph", graph)];
+    inputs.extend(plan.data.as_deref().map(|p| ("--data", p)));
+    inputs.extend(plan.resume.as_deref().map(|p| ("--resume", p)));
+    inputs.extend(plan.save_onnx.as_ref().and_then(|s| s.model.as_deref()).map(|p| ("--model", p)));
+    let mut outputs = Vec::new();
+    outputs.extend(plan.save_state.as_deref().map(|p| ("--save-state", p)));
+    outputs.extend(plan.save_onnx.as_ref().map(|s| ("--save-onnx", s.output.as_path())));
+    outputs.extend(plan.trace.as_deref().map(|p| ("--trace", p)));
+    output::check_distinct(&inputs, &outputs)
+}
+
+/// `save` with its model resolved (given, or the file the metadata names
+/// in the graph's folder) and checked to be the model the graph at `graph`
+/// was compiled from: the file's sha256 is the one the metadata records.
+/// A graph that records none (written by an older lms, or not by `lms
+/// compile`) is refused, since nothing would tell a wrong model.
+fn original_model(save: &SaveOnnx, graph: &Path, program: &Program) -> Result<SaveOnnx> {
+    let recorded = |key: &str| program.graph().metadata.iter().find(|m| m.key == key).map(|m| m.value.as_str());
+    let (Some(name), Some(sha256)) = (recorded("model.file"), recorded("model.sha256")) else {
+        return Err(Error::Usage(format!(
+            "--save-onnx: {} records no source model and its sha256 (not written by this lms's compile): \
+             compile the model again",
+            graph.display()
+        )));
+    };
     let model = match &save.model {
         Some(m) => m.clone(),
         None => {
-            let source = program.graph().metadata.iter().find(|m| m.key == "source").map(|m| PathBuf::from(&m.value));
-            match source.filter(|p| p.is_file()) {
-                Some(p) => p,
-                None => {
-                    return Err(Error::Usage(format!(
-                        "--save-onnx needs the model {} was compiled from: pass --model ORIGINAL.onnx",
-                        program.source()
-                    )))
-                }
+            let beside = graph.parent().unwrap_or(Path::new("")).join(name);
+            if !beside.is_file() {
+                return Err(Error::Usage(format!(
+                    "--save-onnx needs the model {} was compiled from ({name}, not found beside it): \
+                     pass --model ORIGINAL.onnx",
+                    graph.display()
+                )));
             }
+            beside
         }
     };
+    let bytes = crate::frontend::read_model_bytes(&model).map_err(|e| e.in_file(&model))?;
+    if provenance::sha256_hex(&bytes) != sha256 {
+        return Err(Error::Usage(format!(
+            "--model {} is not the model {} was compiled from ({name}, sha256 {}…): \
+             --save-onnx writes trained weights only into that model",
+            model.display(),
+            graph.display(),
+            &sha256[..sha256.len().min(12)]
+        )));
+    }
     Ok(SaveOnnx { output: save.output.clone(), model: Some(model) })
 }
 
@@ -237,11 +298,19 @@ fn runtime(e: RuntimeError) -> Error {
 }
 
 impl RunReport {
-    /// The report for people: loss per step, then peaks and times.
-    pub fn to_text(&self) -> String {
+    /// The line for people of step `number` (from 1) as it completes: its
+    /// loss, when the graph has one, and its time.
+    pub fn step_line(number: usize, step: &Step) -> String {
+        let loss = step.loss.map_or_else(String::new, |l| format!("  loss {l:.6}"));
+        format!("step {number:>4}{loss}  {:.3} s\n", step.report.step_seconds)
+    }
+
+    /// The report for people after the step lines: data, resume, what was
+    /// saved, then peaks and times.
+    pub fn summary(&self) -> String {
         let mut s = String::new();
-        for (i, (loss, secs)) in self.losses.iter().zip(&self.step_seconds).enumerate() {
-            let _ = writeln!(s, "step {:>4}  loss {loss:.6}  {:.3} s", i + 1, secs);
+        if self.interrupted {
+            let _ = writeln!(s, "interrupted after step {} of {}", self.step_seconds.len(), self.planned_steps);
         }
         if let Some(batches) = self.batches_per_epoch {
             let _ = writeln!(s, "data: {batches} batches per epoch, {} samples left out", self.samples_left_out);

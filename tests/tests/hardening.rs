@@ -1,14 +1,20 @@
 //! Hostile and careless use of the `lms` command: each case is one
 //! observation that used to succeed silently, clobber a file or hang, and
 //! now ends with the documented exit status (2 usage or bad input, 3 does
-//! not fit, 4 not proven), one line on stderr, nothing overwritten and no
-//! stray file.
+//! not fit, 4 not proven, 130 stopped by SIGINT), one line on stderr,
+//! nothing overwritten and no stray file.
 
 use lms_proto::lms as pb;
 use lms_proto::Message;
-use lms_tests::{fixture, lms, lms_bin, onnx_data};
+use lms_tests::{fixture, lms, lms_bin, onnx_data, repo_root};
+use std::io::{BufRead, BufReader, Read};
+#[cfg(unix)]
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+#[cfg(unix)]
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 /// A fresh scratch folder for one test.
 fn scratch(name: &str) -> PathBuf {
@@ -191,8 +197,6 @@ fn an_exponential_glob_ends_at_once() {
 #[cfg(unix)]
 #[test]
 fn a_closed_stdout_ends_quietly() {
-    use std::io::{BufRead, BufReader};
-    use std::os::unix::process::ExitStatusExt;
     // Its text form (290 KB) overflows the pipe's buffer, so the write after
     // the reader left fails for certain.
     let model = onnx_data("light/light_densenet121.onnx");
@@ -262,4 +266,255 @@ fn exit_status_says_does_not_fit_and_max_batch_says_when_it_hit_the_limit() {
     assert!(stdout.contains("max batch >=     4") && stdout.contains("stopped at --limit"), "{stdout}");
     let help = String::from_utf8_lossy(&lms(&["--help"]).stdout).into_owned();
     assert!(help.contains("Exit status") && help.contains("  4  rewrite not proven equivalent"), "{help}");
+}
+
+// Every command's outputs against its inputs, `run --save-onnx` against the
+// model the graph was compiled from, outputs into FIFOs, stdout failures,
+// and `lms run` watched and stopped. Special files are FIFOs and links made
+// in each test's scratch folder, never a real device.
+
+fn succeeds(out: &Output) -> String {
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+/// The MLP fixture copied into `dir` and compiled there (batch 2) as
+/// `m.lms`; returns (model, graph).
+fn mlp_in(dir: &Path) -> (PathBuf, PathBuf) {
+    let model = dir.join("mlp.onnx");
+    std::fs::copy(fixture("models/mlp.onnx"), &model).unwrap();
+    let graph = dir.join("m.lms");
+    succeeds(&lms(&["compile", s(&model), "--batch", "2", "-q", "-o", s(&graph)]));
+    (model, graph)
+}
+
+/// Every file of `dir` with its bytes, to show nothing changed.
+fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    entries(dir).into_iter().map(|n| (n.clone(), std::fs::read(dir.join(&n)).unwrap_or_default())).collect()
+}
+
+#[cfg(unix)]
+#[test]
+fn run_refuses_each_input_and_output_named_twice_and_changes_nothing() {
+    let dir = scratch("run-inputs");
+    let (model, graph) = mlp_in(&dir);
+    let state = dir.join("state.npz");
+    succeeds(&lms(&["run", s(&graph), "--steps", "1", "--save-state", s(&state)]));
+    let before = snapshot(&dir);
+    let (g, m, st) = (s(&graph), s(&model), s(&state));
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["--save-state", g], "--save-state "),
+        (vec!["--save-onnx", g], "--save-onnx "),
+        (vec!["--trace", g], "--trace "),
+        (vec!["--save-onnx", m, "--model", m], "is the --model"),
+        (vec!["--resume", st, "--save-state", st], "is the --resume"),
+        (vec!["--data", st, "--trace", st], "is the --data"),
+        (vec!["--resume", st, "--save-onnx", st], "is the --resume"),
+        (vec!["--save-state", "x.npz", "--trace", "x.npz"], "is also the file of --save-state"),
+    ];
+    for (flags, needle) in cases {
+        let mut args = vec!["run", g];
+        args.extend(&flags);
+        let line = fails(&lms(&args), 2, needle);
+        assert!(line.contains("lms never overwrites an input") || line.contains("is also the file of"), "{line}");
+        assert_eq!(snapshot(&dir), before, "lms run {flags:?} changed a file");
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn save_onnx_writes_only_into_the_model_the_graph_was_compiled_from() {
+    let dir = scratch("save-onnx");
+    let (_, graph) = mlp_in(&dir);
+    let trained = dir.join("trained.onnx");
+    let other = fixture("models/tiny_gpt.onnx");
+    let out = lms(&["run", s(&graph), "--steps", "1", "--save-onnx", s(&trained), "--model", s(&other)]);
+    let line = fails(&out, 2, "is not the model");
+    assert!(line.contains("tiny_gpt.onnx") && line.contains("m.lms") && line.contains("mlp.onnx"), "{line}");
+    assert!(!trained.exists());
+    // Without --model: the model the metadata names, beside the graph.
+    let text = succeeds(&lms(&["run", s(&graph), "--steps", "1", "--save-onnx", s(&trained)]));
+    assert!(text.contains("saved the model with 6 trained weights"), "{text}");
+    // A graph that records no model hash cannot tell a wrong model: refused.
+    let mut g = lms_proto::lms::Graph::decode(&*std::fs::read(&graph).unwrap()).unwrap();
+    g.metadata.retain(|m| m.key != "model.sha256");
+    let bare = dir.join("bare.lms");
+    std::fs::write(&bare, g.encode_to_vec()).unwrap();
+    let again = dir.join("again.onnx");
+    let out = lms(&["run", s(&bare), "--steps", "1", "--save-onnx", s(&again), "--model", s(&dir.join("mlp.onnx"))]);
+    fails(&out, 2, "records no source model and its sha256");
+    assert!(!again.exists());
+}
+
+#[cfg(unix)]
+#[test]
+fn every_command_refuses_an_output_naming_an_input() {
+    let dir = scratch("commands");
+    let (model, graph) = mlp_in(&dir);
+    let profile = dir.join("cpu.json");
+    std::fs::copy(repo_root().join("compiler/profiles/cpu.json"), &profile).unwrap();
+    let before = snapshot(&dir);
+    let (m, g, p) = (s(&model), s(&graph), s(&profile));
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["compile", m, "--batch", "2", "-o", "x.lms", "--dump-after", "import", m], "--dump-after "),
+        (vec!["compile", m, "--batch", "2", "--device-profile", p, "-o", p], "is the --device-profile"),
+        (
+            vec!["compile", m, "--batch", "2", "-o", "x.lms", "--dump-after", "import", "x.lms"],
+            "is also the file of -o",
+        ),
+        (vec!["simulate", g, "--svg", g], "is the graph"),
+        (vec!["simulate", g, "--device-profile", p, "--html", p], "is the --device-profile"),
+        (vec!["plan-curve", m, "--batch", "2", "--svg", m], "is the model"),
+        (vec!["plan-curve", m, "--batch", "2", "--device-profile", p, "--json", p], "is the --device-profile"),
+    ];
+    for (args, needle) in cases {
+        let out = Command::new(lms_bin()).args(&args).current_dir(&dir).output().unwrap();
+        fails(&out, 2, needle);
+        assert_eq!(snapshot(&dir), before, "lms {args:?} changed a file");
+    }
+}
+
+/// A FIFO made in `dir`.
+#[cfg(unix)]
+fn fifo(dir: &Path, name: &str) -> PathBuf {
+    let path = dir.join(name);
+    let c = std::ffi::CString::new(s(&path)).unwrap();
+    // SAFETY: a valid NUL-terminated path; mkfifo only creates a file system entry.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    path
+}
+
+/// A thread reading `fifo` to its end.
+#[cfg(unix)]
+fn drain(fifo: &Path) -> std::thread::JoinHandle<Vec<u8>> {
+    let fifo = fifo.to_path_buf();
+    std::thread::spawn(move || std::fs::read(fifo).unwrap())
+}
+
+/// Releases a drainer still waiting for a writer (when lms failed before
+/// writing): a non-blocking open for writing, which fails when none waits.
+#[cfg(unix)]
+fn release(fifo: &Path) {
+    let _ = std::fs::OpenOptions::new().write(true).custom_flags(libc::O_NONBLOCK).open(fifo);
+}
+
+#[cfg(unix)]
+#[test]
+fn compile_writes_into_a_fifo_and_a_link_to_one_keeping_their_type() {
+    let dir = scratch("fifo-outputs");
+    let (lms_fifo, report_fifo) = (fifo(&dir, "lms.fifo"), fifo(&dir, "report.fifo"));
+    let link = dir.join("stdout");
+    std::os::unix::fs::symlink(&report_fifo, &link).unwrap();
+    let (graph, report) = (drain(&lms_fifo), drain(&report_fifo));
+    let model = fixture("models/mlp.onnx");
+    let out = lms(&["compile", s(&model), "--batch", "2", "-q", "-o", s(&lms_fifo), "--report", s(&link)]);
+    release(&lms_fifo);
+    release(&report_fifo);
+    succeeds(&out);
+    let graph = graph.join().unwrap();
+    lms_proto::lms::Graph::decode(&*graph).expect("the .lms bytes came through the FIFO");
+    let report: serde_json::Value = serde_json::from_slice(&report.join().unwrap()).unwrap();
+    assert_eq!(report["model"], "mlp.onnx");
+    assert!(std::fs::symlink_metadata(&lms_fifo).unwrap().file_type().is_fifo());
+    assert!(std::fs::symlink_metadata(&report_fifo).unwrap().file_type().is_fifo());
+    assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink());
+    assert_eq!(entries(&dir), ["lms.fifo", "report.fifo", "stdout"], "no temporary left");
+    // Two outputs into one FIFO would reach its reader run together: refused before writing.
+    let out = lms(&[
+        "compile",
+        s(&model),
+        "--batch",
+        "2",
+        "-o",
+        s(&lms_fifo),
+        "--text",
+        s(&link),
+        "--report",
+        s(&report_fifo),
+    ]);
+    fails(&out, 2, "is also the file of --text");
+}
+
+#[cfg(unix)]
+#[test]
+fn a_failed_write_to_stdout_is_exit_2_and_a_closed_pipe_ends_quietly() {
+    let dir = scratch("stdout-failure");
+    let model = fixture("models/mlp.onnx");
+    // Stdout open for reading only: every write fails (EBADF).
+    let read_only = dir.join("read-only");
+    std::fs::write(&read_only, b"").unwrap();
+    let out = Command::new(lms_bin())
+        .args(["inspect", s(&model)])
+        .stdout(Stdio::from(std::fs::File::open(&read_only).unwrap()))
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    fails(&out, 2, "lms: error: cannot write to standard output: ");
+    assert_eq!(std::fs::read(&read_only).unwrap(), b"");
+    // Stdout a pipe whose reader is gone: SIGPIPE, nothing on stderr.
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors pipe() returns.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: both descriptors were just opened by pipe() and are owned here only.
+    let (reader, writer) = unsafe {
+        use std::os::fd::FromRawFd;
+        (std::fs::File::from_raw_fd(fds[0]), std::fs::File::from_raw_fd(fds[1]))
+    };
+    drop(reader);
+    let out = Command::new(lms_bin())
+        .args(["inspect", s(&model)])
+        .stdout(Stdio::from(writer))
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{:?}: {}", out.status, String::from_utf8_lossy(&out.stderr));
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[cfg(unix)]
+#[test]
+fn run_prints_each_step_as_it_completes_and_stops_on_sigint_saving_the_state() {
+    let dir = scratch("sigint");
+    let (_, graph) = mlp_in(&dir);
+    let state = dir.join("state.npz");
+    let mut child = Command::new(lms_bin())
+        .args(["run", s(&graph), "--steps", "100000000", "--save-state", s(&state)])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Read the first line as soon as it comes (a buffered stdout would hold
+    // it back), then keep draining so lms never blocks on a full pipe.
+    let (first_tx, first_rx) = std::sync::mpsc::channel();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let reader = std::thread::spawn(move || {
+        let mut first = String::new();
+        stdout.read_line(&mut first).unwrap();
+        first_tx.send(first).unwrap();
+        let mut rest = String::new();
+        stdout.read_to_string(&mut rest).unwrap();
+        rest
+    });
+    let first = match first_rx.recv_timeout(Duration::from_secs(120)) {
+        Ok(line) => line,
+        Err(_) => {
+            let _ = child.kill();
+            panic!("no step line within 120 s: stdout is not flushed per step");
+        }
+    };
+    assert!(first.starts_with("step    1  loss "), "{first}");
+    // SAFETY: sends SIGINT to the child this test spawned and has not reaped.
+    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) }, 0);
+    let status = child.wait().unwrap();
+    let mut stderr = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    let rest = reader.join().unwrap();
+    assert_eq!(status.code(), Some(130), "{status:?}: {stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("lms: error: interrupted by SIGINT after step "), "{stderr}");
+    assert!(rest.contains("interrupted after step "), "{rest}");
+    assert_eq!(entries(&dir), ["m.lms", "mlp.onnx", "state.npz"], "no temporary left");
+    let resumed = succeeds(&lms(&["run", s(&graph), "--steps", "1", "--resume", s(&state)]));
+    let steps: u64 = stderr.split("after step ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+    assert!(resumed.contains(&format!("resumed after step {steps}")), "{resumed}");
 }

@@ -79,6 +79,13 @@ pub struct DeviceProfile {
 }
 
 impl DeviceProfile {
+    /// The file `name_or_file` names when it is not a shipped profile's
+    /// name: an input the command's outputs must not overwrite.
+    pub fn file(name_or_file: &str) -> Option<&Path> {
+        let shipped = SHIPPED.iter().any(|(name, _)| *name == name_or_file);
+        (!shipped && !name_or_file.is_empty()).then(|| Path::new(name_or_file))
+    }
+
     /// The profile named `name_or_file`: a shipped profile's name, or the
     /// path of a profile file.
     pub fn load(name_or_file: &str) -> Result<DeviceProfile> {

@@ -6,7 +6,8 @@
 //! `/dev/null` or `/dev/stdout`) is opened and written into, as `cc -o
 //! /dev/null` does: never renamed over or unlinked. A directory is refused.
 //! Before anything is written, a command's outputs are checked to be distinct
-//! from each other and from its inputs.
+//! from each other and from its inputs; only a character device (such as
+//! `/dev/null`) may take several outputs, since nothing reads them back.
 
 use crate::error::{Error, Result};
 use std::io::Write;
@@ -60,7 +61,9 @@ fn write_into_special(path: &Path, bytes: &[u8]) -> Result<()> {
 
 /// Refuses outputs that name an input or each other. `inputs` and `outputs`
 /// are (flag or role, path) pairs; paths are compared after resolving links
-/// in their folder, so `./m.onnx` and `m.onnx` are the same file.
+/// in their folder, so `./m.onnx` and `m.onnx` are the same file. Several
+/// outputs into one character device (`/dev/null`, a terminal) are allowed;
+/// into one FIFO they are refused, as the reader would get them run together.
 pub fn check_distinct(inputs: &[(&str, &Path)], outputs: &[(&str, &Path)]) -> Result<()> {
     let inputs: Vec<(&str, PathBuf)> = inputs.iter().map(|&(role, p)| (role, resolved(p))).collect();
     let mut seen: Vec<(&str, PathBuf)> = Vec::with_capacity(outputs.len());
@@ -72,12 +75,26 @@ pub fn check_distinct(inputs: &[(&str, &Path)], outputs: &[(&str, &Path)]) -> Re
                 path.display()
             )));
         }
-        if let Some((other, _)) = seen.iter().find(|(_, p)| *p == target) {
+        if let Some((other, _)) = seen.iter().find(|(_, p)| *p == target).filter(|_| !is_char_device(path)) {
             return Err(Error::Usage(format!("{role} {} is also the file of {other}", path.display())));
         }
         seen.push((role, target));
     }
     Ok(())
+}
+
+/// Whether `path` is, or links to, a character device.
+fn is_char_device(path: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        std::fs::metadata(path).is_ok_and(|m| m.file_type().is_char_device())
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = path;
+        false
+    }
 }
 
 /// The path with its folder resolved (links followed) and, when the file

@@ -16,12 +16,13 @@ use crate::train::{self, TrainOptions, TrainSummary};
 use lms_proto::onnx::ModelProto;
 use std::path::{Path, PathBuf};
 
-/// `import`: reads and imports the ONNX model.
+/// `import`: imports the ONNX model its caller read (and checked the
+/// outputs against).
 pub struct Import {
     pub model: PathBuf,
     pub options: FrontendOptions,
-    /// The model as read (its external data files feed depfiles).
-    pub proto: Option<ModelProto>,
+    /// The model as read from `model`.
+    pub proto: ModelProto,
 }
 
 impl Pass for Import {
@@ -30,11 +31,9 @@ impl Pass for Import {
     }
 
     fn run(&mut self, cx: &mut Context) -> Result<Step> {
-        let in_model = |e: Error| e.in_file(&self.model);
-        let proto = frontend::read_model(&self.model).map_err(in_model)?;
         let base_dir = self.model.parent().unwrap_or(Path::new("."));
-        cx.graph = frontend::import(&proto, Some(base_dir), &self.options).map_err(in_model)?.graph;
-        self.proto = Some(proto);
+        cx.graph =
+            frontend::import(&self.proto, Some(base_dir), &self.options).map_err(|e| e.in_file(&self.model))?.graph;
         Ok(Step::Built)
     }
 }

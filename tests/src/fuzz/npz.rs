@@ -19,6 +19,7 @@ use lms_proto::contract::{NodeKind, INPUT_OP};
 use lms_proto::Message;
 use lms_runtime::{Buffer, HostTensor, Program};
 use std::io::{Read, Write};
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
 /// Device and host budget of every run: far above what the MLP at batch 2 takes.
@@ -302,7 +303,7 @@ fn data_seed(program: &Program) -> Vec<(String, HostTensor)> {
 /// One run of `graph` under [`BUDGET`] as `plan` says; whether it succeeded.
 fn run_once(graph: &Path, plan: &RunPlan) -> bool {
     let limits = MemoryLimits { device_bytes: Some(BUDGET), host_bytes: Some(BUDGET) };
-    run::run(graph, DeviceKind::Cpu, plan, limits, 1, |_, _| {}).is_ok()
+    run::run(graph, DeviceKind::Cpu, plan, limits, 1, |_, _| Ok(ControlFlow::Continue(()))).is_ok()
 }
 
 /// The `.npz` target: each input is tried as `--data` (one epoch) and as `--resume` (one

@@ -144,6 +144,11 @@ pub struct CompileReport {
     pub peak_device_bytes_before: u64,
     pub peak_device_bytes_after: u64,
     pub peak_host_bytes_after: u64,
+    /// Bytes of the compiled graph's device arena, every tensor at its static offset (the
+    /// live peak plus alignment and fragmentation; the plan records it).
+    pub arena_device_bytes: u64,
+    /// The same for the host arena.
+    pub arena_host_bytes: u64,
     /// With a rewrite that was verified: the outputs and variable updates
     /// proven equal to the training graph's.
     pub verified: Option<usize>,
@@ -285,6 +290,8 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
         peak_device_bytes_before: peak_before,
         peak_device_bytes_after: after.peak_bytes,
         peak_host_bytes_after: after.host_peak_bytes,
+        arena_device_bytes: memory::placement(&cx.graph, cx.graph.schedule(), memory::Pool::Device).arena_bytes,
+        arena_host_bytes: memory::placement(&cx.graph, cx.graph.schedule(), memory::Pool::Host).arena_bytes,
         verified: verify.proven,
         swaps: vec![],
         splits: split.reports,
@@ -485,6 +492,14 @@ impl CompileReport {
             format_bytes(self.peak_device_bytes_before),
             format_bytes(self.peak_device_bytes_after),
             format_bytes(self.peak_host_bytes_after)
+        );
+        let _ = writeln!(
+            s,
+            "arena           device {} (+{:.2}% over the peak), host {} (+{:.2}%)",
+            format_bytes(self.arena_device_bytes),
+            crate::simulate::overhead_percent(self.arena_device_bytes, self.peak_device_bytes_after),
+            format_bytes(self.arena_host_bytes),
+            crate::simulate::overhead_percent(self.arena_host_bytes, self.peak_host_bytes_after)
         );
         for split in &self.splits {
             let _ = writeln!(

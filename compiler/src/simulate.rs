@@ -244,7 +244,7 @@ fn copied_tensors(g: &Graph) -> Vec<Option<&str>> {
 }
 
 /// How much larger `arena` is than `peak`, in percent (0 for an empty peak).
-fn overhead_percent(arena: u64, peak: u64) -> f64 {
+pub fn overhead_percent(arena: u64, peak: u64) -> f64 {
     if peak == 0 {
         0.0
     } else {

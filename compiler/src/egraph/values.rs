@@ -10,13 +10,15 @@
 //!   fans) and its stored bytes.
 //! - A constant (an op holding a tensor attribute: `Constant`,
 //!   `ConstantOfShape`) is identified by its output tensor's name; its value
-//!   is its attributes and output types. A constant only one graph has is
-//!   left to the terms, which hold the attribute's bytes.
+//!   is its attributes and output types. A constant the rewrite removed
+//!   along with its tensor (a shape computation a split made dead) is left
+//!   to the terms, which hold the attribute's bytes; one whose tensor the
+//!   rewritten graph still has must be there with the same value.
 
 use crate::ir::{Attr, Graph, INPUT_OP};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 /// Which stored value.
@@ -55,7 +57,8 @@ pub enum Verdict {
         /// The rewritten graph's hash.
         rewritten: String,
     },
-    /// Only the original holds this variable.
+    /// Only the original holds this variable, or this constant while the
+    /// rewritten graph still has its tensor.
     MissingInRewritten,
     /// Only the rewritten graph holds this variable.
     MissingInOriginal,
@@ -85,16 +88,19 @@ impl ValueItem {
     }
 }
 
-/// Compares the stored values of both graphs: variables by name, in name
-/// order, then the constants both graphs hold, in name order.
+/// Compares the stored values of both graphs, in name order: variables by
+/// name, then the constants the original holds whose tensors the rewritten
+/// graph still has.
 pub fn compare(original: &Graph, rewritten: &Graph) -> Vec<ValueItem> {
     let (a, b) = (hashes(original), hashes(rewritten));
+    let kept: BTreeSet<&str> = rewritten.tensors().map(|(_, t)| t.name.as_str()).collect();
     let mut items = Vec::new();
     for (what, x) in &a {
         let verdict = match (b.get(what), what) {
             (Some(y), _) if y == x => Verdict::Equal,
             (Some(y), _) => Verdict::Differs { original: short(x), rewritten: short(y) },
             (None, Stored::Initial { .. }) => Verdict::MissingInRewritten,
+            (None, Stored::Constant { tensor }) if kept.contains(tensor.as_str()) => Verdict::MissingInRewritten,
             (None, Stored::Constant { .. }) => continue,
         };
         items.push(ValueItem { what: what.clone(), verdict });
@@ -190,5 +196,17 @@ mod tests {
 
         let swapped = compare(&original, &net(&[3.0, 4.0], &[1.0, 2.0], 0.5));
         assert_eq!(swapped.iter().filter(|i| i.verdict != Verdict::Equal).count(), 2, "both weights");
+    }
+
+    #[test]
+    fn a_constant_whose_tensor_another_op_makes_is_missing() {
+        let original = net(&[1.0, 2.0], &[3.0, 4.0], 0.5);
+        let mut replaced = original.clone();
+        let k = replaced.node_ids().find(|&id| replaced.node(id).name == "k").unwrap();
+        let node = replaced.node_mut(k);
+        (node.op, node.attrs) = ("RandomNormal".into(), Attrs::new());
+        let items = compare(&original, &replaced);
+        let failing: Vec<String> = items.iter().filter_map(|i| Some(format!("{} {}", i.what, i.reason()?))).collect();
+        assert_eq!(failing, ["constant 'k' is missing in the rewritten graph"]);
     }
 }

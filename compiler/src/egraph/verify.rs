@@ -18,6 +18,7 @@ use super::values::{self, ValueItem, Verdict};
 use crate::analysis::order;
 use crate::error::{Error, Result};
 use crate::ir::{Action, Graph};
+use crate::shape::declared;
 use egg::Id;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -109,6 +110,13 @@ pub fn check(original: &Graph, rewritten: &Graph, limits: &Limits) -> Result<Ver
         return Err(Error::Unproven {
             what: "the graphs".into(),
             reason: format!("use different opsets ({} and {})", original.opset, rewritten.opset),
+        });
+    }
+    if let Some((id, why)) = declared::first_mismatch(rewritten) {
+        let node = rewritten.node(id);
+        return Err(Error::Unproven {
+            what: format!("node '{}' ({}) of the rewritten graph", node.name, node.op),
+            reason: format!("does not fit its tensors: {why}"),
         });
     }
     let mut egraph = TermGraph::new(TermAnalysis::new(original.opset));

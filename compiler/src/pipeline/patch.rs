@@ -10,11 +10,9 @@
 
 use crate::error::{Error, Result};
 use crate::ir::{
-    Graph, Node, NodeId, RecomputeDecision, SwapDecision, SwapInDecision, TensorData, TensorId, TensorType, SWAP_IN_OP,
-    SWAP_OUT_OP,
+    Graph, Node, NodeId, RecomputeDecision, SwapDecision, SwapInDecision, TensorData, TensorId, TensorType,
 };
 use crate::shape::{self, Value};
-use crate::train::LMS_DOMAIN;
 
 /// A node the patch adds: its index in [`Patch`]'s list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -339,7 +337,7 @@ fn check_references(g: &Graph, patch: &Patch) -> Result<()> {
                 None => values.push(None),
             }
         }
-        check_types(&a.node, &values, &a.outputs, g.opset)
+        shape::declared::check(&a.node, &values, &a.outputs, g.opset)
             .map_err(|problem| patch.error(format!("node '{name}' ({}): {problem}", a.node.op)))?;
     }
     for &(node, slot, t) in &patch.rewires {
@@ -404,41 +402,6 @@ fn check_references(g: &Graph, patch: &Patch) -> Result<()> {
         if !new_ok || !exists(r.before) || value_of(TensorRef::Existing(r.tensor), 0).is_none() {
             return fail("a recompute decision names a node or tensor that is not in the graph".into());
         }
-    }
-    Ok(())
-}
-
-/// Whether an added node's declared output types agree with its inputs:
-/// swap ops copy their input's type; ONNX ops get the types shape inference
-/// gives; other lms ops declare theirs.
-fn check_types(
-    node: &Node,
-    inputs: &[Option<Value>],
-    outputs: &[(String, TensorType)],
-    opset: i64,
-) -> std::result::Result<(), String> {
-    let declared: Vec<&TensorType> = outputs.iter().map(|(_, ty)| ty).collect();
-    let expected: Vec<TensorType> =
-        if node.domain == LMS_DOMAIN && [SWAP_IN_OP, SWAP_OUT_OP].contains(&node.op.as_str()) {
-            match inputs {
-                [Some(v)] => vec![v.ty.clone()],
-                _ => return Err("a swap op reads exactly one tensor".into()),
-            }
-        } else if node.domain.is_empty() && !node.parameterized {
-            let refs: Vec<Option<&Value>> = inputs.iter().map(Option::as_ref).collect();
-            let request =
-                shape::Node { op: &node.op, opset, attrs: &node.attrs, inputs: &refs, num_outputs: outputs.len() };
-            shape::infer(&request).map_err(|e| e.to_string())?.into_iter().map(|v| v.ty).collect()
-        } else {
-            return Ok(());
-        };
-    if declared.iter().copied().ne(expected.iter()) {
-        let show = |tys: Vec<String>| tys.join(", ");
-        return Err(format!(
-            "declares outputs [{}] but its inputs give [{}]",
-            show(declared.iter().map(|t| t.to_string()).collect()),
-            show(expected.iter().map(|t| t.to_string()).collect())
-        ));
     }
     Ok(())
 }

@@ -10,6 +10,7 @@
 mod constant;
 mod conv;
 pub mod cost;
+pub mod declared;
 mod elementwise;
 mod indexing;
 mod nn;

@@ -21,11 +21,14 @@ pub fn die_quietly_on_closed_stdout() {
 }
 
 /// Writes `text` to standard output at once (unbuffered), so a line shows
-/// as soon as it is printed, piped or not. A failed write is
-/// [`Error::Stdout`] (status 2), never a panic; Rust's own `stdout()`
-/// would hide some failures (a descriptor not open for writing), so the
-/// bytes go to a duplicate of descriptor 1.
+/// as soon as it is printed, piped or not, with every control character
+/// but the line ends escaped ([`escape`](lms_proto::escape::escape)): a
+/// name from an input file printed in a table or summary cannot act on the
+/// terminal. A failed write is [`Error::Stdout`] (status 2), never a panic;
+/// Rust's own `stdout()` would hide some failures (a descriptor not open for
+/// writing), so the bytes go to a duplicate of descriptor 1.
 pub fn print(text: &str) -> Result<(), Error> {
+    let text = terminal_safe(text);
     #[cfg(unix)]
     let mut out = {
         use std::os::fd::AsFd;
@@ -34,6 +37,15 @@ pub fn print(text: &str) -> Result<(), Error> {
     #[cfg(not(unix))]
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes()).and_then(|()| out.flush()).map_err(Error::Stdout)
+}
+
+/// `text` with each line's control characters escaped and its line ends kept.
+fn terminal_safe(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.split('\n').any(|line| matches!(lms_proto::escape::escape(line), std::borrow::Cow::Owned(_))) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let lines: Vec<_> = text.split('\n').map(lms_proto::escape::escape).collect();
+    std::borrow::Cow::Owned(lines.join("\n"))
 }
 
 /// Set by the first SIGINT once [`stop_on_interrupt`] is in force.
@@ -107,6 +119,12 @@ mod tests {
         let tip = "error: unexpected argument '--lrr' found\n\n  tip: a similar argument exists: '--lr'\n\nUsage: lms compile [OPTIONS]\n";
         assert_eq!(one_line(tip), "unexpected argument '--lrr' found; tip: a similar argument exists: '--lr'");
         assert_eq!(one_line("node 'evil\x1b[2J\r' (Cos): unsupported\n"), "node 'evil\\x1b[2J\\r' (Cos): unsupported");
+    }
+
+    #[test]
+    fn printed_text_keeps_its_line_ends_and_escapes_the_rest() {
+        assert!(matches!(terminal_safe("a table\nof rows\n"), std::borrow::Cow::Borrowed(_)));
+        assert_eq!(terminal_safe("peak at 'evil\x1b[2J'\r\nnext\n"), "peak at 'evil\\x1b[2J'\\r\nnext\n");
     }
 
     #[test]

@@ -25,12 +25,18 @@
 //!   every block starting in a wide stretch: a skyline gives up after
 //!   [`SKYLINE_LOOK_LIMIT`] looks, so it costs at most about a tenth of a second.
 //!
-//! Greedy orders with first or best fit among the placed blocks overlapping in time (by
-//! size, lifetime, size × lifetime, breadth) were measured too: on the model zoo's plans
-//! none beat the best skyline, and each costs what the pairs of overlapping blocks number.
-//! Sizes within [`ROUNDING_PER_MILLE`] of a larger size are placed as that size (the arena
-//! counts the real sizes), so that near-equal blocks (a tensor's batch parts) fit each
-//! other's gaps. The strategies stop at the first arena equal to the lower bound; ties go
+//! - **by size** (TFLite's greedy by size, the placement up to 20,000 tensors before): the
+//!   largest block first, each in the smallest gap between the placed blocks that overlap it
+//!   in time, on the exact sizes. It compares each block with every placed one, so it runs
+//!   up to [`BY_SIZE_LIMIT`] blocks (a host pool, where it can reach the bound when placing
+//!   near-equal sizes as one does not; on the model zoo's device pools a skyline is smaller).
+//!
+//! Other greedy orders with first or best fit among the placed blocks overlapping in time
+//! (by lifetime, size × lifetime, breadth) were measured too: on the model zoo's plans none
+//! beat the best skyline, and each costs what the pairs of overlapping blocks number.
+//! The sweeps and skylines place sizes within [`ROUNDING_PER_MILLE`] of a larger size as that
+//! size (the arena counts the real sizes), so that near-equal blocks (a tensor's batch parts)
+//! fit each other's gaps. The strategies stop at the first arena equal to the lower bound; ties go
 //! to the earlier strategy of [`strategies`]; every sort breaks ties by the tensor id last.
 //! The result is a pure function of the lifetimes.
 //!
@@ -82,6 +88,10 @@ pub struct Placement {
 /// second on a 2-core machine; the model zoo's plans take far fewer).
 pub const SKYLINE_LOOK_LIMIT: u64 = 4_000_000;
 
+/// The most blocks [`Strategy::BySize`] places (it compares each block with every placed
+/// one).
+pub const BY_SIZE_LIMIT: usize = 2_000;
+
 /// A block is placed as the next larger size when that is at most this many thousandths
 /// larger.
 pub const ROUNDING_PER_MILLE: u64 = 5;
@@ -106,6 +116,9 @@ pub enum Strategy {
     /// Bottom up, the lowest stretch taking the first block of `order` that lives within
     /// it (backwards: with the schedule reversed).
     Skyline { order: Order, backward: bool },
+    /// Largest first, each in the smallest gap between the placed blocks that overlap it in
+    /// time (TFLite's greedy by size); up to [`BY_SIZE_LIMIT`] blocks.
+    BySize,
 }
 
 /// The strategies [`place`] tries, in the order that breaks ties.
@@ -116,6 +129,7 @@ pub fn strategies() -> Vec<Strategy> {
             all.push(Strategy::Skyline { order, backward });
         }
     }
+    all.push(Strategy::BySize);
     all
 }
 
@@ -277,7 +291,44 @@ fn run(strategy: Strategy, items: &[Item]) -> Option<Vec<u64>> {
             let items = reversed(items);
             skyline(&items, &sorted(&items, order))
         }
+        Strategy::BySize => (items.len() <= BY_SIZE_LIMIT).then(|| by_size(items)),
     }
+}
+
+/// Greedy by size on the exact sizes (see [`Strategy::BySize`]), in the order of
+/// [`Order::Size`].
+fn by_size(items: &[Item]) -> Vec<u64> {
+    let mut offsets = vec![0; items.len()];
+    let mut placed: Vec<usize> = Vec::with_capacity(items.len());
+    let mut taken: Vec<(u64, u64)> = Vec::new();
+    for k in sorted(items, Order::Size) {
+        let i = items[k];
+        taken.clear();
+        taken.extend(
+            placed
+                .iter()
+                .filter(|&&p| items[p].first <= i.last && i.first <= items[p].last)
+                .map(|&p| (offsets[p], offsets[p] + items[p].bytes)),
+        );
+        taken.sort_unstable();
+        offsets[k] = best_gap(&taken, i.bytes);
+        placed.push(k);
+    }
+    offsets
+}
+
+/// The offset of the smallest gap between `taken` ranges (sorted by start) that holds
+/// `size` bytes (ties: the lower offset); the end of the highest range when none does.
+fn best_gap(taken: &[(u64, u64)], size: u64) -> u64 {
+    let mut best: Option<(u64, u64)> = None;
+    let mut top = 0;
+    for &(start, end) in taken {
+        if start >= top && start - top >= size && best.is_none_or(|(gap, _)| start - top < gap) {
+            best = Some((start - top, top));
+        }
+        top = top.max(end);
+    }
+    best.map_or(top, |(_, offset)| offset)
 }
 
 /// The blocks with the schedule run backwards.
@@ -703,6 +754,23 @@ mod tests {
         assert_disjoint(&lifetimes, &new);
         assert_eq!(new.arena_bytes, lower_bound(&lifetimes));
         assert!(old.arena_bytes > new.arena_bytes, "{old:?} against {new:?}");
+    }
+
+    #[test]
+    fn greedy_by_size_places_exact_sizes() {
+        // 1 is 0.2% smaller than 0: by size puts it in 0's block, and 2 in the rest.
+        let lifetimes = [
+            life(1000 * 256, 0, 1),
+            life(998 * 256, 2, 3),
+            life(2 * 256, 2, 3),
+            life(2000 * 256, 0, 3),
+            life(256, 4, 4),
+        ];
+        let p = place_with(Strategy::BySize, &lifetimes).expect("few blocks");
+        assert_disjoint(&lifetimes, &p);
+        assert_eq!(p.offsets[0], p.offsets[1]);
+        assert_eq!(p.offsets[2], Some(p.offsets[1].unwrap() + 998 * 256));
+        assert_eq!(p.arena_bytes, lower_bound(&lifetimes));
     }
 
     #[test]

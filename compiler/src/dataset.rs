@@ -5,7 +5,9 @@
 //! after the last whole batch are left out.
 
 use crate::error::{Error, Result};
-use lms_proto::contract::{NodeKind, INPUT_OP};
+use lms_proto::contract::{NodeKind, TensorType, INPUT_OP};
+use lms_proto::lms::DType;
+use lms_proto::units::default_host_memory;
 use lms_runtime::tensor::dtype_name;
 use lms_runtime::{HostTensor, Program};
 use std::collections::BTreeMap;
@@ -34,26 +36,40 @@ impl Dataset {
     /// Reads `path` and checks it against `program`'s inputs: one array per
     /// input, named like it, of its element type, with its shape after the
     /// first axis, and the same number of samples (at least one batch) in all.
+    /// The data is held in memory: at most half the machine's memory
+    /// ([`default_host_memory`]) of values is read.
     pub fn open(path: &Path, program: &Program) -> Result<Dataset> {
         let fail = |message: String| Error::Usage(message).in_file(path);
-        let mut given: BTreeMap<String, HostTensor> = crate::npz::read(path)?.into_iter().collect();
         let inputs: Vec<usize> = (0..program.node_count())
             .filter(|&n| program.kind(n) == NodeKind::Parameter && program.node(n).op == INPUT_OP)
             .collect();
         let names: Vec<&str> = inputs.iter().map(|&n| program.node(n).name.as_str()).collect();
+        let types: BTreeMap<&str, &TensorType> = inputs
+            .iter()
+            .zip(&names)
+            .map(|(&n, &name)| (name, program.tensor_type(program.node_outputs(n)[0])))
+            .collect();
+        let wanted = |ty: &TensorType| format!("{} [samples{}]", dtype_name(ty.dtype), rest(&ty.shape));
+        let check = |name: &str, dtype: DType, shape: &[usize]| {
+            let ty = types
+                .get(name)
+                .ok_or_else(|| format!("is not an input of the graph (its inputs are {})", names.join(", ")))?;
+            if dtype != ty.dtype || shape.get(1..) != ty.shape.get(1..) || ty.shape.is_empty() {
+                let got = format!("{} {shape:?}", dtype_name(dtype));
+                return Err(format!("is {got}, the graph's input '{name}' wants {}", wanted(ty)));
+            }
+            Ok(())
+        };
+        let mut given: BTreeMap<String, HostTensor> =
+            crate::npz::read(path, default_host_memory(), check)?.into_iter().collect();
         let mut arrays = Vec::with_capacity(inputs.len());
         let mut samples: Option<(usize, &str)> = None;
         let mut batch = 0;
-        for (&node, &name) in inputs.iter().zip(&names) {
-            let ty = program.tensor_type(program.node_outputs(node)[0]);
-            let wanted = format!("{} [samples{}]", dtype_name(ty.dtype), rest(&ty.shape));
+        for &name in &names {
+            let ty = types[name];
             let array = given.remove(name).ok_or_else(|| {
-                fail(format!("no array '{name}' (the graph's inputs are {}; wanted {wanted})", names.join(", ")))
+                fail(format!("no array '{name}' (the graph's inputs are {}; wanted {})", names.join(", "), wanted(ty)))
             })?;
-            let got = format!("{} {:?}", dtype_name(array.dtype()), array.shape);
-            if array.dtype() != ty.dtype || array.shape.get(1..) != ty.shape.get(1..) || ty.shape.is_empty() {
-                return Err(fail(format!("array '{name}' is {got}, the graph's input '{name}' wants {wanted}")));
-            }
             let n = array.shape[0];
             match samples {
                 Some((m, first)) if m != n => {
@@ -73,12 +89,6 @@ impl Dataset {
                 bytes: array.to_le_bytes(),
                 sample_bytes,
             });
-        }
-        if let Some(extra) = given.keys().next() {
-            return Err(fail(format!(
-                "array '{extra}' is not an input of the graph (its inputs are {})",
-                names.join(", ")
-            )));
         }
         Ok(Dataset { arrays, batch, samples: samples.map_or(0, |(n, _)| n) })
     }

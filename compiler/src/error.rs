@@ -135,7 +135,7 @@ impl Error {
             Error::InFile { source, .. } => source.exit_code(),
             Error::OverBudget { .. } | Error::NoPlan { .. } | Error::NoBatchFits(_) => exit::DOES_NOT_FIT,
             #[cfg(feature = "cli")]
-            Error::Run(RuntimeError::OutOfMemory(_)) => exit::DOES_NOT_FIT,
+            Error::Run(RuntimeError::OutOfMemory(_) | RuntimeError::Allocation { .. }) => exit::DOES_NOT_FIT,
             Error::Unproven { .. } => exit::NOT_PROVEN,
             Error::Interrupted { .. } => exit::INTERRUPTED,
             Error::Malformed(_) => exit::INTERNAL,

@@ -15,6 +15,19 @@ pub fn count(text: &str) -> Result<usize, String> {
     Ok(n)
 }
 
+/// Most budgets `plan-curve` plans at: each is a whole planner run.
+pub const MAX_BUDGET_STEPS: usize = 1000;
+
+/// `plan-curve --budget-steps`: from 2 (the smallest budget and no limit) to
+/// [`MAX_BUDGET_STEPS`].
+pub fn budget_steps(text: &str) -> Result<usize, String> {
+    match count(text)? {
+        n if n < 2 => Err("must be at least 2 (the smallest budget and no limit)".into()),
+        n if n > MAX_BUDGET_STEPS => Err(format!("must be at most {MAX_BUDGET_STEPS}")),
+        n => Ok(n),
+    }
+}
+
 /// A finite number above zero (`--lr`).
 pub fn positive(text: &str) -> Result<f32, String> {
     let x: f32 = text.trim().parse().map_err(|_| format!("'{text}' is not a number"))?;
@@ -114,6 +127,10 @@ mod tests {
         assert!(size("0").is_err() && size("1KiB") == Ok(1024));
         assert_eq!(dim("seq=4"), Ok(("seq".into(), 4)));
         assert!(dim("seq=0").is_err() && dim("=3").is_err() && dim("seq").is_err());
+        assert_eq!(budget_steps("2"), Ok(2));
+        assert_eq!(budget_steps("1000"), Ok(1000));
+        assert_eq!(budget_steps("1"), Err("must be at least 2 (the smallest budget and no limit)".into()));
+        assert_eq!(budget_steps("1000000000"), Err("must be at most 1000".into()));
     }
 
     #[test]

@@ -124,8 +124,8 @@ struct PlanCurveArgs {
     /// Loss on the model's first output.
     #[arg(long, value_enum, default_value = "softmax-xent")]
     loss: LossKind,
-    /// Budgets on the curve, from the smallest the planner reaches to the unrewritten peak (at least 2).
-    #[arg(long, default_value_t = 8, value_parser = flags::count)]
+    /// Budgets on the curve, from the smallest the planner reaches to the unrewritten peak (2 to 1000).
+    #[arg(long, default_value_t = 8, value_parser = flags::budget_steps)]
     budget_steps: usize,
     /// Host memory for swapped tensors (default 64GiB; 0: auto only recomputes).
     #[arg(long, value_parser = flags::size_or_zero)]
@@ -781,9 +781,6 @@ fn max_batch(args: &MaxBatchArgs) -> Result<(), Error> {
 }
 
 fn plan_curve(args: &PlanCurveArgs) -> Result<(), Error> {
-    if args.budget_steps < 2 {
-        return Err(Error::Usage("--budget-steps must be at least 2 (the smallest budget and no limit)".into()));
-    }
     let proto = frontend::read_model(&args.model).map_err(|e| e.in_file(&args.model))?;
     let base_dir = args.model.parent().unwrap_or(Path::new("."));
     let external = frontend::external_files(&proto, base_dir);

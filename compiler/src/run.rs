@@ -13,7 +13,9 @@ use crate::error::{Error, Result};
 use crate::npz;
 use crate::provenance;
 use crate::units::format_bytes;
-use lms_proto::contract::{NodeKind, VARIABLE_OP};
+use lms_proto::contract::{NodeKind, TensorType, VARIABLE_OP};
+use lms_proto::lms::DType;
+use lms_runtime::tensor::dtype_name;
 use lms_runtime::{Backend, CpuBackend, CudaBackend, HostTensor, Program, RunOptions, RuntimeError, Session, Step};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -32,6 +34,11 @@ pub enum DeviceKind {
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct RunReport {
     pub device: String,
+    /// The device memory limit of the run.
+    pub device_memory_limit: u64,
+    /// Where that limit comes from: `--device-memory`, the plan's budget, or the
+    /// machine's memory when the plan has none.
+    pub device_memory_limit_from: String,
     /// The loss after each step (absent for a graph without one).
     pub losses: Vec<f32>,
     /// Largest device bytes of any step.
@@ -119,11 +126,13 @@ pub fn run(
     let program = Program::load(path).map_err(|e| runtime(e.into()))?;
     let budgets = program.graph().plan.as_ref();
     let defaults = RunOptions::default();
+    let (device_memory, device_memory_from) = match (limits.device_bytes, budgets.and_then(|p| p.budget_device_bytes)) {
+        (Some(bytes), _) => (bytes, "--device-memory"),
+        (None, Some(bytes)) => (bytes, "the plan's budget"),
+        (None, None) => (defaults.device_memory, "the machine's memory: the plan has no budget"),
+    };
     let options = RunOptions {
-        device_memory: limits
-            .device_bytes
-            .or(budgets.and_then(|p| p.budget_device_bytes))
-            .unwrap_or(defaults.device_memory),
+        device_memory,
         host_memory: limits.host_bytes.or(budgets.and_then(|p| p.budget_host_bytes)).unwrap_or(defaults.host_memory),
         seed,
     };
@@ -136,7 +145,7 @@ pub fn run(
         Some(state) => resume_values(state, &program)?,
         None => (BTreeMap::new(), None),
     };
-    let report = match device {
+    let mut report = match device {
         DeviceKind::Cpu => {
             let session = Session::with_values(program, CpuBackend::new(), options, &values).map_err(runtime)?;
             train(session, "cpu".into(), plan, resumed, progress)?
@@ -148,6 +157,8 @@ pub fn run(
             train(session, name, plan, resumed, progress)?
         }
     };
+    report.device_memory_limit = device_memory;
+    report.device_memory_limit_from = device_memory_from.to_string();
     Ok(report)
 }
 
@@ -216,7 +227,27 @@ fn train<B: Backend>(
 /// the variables of `program`.
 fn resume_values(state: &Path, program: &Program) -> Result<(BTreeMap<String, HostTensor>, Option<u64>)> {
     let fail = |message: String| Error::Usage(message).in_file(state);
-    let mut values: BTreeMap<String, HostTensor> = npz::read(state)?.into_iter().collect();
+    let variables: BTreeMap<&str, &TensorType> = (0..program.node_count())
+        .filter(|&n| program.kind(n) == NodeKind::Parameter && program.node(n).op == VARIABLE_OP)
+        .map(|n| (program.node(n).name.as_str(), program.tensor_type(program.node_outputs(n)[0])))
+        .collect();
+    let check = |name: &str, dtype: DType, shape: &[usize]| match variables.get(name) {
+        _ if name == STEPS_KEY => match (dtype, shape) {
+            (DType::DtypeI64, [] | [1]) => Ok(()),
+            _ => Err("is not a step count".to_string()),
+        },
+        Some(ty) if ty.dtype == dtype && ty.shape == shape => Ok(()),
+        Some(ty) => Err(format!(
+            "is {} {shape:?}, variable '{name}' of {} is {} {:?}",
+            dtype_name(dtype),
+            program.source(),
+            dtype_name(ty.dtype),
+            ty.shape
+        )),
+        None => Err(format!("is not a variable of {}", program.source())),
+    };
+    let most = variables.values().fold(8u64, |sum, ty| sum.saturating_add(ty.bytes));
+    let mut values: BTreeMap<String, HostTensor> = npz::read(state, most, check)?.into_iter().collect();
     let steps = match values.remove(STEPS_KEY) {
         Some(t) => {
             let steps = t.to_i64s(STEPS_KEY).ok().and_then(|v| v.first().copied()).and_then(|s| u64::try_from(s).ok());
@@ -224,15 +255,8 @@ fn resume_values(state: &Path, program: &Program) -> Result<(BTreeMap<String, Ho
         }
         None => None,
     };
-    let variables: Vec<&str> = (0..program.node_count())
-        .filter(|&n| program.kind(n) == NodeKind::Parameter && program.node(n).op == VARIABLE_OP)
-        .map(|n| program.node(n).name.as_str())
-        .collect();
-    if let Some(missing) = variables.iter().find(|v| !values.contains_key(**v)) {
+    if let Some(missing) = variables.keys().find(|v| !values.contains_key(**v)) {
         return Err(fail(format!("has no value for variable '{missing}' of {}", program.source())));
-    }
-    if let Some(extra) = values.keys().find(|k| !variables.contains(&k.as_str())) {
-        return Err(fail(format!("holds '{extra}', which is not a variable of {}", program.source())));
     }
     Ok((values, steps))
 }
@@ -324,9 +348,11 @@ impl RunReport {
         let mean = self.step_seconds.iter().sum::<f64>() / self.step_seconds.len().max(1) as f64;
         let _ = writeln!(
             s,
-            "peak device {}, peak host {}",
+            "peak device {}, peak host {}; device limit {} ({})",
             format_bytes(self.peak_device_bytes),
-            format_bytes(self.peak_host_bytes)
+            format_bytes(self.peak_host_bytes),
+            format_bytes(self.device_memory_limit),
+            self.device_memory_limit_from
         );
         let _ = writeln!(
             s,

@@ -19,13 +19,19 @@ pub fn format_bytes(bytes: u64) -> String {
     format!("{value:.2} {}", UNITS[unit])
 }
 
-/// The default host budget: half of the physical memory that `/proc/meminfo` reports,
-/// or [`FALLBACK_HOST_MEMORY`] when it cannot be read.
+/// The default host budget: half of [`machine_memory`].
 pub fn default_host_memory() -> u64 {
+    machine_memory() / 2
+}
+
+/// The machine's physical memory as `/proc/meminfo` reports it, or twice
+/// [`FALLBACK_HOST_MEMORY`] when it cannot be read: the device limit of a run
+/// whose plan has no budget, and the bound of what is read into memory.
+pub fn machine_memory() -> u64 {
     std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|text| parse_mem_total(&text))
-        .map_or(FALLBACK_HOST_MEMORY, |total| total / 2)
+        .unwrap_or(2 * FALLBACK_HOST_MEMORY)
 }
 
 /// Bytes of the `MemTotal:` line of a `/proc/meminfo` text (given in kB).
@@ -52,5 +58,6 @@ mod tests {
         assert_eq!(parse_mem_total("MemTotal:       16384 kB\nMemFree: 1 kB\n"), Some(16 << 20));
         assert_eq!(parse_mem_total("MemFree: 1 kB\n"), None);
         assert!(default_host_memory() > 0);
+        assert_eq!(default_host_memory(), machine_memory() / 2);
     }
 }

@@ -91,6 +91,15 @@ pub enum RuntimeError {
     /// An allocation would exceed a memory pool's budget.
     #[error("{0}")]
     OutOfMemory(Box<crate::memory::OutOfMemory>),
+    /// The system refused memory that a pool's budget allowed
+    /// ([`crate::memory::check_allocatable`]).
+    #[error("cannot allocate {} for {what}: the system refused that much memory", crate::memory::format_bytes(*.bytes))]
+    Allocation {
+        /// What the memory was for: a node and its op, or a copy.
+        what: String,
+        /// The bytes asked for.
+        bytes: u64,
+    },
     /// A kernel failed on a node.
     #[error("node '{}': {source}", Escaped(.node))]
     Kernel {

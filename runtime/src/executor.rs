@@ -11,7 +11,7 @@
 
 use crate::backend::{Backend, KernelContext, Queue};
 use crate::error::RuntimeError;
-use crate::memory::{Arena, Pool};
+use crate::memory::{check_allocatable, node_and_op, Arena, Pool};
 use crate::tensor::HostTensor;
 use lms_proto::contract::{placement, Liveness};
 use lms_proto::contract::{NodeKind, Program};
@@ -171,7 +171,9 @@ impl<B: Backend> Executor<B> {
         let t = self.parameter_tensor(node)?;
         let program = &self.program;
         let n = program.node(node);
-        self.pools.get(program.pool(t)).alloc(t, program.tensor_name(t), program.tensor_type(t).bytes, n)?;
+        let bytes = program.tensor_type(t).bytes;
+        self.pools.get(program.pool(t)).alloc(t, program.tensor_name(t), bytes, n)?;
+        check_allocatable(bytes, || node_and_op(n))?;
         let value = value(program)?;
         self.store(node, t, value)
     }
@@ -345,6 +347,7 @@ impl<B: Backend> Executor<B> {
         let span_start = trace.as_ref().map(|_| backend.stamp(queue)).transpose()?;
         let outputs: Vec<Stored<B>> = match (kind, storage(inputs.first().copied().flatten())) {
             (NodeKind::SwapOut, Some((t, Stored::Device(x)))) => {
+                check_allocatable(program.tensor_type(t).bytes, || node_and_op(n))?;
                 report.bytes_d2h += program.tensor_type(t).bytes;
                 vec![Stored::Host(backend.download(x)?)]
             }

@@ -10,10 +10,29 @@ use lms_proto::lms::Node;
 use std::collections::BTreeMap;
 use std::fmt;
 
-pub use lms_proto::units::{default_host_memory, format_bytes, FALLBACK_HOST_MEMORY};
+pub use lms_proto::units::{default_host_memory, format_bytes, machine_memory, FALLBACK_HOST_MEMORY};
 
 use lms_proto::contract::placement::{aligned, Placement};
 pub use lms_proto::contract::Pool;
+
+/// Checks that the system can give `bytes` now, for `what` (a node and its op,
+/// or a copy), by reserving them and giving them back (pages never touched
+/// cost nothing): a size the system refuses is [`RuntimeError::Allocation`],
+/// never an abort. The pools' budgets keep what is live within the machine;
+/// this check turns the allocation a budget still allows but the system does
+/// not into an error.
+pub fn check_allocatable(bytes: u64, what: impl FnOnce() -> String) -> Result<(), RuntimeError> {
+    let mut probe: Vec<u8> = Vec::new();
+    match usize::try_from(bytes).ok().map(|n| probe.try_reserve_exact(n)) {
+        Some(Ok(())) => Ok(()),
+        _ => Err(RuntimeError::Allocation { what: what(), bytes }),
+    }
+}
+
+/// A node and its op, as allocation errors name them: `node 'x' (Relu)`.
+pub fn node_and_op(node: &Node) -> String {
+    format!("node '{}' ({})", node.name, node.op)
+}
 
 /// An allocation that did not fit in its pool's budget.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -205,6 +224,16 @@ mod tests {
 
     fn node(name: &str, op: &str) -> Node {
         Node { name: name.into(), op: op.into(), ..Node::default() }
+    }
+
+    #[test]
+    fn memory_the_system_refuses_is_an_error_naming_what_it_was_for() {
+        assert!(check_allocatable(1 << 20, || unreachable!()).is_ok());
+        let err = check_allocatable(u64::MAX, || node_and_op(&node("x", "Input"))).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "cannot allocate 16384.00 PiB for node 'x' (Input): the system refused that much memory"
+        );
     }
 
     #[test]

@@ -6,7 +6,7 @@ use crate::backend::Backend;
 use crate::error::RuntimeError;
 use crate::executor::{Executor, StepReport};
 use crate::init::initial_value;
-use crate::memory::default_host_memory;
+use crate::memory::{default_host_memory, machine_memory};
 use crate::tensor::HostTensor;
 use lms_proto::contract::{NodeKind, Program, INPUT_OP, VARIABLE_OP};
 use std::collections::BTreeMap;
@@ -23,9 +23,9 @@ pub struct RunOptions {
 }
 
 impl Default for RunOptions {
-    /// No device limit, half of physical memory for the host pool, seed 0.
+    /// The machine's memory as the device limit, half of it for the host pool, seed 0.
     fn default() -> Self {
-        RunOptions { device_memory: u64::MAX, host_memory: default_host_memory(), seed: 0 }
+        RunOptions { device_memory: machine_memory(), host_memory: default_host_memory(), seed: 0 }
     }
 }
 

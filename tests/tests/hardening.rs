@@ -185,6 +185,156 @@ fn devices_and_fifos_are_refused_without_reading() {
     fails(&lms(&["verify", s(&fifo), s(&fifo)]), 2, "is not a regular file");
 }
 
+/// Runs `lms` with `args` (stdin closed), killing it and failing the test when
+/// it has not ended within 60 seconds; with `address_space`, the child may map
+/// at most that many bytes (`RLIMIT_AS`), so an allocation sized by a file
+/// fails in it instead of taking the machine's memory.
+#[cfg(unix)]
+fn lms_bounded(args: &[&str], address_space: Option<u64>) -> Output {
+    use std::os::unix::process::CommandExt;
+    let mut command = Command::new(lms_bin());
+    command.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    if let Some(bytes) = address_space {
+        let limit = libc::rlimit { rlim_cur: bytes, rlim_max: bytes };
+        // SAFETY: setrlimit is async-signal-safe and touches only the child.
+        unsafe {
+            command.pre_exec(move || match libc::setrlimit(libc::RLIMIT_AS, &limit) {
+                0 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
+            });
+        }
+    }
+    let mut child = command.spawn().unwrap();
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > std::time::Duration::from_secs(60) {
+            child.kill().unwrap();
+            child.wait().unwrap();
+            panic!("lms {args:?} did not end within 60 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// A FIFO (nobody writes it) and a 64 MiB zero-filled file in `dir`.
+#[cfg(unix)]
+fn fifo_and_zeros(dir: &Path) -> [PathBuf; 2] {
+    let fifo = dir.join("fifo");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let zeros = dir.join("zeros");
+    std::fs::File::create(&zeros).unwrap().set_len(64 << 20).unwrap();
+    [fifo, zeros]
+}
+
+#[cfg(unix)]
+#[test]
+fn fifos_and_large_files_as_inputs_end_at_once() {
+    let dir = scratch("bounded-inputs");
+    let program = compile(&dir, "m.lms", &[]);
+    let out = dir.join("out.onnx");
+    for input in fifo_and_zeros(&dir) {
+        let name = input.file_name().unwrap().to_str().unwrap();
+        let needle = format!("{name}: ");
+        let cases: [&[&str]; 4] = [
+            &["simulate", s(&program), "--device-profile", s(&input)],
+            &["run", s(&program), "--device", "cpu", "--data", s(&input)],
+            &["run", s(&program), "--device", "cpu", "--steps", "1", "--resume", s(&input)],
+            &["run", s(&program), "--device", "cpu", "--steps", "1", "--save-onnx", s(&out), "--model", s(&input)],
+        ];
+        for args in cases {
+            fails(&lms_bounded(args, None), 2, &needle);
+        }
+    }
+    assert_eq!(entries(&dir), ["fifo", "m.lms", "zeros"]);
+}
+
+/// Writes a `.npz` at `path` holding one array `name`: a `.npy` header saying
+/// `descr` and `shape`, then `values` zero bytes, deflated (a few MB on disk).
+fn zip_bomb(path: &Path, name: &str, descr: &str, shape: &str, values: u64) {
+    use std::io::Write;
+    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': ({shape}), }}");
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    let mut npy = b"\x93NUMPY\x01\x00".to_vec();
+    npy.extend_from_slice(&(header.len() as u16).to_le_bytes());
+    npy.extend_from_slice(header.as_bytes());
+    let options = zip::write::SimpleFileOptions::default()
+        .compression_method(zip::CompressionMethod::Deflated)
+        .compression_level(Some(1))
+        .large_file(values > u64::from(u32::MAX) / 2);
+    let mut zip = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
+    zip.start_file(format!("{name}.npy"), options).unwrap();
+    zip.write_all(&npy).unwrap();
+    let chunk = vec![0u8; 1 << 20];
+    let mut left = values;
+    while left > 0 {
+        let n = left.min(chunk.len() as u64) as usize;
+        zip.write_all(&chunk[..n]).unwrap();
+        left -= n as u64;
+    }
+    zip.finish().unwrap();
+}
+
+#[cfg(unix)]
+#[test]
+fn a_zip_bomb_is_refused_before_it_is_inflated() {
+    let dir = scratch("zip-bomb");
+    let program = compile(&dir, "m.lms", &[]);
+    // 3 GiB of values behind a few MB of file, in a process that may map 2 GiB:
+    // reading the member before checking it fails there.
+    let inflated: u64 = 3 << 30;
+    let rows = inflated / (16 * 4);
+    let bomb = dir.join("bomb.npz");
+    zip_bomb(&bomb, "tokens", "<f4", &format!("{rows}, 16"), rows * 16 * 4);
+    assert!(std::fs::metadata(&bomb).unwrap().len() < 64 << 20);
+    let limit = Some(2 << 30);
+    let out = lms_bounded(&["run", s(&program), "--device", "cpu", "--data", s(&bomb)], limit);
+    fails(&out, 2, "bomb.npz: array 'tokens' is f32 [50331648, 16], the graph's input 'tokens' wants i64");
+    let out = lms_bounded(&["run", s(&program), "--device", "cpu", "--steps", "1", "--resume", s(&bomb)], limit);
+    fails(&out, 2, "bomb.npz: is 3");
+    fails(&out, 2, "bytes, over the maximum of");
+}
+
+#[cfg(unix)]
+#[test]
+fn sizes_from_files_and_flags_are_checked_before_they_are_allocated() {
+    let dir = scratch("huge-sizes");
+    // An input of 2^44 i64 values in a plan without a budget: the machine's
+    // memory is the device limit, so the run ends with exit 3 naming the input.
+    let program = compile(&dir, "m.lms", &[]);
+    let mut g = pb::Graph::decode(std::fs::read(&program).unwrap().as_slice()).unwrap();
+    let plan = g.plan.as_mut().unwrap();
+    assert_eq!(plan.budget_device_bytes, None);
+    (plan.arena_device_bytes, plan.arena_host_bytes) = (None, None);
+    let tokens = tensor(&mut g, "tokens");
+    tokens.shape = vec![1 << 44];
+    tokens.bytes = 8 << 44;
+    let huge = dir.join("huge.lms");
+    std::fs::write(&huge, g.encode_to_vec()).unwrap();
+    let out = lms_bounded(&["run", s(&huge), "--device", "cpu", "--steps", "1"], None);
+    fails(&out, 3, "out of device memory at node 'tokens' (Input): wants 128.00 TiB");
+    // The same with a batch the compiler accepts.
+    let mlp = fixture("models/mlp.onnx");
+    let wide = dir.join("wide.lms");
+    let compiled = lms(&["compile", s(&mlp), "--batch", "2147483648", "-o", s(&wide)]);
+    assert!(compiled.status.success(), "{}", String::from_utf8_lossy(&compiled.stderr));
+    fails(&lms_bounded(&["run", s(&wide), "--device", "cpu", "--steps", "1"], None), 3, "out of device memory at node");
+    // A budget above what the system gives (2^47 bytes is the whole address
+    // space of a process) ends the same way, naming the input.
+    let out = lms_bounded(&["run", s(&huge), "--device", "cpu", "--steps", "1", "--device-memory", "1000TiB"], None);
+    fails(&out, 3, "cannot allocate 128.00 TiB for node 'tokens' (Input)");
+    // A run without a budget says where its limit comes from.
+    let small = lms_bounded(&["run", s(&program), "--device", "cpu", "--steps", "1"], None);
+    let stdout = String::from_utf8_lossy(&small.stdout);
+    assert!(stdout.contains("(the machine's memory: the plan has no budget)"), "{stdout}");
+    let curve = lms(&["plan-curve", s(&mlp), "--batch", "2", "--budget-steps", "1000000000"]);
+    fails(&curve, 2, "'--budget-steps <BUDGET_STEPS>': must be at most 1000");
+    assert_eq!(entries(&dir), ["huge.lms", "m.lms", "wide.lms"]);
+}
+
 #[test]
 fn an_exponential_glob_ends_at_once() {
     let model = fixture("models/mlp.onnx");

@@ -15,6 +15,10 @@ use std::path::Path;
 /// The profile used when none is named.
 pub const DEFAULT_PROFILE: &str = "h100-sxm";
 
+/// Largest profile file read: 8 MiB (a measured profile of a 100,000-node
+/// graph's op types is a few hundred KiB).
+pub const MAX_PROFILE_BYTES: u64 = 8 << 20;
+
 /// The shipped profiles: (name, JSON text).
 pub const SHIPPED: &[(&str, &str)] = &[
     ("h100-sxm", include_str!("../../profiles/h100-sxm.json")),
@@ -100,8 +104,11 @@ impl DeviceProfile {
                 names.join(", ")
             )));
         }
-        let text = std::fs::read_to_string(path).map_err(|e| Error::from(e).in_file(path))?;
-        DeviceProfile::parse(&text).map_err(|e| e.in_file(path))
+        let in_file = |e: Error| e.in_file(path);
+        let bytes = lms_proto::input::read_regular(path, MAX_PROFILE_BYTES).map_err(|e| in_file(e.into()))?;
+        let text = String::from_utf8(bytes)
+            .map_err(|_| in_file(Error::Usage("not a device profile: not UTF-8 text".into())))?;
+        DeviceProfile::parse(&text).map_err(in_file)
     }
 
     /// Parses and checks a profile's JSON text.

@@ -22,7 +22,7 @@ use std::path::Path;
 /// weights to `out`; returns how many weights were replaced.
 pub fn write(model: &Path, variables: &[(String, HostTensor)], out: &Path) -> Result<usize> {
     let in_model = |e: Error| e.in_file(model);
-    let mut proto = frontend::read_model(model)?;
+    let mut proto = frontend::read_model(model).map_err(in_model)?;
     let base_dir = model.parent().unwrap_or(Path::new("."));
     let graph = proto.graph.as_mut().ok_or(Error::NoGraph).map_err(in_model)?;
     let mut values: BTreeMap<&str, &HostTensor> = variables.iter().map(|(n, t)| (n.as_str(), t)).collect();

@@ -7,11 +7,14 @@
 //! the queue and position of the work that wrote it, every queue a vector clock of the work
 //! it has waited for, and work that reads a buffer from another queue without having waited
 //! for it fails. A missing wait in the executor is thus an error here, not only on a GPU.
+//! Before a kernel runs or a buffer is copied, the system is asked for the bytes
+//! ([`check_allocatable`]): memory it refuses is an error naming the node, not an abort.
 
 use super::{Backend, KernelContext, Queue};
 use crate::attrs::Attrs;
 use crate::cpu::kernels;
 use crate::error::RuntimeError;
+use crate::memory::{check_allocatable, node_and_op};
 use crate::tensor::HostTensor;
 use lms_proto::contract::{Program, LMS_DOMAIN};
 
@@ -95,11 +98,13 @@ impl Backend for CpuBackend {
     }
 
     fn upload(&mut self, src: &CpuBuffer) -> Result<CpuBuffer, RuntimeError> {
+        check_allocatable(src.tensor.byte_size() as u64, || "a host-to-device copy".into())?;
         let written = self.issue(Queue::HostToDevice, &[src.written])?;
         Ok(CpuBuffer { tensor: src.tensor.clone(), written })
     }
 
     fn download(&mut self, src: &CpuBuffer) -> Result<CpuBuffer, RuntimeError> {
+        check_allocatable(src.tensor.byte_size() as u64, || "a device-to-host copy".into())?;
         let written = self.issue(Queue::DeviceToHost, &[src.written])?;
         Ok(CpuBuffer { tensor: src.tensor.clone(), written })
     }
@@ -116,6 +121,9 @@ impl Backend for CpuBackend {
         let n = program.node(node);
         let tensors: Vec<Option<&HostTensor>> = inputs.iter().map(|b| b.map(|b| &b.tensor)).collect();
         let (attrs, types) = (Attrs::new(&n.attributes), program.output_types(node));
+        let bytes =
+            program.node_outputs(node).iter().fold(0u64, |sum, &t| sum.saturating_add(program.tensor_type(t).bytes));
+        check_allocatable(bytes, || node_and_op(n))?;
         let outputs = match n.domain.as_str() {
             LMS_DOMAIN => kernels::lms(&n.op, &attrs, &tensors, &types, context),
             _ => kernels::forward(&n.op, program.opset(node), &attrs, &tensors, &types),

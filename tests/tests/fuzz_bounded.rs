@@ -4,7 +4,7 @@
 
 use lms_tests::fuzz::alloc::CountingAlloc;
 use lms_tests::fuzz::runner::{self, Options};
-use lms_tests::fuzz::{surface, targets};
+use lms_tests::fuzz::{npz, surface, targets};
 use std::time::Duration;
 
 #[global_allocator]
@@ -15,7 +15,7 @@ fn a_few_seconds_of_each_target_find_nothing() {
     #[cfg(target_os = "linux")]
     lms_tests::assert_devices_intact("before the bounded fuzz run");
     let out = std::env::temp_dir().join(format!("lms-fuzz-bounded-{}", std::process::id()));
-    for target in [targets::onnx_import(), targets::lms_load()] {
+    for target in [targets::onnx_import(), targets::lms_load(), npz::npz_inputs()] {
         let options = Options {
             executions: 1_000_000,
             time: Duration::from_secs(4),

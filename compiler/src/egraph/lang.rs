@@ -146,6 +146,10 @@ pub struct TermAnalysis {
     /// Index of each distinct constant tensor attribute, by type and bytes,
     /// so that heads compare tensors exactly without printing them.
     constants: HashMap<(TensorType, Arc<[u8]>), usize>,
+    /// Classes created, merged into or given a shape since the saturation
+    /// run last took them (egg calls [`Analysis::modify`] on each): where
+    /// the next iteration looks for new matches.
+    pub touched: Vec<Id>,
 }
 
 impl TermAnalysis {
@@ -274,6 +278,10 @@ impl Analysis<Term> for TermAnalysis {
                 None => Value::Unknown,
             },
         }
+    }
+
+    fn modify(egraph: &mut TermGraph, id: Id) {
+        egraph.analysis.touched.push(id);
     }
 
     /// Equal terms have equal shapes (the rules only equate terms whose shapes

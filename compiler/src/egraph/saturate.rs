@@ -1,32 +1,65 @@
-//! Running the rules on an e-graph, always within explicit limits, and the
-//! reason a run stopped.
+//! Running the rules on an e-graph, always within limits that are counts
+//! sized from the e-graph the run starts with, and the reason a run stopped.
+//!
+//! A run never looks at the clock: the same terms always take the same
+//! iterations and end with the same e-graph, on any machine and under any
+//! load.
+//!
+//! Each iteration searches every rule, then applies every match, then
+//! rebuilds (egg's simple schedule). Only the first iteration searches every
+//! e-class; the next ones search the classes where a new match can appear:
+//! those the last iteration created, merged or gave a shape
+//! ([`TermAnalysis::touched`](super::lang::TermAnalysis::touched)), and their ancestors up to [`RULE_DEPTH`]
+//! levels (a rule looks at most that deep below the class it matches), and
+//! for a new e-node also the other readers of its children (rules look up
+//! terms over a class's children, such as the windows of its input). Facts
+//! about the parts of a split travel one op per iteration, so a split along
+//! a whole training graph takes about as many iterations as the graph is
+//! deep, each costing what changed rather than the whole e-graph.
 
-use super::lang::{Term, TermAnalysis, TermGraph};
+use super::lang::{Term, TermGraph, TermRewrite};
 use super::rules;
-use egg::{Runner, SimpleScheduler, StopReason};
+use egg::{Id, Language, SearchMatches};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt;
-use std::time::Duration;
 
-/// Bounds on one equality-saturation run.
+/// Bounds on one equality-saturation run, as counts per e-node of the terms
+/// the run starts with: a larger graph may take more, the same graph always
+/// takes the same.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Limits {
-    /// Most e-nodes the e-graph may hold.
-    pub nodes: usize,
-    /// Most rule iterations.
-    pub iterations: usize,
-    /// Most wall-clock time.
-    pub time: Duration,
+    /// Most e-nodes the e-graph may hold, per e-node it starts with (and
+    /// never fewer than [`MIN_NODES`]).
+    pub nodes_per_term: usize,
+    /// Most rule iterations, per e-node the e-graph starts with.
+    pub iterations_per_term: usize,
 }
 
+/// The node limit of a run on a small e-graph.
+pub const MIN_NODES: usize = 100_000;
+
+/// How many levels below the class it matches a rule looks at (a pattern's
+/// depth, or a class rule reading its inputs' concatenations and their
+/// parts' shapes).
+pub const RULE_DEPTH: usize = 2;
+
 impl Default for Limits {
-    /// One million e-nodes, 1024 iterations, 60 seconds: more than proving
-    /// a swap, recompute or split rewrite of a ResNet-50 training graph
-    /// takes (a batch split in parts along its whole depth needs a few
-    /// hundred iterations: facts about parts travel one op per iteration).
+    /// 16 e-nodes and 4 iterations per e-node the run starts with. Proving a
+    /// swap, recompute or split rewrite adds fewer e-nodes than the two
+    /// graphs have, and a batch split along a training graph's whole depth
+    /// needs about as many iterations as the graph is deep (facts about parts
+    /// travel one op per iteration, a few rules per op).
     fn default() -> Limits {
-        Limits { nodes: 1_000_000, iterations: 1024, time: Duration::from_secs(60) }
+        Limits { nodes_per_term: 16, iterations_per_term: 4 }
+    }
+}
+
+impl Limits {
+    /// The e-node and iteration limits of a run starting from `terms` e-nodes.
+    pub fn counts(&self, terms: usize) -> (usize, usize) {
+        let nodes = self.nodes_per_term.saturating_mul(terms).max(MIN_NODES);
+        (nodes, self.iterations_per_term.saturating_mul(terms))
     }
 }
 
@@ -41,8 +74,6 @@ pub enum Stop {
     IterationLimit(usize),
     /// The node limit was passed with this many e-nodes.
     NodeLimit(usize),
-    /// The time limit was passed after this many seconds.
-    TimeLimit(f64),
 }
 
 impl fmt::Display for Stop {
@@ -52,7 +83,6 @@ impl fmt::Display for Stop {
             Stop::Saturated => f.write_str("saturated"),
             Stop::IterationLimit(n) => write!(f, "stopped at the iteration limit ({n})"),
             Stop::NodeLimit(n) => write!(f, "stopped at the node limit ({n} e-nodes)"),
-            Stop::TimeLimit(s) => write!(f, "stopped at the time limit ({s:.1} s)"),
         }
     }
 }
@@ -65,39 +95,101 @@ pub struct Saturation {
     pub stop: Stop,
     /// Iterations that ran the rules.
     pub iterations: usize,
+    /// E-class searches, summed over the iterations: the run's work.
+    pub searched: usize,
     /// How often each rule changed the e-graph.
     pub applied: BTreeMap<String, usize>,
 }
 
 /// Runs every rule on `egraph` within `limits` until it saturates, a limit
-/// is hit, or `goal` holds at the start of an iteration. The scheduler is
-/// egg's simple one: the rules only add terms for splits already present,
-/// so no rule needs to be banned for growing the e-graph.
-pub fn saturate(egraph: TermGraph, limits: &Limits, mut goal: impl FnMut(&TermGraph) -> bool + 'static) -> Saturation {
-    let rules = rules::all();
-    let runner: Runner<Term, TermAnalysis> = Runner::new(TermAnalysis::default())
-        .with_egraph(egraph)
-        .with_node_limit(limits.nodes)
-        .with_iter_limit(limits.iterations)
-        .with_time_limit(limits.time)
-        .with_scheduler(SimpleScheduler)
-        .with_hook(move |runner| if goal(&runner.egraph) { Err("goal reached".into()) } else { Ok(()) })
-        .run(&rules);
-    let stop = match runner.stop_reason {
-        Some(StopReason::Saturated) => Stop::Saturated,
-        Some(StopReason::IterationLimit(n)) => Stop::IterationLimit(n),
-        Some(StopReason::NodeLimit(n)) => Stop::NodeLimit(n),
-        Some(StopReason::TimeLimit(s)) => Stop::TimeLimit(s),
-        // The hook is the only other way to stop.
-        Some(StopReason::Other(_)) | None => Stop::Goal,
-    };
+/// is hit, or `goal` holds at the start of an iteration.
+pub fn saturate(egraph: TermGraph, limits: &Limits, goal: impl FnMut(&TermGraph) -> bool) -> Saturation {
+    run(egraph, &rules::all(), limits, goal)
+}
+
+/// Runs `rules` on `egraph` as [`saturate`] runs every rule.
+pub fn run(
+    mut egraph: TermGraph,
+    rules: &[TermRewrite],
+    limits: &Limits,
+    mut goal: impl FnMut(&TermGraph) -> bool,
+) -> Saturation {
+    egraph.rebuild();
+    let (node_limit, iteration_limit) = limits.counts(egraph.total_size());
+    egraph.analysis.touched.clear();
+    let mut frontier: Vec<Id> = egraph.classes().map(|c| c.id).collect();
+    frontier.sort_unstable();
     let mut applied = BTreeMap::new();
-    for iteration in &runner.iterations {
-        for (rule, count) in &iteration.applied {
-            *applied.entry(rule.to_string()).or_insert(0) += count;
+    let (mut iterations, mut searched) = (0, 0);
+    let stop = loop {
+        if goal(&egraph) {
+            break Stop::Goal;
+        }
+        if frontier.is_empty() {
+            break Stop::Saturated;
+        }
+        if iterations >= iteration_limit {
+            break Stop::IterationLimit(iterations);
+        }
+        searched += frontier.len();
+        let matches: Vec<Vec<SearchMatches<Term>>> = rules
+            .iter()
+            .map(|rule| {
+                frontier
+                    .iter()
+                    .filter_map(|&c| rule.searcher.search_eclass_with_limit(&egraph, c, usize::MAX))
+                    .collect()
+            })
+            .collect();
+        let known = egraph.nodes().len();
+        for (rule, matches) in rules.iter().zip(&matches) {
+            if matches.is_empty() {
+                continue;
+            }
+            let changed = rule.apply(&mut egraph, matches).len();
+            if changed > 0 {
+                *applied.entry(rule.name.to_string()).or_insert(0) += changed;
+            }
+        }
+        egraph.rebuild();
+        iterations += 1;
+        if egraph.total_size() > node_limit {
+            break Stop::NodeLimit(egraph.total_size());
+        }
+        frontier = next_frontier(&mut egraph, known);
+    };
+    Saturation { stop, iterations, searched, applied, egraph }
+}
+
+/// The classes the next iteration searches, sorted: every class touched
+/// since the last call and its ancestors up to [`RULE_DEPTH`] levels; for
+/// each e-node added (those from `known` on), the other readers of its
+/// tensor children (not of the integers, which nearly every split reads);
+/// every class when a leaf was added (rules look up integers by value).
+fn next_frontier(egraph: &mut TermGraph, known: usize) -> Vec<Id> {
+    let touched = std::mem::take(&mut egraph.analysis.touched);
+    let mut level: Vec<Id> = touched.iter().map(|&id| egraph.find(id)).collect();
+    for node in &egraph.nodes()[known..] {
+        if node.is_leaf() {
+            let mut every: Vec<Id> = egraph.classes().map(|c| c.id).collect();
+            every.sort_unstable();
+            return every;
+        }
+        for &child in node.children().iter().filter(|&&c| egraph[c].data.shape().is_some()) {
+            level.extend(egraph[child].parents().map(|p| egraph.find(p)));
         }
     }
-    // A run stopped by its goal ends with an iteration that ran no rule.
-    let iterations = runner.iterations.len() - usize::from(stop == Stop::Goal);
-    Saturation { stop, iterations, applied, egraph: runner.egraph }
+    level.sort_unstable();
+    level.dedup();
+    let mut frontier = level.clone();
+    for _ in 0..RULE_DEPTH {
+        let mut parents: Vec<Id> = level.iter().flat_map(|&c| egraph[c].parents()).map(|p| egraph.find(p)).collect();
+        parents.sort_unstable();
+        parents.dedup();
+        frontier.extend(&parents);
+        level = parents;
+    }
+    frontier.sort_unstable();
+    frontier.dedup();
+    frontier
 }

@@ -1,10 +1,10 @@
 //! Test helpers: terms built by hand, and runs of chosen rules.
 
 use super::lang::{Term, TermAnalysis, TermGraph, TermRewrite};
+use super::saturate::{self, Limits};
 use crate::ir::{Attrs, DType, Device, Graph, Node, NodeId, Phase, TensorId, TensorType, INPUT_OP, VARIABLE_OP};
 use crate::train::LMS_DOMAIN;
-use egg::{Id, Runner, SimpleScheduler};
-use std::time::Duration;
+use egg::Id;
 
 /// An e-graph of hand-built terms (f32 tensors, opset 17).
 pub struct Terms {
@@ -57,17 +57,10 @@ impl Terms {
         self.egraph.add(Term::Concat(std::iter::once(d).chain(parts.iter().copied()).collect()))
     }
 
-    /// Runs `rules` to saturation (small limits).
+    /// Runs `rules` to saturation, as verification runs them.
     pub fn run(&mut self, rules: &[TermRewrite]) {
         let egraph = std::mem::replace(&mut self.egraph, TermGraph::new(TermAnalysis::default()));
-        let runner: Runner<Term, TermAnalysis> = Runner::new(TermAnalysis::default())
-            .with_egraph(egraph)
-            .with_node_limit(10_000)
-            .with_iter_limit(20)
-            .with_time_limit(Duration::from_secs(10))
-            .with_scheduler(SimpleScheduler)
-            .run(rules);
-        self.egraph = runner.egraph;
+        self.egraph = saturate::run(egraph, rules, &Limits::default(), |_| false).egraph;
     }
 
     pub fn equal(&self, a: Id, b: Id) -> bool {

@@ -90,6 +90,8 @@ pub struct VerifyReport {
     pub classes: usize,
     /// Rule iterations run.
     pub iterations: usize,
+    /// E-class searches over the iterations (each searches every rule).
+    pub searched: usize,
     /// Wall-clock time, building the terms included.
     pub seconds: f64,
     /// Why saturation stopped.
@@ -144,6 +146,7 @@ pub fn check(original: &Graph, rewritten: &Graph, limits: &Limits) -> Result<Ver
         nodes: run.egraph.total_number_of_nodes(),
         classes: run.egraph.number_of_classes(),
         iterations: run.iterations,
+        searched: run.searched,
         seconds: start.elapsed().as_secs_f64(),
         stop: run.stop,
         applied: run.applied,
@@ -249,13 +252,14 @@ impl VerifyReport {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "proven equal: {} of {} outputs and variable updates (e-graph {} nodes, {} classes; {} after {} iteration(s), {:.2} s)",
+            "proven equal: {} of {} outputs and variable updates (e-graph {} nodes, {} classes; {} after {} iteration(s), {} class searches, {:.2} s)",
             self.proven(),
             self.items.len(),
             self.nodes,
             self.classes,
             self.stop,
             self.iterations,
+            self.searched,
             self.seconds
         );
         let equal = self.values.iter().filter(|v| v.verdict == Verdict::Equal).count();
@@ -390,7 +394,7 @@ mod tests {
 
     #[test]
     fn limits_bound_the_run_and_name_the_stop() {
-        let limits = Limits { iterations: 0, ..Limits::default() };
+        let limits = Limits { iterations_per_term: 0, ..Limits::default() };
         let report = check(&net(no_swap), &net(swapped), &limits).unwrap();
         assert_eq!(report.stop.to_string(), "stopped at the iteration limit (0)");
         assert!(report.require_proven().is_err(), "nothing is proven without an iteration");

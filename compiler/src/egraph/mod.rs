@@ -10,8 +10,9 @@
 //!   cheapest form with a cost function.
 //!
 //! [`lang`] defines the terms; [`rules`] holds the rules, one file per
-//! family. Every run is bounded by explicit [`Limits`] and reports why it
-//! stopped ([`Stop`]).
+//! family. Every run is bounded by [`Limits`], counts sized from the terms
+//! (never the clock, so a verdict does not depend on the machine), and
+//! reports why it stopped ([`Stop`]).
 
 pub mod lang;
 pub mod propagate;

@@ -295,11 +295,14 @@ impl VerifyReport {
 #[cfg(test)]
 mod tests {
     use super::{check, verify, Status, What};
+    use crate::egraph::lang::{TermAnalysis, TermGraph};
+    use crate::egraph::saturate::saturate;
     use crate::egraph::testing::Net;
-    use crate::egraph::Limits;
+    use crate::egraph::{Limits, Stop, TermBuilder};
     use crate::error::Error;
-    use crate::ir::{Attr, Attrs, Graph, TensorId, SWAP_IN_OP, SWAP_OUT_OP};
+    use crate::ir::{Attr, Attrs, Graph, TensorId, SPLIT_PART_OP, SWAP_IN_OP, SWAP_OUT_OP};
     use crate::train::LMS_DOMAIN;
+    use std::time::Duration;
 
     /// out = relu(x) + neg(relu(x)), with the add reading `a` through `a_read`,
     /// and the SGD update of a weight w from a gradient of `a`.
@@ -390,6 +393,76 @@ mod tests {
         other.opset = 11;
         let err = verify(&net(no_swap), &other, &Limits::default()).unwrap_err();
         assert!(err.to_string().contains("different opsets (17 and 11)"), "{err}");
+    }
+
+    /// `x` through `depth` elementwise ops, whole in the original, and with
+    /// `parts > 1` cut along the batch into parts that run the whole chain
+    /// and are concatenated at the end (a batch split along the whole depth).
+    fn chain(depth: usize, parts: usize) -> Graph {
+        let mut net = Net::new();
+        let x = net.input("x", &[8, 3]);
+        let run = |net: &mut Net, mut t: TensorId, suffix: &str, rows: usize| {
+            for k in 0..depth {
+                let op = if k % 2 == 0 { "Relu" } else { "Neg" };
+                t = net.op(&format!("op{k}{suffix}"), op, Attrs::new(), &[t], &[rows, 3]);
+            }
+            t
+        };
+        let out = if parts == 1 {
+            run(&mut net, x, "", 8)
+        } else {
+            let rows = 8 / parts;
+            let ends: Vec<TensorId> = (0..parts)
+                .map(|i| {
+                    let attrs = Attrs::new()
+                        .with("axis", Attr::Int(0))
+                        .with("index", Attr::Int(i as i64))
+                        .with("parts", Attr::Int(parts as i64));
+                    let part = net.ops(&format!("x/part{i}"), SPLIT_PART_OP, LMS_DOMAIN, attrs, &[x], &[&[rows, 3]])[0];
+                    run(&mut net, part, &format!("/part{i}"), rows)
+                })
+                .collect();
+            net.op("merge", "Concat", Attrs::new().with("axis", Attr::Int(0)), &ends, &[8, 3])
+        };
+        net.g.outputs = vec![out];
+        net.g
+    }
+
+    #[test]
+    fn a_split_along_a_chain_deeper_than_the_old_fixed_iteration_limit_is_proven_with_work_linear_in_its_size() {
+        // Facts about the parts travel one op per iteration: 1100 ops need
+        // more than the 1024 iterations the limits once had.
+        let (original, split) = (chain(1100, 1), chain(1100, 2));
+        let report = verify(&original, &split, &Limits::default()).unwrap();
+        assert_eq!(report.stop, Stop::Goal);
+        assert!(report.iterations > 1024, "{} iterations", report.iterations);
+        // Each iteration searches what the last one changed, not the whole e-graph.
+        assert!(report.searched < 20 * report.classes, "{} searches of {} classes", report.searched, report.classes);
+        // A wrong split (its parts swapped in the merge) is still not proven.
+        let mut wrong = split.clone();
+        let merge = wrong.node_ids().find(|&n| wrong.node(n).name == "merge").unwrap();
+        wrong.node_mut(merge).inputs.reverse();
+        let err = verify(&original, &wrong, &Limits::default()).unwrap_err();
+        assert!(err.to_string().contains("output 0"), "{err}");
+    }
+
+    #[test]
+    fn the_verdict_and_the_run_are_the_same_however_slowly_it_runs() {
+        let (original, split) = (chain(60, 1), chain(60, 4));
+        let run = |pause: Duration| {
+            let mut egraph = TermGraph::new(TermAnalysis::new(original.opset));
+            let a = TermBuilder::new(&original).tensor(&mut egraph, original.outputs[0]).unwrap();
+            let b = TermBuilder::new(&split).tensor(&mut egraph, split.outputs[0]).unwrap();
+            // The goal check runs once per iteration: pausing there starves the run of time.
+            let run = saturate(egraph, &Limits::default(), move |g| {
+                std::thread::sleep(pause);
+                g.find(a) == g.find(b)
+            });
+            (run.stop, run.iterations, run.searched, run.egraph.total_number_of_nodes(), run.applied)
+        };
+        let quick = run(Duration::ZERO);
+        assert_eq!(quick.0, Stop::Goal);
+        assert_eq!(run(Duration::from_millis(5)), quick);
     }
 
     #[test]

@@ -1,0 +1,118 @@
+//! Compiles every kernel source of the CUDA backend (`runtime/kernels/*.cu`, unchanged,
+//! after `common.cuh`) and the emulator's own fault kernels as C++20 over the emulation
+//! header, with a table of launchable entries per source and the device (`cpp/`).
+//!
+//! `LMS_EMULATOR_SANITIZE=address` or `=thread` builds the C++ with that sanitizer.
+
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+
+fn main() {
+    let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
+    let kernels_dir = manifest.join("../kernels");
+    let cpp = manifest.join("cpp");
+    let out = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR"));
+    println!("cargo:rerun-if-changed={}", kernels_dir.display());
+    println!("cargo:rerun-if-changed={}", cpp.display());
+    println!("cargo:rerun-if-env-changed=LMS_EMULATOR_SANITIZE");
+
+    let mut sources: Vec<PathBuf> = std::fs::read_dir(&kernels_dir)
+        .expect("runtime/kernels")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "cu"))
+        .collect();
+    sources.sort();
+    sources.push(cpp.join("faults.cu"));
+
+    let mut build = cc::Build::new();
+    build.cpp(true).std("c++20").opt_level(2).include(&cpp).flag("-ffp-contract=off").flag("-fno-strict-aliasing");
+    build.flag_if_supported("-Wno-unknown-pragmas").flag_if_supported("-Wno-unused-parameter");
+    build.flag("-U_FORTIFY_SOURCE");
+    if let Ok(sanitizer) = std::env::var("LMS_EMULATOR_SANITIZE") {
+        if !sanitizer.is_empty() {
+            build.flag(format!("-fsanitize={sanitizer}")).flag("-fno-omit-frame-pointer").opt_level(1);
+            let runtime = if sanitizer == "thread" { "tsan" } else { "asan" };
+            println!("cargo:rustc-link-lib=dylib={runtime}");
+        }
+    }
+    build.file(cpp.join("device.cpp"));
+
+    let mut registry = String::from("#include \"kernel_table.h\"\n");
+    let mut tables = Vec::new();
+    for source in &sources {
+        let file = source.file_name().and_then(|f| f.to_str()).expect("source name").to_string();
+        let code = std::fs::read_to_string(source).expect("kernel source");
+        let stem = file.trim_end_matches(".cu").replace(['-', '.'], "_");
+        let table = format!("lms_emu_table_{stem}");
+        let mut unit = String::new();
+        writeln!(unit, "#include \"cuda_emulation.h\"").unwrap();
+        writeln!(unit, "#include \"kernel_table.h\"").unwrap();
+        // Each source in a namespace of its own: the common header's device functions are
+        // defined once per source, as NVRTC compiles each source apart.
+        writeln!(unit, "namespace lms_kernels_{stem} {{").unwrap();
+        writeln!(unit, "#include \"{}\"", kernels_dir.join("common.cuh").display()).unwrap();
+        writeln!(unit, "#include \"{}\"", source.display()).unwrap();
+        writeln!(unit, "}}\nusing namespace lms_kernels_{stem};").unwrap();
+        writeln!(unit, "extern const lms_emu::KernelEntry {table}[] = {{").unwrap();
+        for name in kernel_names(&code) {
+            writeln!(unit, "    LMS_EMU_ENTRY({name}, \"{file}\"),").unwrap();
+        }
+        writeln!(unit, "    {{nullptr, nullptr, nullptr, nullptr}},\n}};").unwrap();
+        let path = out.join(format!("{stem}.cpp"));
+        write_if_changed(&path, &unit);
+        build.file(&path);
+        writeln!(registry, "extern const lms_emu::KernelEntry {table}[];").unwrap();
+        tables.push(table);
+    }
+    writeln!(
+        registry,
+        "const lms_emu::KernelEntry* const* lms_emu_sources(size_t* count) {{\n    \
+         static const lms_emu::KernelEntry* const all[] = {{{}}};\n    \
+         *count = sizeof all / sizeof all[0];\n    return all;\n}}",
+        tables.join(", ")
+    )
+    .unwrap();
+    let path = out.join("registry.cpp");
+    write_if_changed(&path, &registry);
+    build.file(&path);
+    build.compile("lms_cuda_emulator");
+}
+
+fn write_if_changed(path: &Path, text: &str) {
+    if std::fs::read_to_string(path).ok().as_deref() != Some(text) {
+        std::fs::write(path, text).expect("generated source");
+    }
+}
+
+/// The names of the `extern "C" __global__` functions a source defines, directly or
+/// through its one-line macros (`NAME(kernel_name, ...)` after a `#define NAME` whose body
+/// defines a kernel); the same reading as the backend's `kernels::kernel_names`.
+fn kernel_names(code: &str) -> Vec<String> {
+    let lines: Vec<&str> = code.lines().map(str::trim).collect();
+    let mut names = Vec::new();
+    let mut macros: Vec<&str> = Vec::new();
+    let mut in_macro = false;
+    for (i, line) in lines.iter().enumerate() {
+        let continued = in_macro;
+        in_macro = line.ends_with('\\') && (continued || line.starts_with("#define "));
+        if let Some(rest) = line.strip_prefix("#define ") {
+            let body = if line.ends_with('\\') { lines.get(i + 1).copied().unwrap_or_default() } else { rest };
+            if body.contains("__global__") {
+                macros.extend(rest.split('(').next());
+            }
+            continue;
+        }
+        if continued {
+            continue;
+        }
+        if let Some(rest) = line.split("__global__ void ").nth(1) {
+            names.extend(rest.split('(').next().map(str::to_string));
+        } else if let Some((name, args)) = line.split_once('(') {
+            if macros.contains(&name) {
+                names.extend(args.split([',', ')']).next().map(|n| n.trim().to_string()));
+            }
+        }
+    }
+    names
+}

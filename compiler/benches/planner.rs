@@ -35,10 +35,11 @@ fn bench(what: &str, g: &Graph, device: &DeviceProfile, device_budget: u64, host
         let seconds = start.elapsed().as_secs_f64();
         let recomputes = fitted.reports.iter().filter(|r| r.kind == planner::RECOMPUTE).count();
         println!(
-            "run {run}: {} nodes, peak {} -> {} (budget {device_budget}), {} swapped, {recomputes} recomputed: {seconds:.3} s",
+            "run {run}: {} nodes, peak {} -> {} (arena {}, budget {device_budget}), {} swapped, {recomputes} recomputed: {seconds:.3} s",
             g.node_count(),
             memory::simulate(g, g.schedule()).peak_bytes,
-            fitted.device_peak,
+            fitted.footprint.device.peak_bytes,
+            fitted.footprint.device.arena_bytes,
             fitted.reports.len() - recomputes,
         );
         best = best.min(seconds);

@@ -98,7 +98,9 @@ impl Compile {
         self
     }
 
-    /// With a budget: rewrite even when the training graph already fits.
+    /// With a budget: rewrite even when the training graph already fits, and
+    /// write a plan whose arenas are over the budgets (the report's
+    /// `written_over_budget` says why) instead of failing.
     pub fn force(mut self) -> Compile {
         self.force = true;
         self

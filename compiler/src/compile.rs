@@ -3,7 +3,7 @@
 //! ONNX export and report. Every output is written through a temporary file
 //! and a rename, and the same options always give the same bytes.
 
-use crate::analysis::memory;
+use crate::analysis::footprint::Footprint;
 use crate::analysis::profile::{DeviceProfile, DEFAULT_PROFILE};
 use crate::analysis::timeline;
 use crate::emit;
@@ -119,8 +119,12 @@ pub struct CompileReport {
     pub passes: Vec<String>,
     pub ops: usize,
     pub tensors: usize,
-    /// With a budget: whether the training graph fit before any rewrite.
+    /// With a budget: whether the training graph fit before any rewrite
+    /// (its placed arenas within the budgets).
     pub fits_without_rewrite: Option<bool>,
+    /// With a budget and a strategy that ran: whether the compiled graph's
+    /// placed arenas are within the budgets (only `--force` writes one that is not).
+    pub fits: Option<bool>,
     pub budget_bytes: Option<u64>,
     pub host_budget_bytes: Option<u64>,
     /// Knobs of the rewrite (`lb` only with the count trigger).
@@ -149,6 +153,10 @@ pub struct CompileReport {
     pub arena_device_bytes: u64,
     /// The same for the host arena.
     pub arena_host_bytes: u64,
+    /// With `--force`: why the plan written is over its budgets (`None`
+    /// when it is within them).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub written_over_budget: Option<String>,
     /// With a rewrite that was verified: the outputs and variable updates
     /// proven equal to the training graph's.
     pub verified: Option<usize>,
@@ -261,9 +269,13 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
         swaps: std::mem::take(&mut graph.plan.swaps),
         recomputes: std::mem::take(&mut graph.plan.recomputes),
     };
+    let after = Footprint::of(&cx.graph, cx.graph.schedule());
     let before = cx.reference.as_ref().unwrap_or(&cx.graph);
-    let peak_before = memory::simulate(before, before.schedule()).peak_bytes;
-    let after = memory::simulate(&cx.graph, cx.graph.schedule());
+    let before_footprint = match &cx.reference {
+        Some(reference) => Footprint::of(reference, reference.schedule()),
+        None => after,
+    };
+    let budgets = options.budget.map(|b| b.budgets());
     let step_seconds = |p: &DeviceProfile, g: &Graph| timeline::simulate(g, g.schedule(), p).step_seconds;
     let predicted = profile.as_ref().map(|p| (step_seconds(p, &cx.graph), step_seconds(p, before)));
     let mut report = CompileReport {
@@ -272,7 +284,8 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
         passes: ran.passes.iter().map(|p| p.to_string()).collect(),
         ops: cx.graph.schedule().iter().filter(|&&id| !cx.graph.node(id).parameterized).count(),
         tensors: cx.graph.tensors().count(),
-        fits_without_rewrite: options.budget.map(|b| peak_before <= b.device_bytes),
+        fits_without_rewrite: budgets.map(|b| before_footprint.fits(b)),
+        fits: None,
         budget_bytes: options.budget.map(|b| b.device_bytes),
         host_budget_bytes: options.budget.map(|b| b.host_bytes),
         n_tensors: None,
@@ -287,11 +300,12 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
         recomputed_bytes: 0,
         added_ops: 0,
         swap_ins_without_control: 0,
-        peak_device_bytes_before: peak_before,
-        peak_device_bytes_after: after.peak_bytes,
-        peak_host_bytes_after: after.host_peak_bytes,
-        arena_device_bytes: memory::placement(&cx.graph, cx.graph.schedule(), memory::Pool::Device).arena_bytes,
-        arena_host_bytes: memory::placement(&cx.graph, cx.graph.schedule(), memory::Pool::Host).arena_bytes,
+        peak_device_bytes_before: before_footprint.device.peak_bytes,
+        peak_device_bytes_after: after.device.peak_bytes,
+        peak_host_bytes_after: after.host.peak_bytes,
+        arena_device_bytes: after.device.arena_bytes,
+        arena_host_bytes: after.host.arena_bytes,
+        written_over_budget: None,
         verified: verify.proven,
         swaps: vec![],
         splits: split.reports,
@@ -334,8 +348,18 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
         report.swap_ins_without_control = swap.swap_ins_without_control;
         report.swaps = swap.tensors;
     }
+    // A plan is written only within its budgets, unless forced.
+    if let (Some(b), true) = (options.budget, strategy != crate::ir::NO_STRATEGY) {
+        report.fits = Some(after.fits(b.budgets()));
+        if let Err(over) = after.check(&cx.graph, cx.graph.schedule(), b.budgets()) {
+            if !b.force {
+                return Err(over.in_file(&options.model));
+            }
+            report.written_over_budget = Some(over.to_string());
+        }
+    }
     let metadata = provenance::metadata(options, &model_bytes, &report);
-    write_outputs(options, &cx.graph, &metadata, &report)?;
+    write_outputs(options, &cx.graph, (&after).into(), &metadata, &report)?;
     if let Some(path) = &options.html {
         write(path, html_report(options, cx.reference.as_ref(), &cx.graph)?.as_bytes())?;
     }
@@ -400,10 +424,11 @@ fn write(path: &Path, bytes: &[u8]) -> Result<()> {
 fn write_outputs(
     options: &CompileOptions,
     graph: &Graph,
+    arenas: emit::serialize::Arenas,
     metadata: &[(String, String)],
     report: &CompileReport,
 ) -> Result<()> {
-    emit::serialize::write(&options.output, graph, metadata)?;
+    emit::serialize::write(&options.output, graph, arenas, metadata)?;
     if let Some(path) = &options.text {
         write(path, emit::text::to_text(graph)?.as_bytes())?;
     }

@@ -74,25 +74,28 @@ pub enum Error {
     /// result breaks an invariant of the pass manager.
     #[error("pass '{pass}': {problem}")]
     Patch { pass: String, problem: String },
-    /// No plan keeps the simulated memory of `pool` ("device" or "host")
-    /// within its budget; `needed` is the best plan's peak, reached at `op`.
+    /// A plan whose placed arena of `pool` ("device" or "host") exceeds its
+    /// budget: `arena` bytes placed, `peak` bytes live at most, at `op`.
     #[error(
-        "does not fit in {pool} memory: the best plan needs {}, {} over the budget of {}, at op '{}'",
-        format_bytes(*.needed),
-        format_bytes(.needed.saturating_sub(*.budget)),
-        format_bytes(*.budget),
-        Escaped(.op)
+        "does not fit in {pool} memory: the plan needs {} placed (live peak {} at op '{}'), {} over the budget of {}",
+        format_bytes(*.arena),
+        format_bytes(*.peak),
+        Escaped(.op),
+        format_bytes(.arena.saturating_sub(*.budget)),
+        format_bytes(*.budget)
     )]
-    OverBudget { pool: &'static str, needed: u64, budget: u64, op: String },
-    /// The budget planner finds no plan within the device budget: `why`
-    /// names the op whose own working set exceeds it (or the op where the
-    /// best plan peaks); `smallest` is the smallest peak any plan reaches.
+    OverBudget { pool: &'static str, arena: u64, peak: u64, budget: u64, op: String },
+    /// The budget planner finds no plan whose placed arena of `pool`
+    /// ("device" or "host") is within its budget: `why` names the op whose
+    /// own working set exceeds it, the op where the best plan peaks, or the
+    /// best plan's arena; `smallest` is the smallest live peak of the pool
+    /// any plan reaches.
     #[error(
-        "does not fit in {} of device memory: {why}; the smallest peak any plan reaches is {}",
+        "does not fit in {} of {pool} memory: {why}; the smallest peak any plan reaches is {}",
         format_bytes(*.budget),
         format_bytes(*.smallest)
     )]
-    NoPlan { why: String, smallest: u64, budget: u64 },
+    NoPlan { pool: &'static str, why: String, smallest: u64, budget: u64 },
     /// A rewritten graph not proven to compute what its original does;
     /// `what` names the first output or variable update at fault.
     #[error("rewrite not proven equivalent: {what} {reason}")]

@@ -248,7 +248,7 @@ struct CompileArgs {
     /// Run an op as micro-ops on P parts along a dimension, and the ops after it up to K read edges (repeatable).
     #[arg(long, value_name = "op=NAME,dim=batch|channel|height|width,parts=P[,depth=K]", value_parser = SplitRequest::parse)]
     split: Vec<SplitRequest>,
-    /// With --budget: rewrite even when the graph already fits.
+    /// With --budget: rewrite even when the graph already fits, and write a plan whose arenas are over the budgets (warning on stderr) instead of exit 3.
     #[arg(long)]
     force: bool,
     /// Device profile the plan is made for (time triggers; recorded in the plan): a shipped name or a file.
@@ -570,6 +570,9 @@ fn compile(args: &CompileArgs) -> Result<(), Error> {
     let report = report?;
     for warning in &report.training.warnings {
         eprintln!("lms: warning: {}", lms_compiler::process::one_line(warning));
+    }
+    if let Some(over) = &report.written_over_budget {
+        eprintln!("lms: warning: --force: wrote a plan over its budget: {}", lms_compiler::process::one_line(over));
     }
     if !args.quiet {
         out!("{}", report.summary());

@@ -1,11 +1,17 @@
 //! `lms max-batch`: the largest batch whose training graph fits a device
-//! budget, by simulation: without rewriting, and with a memory strategy
-//! (TFLMS budget search, or the budget planner). Peak memory grows with the
-//! batch, so a doubling search followed by bisection finds the boundary. The step time at the
-//! batch found is predicted on a device profile.
+//! and a host budget, by simulation and static placement: without
+//! rewriting, and with a memory strategy (TFLMS budget search, or the budget
+//! planner). A batch fits when its plan's placed arenas are within the
+//! budgets ([`Footprint::fits`]). Live memory grows with the batch, so a
+//! doubling search followed by bisection finds a boundary; the placed arena
+//! is not monotone in the batch, so every batch is decided by its own plan's
+//! arenas, and the batch reported is one whose arenas were placed and fit
+//! (a larger one past a batch that does not fit may fit too). The step time
+//! at the batch found is predicted on a device profile.
 
+use crate::analysis::footprint::{Budgets, Footprint};
 use crate::analysis::profile::DeviceProfile;
-use crate::analysis::{memory, order, timeline};
+use crate::analysis::{order, timeline};
 use crate::error::{Error, Result};
 use crate::frontend::{self, FrontendOptions};
 use crate::passes::planner::{self, PlanOptions, Speeds, DEFAULT_MAX_CHAIN};
@@ -15,7 +21,7 @@ use crate::train::{self, TrainOptions};
 use serde::Serialize;
 use std::path::Path;
 
-/// The largest batch that fits, and the peak there.
+/// The largest batch that fits, and the peaks and arenas there.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct MaxBatch {
     /// `None` when even batch 1 does not fit.
@@ -24,6 +30,10 @@ pub struct MaxBatch {
     pub peak_device_bytes: u64,
     /// Simulated host peak at that batch (swapped tensors).
     pub peak_host_bytes: u64,
+    /// Placed device arena at that batch (within the budget).
+    pub arena_device_bytes: u64,
+    /// Placed host arena at that batch (within the host budget).
+    pub arena_host_bytes: u64,
     /// Predicted step time at that batch on the device profile.
     pub predicted_step_seconds: f64,
     /// The search stopped at its limit with the limit still fitting: the
@@ -60,14 +70,15 @@ pub fn max_batch(
 ) -> Result<MaxBatch> {
     let step =
         |g: &crate::ir::Graph| -> Result<f64> { Ok(timeline::simulate(g, &order::schedule(g)?, profile).step_seconds) };
-    // Peaks and step time at a batch; `None` when it does not fit.
-    let probe = |batch: usize| -> Result<Option<(u64, u64, f64)>> {
+    let budgets = Budgets { device: budget, host: host_budget };
+    // Peaks, arenas and step time at a batch; `None` when it does not fit.
+    let probe = |batch: usize| -> Result<Option<(Footprint, f64)>> {
         let options = FrontendOptions { batch: Some(batch), ..frontend.clone() };
         let graph =
             train::build(&frontend::load(model, &options)?.graph, train_options).map_err(|e| e.in_file(model))?;
-        let memory = memory::simulate(&graph, &order::schedule(&graph)?);
-        if memory.peak_bytes <= budget {
-            return Ok(Some((memory.peak_bytes, memory.host_peak_bytes, step(&graph)?)));
+        let footprint = Footprint::of(&graph, &order::schedule(&graph)?);
+        if footprint.fits(budgets) {
+            return Ok(Some((footprint, step(&graph)?)));
         }
         match rewrite {
             Rewrite::None => Ok(None),
@@ -77,7 +88,7 @@ pub fn max_batch(
                         Some(plan) => step(&pipeline::apply_checked(&graph, &plan.patch)?.0)?,
                         None => step(&graph)?,
                     };
-                    Ok(Some((fit.device_peak, fit.host_peak, seconds)))
+                    Ok(Some((fit.after, seconds)))
                 }
                 Err(Error::OverBudget { .. }) => Ok(None),
                 Err(e) => Err(e.in_file(model)),
@@ -91,11 +102,11 @@ pub fn max_batch(
                     }
                     Err(e) => return Err(e.in_file(model)),
                 };
-                fitted.map(|f| Ok((f.device_peak, f.host_peak, step(&f.graph)?))).transpose()
+                fitted.map(|f| Ok((f.footprint, step(&f.graph)?))).transpose()
             }
         }
     };
-    let mut fits = |batch: usize| -> Result<Option<(u64, u64, f64)>> {
+    let mut fits = |batch: usize| -> Result<Option<(Footprint, f64)>> {
         let peaks = probe(batch)?;
         on_probe(batch, peaks.is_some());
         Ok(peaks)
@@ -105,6 +116,8 @@ pub fn max_batch(
             batch: None,
             peak_device_bytes: 0,
             peak_host_bytes: 0,
+            arena_device_bytes: 0,
+            arena_host_bytes: 0,
             predicted_step_seconds: 0.0,
             at_limit: false,
         };
@@ -129,6 +142,15 @@ pub fn max_batch(
         }
     }
     let at_limit = hi.is_none();
-    let (peak_device_bytes, peak_host_bytes, predicted_step_seconds) = best;
-    Ok(MaxBatch { batch: Some(lo), peak_device_bytes, peak_host_bytes, predicted_step_seconds, at_limit })
+    let (footprint, predicted_step_seconds) = best;
+    debug_assert!(footprint.fits(budgets), "the batch reported was placed and fits");
+    Ok(MaxBatch {
+        batch: Some(lo),
+        peak_device_bytes: footprint.device.peak_bytes,
+        peak_host_bytes: footprint.host.peak_bytes,
+        arena_device_bytes: footprint.device.arena_bytes,
+        arena_host_bytes: footprint.host.arena_bytes,
+        predicted_step_seconds,
+        at_limit,
+    })
 }

@@ -1,11 +1,13 @@
 //! `lms plan-curve`: predicted step time against device budget, for the
-//! budget planner (`auto`) and TFLMS, from the smallest budget the planner
-//! reaches to the unrewritten graph's peak (no limit needed), at evenly
-//! spaced budgets. Each point is a full plan applied to the training graph
-//! and timed on the device profile's three-stream timeline.
+//! budget planner (`auto`) and TFLMS, from the smallest live peak the
+//! planner reaches to the unrewritten graph's placed arena (no limit
+//! needed), at evenly spaced budgets. Each point is a full plan whose
+//! placed arenas fit the budgets, applied to the training graph and timed on
+//! the device profile's three-stream timeline.
 
+use crate::analysis::footprint::Footprint;
 use crate::analysis::profile::DeviceProfile;
-use crate::analysis::{memory, timeline};
+use crate::analysis::timeline;
 use crate::error::{Error, Result};
 use crate::ir::Graph;
 use crate::passes::planner::{self, PlanOptions, Speeds, DEFAULT_MAX_CHAIN};
@@ -16,7 +18,7 @@ use crate::units::format_bytes;
 use serde::Serialize;
 use std::fmt::Write;
 
-/// A plan at one budget: its predicted step and peaks.
+/// A plan at one budget: its predicted step, peaks and arenas.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Fitting {
     pub step_seconds: f64,
@@ -24,6 +26,8 @@ pub struct Fitting {
     pub overhead: f64,
     pub device_peak_bytes: u64,
     pub host_peak_bytes: u64,
+    pub device_arena_bytes: u64,
+    pub host_arena_bytes: u64,
 }
 
 /// Both strategies at one device budget (`None`: no plan fits).
@@ -40,8 +44,9 @@ pub struct PlanCurve {
     pub graph: String,
     pub device_profile: String,
     pub host_budget_bytes: u64,
-    /// Peak and predicted step of the training graph as built.
+    /// Peak, placed arena and predicted step of the training graph as built.
     pub unrewritten_peak_bytes: u64,
+    pub unrewritten_arena_bytes: u64,
     pub unrewritten_step_seconds: f64,
     /// Smallest budget first.
     pub points: Vec<Point>,
@@ -51,21 +56,29 @@ pub struct PlanCurve {
 /// `host_budget` host bytes, timed on `device`.
 pub fn plan_curve(g: &Graph, device: &DeviceProfile, host_budget: u64, steps: usize) -> Result<PlanCurve> {
     let step_seconds = |g: &Graph| timeline::simulate(g, g.schedule(), device).step_seconds;
-    let peak = memory::simulate(g, g.schedule()).peak_bytes;
+    let unrewritten = Footprint::of(g, g.schedule());
+    let (peak, arena) = (unrewritten.device.peak_bytes, unrewritten.device.arena_bytes);
     let base = step_seconds(g);
     let speeds = Speeds::from_profile(g, device);
     let options = |device_budget| PlanOptions { device_budget, host_budget, max_chain: DEFAULT_MAX_CHAIN };
     let smallest = planner::plan(g, g.schedule(), &speeds, options(0)).device_peak.min(peak);
-    let fitting = |graph: &Graph, device_peak_bytes, host_peak_bytes| {
+    let fitting = |graph: &Graph, f: &Footprint| {
         let step = step_seconds(graph);
-        Fitting { step_seconds: step, overhead: step / base, device_peak_bytes, host_peak_bytes }
+        Fitting {
+            step_seconds: step,
+            overhead: step / base,
+            device_peak_bytes: f.device.peak_bytes,
+            host_peak_bytes: f.host.peak_bytes,
+            device_arena_bytes: f.device.arena_bytes,
+            host_arena_bytes: f.host.arena_bytes,
+        }
     };
     let last = steps.max(2) as u64 - 1;
     let mut points = Vec::with_capacity(steps);
     for i in 0..=last {
-        let budget = smallest + (peak - smallest) * i / last;
+        let budget = smallest + (arena - smallest) * i / last;
         let auto = match planner::fit_fastest(g, &speeds, device, options(budget)) {
-            Ok(f) => Some(fitting(&f.graph, f.device_peak, f.host_peak)),
+            Ok(f) => Some(fitting(&f.graph, &f.footprint)),
             Err(Error::NoPlan { .. }) => None,
             Err(e) => return Err(e),
         };
@@ -75,7 +88,7 @@ pub fn plan_curve(g: &Graph, device: &DeviceProfile, host_budget: u64, steps: us
                     Some(plan) => pipeline::apply_checked(g, &plan.patch)?.0,
                     None => g.clone(),
                 };
-                Some(fitting(&graph, f.device_peak, f.host_peak))
+                Some(fitting(&graph, &f.after))
             }
             Err(Error::OverBudget { .. }) => None,
             Err(e) => return Err(e),
@@ -87,6 +100,7 @@ pub fn plan_curve(g: &Graph, device: &DeviceProfile, host_budget: u64, steps: us
         device_profile: device.name.clone(),
         host_budget_bytes: host_budget,
         unrewritten_peak_bytes: peak,
+        unrewritten_arena_bytes: arena,
         unrewritten_step_seconds: base,
         points,
     })
@@ -98,10 +112,11 @@ impl PlanCurve {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "{:?} on {}: unrewritten peak {}, step {}; host budget {}",
+            "{:?} on {}: unrewritten peak {} (arena {}), step {}; host budget {}",
             self.graph,
             self.device_profile,
             format_bytes(self.unrewritten_peak_bytes),
+            format_bytes(self.unrewritten_arena_bytes),
             format_seconds(self.unrewritten_step_seconds),
             format_bytes(self.host_budget_bytes)
         );

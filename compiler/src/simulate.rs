@@ -3,7 +3,8 @@
 //! graph's plan when it has them, and the predicted time of the step on a
 //! device profile (the three-stream timeline), with no GPU.
 
-use crate::analysis::memory::{self, Pool};
+use crate::analysis::footprint::Footprint;
+use crate::analysis::memory;
 use crate::analysis::profile::DeviceProfile;
 use crate::analysis::timeline::{self, Timeline};
 use crate::ir::{Graph, NodeId};
@@ -23,11 +24,12 @@ pub struct SimulateReport {
     pub budget_device_bytes: Option<u64>,
     /// The plan's host budget, when it was made for one.
     pub budget_host_bytes: Option<u64>,
-    /// With budgets: whether both peaks are within them.
+    /// With budgets: whether both placed arenas are within them
+    /// ([`Footprint::fits`]).
     pub fits: Option<bool>,
-    /// With budgets: device budget minus device peak (negative: over).
+    /// With budgets: device budget minus device arena (negative: over).
     pub device_margin_bytes: Option<i64>,
-    /// With budgets: host budget minus host peak (negative: over).
+    /// With budgets: host budget minus host arena (negative: over).
     pub host_margin_bytes: Option<i64>,
     pub nodes: usize,
     pub peak_device_bytes: u64,
@@ -91,9 +93,10 @@ impl SimulateReport {
     /// Simulates the memory of `g` over `schedule`, and its time on `device`.
     pub fn new(g: &Graph, schedule: &[NodeId], device: &DeviceProfile) -> SimulateReport {
         let profile = memory::simulate(g, schedule);
-        let margin = |budget: Option<u64>, peak: u64| budget.map(|b| b as i64 - peak as i64);
-        let device_margin_bytes = margin(g.plan.budget_device_bytes, profile.peak_bytes);
-        let host_margin_bytes = margin(g.plan.budget_host_bytes, profile.host_peak_bytes);
+        let footprint = Footprint::with_profile(g, schedule, &profile);
+        let margin = |budget: Option<u64>, arena: u64| budget.map(|b| b as i64 - arena as i64);
+        let device_margin_bytes = margin(g.plan.budget_device_bytes, footprint.device.arena_bytes);
+        let host_margin_bytes = margin(g.plan.budget_host_bytes, footprint.host.arena_bytes);
         let time = timeline::simulate(g, schedule, device);
         SimulateReport {
             graph: g.name.clone(),
@@ -123,8 +126,8 @@ impl SimulateReport {
             timeline_seconds: started_by(g, schedule, &time),
             peak_host_bytes: profile.host_peak_bytes,
             host_timeline: profile.host_timeline,
-            arena_device_bytes: memory::placement(g, schedule, Pool::Device).arena_bytes,
-            arena_host_bytes: memory::placement(g, schedule, Pool::Host).arena_bytes,
+            arena_device_bytes: footprint.device.arena_bytes,
+            arena_host_bytes: footprint.host.arena_bytes,
             device_profile: device.name.clone(),
             predicted_step_seconds: time.step_seconds,
             compute_seconds: time.compute_seconds,
@@ -153,23 +156,13 @@ impl SimulateReport {
             format_bytes(self.resident_bytes)
         );
         let _ = writeln!(s, "peak host    {}", format_bytes(self.peak_host_bytes));
-        let _ = write!(
+        let _ = writeln!(
             s,
             "arenas       device {} (+{:.2}% over the peak: alignment, fragmentation), host {}",
             format_bytes(self.arena_device_bytes),
             overhead_percent(self.arena_device_bytes, self.peak_device_bytes),
             format_bytes(self.arena_host_bytes)
         );
-        match self.budget_device_bytes {
-            Some(budget) if self.arena_device_bytes > budget => {
-                let _ = writeln!(
-                    s,
-                    "; the device arena is {} over the budget",
-                    format_bytes(self.arena_device_bytes - budget)
-                );
-            }
-            _ => s.push('\n'),
-        }
         let _ = writeln!(s, "strategy     {}", self.strategy);
         for (pool, budget, margin) in [
             ("device", self.budget_device_bytes, self.device_margin_bytes),
@@ -179,7 +172,7 @@ impl SimulateReport {
                 let (verdict, by) = if margin >= 0 { ("fits", "to spare") } else { ("does NOT fit", "over") };
                 let _ = writeln!(
                     s,
-                    "budget       {pool} {}: {verdict}, {} {by}",
+                    "budget       {pool} {}: {verdict}, its arena {} {by}",
                     format_bytes(budget),
                     format_bytes(margin.unsigned_abs())
                 );
@@ -314,7 +307,33 @@ pub fn sparkline(timeline: &[u64], scale: u64) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::SimulateReport;
+    use crate::analysis::profile::DeviceProfile;
     use crate::emit::svg::tests::before_and_after;
+    use crate::frontend::{self, FrontendOptions};
+    use crate::train::{self, TrainOptions};
+
+    #[test]
+    fn fits_by_the_placed_arena_not_the_live_peak() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/models/tiny_gpt.onnx");
+        let model = frontend::load(&path, &FrontendOptions { batch: Some(32), ..Default::default() }).unwrap();
+        let mut g = train::build(&model.graph, &TrainOptions::default()).unwrap();
+        let device = DeviceProfile::load("h100-sxm").unwrap();
+        let report = |g: &crate::ir::Graph| SimulateReport::new(g, g.schedule(), &device);
+        let unbudgeted = report(&g);
+        let (peak, arena) = (unbudgeted.peak_device_bytes, unbudgeted.arena_device_bytes);
+        assert!(arena > peak, "alignment makes the arena larger: {arena} {peak}");
+        g.plan.budget_host_bytes = Some(0);
+        // Only the arena is over: the live peak is exactly the budget.
+        g.plan.budget_device_bytes = Some(peak);
+        let over = report(&g);
+        assert_eq!(over.fits, Some(false));
+        assert_eq!(over.device_margin_bytes, Some(peak as i64 - arena as i64));
+        assert_eq!(over.host_margin_bytes, Some(0));
+        assert!(over.to_text().contains("does NOT fit, its arena"), "{}", over.to_text());
+        g.plan.budget_device_bytes = Some(arena);
+        assert_eq!(report(&g).fits, Some(true));
+    }
 
     #[test]
     fn each_step_has_a_time_and_each_swap_of_the_plan_a_row() {

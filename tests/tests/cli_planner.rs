@@ -41,12 +41,13 @@ fn vgg19_at_batch_64_fits_2_gib_by_splitting_the_batch() {
     lms_ok(&[&["compile", model.to_str().unwrap()][..], &args].concat());
     let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     assert!(r["auto_split"]["report"]["ops"].as_u64().unwrap() > 0, "{r}");
-    assert!(r["peak_device_bytes_after"].as_u64().unwrap() <= 2 << 30, "{r}");
+    assert!(r["peak_device_bytes_after"].as_u64().unwrap() <= r["arena_device_bytes"].as_u64().unwrap(), "{r}");
+    assert!(r["arena_device_bytes"].as_u64().unwrap() <= 2 << 30 && r["fits"] == true, "{r}");
     assert!(r["verified"].as_u64().unwrap() > 0, "{r}");
 }
 
 /// ResNet-50 at 16 times its unrewritten largest batch under 16 GiB (138):
-/// split into micro-batches whose micro-tensors are swapped to a 64 GiB host
+/// placed within 16 GiB and a 64 GiB host, split into micro-batches whose micro-tensors are swapped to a 64 GiB host
 /// or recomputed, each gap between two uses on its own, and proven.
 #[test]
 fn resnet50_at_16_times_its_largest_unrewritten_batch_fits_16_gib() {
@@ -56,7 +57,9 @@ fn resnet50_at_16_times_its_largest_unrewritten_batch_fits_16_gib() {
     lms_ok(&[&["compile", model.to_str().unwrap()][..], &args, &["-o", &out, "--report", &report, "-q"]].concat());
     let r: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
     assert!(r["auto_split"]["report"]["ops"].as_u64().unwrap() > 0, "{r}");
-    assert!(r["peak_device_bytes_after"].as_u64().unwrap() <= 16 << 30, "{r}");
+    assert!(r["peak_device_bytes_after"].as_u64().unwrap() <= r["arena_device_bytes"].as_u64().unwrap(), "{r}");
+    assert!(r["arena_device_bytes"].as_u64().unwrap() <= 16 << 30 && r["fits"] == true, "{r}");
+    assert!(r["arena_host_bytes"].as_u64().unwrap() <= 64 << 30, "{r}");
     assert_eq!(r["verified"].as_u64(), Some(268), "every output and update proven: {r}");
 }
 
@@ -91,13 +94,99 @@ fn plan_curve_writes_a_table_json_and_svg() {
     assert_eq!(points.len(), 3);
     let budgets: Vec<u64> = points.iter().map(|p| p["budget_bytes"].as_u64().unwrap()).collect();
     assert!(budgets.windows(2).all(|w| w[0] < w[1]), "{budgets:?}");
-    assert_eq!(budgets[2], curve["unrewritten_peak_bytes"].as_u64().unwrap(), "the curve ends at no limit");
-    let first = &points[0]["auto"];
-    assert!(first["device_peak_bytes"].as_u64().unwrap() <= budgets[0], "the smallest budget fits: {first}");
-    assert!(first["overhead"].as_f64().unwrap() >= 1.0, "{first}");
+    assert_eq!(budgets[2], curve["unrewritten_arena_bytes"].as_u64().unwrap(), "the curve ends at no limit");
+    // Every plan drawn fits by its placed arena.
+    for (p, budget) in points.iter().zip(&budgets) {
+        for strategy in ["auto", "tflms"] {
+            let f = &p[strategy];
+            if !f.is_null() {
+                let (peak, arena) =
+                    (f["device_peak_bytes"].as_u64().unwrap(), f["device_arena_bytes"].as_u64().unwrap());
+                assert!(peak <= arena && arena <= *budget, "{strategy} at {budget}: {f}");
+                assert!(f["overhead"].as_f64().unwrap() >= 1.0, "{f}");
+            }
+        }
+    }
+    assert!(!points[1]["auto"].is_null(), "the planner fits halfway: {curve}");
     for strategy in ["auto", "tflms"] {
         assert_eq!(points[2][strategy]["overhead"], 1.0, "{strategy} at no limit rewrites nothing");
     }
     let picture = std::fs::read_to_string(&svg).unwrap();
     assert!(picture.starts_with("<svg") && picture.contains("polyline"), "{picture}");
+}
+
+fn json(text: &str) -> serde_json::Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// Device and host arenas of a compiled plan, by `lms simulate --json`, which
+/// must say it fits.
+fn arenas_of_plan(graph: &str) -> (u64, u64) {
+    let sim = json(&lms_ok(&["simulate", graph, "--json"]));
+    assert_eq!(sim["fits"], true, "{sim}");
+    let arena = |pool: &str| sim[format!("arena_{pool}_bytes")].as_u64().unwrap();
+    let peak = |pool: &str| sim[format!("peak_{pool}_bytes")].as_u64().unwrap();
+    assert!(peak("device") <= arena("device") && peak("host") <= arena("host"), "{sim}");
+    (arena("device"), arena("host"))
+}
+
+/// A GPT-2-shaped decoder (4 layers, d_model 128, sequence 64) at the scale of
+/// a 1 GiB device with a tight 1 GiB host: the batch `max-batch` reports for
+/// each strategy is one whose plan's placed arenas are within both budgets
+/// (by the live peak alone, auto reported batch 1401 with a host peak of
+/// 1,074,790,400 bytes, over the host budget), and the plans `compile` writes
+/// there and at 1401 (written before with a device arena over the budget)
+/// fit by their arenas.
+#[test]
+fn gpt2_shaped_plans_fit_a_tight_host_budget_by_their_arenas() {
+    let model = "fixtures/models/gpt2_4layers.onnx";
+    let gib: u64 = 1 << 30;
+    let budgets = ["--budget", "1GiB", "--host-budget", "1GiB"];
+    let found = json(&lms_ok(&[&["max-batch", model, "--strategy", "auto", "--json"][..], &budgets].concat()));
+    for key in ["none", "tflms", "auto"] {
+        let r = &found[key];
+        let (device, host) = (r["arena_device_bytes"].as_u64().unwrap(), r["arena_host_bytes"].as_u64().unwrap());
+        assert!(device <= gib && host <= gib, "{key}: {r}");
+        assert!(r["peak_device_bytes"].as_u64().unwrap() <= device && r["peak_host_bytes"].as_u64().unwrap() <= host);
+    }
+    let auto = found["auto"]["batch"].as_u64().unwrap();
+    assert!(auto > found["tflms"]["batch"].as_u64().unwrap(), "{found}");
+    for batch in [auto.to_string(), "1401".to_string()] {
+        let out = scratch(&format!("gpt2-{batch}.lms"));
+        let args = ["compile", model, "--batch", &batch, "--strategy", "auto", "-o", &out, "-q", "--no-verify"];
+        lms_ok(&[&args[..], &budgets].concat());
+        let (device, host) = arenas_of_plan(&out);
+        assert!(device <= gib && host <= gib, "batch {batch}: arenas {device}, {host}");
+    }
+}
+
+/// A plan over a budget is never written with exit 0: TFLMS cannot keep the
+/// swapped tensors of tiny_gpt at batch 32768 within 200 MiB of host memory,
+/// so compile fails with exit 3 naming the closest plan's overshoot; with
+/// `--force` it writes the plan of the given knobs (every tensor swapped),
+/// says on stderr that its host arena is over, and `simulate` says it does
+/// not fit.
+#[test]
+fn a_plan_over_its_host_budget_is_written_only_when_forced() {
+    let out = scratch("forced.lms");
+    let args = ["compile", "fixtures/models/tiny_gpt.onnx", "--batch", "32768", "--train", "adam"];
+    let budgets = ["--strategy", "tflms", "--budget", "1000MiB", "--host-budget", "200MiB", "-o", &out, "-q"];
+    let refused = lms(&[&args[..], &budgets, &["--no-verify"]].concat());
+    assert_eq!(refused.status.code(), Some(3), "{}", stderr(&refused));
+    let message = stderr(&refused);
+    assert_eq!(message.lines().count(), 1, "{message}");
+    // The closest plan swaps nothing: every swap costs more host memory than it saves device memory.
+    assert!(message.contains("does not fit in device memory: the plan needs"), "{message}");
+    assert!(message.contains("over the budget of 1000.00 MiB"), "{message}");
+    assert!(!std::path::Path::new(&out).exists(), "nothing is written");
+    let forced = lms(&[&args[..], &budgets, &["--no-verify", "--force"]].concat());
+    assert_eq!(forced.status.code(), Some(0), "{}", stderr(&forced));
+    let warning = stderr(&forced);
+    assert!(
+        warning.starts_with("lms: warning: --force: wrote a plan over its budget: does not fit in host memory"),
+        "{warning}"
+    );
+    let sim = json(&lms_ok(&["simulate", &out, "--json"]));
+    assert_eq!(sim["fits"], false, "{sim}");
+    assert!(sim["host_margin_bytes"].as_i64().unwrap() < 0, "{sim}");
 }

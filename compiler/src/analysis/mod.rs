@@ -1,9 +1,11 @@
 //! Analyses over the IR: execution ordering (γ of TFLMS Definition 2 and
-//! the default schedule), tensor classification, lifetimes, memory, and the
+//! the default schedule), tensor classification, lifetimes, memory, footprints (live peaks, placed arenas and the
+//! budgets they fit), and the
 //! time model (device profiles, per-op cost, the three-stream timeline).
 
 pub mod classify;
 pub mod cost;
+pub mod footprint;
 pub mod lifetime;
 pub mod memory;
 pub mod order;

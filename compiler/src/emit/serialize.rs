@@ -10,6 +10,7 @@
 //! half-written file behind.
 
 use super::output::write_atomically;
+use crate::analysis::footprint::Footprint;
 use crate::analysis::memory::{self, Pool};
 use crate::analysis::order;
 use crate::error::{Error, Result};
@@ -23,10 +24,35 @@ use lms_proto::{Message, LMS_FORMAT_VERSION};
 use std::collections::HashMap;
 use std::path::Path;
 
-/// Encodes `g` with its schedule, its plan and metadata (key/value facts
-/// such as the source file and flags).
+/// Encodes `g` with its schedule, its plan (with the arenas of the static
+/// placement) and metadata (key/value facts such as the source file and flags).
 pub fn to_proto(g: &Graph, metadata: &[(String, String)]) -> Result<pb::Graph> {
     let schedule = order::schedule(g)?;
+    let arena = |pool| memory::placement(g, &schedule, pool).arena_bytes;
+    let arenas = Arenas { device: arena(Pool::Device), host: arena(Pool::Host) };
+    encode(g, &schedule, arenas, metadata)
+}
+
+/// The arenas' sizes the plan records, in bytes.
+#[derive(Clone, Copy, Debug)]
+pub struct Arenas {
+    pub device: u64,
+    pub host: u64,
+}
+
+impl From<&Footprint> for Arenas {
+    fn from(f: &Footprint) -> Arenas {
+        Arenas { device: f.device.arena_bytes, host: f.host.arena_bytes }
+    }
+}
+
+/// [`to_proto`] with the arenas of `g` over its own schedule already placed
+/// (`lms compile` places them once for its report and the file).
+pub fn to_proto_placed(g: &Graph, arenas: Arenas, metadata: &[(String, String)]) -> Result<pb::Graph> {
+    encode(g, &order::schedule(g)?, arenas, metadata)
+}
+
+fn encode(g: &Graph, schedule: &[NodeId], arenas: Arenas, metadata: &[(String, String)]) -> Result<pb::Graph> {
     let node_ids: HashMap<NodeId, u32> = g.node_ids().enumerate().map(|(i, id)| (id, i as u32)).collect();
     let tensor_ids: HashMap<TensorId, u32> = g
         .tensors()
@@ -94,8 +120,8 @@ pub fn to_proto(g: &Graph, metadata: &[(String, String)]) -> Result<pb::Graph> {
         variables: g.node_ids().filter(|&id| g.node(id).parameterized).map(|id| node_ids[&id]).collect(),
         schedule: schedule.iter().map(|id| node_ids[id]).collect(),
         plan: Some(pb::Plan {
-            arena_device_bytes: Some(memory::placement(g, &schedule, Pool::Device).arena_bytes),
-            arena_host_bytes: Some(memory::placement(g, &schedule, Pool::Host).arena_bytes),
+            arena_device_bytes: Some(arenas.device),
+            arena_host_bytes: Some(arenas.host),
             ..plan_to_proto(&g.plan, &|id| node_ids[&id], &tid)
         }),
         metadata: metadata.iter().map(|(k, v)| pb::Metadata { key: k.clone(), value: v.clone() }).collect(),
@@ -103,9 +129,10 @@ pub fn to_proto(g: &Graph, metadata: &[(String, String)]) -> Result<pb::Graph> {
     })
 }
 
-/// Writes `g` as a `.lms` file through a temporary sibling and a rename.
-pub fn write(path: &Path, g: &Graph, metadata: &[(String, String)]) -> Result<()> {
-    let bytes = to_proto(g, metadata)?.encode_to_vec();
+/// Writes `g`, whose arenas are `arenas`, as a `.lms` file through a
+/// temporary sibling and a rename.
+pub fn write(path: &Path, g: &Graph, arenas: Arenas, metadata: &[(String, String)]) -> Result<()> {
+    let bytes = to_proto_placed(g, arenas, metadata)?.encode_to_vec();
     write_atomically(path, &bytes)
 }
 

@@ -4,7 +4,7 @@
 //! graph proven equal to the training graph).
 
 use super::{Context, Pass, Patch, Step};
-use crate::analysis::memory;
+use crate::analysis::footprint::{Budgets, Footprint};
 use crate::analysis::profile::DeviceProfile;
 use crate::egraph;
 use crate::error::{Error, Result};
@@ -84,8 +84,21 @@ impl Pass for Optimizer {
 pub struct Budget {
     pub device_bytes: u64,
     pub host_bytes: u64,
-    /// Rewrite even when the graph already fits.
+    /// Rewrite even when the graph already fits, and write a plan whose
+    /// arenas are over the budget (saying so) instead of failing.
     pub force: bool,
+}
+
+impl Budget {
+    /// The device and host budgets.
+    pub fn budgets(&self) -> Budgets {
+        Budgets { device: self.device_bytes, host: self.host_bytes }
+    }
+}
+
+/// Whether `g` over its schedule already fits `b` ([`Footprint::fits`]).
+fn fits(g: &crate::ir::Graph, b: Budget) -> bool {
+    Footprint::of(g, g.schedule()).fits(b.budgets())
 }
 
 /// `tflms`: TFLMS swapping with the given knobs, or, with a budget, with the
@@ -110,11 +123,19 @@ impl Pass for Tflms {
         let g = &cx.graph;
         tflms::check_knobs(g, &self.config).map_err(in_model)?;
         let (patch, outcome) = match self.budget {
-            Some(b) if !b.force || memory::simulate(g, g.schedule()).peak_bytes > b.device_bytes => {
-                let fit = tflms::fit(g, &self.config, self.free, b.device_bytes, b.host_bytes).map_err(in_model)?;
-                match fit.plan {
-                    Some(plan) => (plan.patch, Some((plan.config, plan.report))),
-                    None => (Patch::new(tflms::PASS), None),
+            Some(b) if !b.force || !fits(g, b) => {
+                match tflms::fit(g, &self.config, self.free, b.device_bytes, b.host_bytes) {
+                    Ok(fit) => match fit.plan {
+                        Some(plan) => (plan.patch, Some((plan.config, plan.report))),
+                        None => (Patch::new(tflms::PASS), None),
+                    },
+                    // Forced: the knobs as given (every candidate where unset);
+                    // compile writes the plan and says it is over.
+                    Err(Error::OverBudget { .. }) if b.force => {
+                        let (patch, report) = tflms::patch(g, &self.config).map_err(in_model)?;
+                        (patch, Some((self.config.clone(), report)))
+                    }
+                    Err(e) => return Err(in_model(e)),
                 }
             }
             _ => {
@@ -177,12 +198,16 @@ impl Pass for PlanSplit {
     fn run(&mut self, cx: &mut Context) -> Result<Step> {
         let g = &cx.graph;
         let b = self.budget;
-        if memory::simulate(g, g.schedule()).peak_bytes <= b.device_bytes {
+        if fits(g, b) {
             return Ok(Step::Patch(Patch::new(PLAN_SPLIT)));
         }
         let options = plan_options(b);
-        let Some(chosen) = planner::choose_split(g, &self.profile, options).map_err(|e| e.in_file(&self.model))? else {
-            return Ok(Step::Patch(Patch::new(PLAN_SPLIT)));
+        let chosen = match planner::choose_split(g, &self.profile, options) {
+            Ok(Some(chosen)) => chosen,
+            Ok(None) => return Ok(Step::Patch(Patch::new(PLAN_SPLIT))),
+            // Forced: no split; the plan pass plans the graph as it is.
+            Err(Error::NoPlan { .. }) if b.force => return Ok(Step::Patch(Patch::new(PLAN_SPLIT))),
+            Err(e) => return Err(e.in_file(&self.model)),
         };
         cx.keep_reference();
         self.choice = Some(chosen.choice);
@@ -214,12 +239,19 @@ impl Pass for Plan {
     fn run(&mut self, cx: &mut Context) -> Result<Step> {
         let g = &cx.graph;
         let b = self.budget;
-        if !b.force && memory::simulate(g, g.schedule()).peak_bytes <= b.device_bytes {
+        if !b.force && fits(g, b) {
             return Ok(Step::Patch(Patch::new(planner::PASS)));
         }
         let speeds = Speeds::from_profile(g, &self.profile);
         let options = plan_options(b);
-        let fitted = planner::fit_fastest(g, &speeds, &self.profile, options).map_err(|e| e.in_file(&self.model))?;
+        let fitted = match planner::fit_fastest(g, &speeds, &self.profile, options) {
+            Ok(fitted) => fitted,
+            // Forced: the planner's plan as it is; compile writes it and says it is over.
+            Err(Error::NoPlan { .. }) if b.force => {
+                planner::best_effort(g, &speeds, options).map_err(|e| e.in_file(&self.model))?
+            }
+            Err(e) => return Err(e.in_file(&self.model)),
+        };
         let patch = fitted.patch.clone();
         if !patch.is_empty() {
             cx.keep_reference();

@@ -52,6 +52,7 @@ pub use facts::{Droppable, Facts, Speeds};
 pub use report::{decision_reports, DecisionReport, RECOMPUTE, SWAP};
 pub use split::{choose_split, fit_split, ChosenSplit, SplitChoice};
 
+use crate::analysis::footprint::{Budgets, Footprint, MAX_ROUNDS};
 use crate::analysis::memory;
 use crate::analysis::profile::DeviceProfile;
 use crate::analysis::timeline;
@@ -73,6 +74,13 @@ pub struct PlanOptions {
     pub host_budget: u64,
     /// Longest recompute chain, in nodes.
     pub max_chain: usize,
+}
+
+impl PlanOptions {
+    /// The device and host budgets.
+    pub fn budgets(&self) -> Budgets {
+        Budgets { device: self.device_budget, host: self.host_budget }
+    }
 }
 
 /// How a tensor leaves device memory.
@@ -443,27 +451,64 @@ pub struct Fitted {
     pub plan: Plan,
     /// Each decision with its ΔM, ΔT and why.
     pub reports: Vec<DecisionReport>,
-    /// Simulated peaks of `graph` (the memory simulator, not the planner's estimate).
-    pub device_peak: u64,
-    pub host_peak: u64,
+    /// Live peaks and placed arenas of `graph` (the memory simulator and the
+    /// placement, not the planner's estimate).
+    pub footprint: Footprint,
 }
 
-/// Plans `g` for `options`' budgets and applies the plan. Fails with
-/// [`Error::NoPlan`] when no plan fits the device budget.
+/// Plans `g` for `options`' budgets and applies the plan: a plan fits when
+/// its placed arenas are within the budgets ([`Footprint::fits`]). The
+/// planner tracks live bytes, so it plans at a live target, the budgets at
+/// first; while the plan's arenas are over them it plans again at a target
+/// lowered in proportion ([`Footprint::lower`]), at most [`MAX_ROUNDS`] times. Fails with
+/// [`Error::NoPlan`] when no plan fits.
 pub fn fit(g: &Graph, speeds: &Speeds, options: PlanOptions) -> Result<Fitted> {
     let schedule = g.schedule().to_vec();
     let facts = Facts::new(g, &schedule, speeds);
+    let budgets = options.budgets();
+    let mut target = budgets;
+    // The placed plan closest to fitting: its overshoot and why it does not fit.
+    let mut closest: Option<(u64, Error)> = None;
+    for round in 0..MAX_ROUNDS {
+        let plan = plan_with(&facts, PlanOptions { device_budget: target.device, host_budget: target.host, ..options });
+        let patch = patch(&facts, &plan.decisions);
+        let (graph, _) = pipeline::apply_checked(g, &patch)?;
+        if !plan.fits {
+            if round == 0 {
+                let profile = memory::simulate(&graph, graph.schedule());
+                let peak_op = &graph.node(graph.schedule()[profile.peak_step]).name;
+                return Err(no_plan(g, &schedule, profile.peak_bytes, peak_op, options.device_budget));
+            }
+            break;
+        }
+        let footprint = Footprint::of(&graph, graph.schedule());
+        if footprint.fits(budgets) {
+            let reports = decision_reports(&facts, &plan.decisions);
+            return Ok(Fitted { patch, graph, plan, reports, footprint });
+        }
+        let overshoot = footprint.overshoot(budgets);
+        if closest.as_ref().is_none_or(|(o, _)| overshoot < *o) {
+            closest = Some((overshoot, arena_over(&graph, &footprint, budgets)));
+        }
+        let lowered = footprint.lower(target, budgets);
+        if lowered == target {
+            break;
+        }
+        target = lowered;
+    }
+    Err(closest.map(|(_, e)| e).expect("the first round returns or records a placed plan"))
+}
+
+/// The planner's plan for `options`' budgets, applied whether or not its
+/// arenas fit them (`lms compile --force`; [`fit`] is the checked search).
+pub fn best_effort(g: &Graph, speeds: &Speeds, options: PlanOptions) -> Result<Fitted> {
+    let facts = Facts::new(g, g.schedule(), speeds);
     let plan = plan_with(&facts, options);
     let patch = patch(&facts, &plan.decisions);
     let (graph, _) = pipeline::apply_checked(g, &patch)?;
-    let new_schedule = graph.schedule();
-    let profile = memory::simulate(&graph, new_schedule);
-    if !plan.fits || profile.peak_bytes > options.device_budget {
-        let peak_op = &graph.node(new_schedule[profile.peak_step]).name;
-        return Err(no_plan(g, &schedule, profile.peak_bytes, peak_op, options.device_budget));
-    }
+    let footprint = Footprint::of(&graph, graph.schedule());
     let reports = decision_reports(&facts, &plan.decisions);
-    Ok(Fitted { patch, graph, plan, reports, device_peak: profile.peak_bytes, host_peak: profile.host_peak_bytes })
+    Ok(Fitted { patch, graph, plan, reports, footprint })
 }
 
 /// [`fit`], and when that plan swaps, the recompute-only plan too: of the two, the one
@@ -498,5 +543,21 @@ fn no_plan(g: &Graph, schedule: &[NodeId], smallest: u64, peak_op: &str, budget:
     } else {
         format!("the best plan peaks at op '{peak_op}'")
     };
-    Error::NoPlan { why, smallest, budget }
+    Error::NoPlan { pool: "device", why, smallest, budget }
+}
+
+/// The error for a graph whose best plan is within the budgets by its live
+/// peaks but not by its placed arenas: the pool furthest over, its arena
+/// and live peak.
+fn arena_over(graph: &Graph, footprint: &Footprint, budgets: Budgets) -> Error {
+    let (pool, used, budget) = footprint.furthest_over(budgets);
+    let op = graph.schedule().get(used.peak_step).map_or("", |&id| graph.node(id).name.as_str());
+    let why = format!(
+        "the best plan's {pool} arena needs {} placed, {} over, with its live peak {} at op '{}'",
+        format_bytes(used.arena_bytes),
+        format_bytes(used.arena_bytes.saturating_sub(budget)),
+        format_bytes(used.peak_bytes),
+        lms_proto::escape::Escaped(op)
+    );
+    Error::NoPlan { pool, why, smallest: used.peak_bytes, budget }
 }

@@ -51,8 +51,8 @@ pub fn choose_split(g: &Graph, profile: &DeviceProfile, options: PlanOptions) ->
     let step = |f: &Fitted| timeline::simulate(&f.graph, f.graph.schedule(), profile).step_seconds;
     let mut best: Option<(f64, ChosenSplit)> = None;
     let mut tried = 0;
-    // The smallest peak a split reaches when none fits, and where.
-    let mut closest: Option<(u64, String, BatchSplit)> = None;
+    // The smallest peak a split reaches when none fits, of which pool, and where.
+    let mut closest: Option<(u64, &'static str, String, BatchSplit)> = None;
     for parts in 2..=MAX_PARTS {
         for min_bytes in thresholds(g) {
             let split = BatchSplit { parts, min_bytes };
@@ -68,9 +68,9 @@ pub fn choose_split(g: &Graph, profile: &DeviceProfile, options: PlanOptions) ->
                     }
                     break;
                 }
-                Err(Error::NoPlan { why, smallest, .. }) => {
-                    if closest.as_ref().is_none_or(|(c, _, _)| smallest < *c) {
-                        closest = Some((smallest, why, split));
+                Err(Error::NoPlan { pool, why, smallest, .. }) => {
+                    if closest.as_ref().is_none_or(|(c, _, _, _)| smallest < *c) {
+                        closest = Some((smallest, pool, why, split));
                     }
                 }
                 Err(e) => return Err(e),
@@ -84,12 +84,15 @@ pub fn choose_split(g: &Graph, profile: &DeviceProfile, options: PlanOptions) ->
 }
 
 /// The error when no split fits either: the unsplit graph's reason, and the
-/// smallest peak of any split when it is below the unsplit graph's.
-fn no_split_fits(unsplit: Error, closest: Option<(u64, String, BatchSplit)>) -> Error {
+/// smallest peak of any split when it is below the unsplit graph's (of the
+/// same pool).
+fn no_split_fits(unsplit: Error, closest: Option<(u64, &'static str, String, BatchSplit)>) -> Error {
     match (unsplit, closest) {
-        (Error::NoPlan { why, smallest, budget }, Some((peak, split_why, split))) if peak < smallest => {
+        (Error::NoPlan { pool, why, smallest, budget }, Some((peak, split_pool, split_why, split)))
+            if peak < smallest && split_pool == pool =>
+        {
             let why = format!("{why}; split along the batch in {} parts, {split_why}", split.parts);
-            Error::NoPlan { why, smallest: peak, budget }
+            Error::NoPlan { pool, why, smallest: peak, budget }
         }
         (unsplit, _) => unsplit,
     }

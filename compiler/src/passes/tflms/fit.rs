@@ -1,23 +1,28 @@
 //! Budget mode: the TFLMS knobs that make a graph fit a memory budget
 //! (TFLMS §5.2 tunes `n_tensors` and `lb` by hand; this tunes them with
-//! the memory simulator).
+//! the memory simulator and the static placement).
 //!
-//! A plan fits when its simulated device peak is within the device budget
-//! and its host peak within the host budget. The search varies only the
-//! knobs the user left unset ([`FreeKnobs`]): `n_tensors` over 1..=all and
-//! `lb` over 1..=[`MAX_LB`] (with the count trigger; the time trigger has
-//! no `lb`); the others stay as given. It wants the fewest
+//! A plan fits when its placed device arena is within the device budget and
+//! its host arena within the host budget ([`Footprint::fits`]). The search
+//! varies only the knobs the user left unset ([`FreeKnobs`]): `n_tensors`
+//! over 1..=all and `lb` over 1..=[`MAX_LB`] (with the count trigger; the
+//! time trigger has no `lb`); the others stay as given. It wants the fewest
 //! swapped bytes, then the largest `lb` (the earliest swap-ins, which hide
 //! transfers best). Swapped bytes grow with `n_tensors` (tensors are taken
 //! in a fixed order), so that is the smallest `n_tensors` that fits with any
-//! `lb`. Swapping more never raises the device peak and never lowers the
-//! host peak, so the plans that fit form a range of `n_tensors` starting at
-//! the smallest one whose device peak fits: for each `lb` a binary search
-//! finds that one, and it fits exactly when its host peak does too. (Where
-//! the device peak does rise with more swaps, the plan returned still fits,
-//! but a smaller one might too.)
+//! `lb`. The search runs on live peaks against a live target (the budgets at
+//! first): swapping more never raises the device peak and never lowers the
+//! host peak, so the plans within the target form a range of `n_tensors`
+//! starting at the smallest one whose device peak is within it: for each
+//! `lb` a binary search finds that one, and it is within the target exactly
+//! when its host peak is too. The plan chosen is then placed; when an arena
+//! is over its budget, the search runs again at a live target lowered in
+//! proportion to the overshoot ([`Footprint::lower`]), at most
+//! [`MAX_ROUNDS`] times. (Where the device peak does rise with more swaps,
+//! the plan returned still fits, but a smaller one might too.)
 
 use super::{Analysis, SwapInTrigger, TflmsConfig, TflmsReport};
+use crate::analysis::footprint::{Budgets, Footprint, MAX_ROUNDS};
 use crate::analysis::{memory, order};
 use crate::error::{Error, Result};
 use crate::ir::Graph;
@@ -47,12 +52,10 @@ impl FreeKnobs {
 pub struct Fit {
     /// The rewrite chosen; `None` when the input already fits.
     pub plan: Option<Plan>,
-    /// Simulated device peak of the input graph.
-    pub device_peak_before: u64,
-    /// Simulated device peak after the chosen rewrite.
-    pub device_peak: u64,
-    /// Simulated host peak after the chosen rewrite.
-    pub host_peak: u64,
+    /// Peaks and arenas of the input graph.
+    pub before: Footprint,
+    /// Peaks and arenas after the chosen rewrite (the input's without one).
+    pub after: Footprint,
 }
 
 /// The knobs budget mode chose and the rewrite they give.
@@ -73,109 +76,134 @@ pub struct Plan {
 /// of the closest plan, when no plan fits.
 pub fn fit(g: &Graph, cfg: &TflmsConfig, free: FreeKnobs, budget_bytes: u64, host_budget_bytes: u64) -> Result<Fit> {
     let budgets = Budgets { device: budget_bytes, host: host_budget_bytes };
-    let before = Peaks::of(g)?;
-    if budgets.fit(&before) {
-        let (device_peak, host_peak) = (before.device, before.host);
-        return Ok(Fit { plan: None, device_peak_before: device_peak, device_peak, host_peak });
+    let schedule = order::schedule(g)?;
+    let before = Footprint::of(g, &schedule);
+    if before.fits(budgets) {
+        return Ok(Fit { plan: None, before, after: before });
     }
-    let mut search =
-        Search { analysis: Analysis::new(g, cfg)?, base: cfg, budgets, tried: HashMap::new(), closest: before.clone() };
-    let total = search.analysis.candidates.len();
+    let mut search = Search {
+        analysis: Analysis::new(g, cfg)?,
+        base: cfg,
+        budgets,
+        target: budgets,
+        tried: HashMap::new(),
+        closest: (
+            None,
+            before.device.peak_bytes.saturating_sub(budgets.device)
+                + before.host.peak_bytes.saturating_sub(budgets.host),
+        ),
+    };
     // The time trigger does not use lb: one value is enough.
     let lbs: Vec<u32> =
         if free.lb && cfg.trigger == SwapInTrigger::Count { (1..=MAX_LB).collect() } else { vec![cfg.lb] };
-    let mut fitting: Vec<(usize, u32)> = Vec::new();
-    for &lb in &lbs {
-        let n =
-            if free.n_tensors { search.smallest_device_fit(lb, total)? } else { Some(cfg.n_tensors.unwrap_or(total)) };
-        if let Some(n) = n {
-            if search.peaks(n, lb)?.map(|p| budgets.fit(&p)).unwrap_or(false) {
-                fitting.push((n, lb));
+    // The placed plan closest to fitting: its overshoot and why it does not fit.
+    let mut closest_placed: Option<(u64, Error)> = None;
+    for _ in 0..MAX_ROUNDS {
+        let Some((n_tensors, lb)) = search.within_target(free, &lbs)? else { break };
+        let config = search.config(n_tensors, lb);
+        let (graph, _) = search.analysis.rewrite(&config)?;
+        let placed = order::schedule(&graph)?;
+        let after = Footprint::of(&graph, &placed);
+        match after.check(&graph, &placed, budgets) {
+            Ok(()) => {
+                let (patch, report) = search.analysis.patch(&config)?;
+                return Ok(Fit { plan: Some(Plan { config, patch, report }), before, after });
+            }
+            Err(e) => {
+                let overshoot = after.overshoot(budgets);
+                if closest_placed.as_ref().is_none_or(|(o, _)| overshoot < *o) {
+                    closest_placed = Some((overshoot, e));
+                }
             }
         }
+        let lowered = after.lower(search.target, budgets);
+        if lowered == search.target {
+            break;
+        }
+        search.target = lowered;
     }
-    // Fewest tensors, then the largest lb.
-    let Some(&(n_tensors, lb)) = fitting.iter().min_by_key(|&&(n, lb)| (n, std::cmp::Reverse(lb))) else {
-        return Err(budgets.error(&search.closest));
-    };
-    let config = search.config(n_tensors, lb);
-    let (patch, report) = search.analysis.patch(&config)?;
-    let after = search.peaks(n_tensors, lb)?.expect("simulated above");
-    Ok(Fit {
-        plan: Some(Plan { config, patch, report }),
-        device_peak_before: before.device,
-        device_peak: after.device,
-        host_peak: after.host,
+    if let Some((_, e)) = closest_placed {
+        return Err(e);
+    }
+    // No plan's live peaks are within the budgets (so neither are its arenas):
+    // the closest one by its live peaks, placed.
+    Err(match search.closest.0 {
+        Some((n_tensors, lb)) => {
+            let (graph, _) = search.analysis.rewrite(&search.config(n_tensors, lb))?;
+            let placed = order::schedule(&graph)?;
+            Footprint::of(&graph, &placed).over(&graph, &placed, budgets)
+        }
+        None => before.over(g, &schedule, budgets),
     })
 }
 
-/// The two budgets.
-#[derive(Clone, Copy)]
-struct Budgets {
-    device: u64,
-    host: u64,
-}
-
-impl Budgets {
-    fn fit(&self, peaks: &Peaks) -> bool {
-        peaks.device <= self.device && peaks.host <= self.host
-    }
-
-    /// Bytes over the budgets, both memories together.
-    fn overshoot(&self, peaks: &Peaks) -> u64 {
-        peaks.device.saturating_sub(self.device) + peaks.host.saturating_sub(self.host)
-    }
-
-    /// The error for a plan that does not fit: the memory it overshoots most.
-    fn error(&self, peaks: &Peaks) -> Error {
-        if peaks.device.saturating_sub(self.device) >= peaks.host.saturating_sub(self.host) {
-            Error::OverBudget { pool: "device", needed: peaks.device, budget: self.device, op: peaks.device_op.clone() }
-        } else {
-            Error::OverBudget { pool: "host", needed: peaks.host, budget: self.host, op: peaks.host_op.clone() }
-        }
-    }
-}
-
-/// Simulated peaks of a graph and the ops where they happen.
-#[derive(Clone, Debug)]
+/// Simulated live peaks of a graph.
+#[derive(Clone, Copy, Debug)]
 struct Peaks {
     device: u64,
-    device_op: String,
     host: u64,
-    host_op: String,
 }
 
 impl Peaks {
     fn of(g: &Graph) -> Result<Peaks> {
-        let schedule = order::schedule(g)?;
-        let profile = memory::simulate(g, &schedule);
-        let op = |step: usize| schedule.get(step).map_or_else(String::new, |&id| g.node(id).name.clone());
-        Ok(Peaks {
-            device: profile.peak_bytes,
-            device_op: op(profile.peak_step),
-            host: profile.host_peak_bytes,
-            host_op: op(profile.host_peak_step),
-        })
+        let profile = memory::simulate(g, &order::schedule(g)?);
+        Ok(Peaks { device: profile.peak_bytes, host: profile.host_peak_bytes })
+    }
+
+    fn within(&self, target: Budgets) -> bool {
+        self.device <= target.device && self.host <= target.host
+    }
+
+    /// Bytes over `budgets`, both memories together.
+    fn overshoot(&self, budgets: Budgets) -> u64 {
+        self.device.saturating_sub(budgets.device) + self.host.saturating_sub(budgets.host)
     }
 }
 
-/// The search's state: one analysis, the peaks of the plans simulated so
-/// far, and the plan closest to fitting.
+/// The search's state: one analysis, the live target, the peaks of the
+/// plans simulated so far, and the knobs of the plan closest to fitting
+/// the budgets by its live peaks.
 struct Search<'g, 'c> {
     analysis: Analysis<'g>,
     base: &'c TflmsConfig,
+    /// The budgets to fit.
     budgets: Budgets,
+    /// The live peaks the search looks for: the budgets, lowered while the
+    /// arenas of its plans are over them.
+    target: Budgets,
     tried: HashMap<(usize, u32), Peaks>,
-    closest: Peaks,
+    /// The knobs of the plan closest to the budgets by its live peaks
+    /// (`None`: the input graph) and its overshoot.
+    closest: (Option<(usize, u32)>, u64),
 }
 
 impl Search<'_, '_> {
+    /// The knobs of the plan whose live peaks are within the target with the
+    /// fewest tensors, then the largest lb; `None` when there is none.
+    fn within_target(&mut self, free: FreeKnobs, lbs: &[u32]) -> Result<Option<(usize, u32)>> {
+        let total = self.analysis.candidates.len();
+        let mut within: Vec<(usize, u32)> = Vec::new();
+        for &lb in lbs {
+            let n = if free.n_tensors {
+                self.smallest_device_fit(lb, total)?
+            } else {
+                Some(self.base.n_tensors.unwrap_or(total))
+            };
+            if let Some(n) = n {
+                if self.peaks(n, lb)?.is_some_and(|p| p.within(self.target)) {
+                    within.push((n, lb));
+                }
+            }
+        }
+        Ok(within.into_iter().min_by_key(|&(n, lb)| (n, std::cmp::Reverse(lb))))
+    }
+
     /// The smallest `n_tensors` whose device peak fits with this `lb`, by
     /// binary search; `None` when swapping every candidate does not fit the
     /// device budget.
     fn smallest_device_fit(&mut self, lb: u32, total: usize) -> Result<Option<usize>> {
         let device_fits = |s: &mut Self, n: usize| -> Result<bool> {
-            Ok(s.peaks(n, lb)?.is_some_and(|p| p.device <= s.budgets.device))
+            Ok(s.peaks(n, lb)?.is_some_and(|p| p.device <= s.target.device))
         };
         if total == 0 || !device_fits(self, total)? {
             return Ok(None);
@@ -193,21 +221,23 @@ impl Search<'_, '_> {
         Ok(Some(high))
     }
 
-    /// The peaks of the plan with these knobs; simulates it once. `None`
-    /// for a plan that swaps nothing.
+    /// The live peaks of the plan with these knobs; simulates it once.
+    /// `None` for a plan that swaps nothing.
     fn peaks(&mut self, n_tensors: usize, lb: u32) -> Result<Option<Peaks>> {
         if n_tensors == 0 {
             return Ok(None);
         }
         if let Some(peaks) = self.tried.get(&(n_tensors, lb)) {
-            return Ok(Some(peaks.clone()));
+            return Ok(Some(*peaks));
         }
         let (graph, _) = self.analysis.rewrite(&self.config(n_tensors, lb))?;
         let peaks = Peaks::of(&graph)?;
-        if self.budgets.overshoot(&peaks) < self.budgets.overshoot(&self.closest) {
-            self.closest = peaks.clone();
+        // Closest to the budgets the search started from, not to a lowered target.
+        let overshoot = peaks.overshoot(self.budgets);
+        if overshoot < self.closest.1 {
+            self.closest = (Some((n_tensors, lb)), overshoot);
         }
-        self.tried.insert((n_tensors, lb), peaks.clone());
+        self.tried.insert((n_tensors, lb), peaks);
         Ok(Some(peaks))
     }
 

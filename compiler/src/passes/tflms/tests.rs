@@ -1,6 +1,7 @@
 //! Unit tests of the TFLMS pass on a hand-built training graph.
 
 use super::{fit, rewrite, CtrldStrategy, FreeKnobs, SwapInTrigger, TflmsConfig, TflmsReport, Trigger};
+use crate::analysis::footprint::Footprint;
 use crate::analysis::profile::{DeviceProfile, DEFAULT_PROFILE};
 use crate::analysis::timeline::{self, Timeline};
 use crate::analysis::{memory, order};
@@ -113,6 +114,11 @@ fn scheduled_at(g: &Graph) -> impl Fn(&str) -> usize + '_ {
 /// The device and host peaks of `g` over its default schedule.
 fn profile(g: &Graph) -> memory::MemoryProfile {
     memory::simulate(g, &order::schedule(g).expect("acyclic"))
+}
+
+/// Live peaks and placed arenas of `g` over its schedule.
+fn footprint(g: &Graph) -> Footprint {
+    Footprint::of(g, &order::schedule(g).expect("acyclic"))
 }
 
 fn node_named<'g>(g: &'g Graph, name: &str) -> &'g Node {
@@ -345,29 +351,30 @@ fn fit_leaves_a_fitting_graph_alone() {
     let g = training_graph();
     let result = fit(&g, &TflmsConfig::default(), FreeKnobs::ALL, u64::MAX, 0).expect("fits");
     assert!(result.plan.is_none());
-    assert_eq!(result.device_peak, result.device_peak_before);
+    assert_eq!(result.after, result.before);
 }
 
 #[test]
 fn fit_finds_the_fewest_swapped_bytes_then_the_largest_lb() {
     let g = training_graph();
-    let peak = |g: &Graph| profile(g).peak_bytes;
+    // Plans fit by their placed device arena.
+    let arena = |g: &Graph| footprint(g).device.arena_bytes;
     let (all, _) = rewrite(&g, &TflmsConfig::default()).expect("rewrites");
-    let budget = peak(&all);
-    assert!(budget < peak(&g), "swapping lowers this graph's peak");
+    let budget = arena(&all);
+    assert!(budget < arena(&g), "swapping lowers this graph's arena");
     let result = fit(&g, &TflmsConfig::default(), FreeKnobs::ALL, budget, u64::MAX).expect("fits");
     let plan = result.plan.expect("rewritten");
-    assert!(result.device_peak <= budget);
+    assert!(result.after.device.arena_bytes <= budget);
     let n = plan.config.n_tensors.expect("chosen");
     // No fewer tensors fit, with any lb.
     for lb in 1..=super::fit::MAX_LB {
         let fewer = TflmsConfig { n_tensors: Some(n - 1), lb, ..TflmsConfig::default() };
-        assert!(peak(&rewrite(&g, &fewer).expect("rewrites").0) > budget, "n = {} fits with lb = {lb}", n - 1);
+        assert!(arena(&rewrite(&g, &fewer).expect("rewrites").0) > budget, "n = {} fits with lb = {lb}", n - 1);
     }
     // No larger lb fits with these tensors.
     for lb in plan.config.lb + 1..=super::fit::MAX_LB {
         let later = TflmsConfig { n_tensors: Some(n), lb, ..TflmsConfig::default() };
-        assert!(peak(&rewrite(&g, &later).expect("rewrites").0) > budget, "lb = {lb} fits too");
+        assert!(arena(&rewrite(&g, &later).expect("rewrites").0) > budget, "lb = {lb} fits too");
     }
 }
 
@@ -375,44 +382,44 @@ fn fit_finds_the_fewest_swapped_bytes_then_the_largest_lb() {
 fn fit_names_the_overshoot_when_nothing_fits() {
     let g = training_graph();
     let err = fit(&g, &TflmsConfig::default(), FreeKnobs::ALL, 1, u64::MAX).expect_err("cannot fit in 1 byte");
-    let Error::OverBudget { pool, needed, budget, ref op } = err else { panic!("{err}") };
+    let Error::OverBudget { pool, arena, peak, budget, ref op } = err else { panic!("{err}") };
     assert_eq!((pool, budget), ("device", 1));
-    assert!(needed > 1 && !op.is_empty());
-    assert!(err.to_string().starts_with("does not fit in device memory: the best plan needs"), "{err}");
+    assert!(arena >= peak && peak > 1 && !op.is_empty());
+    assert!(err.to_string().starts_with("does not fit in device memory: the plan needs"), "{err}");
     // A host budget of 0 allows no swap at all.
     let (all, _) = rewrite(&g, &TflmsConfig::default()).expect("rewrites");
-    let budget = profile(&all).peak_bytes;
+    let budget = footprint(&all).device.arena_bytes;
     assert!(matches!(fit(&g, &TflmsConfig::default(), FreeKnobs::ALL, budget, 0), Err(Error::OverBudget { .. })));
 }
 
-/// Device and host peaks of the rewrite with these knobs.
-fn peaks_with(g: &Graph, n_tensors: usize, lb: u32) -> (u64, u64) {
+/// Device and host arenas of the rewrite with these knobs.
+fn arenas_with(g: &Graph, n_tensors: usize, lb: u32) -> (u64, u64) {
     let cfg = TflmsConfig { n_tensors: Some(n_tensors), lb, ..TflmsConfig::default() };
-    let p = profile(&rewrite(g, &cfg).expect("rewrites").0);
-    (p.peak_bytes, p.host_peak_bytes)
+    let f = footprint(&rewrite(g, &cfg).expect("rewrites").0);
+    (f.device.arena_bytes, f.host.arena_bytes)
 }
 
 #[test]
 fn fit_finds_fewer_swaps_when_swapping_everything_exceeds_the_host_budget() {
     let g = training_graph();
-    let (_, host_all) = peaks_with(&g, usize::MAX, 1);
-    // The plan swapping one tensor: its device peak is the budget, and its
-    // host peak, below that of swapping everything, the host budget.
-    let (device, host) = (1..=super::fit::MAX_LB).map(|lb| peaks_with(&g, 1, lb)).min().expect("a plan");
+    let (_, host_all) = arenas_with(&g, usize::MAX, 1);
+    // The plan swapping one tensor: its device arena is the budget, and its
+    // host arena, below that of swapping everything, the host budget.
+    let (device, host) = (1..=super::fit::MAX_LB).map(|lb| arenas_with(&g, 1, lb)).min().expect("a plan");
     assert!(
-        device < profile(&g).peak_bytes && host < host_all,
+        device < footprint(&g).device.arena_bytes && host < host_all,
         "the fixture must make the case: {device} {host} {host_all}"
     );
     let result = fit(&g, &TflmsConfig::default(), FreeKnobs::ALL, device, host).expect("one swap fits");
     let plan = result.plan.expect("rewritten");
     assert_eq!(plan.config.n_tensors, Some(1));
-    assert!(result.device_peak <= device && result.host_peak <= host);
+    assert!(result.after.device.arena_bytes <= device && result.after.host.arena_bytes <= host);
 }
 
 #[test]
 fn fit_never_changes_a_knob_the_user_set() {
     let g = training_graph();
-    let budget = peaks_with(&g, usize::MAX, 1).0;
+    let budget = arenas_with(&g, usize::MAX, 1).0;
     let given = TflmsConfig { n_tensors: Some(usize::MAX), lb: 2, ..TflmsConfig::default() };
     let fixed = FreeKnobs { n_tensors: false, lb: false };
     let plan = fit(&g, &given, fixed, budget, u64::MAX).map(|f| f.plan.expect("rewritten"));
@@ -534,8 +541,11 @@ fn min_bytes_skips_small_tensors() {
 #[test]
 fn fit_with_the_time_trigger_chooses_only_n_tensors() {
     let g = training_graph();
-    let budget = peaks_with(&g, 2, 1).0;
     let cfg = TflmsConfig { trigger: SwapInTrigger::Time, lb: 3, ..TflmsConfig::default() };
+    // The smallest device arena a time-triggered plan reaches, below the graph's own.
+    let arena = |n| footprint(&rewrite(&g, &TflmsConfig { n_tensors: Some(n), ..cfg.clone() }).expect("rewrites").0);
+    let budget = (1..=8).map(|n| arena(n).device.arena_bytes).min().expect("plans");
+    assert!(budget < footprint(&g).device.arena_bytes, "the fixture must make the case");
     let plan = fit(&g, &cfg, FreeKnobs::ALL, budget, u64::MAX).expect("fits").plan.expect("rewritten");
     assert_eq!(plan.config.lb, 3, "lb is not searched");
     assert!(plan.report.tensors.iter().all(|t| t.swap_ins.iter().all(|s| s.trigger != Trigger::Consumer)));

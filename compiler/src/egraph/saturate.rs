@@ -5,9 +5,9 @@
 //! iterations and end with the same e-graph, on any machine and under any
 //! load.
 //!
-//! Each iteration searches every rule, then applies every match, then
-//! rebuilds (egg's simple schedule). Only the first iteration searches every
-//! e-class; the next ones search the classes where a new match can appear:
+//! Each iteration searches the rules, then applies every match (egg's simple
+//! schedule). Only the first iteration searches every e-class; the next ones
+//! search the classes where a new match can appear:
 //! those the last iteration created, merged or gave a shape
 //! ([`TermAnalysis::touched`](super::lang::TermAnalysis::touched)), and their ancestors up to [`RULE_DEPTH`]
 //! levels (a rule looks at most that deep below the class it matches), and
@@ -16,6 +16,16 @@
 //! about the parts of a split travel one op per iteration, so a split along
 //! a whole training graph takes about as many iterations as the graph is
 //! deep, each costing what changed rather than the whole e-graph.
+//!
+//! Rebuilding (restoring congruence) visits every class, so it is done only
+//! when nothing is left to search or when the iterations since the last one
+//! have searched as many classes as the e-graph holds: its cost stays within
+//! the searches'. egg searches patterns only in a rebuilt e-graph, so the
+//! iterations in between run the class rules (`rules::class_rule`, which
+//! read classes and add terms in any state) and leave the classes they
+//! searched to the pattern rules after the next rebuild. Matches missed in
+//! between (a term not yet merged with its congruent twin) are found after
+//! it: what is proven is the same, sooner.
 
 use super::lang::{Term, TermGraph, TermRewrite};
 use super::rules;
@@ -119,11 +129,25 @@ pub fn run(
     egraph.analysis.touched.clear();
     let mut frontier: Vec<Id> = egraph.classes().map(|c| c.id).collect();
     frontier.sort_unstable();
+    // Classes searched since the last rebuild by the class rules alone: the
+    // pattern rules search them after the next one.
+    let mut backlog: Vec<Id> = Vec::new();
     let mut applied = BTreeMap::new();
-    let (mut iterations, mut searched) = (0, 0);
+    let (mut iterations, mut searched, mut since_rebuild) = (0, 0, 0);
     let stop = loop {
         if goal(&egraph) {
             break Stop::Goal;
+        }
+        if !egraph.clean && (frontier.is_empty() || since_rebuild >= egraph.number_of_classes()) {
+            egraph.rebuild();
+            since_rebuild = 0;
+            let known = egraph.nodes().len();
+            frontier.extend(next_frontier(&mut egraph, known));
+            frontier.append(&mut backlog);
+            frontier = frontier.into_iter().map(|c| egraph.find(c)).collect();
+            frontier.sort_unstable();
+            frontier.dedup();
+            continue;
         }
         if frontier.is_empty() {
             break Stop::Saturated;
@@ -131,10 +155,19 @@ pub fn run(
         if iterations >= iteration_limit {
             break Stop::IterationLimit(iterations);
         }
+        let clean = egraph.clean;
+        if !clean {
+            backlog.extend(&frontier);
+        }
         searched += frontier.len();
+        since_rebuild += frontier.len();
+        // egg searches patterns only in a rebuilt e-graph.
         let matches: Vec<Vec<SearchMatches<Term>>> = rules
             .iter()
             .map(|rule| {
+                if !clean && rule.searcher.get_pattern_ast().is_some() {
+                    return Vec::new();
+                }
                 frontier
                     .iter()
                     .filter_map(|&c| rule.searcher.search_eclass_with_limit(&egraph, c, usize::MAX))
@@ -151,13 +184,13 @@ pub fn run(
                 *applied.entry(rule.name.to_string()).or_insert(0) += changed;
             }
         }
-        egraph.rebuild();
         iterations += 1;
         if egraph.total_size() > node_limit {
             break Stop::NodeLimit(egraph.total_size());
         }
         frontier = next_frontier(&mut egraph, known);
     };
+    egraph.rebuild();
     Saturation { stop, iterations, searched, applied, egraph }
 }
 

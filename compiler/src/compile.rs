@@ -218,6 +218,7 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
             free: options.free_knobs,
             budget: options.budget,
             outcome: None,
+            searched: false,
         }),
     };
     let mut split = stages::Split { model: model.clone(), requests: options.split.clone(), reports: Vec::new() };
@@ -328,13 +329,14 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
         report.added_ops = fitted.patch.added_nodes();
         report.decisions = fitted.reports;
     }
+    let searched = tflms.as_ref().is_some_and(|t| t.searched);
     if let Some((config, swap)) = tflms.and_then(|t| t.outcome) {
         let count = config.trigger == SwapInTrigger::Count;
         report.n_tensors = config.n_tensors;
         report.lb = count.then_some(config.lb);
         report.trigger = Some(config.trigger);
         report.min_bytes = Some(config.min_bytes);
-        if options.budget.is_some() {
+        if searched {
             let free = FreeKnobs { lb: options.free_knobs.lb && count, ..options.free_knobs };
             report.chosen_knobs = [("n_tensors", free.n_tensors), ("lb", free.lb)]
                 .iter()

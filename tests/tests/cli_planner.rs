@@ -179,13 +179,18 @@ fn a_plan_over_its_host_budget_is_written_only_when_forced() {
     assert!(message.contains("does not fit in device memory: the plan needs"), "{message}");
     assert!(message.contains("over the budget of 1000.00 MiB"), "{message}");
     assert!(!std::path::Path::new(&out).exists(), "nothing is written");
-    let forced = lms(&[&args[..], &budgets, &["--no-verify", "--force"]].concat());
+    let report = scratch("forced.json");
+    let forced = lms(&[&args[..], &budgets, &["--no-verify", "--force", "--report", &report]].concat());
     assert_eq!(forced.status.code(), Some(0), "{}", stderr(&forced));
     let warning = stderr(&forced);
     assert!(
         warning.starts_with("lms: warning: --force: wrote a plan over its budget: does not fit in host memory"),
         "{warning}"
     );
+    let r = json(&std::fs::read_to_string(&report).unwrap());
+    assert_eq!(r["fits"], false, "{r}");
+    assert!(r["written_over_budget"].as_str().unwrap().contains("host memory"), "{r}");
+    assert_eq!(r["chosen_knobs"], serde_json::json!([]), "the knobs are the given ones: {r}");
     let sim = json(&lms_ok(&["simulate", &out, "--json"]));
     assert_eq!(sim["fits"], false, "{sim}");
     assert!(sim["host_margin_bytes"].as_i64().unwrap() < 0, "{sim}");

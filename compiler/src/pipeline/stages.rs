@@ -111,6 +111,9 @@ pub struct Tflms {
     /// After the run: the knobs used and what was swapped (`None` when the
     /// graph already fit the budget).
     pub outcome: Option<(TflmsConfig, TflmsReport)>,
+    /// After the run: whether the budget search chose the knobs (not so
+    /// without a budget, or when `force` rewrote with the knobs as given).
+    pub searched: bool,
 }
 
 impl Pass for Tflms {
@@ -125,10 +128,13 @@ impl Pass for Tflms {
         let (patch, outcome) = match self.budget {
             Some(b) if !b.force || !fits(g, b) => {
                 match tflms::fit(g, &self.config, self.free, b.device_bytes, b.host_bytes) {
-                    Ok(fit) => match fit.plan {
-                        Some(plan) => (plan.patch, Some((plan.config, plan.report))),
-                        None => (Patch::new(tflms::PASS), None),
-                    },
+                    Ok(fit) => {
+                        self.searched = true;
+                        match fit.plan {
+                            Some(plan) => (plan.patch, Some((plan.config, plan.report))),
+                            None => (Patch::new(tflms::PASS), None),
+                        }
+                    }
                     // Forced: the knobs as given (every candidate where unset);
                     // compile writes the plan and says it is over.
                     Err(Error::OverBudget { .. }) if b.force => {

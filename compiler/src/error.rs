@@ -37,7 +37,7 @@ pub enum Error {
     #[error("file is empty")]
     Empty,
     #[error("not a valid ONNX model: {0}")]
-    Decode(#[from] prost::DecodeError),
+    Decode(#[from] lms_proto::bounded::DecodeError),
     #[error("model has no graph")]
     NoGraph,
     #[error("model imports no opset of the default ONNX domain")]

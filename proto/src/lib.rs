@@ -7,6 +7,7 @@
 //!   the memory release rules, which the compiler and the runtime both use.
 //! - [`trace`]: the Chrome-trace form of a step's timeline, predicted or measured.
 //! - [`input`]: reading input files within bounds (regular files only, capped sizes).
+//! - [`bounded`]: decoding within bounds (the decoded structures at most a multiple of the input).
 //! - [`escape`]: names from input files made safe for one-line messages.
 //! - [`units`]: byte counts for people and the default host budget.
 
@@ -20,6 +21,7 @@ pub mod lms {
     include!(concat!(env!("OUT_DIR"), "/lms.rs"));
 }
 
+pub mod bounded;
 pub mod contract;
 pub mod escape;
 pub mod input;

@@ -183,7 +183,7 @@ fn attribute_of(name: &str, value: &Attr) -> onnx::AttributeProto {
             AttributeType::Strings
         }
         Attr::Tensor(t) => {
-            a.t = Some(tensor_proto("", t));
+            a.t = Some(Box::new(tensor_proto("", t)));
             AttributeType::Tensor
         }
     };

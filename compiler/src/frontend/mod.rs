@@ -14,7 +14,6 @@ pub mod tensor;
 use crate::error::{Error, Result};
 use crate::ir::Graph;
 use lms_proto::onnx::ModelProto;
-use lms_proto::Message;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -74,10 +73,11 @@ pub fn read_model_bytes(path: &Path) -> Result<Vec<u8>> {
     Ok(lms_proto::input::read_regular(path, lms_proto::input::MAX_PROTO_FILE_BYTES)?)
 }
 
-/// Decodes a `ModelProto` from bytes.
+/// Decodes a `ModelProto` from bytes, refusing bytes whose decoded form would take more
+/// than [`ONNX_EXPANSION`](lms_proto::bounded::ONNX_EXPANSION) times their size (plus 1 MiB).
 pub fn decode_model(bytes: &[u8]) -> Result<ModelProto> {
     if bytes.is_empty() {
         return Err(Error::Empty);
     }
-    Ok(ModelProto::decode(bytes)?)
+    Ok(lms_proto::bounded::decode::<ModelProto>(bytes, lms_proto::bounded::ONNX_EXPANSION)?)
 }

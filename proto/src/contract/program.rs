@@ -10,7 +10,7 @@ use super::release::{output_pool, Pool};
 use super::schedule::{check_schedule, check_update_order};
 use super::tensors::{tensor_types, TensorType};
 use crate::lms::{Device, Graph, Node};
-use crate::{Message, LMS_FORMAT_VERSION};
+use crate::LMS_FORMAT_VERSION;
 use std::path::Path;
 
 /// A checked lms graph. After [`Program::new`] succeeds: the format version is known,
@@ -50,7 +50,7 @@ impl Program {
         if bytes.is_empty() {
             return Err(ContractError { file: source.to_string(), message: "file is empty".into() });
         }
-        let graph = Graph::decode(bytes)
+        let graph = crate::bounded::decode::<Graph>(bytes, crate::bounded::LMS_EXPANSION)
             .map_err(|e| ContractError { file: source.to_string(), message: format!("not an lms graph: {e}") })?;
         Program::new(graph, source)
     }

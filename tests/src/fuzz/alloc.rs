@@ -39,6 +39,19 @@ pub fn children_peak() -> usize {
     usize::try_from(usage.ru_maxrss).unwrap_or(0) << 10
 }
 
+/// Runs `f` and returns its result with the most bytes it held at once beyond those live
+/// when it started (what `f` returns included); the peak since the last [`reset_peak`]
+/// still counts what `f` held.
+pub fn held<R>(f: impl FnOnce() -> R) -> (R, usize) {
+    let outer = PEAK.load(Ordering::Relaxed);
+    let start = LIVE.load(Ordering::Relaxed);
+    PEAK.store(start, Ordering::Relaxed);
+    let result = f();
+    let held = PEAK.load(Ordering::Relaxed).saturating_sub(start);
+    PEAK.fetch_max(outer, Ordering::Relaxed);
+    (result, held)
+}
+
 /// Whether an allocation was refused for going past [`HARD_LIMIT`].
 pub fn refused() -> bool {
     REFUSED.load(Ordering::Relaxed)

@@ -1,7 +1,9 @@
 //! The two fuzz targets and their seeds: ONNX import (decode → import → shape inference →
 //! inspect), and `.lms` load (decode → validate → rebuild → simulate → verify against the
-//! graph's original → one training step on the CPU under a small budget).
+//! graph's original → one training step on the CPU under a small budget). Both also check
+//! that prost's decoding holds no more than the wire walk of `lms_proto::bounded` counted.
 
+use super::alloc;
 use super::mutate::{mutate_lms, mutate_onnx};
 use super::runner::Target;
 use crate::{fixture, list, onnx_data};
@@ -14,9 +16,11 @@ use lms_compiler::ir::Graph;
 use lms_compiler::passes::tflms::{self, TflmsConfig};
 use lms_compiler::simulate::SimulateReport;
 use lms_compiler::train::{self, TrainOptions};
+use lms_proto::bounded::{self, Bounded};
 use lms_proto::contract::Program;
 use lms_proto::lms::attribute::Value;
 use lms_proto::lms::Attribute;
+use lms_proto::onnx::ModelProto;
 use lms_proto::Message;
 use lms_runtime::{CpuBackend, RunOptions, Session};
 use std::collections::HashMap;
@@ -41,8 +45,20 @@ fn onnx_seed_paths() -> Vec<PathBuf> {
     paths
 }
 
+/// Checks that prost, decoding `bytes` as `M`, holds at most what the wire walk of
+/// [`bounded`] counts for them, when the walk lets them be decoded under `expansion`.
+fn check_decoded_bound<M: Bounded>(bytes: &[u8], expansion: u64) {
+    let Ok(bound) = bounded::decoded_bytes(bytes, M::layout(), expansion) else {
+        return;
+    };
+    let (decoded, held) = alloc::held(|| M::decode(bytes));
+    drop(decoded);
+    assert!(held as u64 <= bound, "decoding {} held {held} bytes, over the {bound} bytes counted", M::layout().name);
+}
+
 /// Imports bytes as a model and infers its shapes; true when the model imports.
 fn import(bytes: &[u8]) -> bool {
+    check_decoded_bound::<ModelProto>(bytes, bounded::ONNX_EXPANSION);
     let Ok(proto) = frontend::decode_model(bytes) else {
         return false;
     };
@@ -101,6 +117,7 @@ pub fn lms_load() -> Target {
     let (originals, seeds) = lms_seeds();
     let device = DeviceProfile::load(DEFAULT_PROFILE).unwrap_or_else(|e| panic!("{e}"));
     let run = move |bytes: &[u8]| {
+        check_decoded_bound::<lms_proto::lms::Graph>(bytes, bounded::LMS_EXPANSION);
         let Ok(program) = Program::decode(bytes, "fuzz.lms") else {
             return false;
         };

@@ -2,6 +2,13 @@
 //! after `common.cuh`) and the emulator's own fault kernels as C++20 over the emulation
 //! header, with a table of launchable entries per source and the device (`cpp/`).
 //!
+//! The same objects, with the emulated driver, NVRTC and cuBLAS (`cpp/driver.cpp`,
+//! `nvrtc.cpp`, `cublas.cpp`), are linked into `libcuda.so.1` in `$OUT_DIR/lib`, beside
+//! `libnvrtc.so.13` and `libcublas.so.13`, which hold nothing but a dependency on it (so
+//! their symbols are found through their handles); the crate's `LIBRARY_DIR` names the
+//! folder. Each library's soname is the first name cudarc asks the dynamic loader for, so
+//! once the backend's loader has opened them by path, cudarc gets these.
+//!
 //! `LMS_EMULATOR_SANITIZE=address` or `=thread` builds the C++ with that sanitizer.
 
 use std::fmt::Write;
@@ -26,7 +33,14 @@ fn main() {
     sources.push(cpp.join("faults.cu"));
 
     let mut build = cc::Build::new();
-    build.cpp(true).std("c++20").opt_level(2).include(&cpp).flag("-ffp-contract=off").flag("-fno-strict-aliasing");
+    build
+        .cpp(true)
+        .pic(true)
+        .std("c++20")
+        .opt_level(2)
+        .include(&cpp)
+        .flag("-ffp-contract=off")
+        .flag("-fno-strict-aliasing");
     build.flag_if_supported("-Wno-unknown-pragmas").flag_if_supported("-Wno-unused-parameter");
     build.flag("-U_FORTIFY_SOURCE");
     if let Ok(sanitizer) = std::env::var("LMS_EMULATOR_SANITIZE") {
@@ -36,6 +50,7 @@ fn main() {
             println!("cargo:rustc-link-lib=dylib={runtime}");
         }
     }
+    let driver_build = build.clone();
     build.file(cpp.join("device.cpp"));
 
     let mut registry = String::from("#include \"kernel_table.h\"\n");
@@ -76,7 +91,80 @@ fn main() {
     let path = out.join("registry.cpp");
     write_if_changed(&path, &registry);
     build.file(&path);
+
+    // The driver, NVRTC and cuBLAS.
+    let common = std::fs::read_to_string(kernels_dir.join("common.cuh")).expect("common.cuh");
+    let mut table = String::from("#include \"emulated_sources.h\"\nstatic const LmsEmulatedSource all[] = {\n");
+    for source in sources.iter().filter(|s| s.starts_with(&kernels_dir)) {
+        let file = source.file_name().and_then(|f| f.to_str()).expect("source name");
+        let code = std::fs::read_to_string(source).expect("kernel source");
+        // The text the backend hands NVRTC: the common header, a newline, the source.
+        writeln!(table, "    {{\"{file}\", 0x{:016x}ull}},", fnv1a(format!("{common}\n{code}").as_bytes())).unwrap();
+    }
+    table.push_str(
+        "};\nconst LmsEmulatedSource* lms_emulated_sources(size_t* count) {\n    \
+         *count = sizeof all / sizeof all[0];\n    return all;\n}\n",
+    );
+    let path = out.join("emulated_sources.cpp");
+    write_if_changed(&path, &table);
+    // Linked into the crate too, so its tests call the driver and NVRTC directly.
+    let mut driver = driver_build;
+    for file in ["driver.cpp", "nvrtc.cpp", "cublas.cpp"] {
+        driver.file(cpp.join(file));
+    }
+    // Named to the linker before the archive it calls into.
+    driver.file(&path).compile("lms_cuda_driver");
     build.compile("lms_cuda_emulator");
+
+    let lib = out.join("lib");
+    std::fs::create_dir_all(&lib).expect("lib folder");
+    let compiler = build.get_compiler();
+    let link = |args: &[&std::ffi::OsStr]| {
+        let mut command = compiler.to_command();
+        command.args(args);
+        let status = command.status().expect("the C++ compiler runs");
+        assert!(status.success(), "linking the emulated CUDA libraries failed: {command:?}");
+    };
+    let driver_so = lib.join("libcuda.so.1");
+    // Only the libraries' API is exported (not the kernels or the device's internals).
+    let exports = out.join("exports.map");
+    write_if_changed(&exports, "{\n  global: cu*; nvrtc*; cublas*;\n  local: *;\n};\n");
+    let version_script = format!("-Wl,--version-script={}", exports.display());
+    link(&[
+        version_script.as_ref(),
+        "-shared".as_ref(),
+        "-o".as_ref(),
+        driver_so.as_os_str(),
+        "-Wl,-soname,libcuda.so".as_ref(),
+        "-Wl,--whole-archive".as_ref(),
+        out.join("liblms_cuda_driver.a").as_os_str(),
+        out.join("liblms_cuda_emulator.a").as_os_str(),
+        "-Wl,--no-whole-archive".as_ref(),
+        "-lpthread".as_ref(),
+    ]);
+    let empty = out.join("empty.c");
+    write_if_changed(&empty, "/* a library that only depends on libcuda.so */\n");
+    for (file, soname) in [("libnvrtc.so.13", "libnvrtc.so"), ("libcublas.so.13", "libcublas.so")] {
+        link(&[
+            "-shared".as_ref(),
+            "-x".as_ref(),
+            "c".as_ref(),
+            empty.as_os_str(),
+            "-x".as_ref(),
+            "none".as_ref(),
+            "-o".as_ref(),
+            lib.join(file).as_os_str(),
+            format!("-Wl,-soname,{soname}").as_ref(),
+            "-Wl,--no-as-needed".as_ref(),
+            driver_so.as_os_str(),
+        ]);
+    }
+    println!("cargo:rustc-env=LMS_CUDA_EMULATOR_LIBRARY_DIR={}", lib.display());
+}
+
+/// FNV-1a, as `lms_emulated_hash` in `cpp/emulated_sources.h`.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf29ce484222325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x100000001b3))
 }
 
 fn write_if_changed(path: &Path, text: &str) {

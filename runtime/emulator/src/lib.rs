@@ -13,6 +13,11 @@
 //! argument that is not device memory. Results are the host compiler's, not a GPU's.
 
 use std::ffi::{c_char, c_void, CStr, CString};
+
+/// The folder of the emulated CUDA libraries built with this crate: `libcuda.so.1` (the
+/// driver API over the emulated device, with NVRTC and cuBLAS), `libnvrtc.so.13` and
+/// `libcublas.so.13`. The CUDA backend's loader uses them when `LMS_CUDA_EMULATOR=1`.
+pub const LIBRARY_DIR: &str = env!("LMS_CUDA_EMULATOR_LIBRARY_DIR");
 use std::fmt;
 
 mod ffi {

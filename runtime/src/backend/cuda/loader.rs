@@ -20,6 +20,14 @@ use std::sync::{Mutex, OnceLock};
 /// The environment variable holding folders searched first.
 pub const LIB_DIR_VAR: &str = "LMS_CUDA_LIB_DIR";
 
+/// The environment variable that selects the emulated device (value `1`).
+pub const EMULATOR_VAR: &str = "LMS_CUDA_EMULATOR";
+
+/// Whether `LMS_CUDA_EMULATOR=1`: the emulated device's libraries replace CUDA's.
+pub fn emulated() -> bool {
+    std::env::var(EMULATOR_VAR).is_ok_and(|v| v == "1")
+}
+
 /// A CUDA library the backend loads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum CudaLibrary {
@@ -116,11 +124,16 @@ pub struct Missing {
 }
 
 /// The places of the search, in order, as the environment gives them: `LMS_CUDA_LIB_DIR`,
-/// the loader's default, the CUDA toolkit, the Python environments. Computed once per
+/// the loader's default, the CUDA toolkit, the Python environments (only the emulated
+/// device's folder with `LMS_CUDA_EMULATOR=1`). Computed once per
 /// process (finding `python3`'s site-packages runs it).
 pub fn places() -> &'static [Place] {
     static PLACES: OnceLock<Vec<Place>> = OnceLock::new();
     PLACES.get_or_init(|| {
+        if emulated() {
+            let dir = PathBuf::from(lms_cuda_emulator::LIBRARY_DIR);
+            return vec![Place { origin: format!("{EMULATOR_VAR}=1 (emulated device, no GPU)"), dir: Some(dir) }];
+        }
         let mut places = Vec::new();
         if let Some(list) = std::env::var_os(LIB_DIR_VAR) {
             for dir in std::env::split_paths(&list).filter(|d| !d.as_os_str().is_empty()) {

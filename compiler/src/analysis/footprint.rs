@@ -17,33 +17,31 @@
 use super::memory::{self, MemoryProfile, Pool};
 use crate::error::Error;
 use crate::ir::{Graph, NodeId};
-use serde::Serialize;
 
 /// How many times a search plans again at a lower live target when the
 /// placed arena of its plan is over the budget.
 pub const MAX_ROUNDS: usize = 8;
 
 /// A device budget and a host budget, in bytes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Budgets {
     pub device: u64,
     pub host: u64,
 }
 
 /// One pool's live peak and placed arena.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PoolFootprint {
     /// Most bytes live at once.
     pub peak_bytes: u64,
     /// Schedule position of the peak (first, on ties).
-    #[serde(skip)]
     pub peak_step: usize,
     /// Bytes of the arena with every tensor at its static offset.
     pub arena_bytes: u64,
 }
 
 /// Both pools' live peaks and placed arenas over one schedule.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Footprint {
     pub device: PoolFootprint,
     pub host: PoolFootprint,

@@ -22,7 +22,10 @@ int lms_emu_free(uint64_t addr);
 uint64_t lms_emu_used();
 int lms_emu_valid_range(uint64_t addr, uint64_t len);
 long long lms_emu_kernel_index(const char* name);
+size_t lms_emu_kernel_count();
+const char* lms_emu_kernel_name(size_t i);
 const char* lms_emu_kernel_source(size_t i);
+uint64_t lms_emu_kernel_launches(size_t i);
 int lms_emu_launch(long long index, const unsigned int grid[3], const unsigned int block[3], unsigned int shared_bytes,
                    void** params, uint64_t seed, char* error, size_t error_len);
 }
@@ -96,6 +99,21 @@ uint64_t next_seed() {
         return text ? uint64_t(strtoull(text, nullptr, 10)) : uint64_t(0);
     }();
     return base + launches.fetch_add(1);
+}
+
+// With LMS_CUDA_EMULATOR_LAUNCHES=<file>, writes at exit one line per backend kernel:
+// its source, its name and how many times this process launched it.
+__attribute__((destructor)) void write_launches() {
+    const char* path = getenv("LMS_CUDA_EMULATOR_LAUNCHES");
+    if (path == nullptr || *path == '\0') return;
+    FILE* file = fopen(path, "w");
+    if (file == nullptr) return;
+    for (size_t i = 0; i < lms_emu_kernel_count(); ++i) {
+        if (strcmp(lms_emu_kernel_source(i), "faults.cu") == 0) continue;
+        fprintf(file, "%s %s %llu\n", lms_emu_kernel_source(i), lms_emu_kernel_name(i),
+                (unsigned long long)lms_emu_kernel_launches(i));
+    }
+    fclose(file);
 }
 
 }  // namespace

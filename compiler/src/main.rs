@@ -170,13 +170,15 @@ struct RunArgs {
     /// checked against the sha256 the graph records.
     #[arg(long, value_name = "MODEL.onnx", requires = "save_onnx")]
     model: Option<PathBuf>,
-    /// Device memory budget, a hard limit (e.g. 16GiB); default the plan's
-    /// device budget, else unlimited.
+    /// Device memory limit (e.g. 16GiB): the run is refused when the plan's
+    /// device arena exceeds it; default the plan's device budget, else the
+    /// machine's memory.
     #[arg(long, value_parser = flags::size)]
     device_memory: Option<u64>,
-    /// Pinned host memory budget; default the plan's host budget, else half
-    /// the machine's RAM.
-    #[arg(long, value_parser = flags::size)]
+    /// Pinned host memory limit, likewise for the host arena (0: a plan
+    /// without swaps); default the plan's host budget, else half the
+    /// machine's memory.
+    #[arg(long, value_parser = flags::size_or_zero)]
     host_memory: Option<u64>,
     /// Seed of initialisation and synthetic data.
     #[arg(long, default_value_t = 0)]

@@ -45,6 +45,11 @@ pub struct RunReport {
     pub peak_device_bytes: u64,
     /// Largest host-pool bytes of any step.
     pub peak_host_bytes: u64,
+    /// The device arena the run used: the end of the highest block any step placed in it
+    /// (the plan's `arena_device_bytes`, which `lms simulate` reports).
+    pub arena_device_bytes: u64,
+    /// The host arena the run used (the plan's `arena_host_bytes`).
+    pub arena_host_bytes: u64,
     pub bytes_device_to_host: u64,
     pub bytes_host_to_device: u64,
     /// Wall time of each step.
@@ -194,6 +199,8 @@ fn train<B: Backend>(
         report.losses.extend(step.loss);
         report.peak_device_bytes = report.peak_device_bytes.max(step.report.peak_device_bytes);
         report.peak_host_bytes = report.peak_host_bytes.max(step.report.peak_host_bytes);
+        report.arena_device_bytes = report.arena_device_bytes.max(step.report.arena_device_bytes);
+        report.arena_host_bytes = report.arena_host_bytes.max(step.report.arena_host_bytes);
         report.bytes_device_to_host += step.report.bytes_d2h;
         report.bytes_host_to_device += step.report.bytes_h2d;
         report.step_seconds.push(step.report.step_seconds);
@@ -353,6 +360,14 @@ impl RunReport {
             format_bytes(self.peak_host_bytes),
             format_bytes(self.device_memory_limit),
             self.device_memory_limit_from
+        );
+        let _ = writeln!(
+            s,
+            "arenas used: device {}, host {} ({} B, {} B)",
+            format_bytes(self.arena_device_bytes),
+            format_bytes(self.arena_host_bytes),
+            self.arena_device_bytes,
+            self.arena_host_bytes
         );
         let _ = writeln!(
             s,

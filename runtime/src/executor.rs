@@ -1,17 +1,20 @@
 //! Runs a program's steps on a backend, with the memory accounting of `proto/OPS.md`.
 //!
-//! Per node, in the program's order: its outputs are allocated in their pools first (the
-//! allocation that exceeds a budget fails, naming the node); the queue that runs it
+//! The program runs inside two arenas of exactly the sizes its static placement gives,
+//! reserved on the backend once ([`Backend::reserve`]); a run whose arena exceeds its pool's
+//! budget is refused before anything is placed ([`check_budget`], naming the node).
+//! Per node, in the program's order: its outputs are given their blocks in their pools
+//! first (every tensor at its planned offset); the queue that runs it
 //! (compute for kernels, device-to-host for `SwapOut`, host-to-device for `SwapIn`) waits
 //! for the events of its inputs and of its control predecessors issued on other queues;
-//! the node is issued and an event recorded; an update edge then makes the new tensor the
-//! variable's storage; and the tensors whose last use this was are released
+//! the node is issued and an event recorded; an update edge then copies the new tensor into
+//! the variable's block; and the tensors whose last use this was are released
 //! ([`lms_proto::contract::release`]). Graph outputs are read back and released when the step ends.
 //! Kernels get a [`KernelContext`]: the run's seed and the number of steps run before.
 
 use crate::backend::{Backend, KernelContext, Queue};
 use crate::error::RuntimeError;
-use crate::memory::{check_allocatable, node_and_op, Arena, Pool};
+use crate::memory::{check_allocatable, check_budget, node_and_op, Arena, Pool};
 use crate::tensor::HostTensor;
 use lms_proto::contract::{placement, Liveness};
 use lms_proto::contract::{NodeKind, Program};
@@ -35,6 +38,11 @@ pub struct StepReport {
     pub peak_device_bytes: u64,
     /// Largest number of host-pool bytes live during the step.
     pub peak_host_bytes: u64,
+    /// The end of the highest block the step used in the device arena (blocks are aligned
+    /// as the placement counts them): the plan's `arena_device_bytes` when every tensor ran.
+    pub arena_device_bytes: u64,
+    /// The same in the host arena: the plan's `arena_host_bytes`.
+    pub arena_host_bytes: u64,
     /// Bytes copied device → host by `SwapOut` nodes.
     pub bytes_d2h: u64,
     /// Bytes copied host → device by `SwapIn` nodes.
@@ -86,6 +94,16 @@ impl<B: Backend> Clone for Ready<B> {
     }
 }
 
+/// A backend error of work done for node `node` (a copy into its block), naming the node.
+fn at_node(node: &lms_proto::lms::Node) -> impl Fn(RuntimeError) -> RuntimeError + '_ {
+    move |e| match e {
+        RuntimeError::Backend { backend, message } => {
+            RuntimeError::Backend { backend, message: format!("{}: {message}", node_and_op(node)) }
+        }
+        other => other,
+    }
+}
+
 /// An input's tensor id and storage.
 fn storage<B: Backend>(input: Option<(usize, &Held<B>)>) -> Option<(usize, &Stored<B>)> {
     input.map(|(t, h)| (t, &h.stored))
@@ -128,17 +146,25 @@ pub struct Executor<B: Backend> {
 
 impl<B: Backend> Executor<B> {
     /// An executor with budgets of `device_memory` and `host_memory` bytes whose kernels
-    /// draw randomness from `run_seed`; nothing is placed yet.
-    pub fn new(program: Program, backend: B, device_memory: u64, host_memory: u64, run_seed: u64) -> Executor<B> {
+    /// draw randomness from `run_seed`: checks that the program's arenas fit the budgets
+    /// and reserves them on `backend`; nothing is placed yet.
+    pub fn new(
+        program: Program,
+        mut backend: B,
+        device_memory: u64,
+        host_memory: u64,
+        run_seed: u64,
+    ) -> Result<Executor<B>, RuntimeError> {
+        let device = placement::of_program(&program, Pool::Device);
+        let host = placement::of_program(&program, Pool::Host);
+        check_budget(&program, Pool::Device, &device, device_memory)?;
+        check_budget(&program, Pool::Host, &host, host_memory)?;
+        backend.reserve(device.arena_bytes, host.arena_bytes)?;
         let liveness = Liveness::new(&program);
         let (tensors, nodes) = (program.tensor_count(), program.node_count());
-        Executor {
+        Ok(Executor {
             backend,
-            pools: Pools {
-                device: Arena::new(Pool::Device, device_memory)
-                    .with_placement(placement::of_program(&program, Pool::Device)),
-                host: Arena::new(Pool::Host, host_memory).with_placement(placement::of_program(&program, Pool::Host)),
-            },
+            pools: Pools { device: Arena::new(Pool::Device, device), host: Arena::new(Pool::Host, host) },
             liveness,
             held: (0..tensors).map(|_| None).collect(),
             done: (0..nodes).map(|_| None).collect(),
@@ -147,7 +173,7 @@ impl<B: Backend> Executor<B> {
             steps: 0,
             trace: None,
             program,
-        }
+        })
     }
 
     /// Whether the steps record when each node runs on its queue ([`StepReport::trace`]).
@@ -160,9 +186,8 @@ impl<B: Backend> Executor<B> {
         &self.program
     }
 
-    /// Makes the tensor of parameterized node `node` resident: accounts it in its pool
-    /// (which can exceed the budget), then fills it with `value()` and uploads it when it
-    /// lives in device memory.
+    /// Makes the tensor of parameterized node `node` resident: places it in its block,
+    /// then fills it with `value()` (uploaded when it lives in device memory).
     pub fn place(
         &mut self,
         node: usize,
@@ -172,10 +197,10 @@ impl<B: Backend> Executor<B> {
         let program = &self.program;
         let n = program.node(node);
         let bytes = program.tensor_type(t).bytes;
-        self.pools.get(program.pool(t)).alloc(t, program.tensor_name(t), bytes, n)?;
+        self.pools.get(program.pool(t)).alloc(t, program.tensor_name(t), bytes)?;
         check_allocatable(bytes, || node_and_op(n))?;
         let value = value(program)?;
-        self.store(node, t, value)
+        self.store(node, t, value).map_err(at_node(self.program.node(node)))
     }
 
     /// Gives the placed tensor of parameterized node `node` a new value (a new batch of
@@ -185,7 +210,7 @@ impl<B: Backend> Executor<B> {
         if self.held[t].is_none() {
             return Err(RuntimeError::Internal(format!("node '{}' was not placed", self.program.node(node).name)));
         }
-        self.store(node, t, value)
+        self.store(node, t, value).map_err(at_node(self.program.node(node)))
     }
 
     /// The steps started so far; kernels draw per-step randomness (dropout masks) from it.
@@ -206,13 +231,19 @@ impl<B: Backend> Executor<B> {
         }
     }
 
-    /// Stores `value` as tensor `t` of parameterized node `node`, uploaded when it lives
-    /// in device memory.
+    /// Stores `value` in the block of tensor `t` of parameterized node `node`, uploaded
+    /// when it lives in device memory.
     fn store(&mut self, node: usize, t: usize, value: HostTensor) -> Result<(), RuntimeError> {
-        let host = self.backend.host_buffer(value)?;
-        let stored = match self.program.pool(t) {
-            Pool::Device => Stored::Device(self.backend.upload(&host)?),
-            Pool::Host => Stored::Host(host),
+        let pool = self.program.pool(t);
+        let block = self.pools.get(pool).block(t).ok_or_else(|| {
+            RuntimeError::Internal(format!("tensor '{}' is stored but not placed", self.program.tensor_name(t)))
+        })?;
+        let stored = match pool {
+            Pool::Device => {
+                let staged = self.backend.host_buffer(value, None)?;
+                Stored::Device(self.backend.upload(&staged, block)?)
+            }
+            Pool::Host => Stored::Host(self.backend.host_buffer(value, Some(block))?),
         };
         let ready = Ready { queue: Queue::HostToDevice, event: self.backend.record(Queue::HostToDevice)? };
         self.done[node] = Some(ready.clone());
@@ -251,6 +282,8 @@ impl<B: Backend> Executor<B> {
         let outputs = outputs.into_iter().map(|t| self.read(t)).collect::<Result<Vec<_>, _>>()?;
         report.peak_device_bytes = self.pools.device.peak();
         report.peak_host_bytes = self.pools.host.peak();
+        report.arena_device_bytes = self.pools.device.high();
+        report.arena_host_bytes = self.pools.host.high();
         report.trace = self.take_trace()?;
         self.release_transient()?;
         report.step_seconds = start.elapsed().as_secs_f64();
@@ -292,7 +325,7 @@ impl<B: Backend> Executor<B> {
                 if ready.queue != Queue::DeviceToHost {
                     self.backend.wait(Queue::DeviceToHost, &ready.event)?;
                 }
-                copy = self.backend.download(d)?;
+                copy = self.backend.download(d, None)?;
                 &copy
             }
         };
@@ -318,9 +351,11 @@ impl<B: Backend> Executor<B> {
     fn run(&mut self, node: usize, context: &KernelContext, report: &mut StepReport) -> Result<(), RuntimeError> {
         let Executor { program, backend, pools, held, done, alias, trace, .. } = self;
         let n = program.node(node);
-        for &t in program.node_outputs(node) {
-            pools.get(program.pool(t)).alloc(t, program.tensor_name(t), program.tensor_type(t).bytes, n)?;
-        }
+        let blocks = program
+            .node_outputs(node)
+            .iter()
+            .map(|&t| pools.get(program.pool(t)).alloc(t, program.tensor_name(t), program.tensor_type(t).bytes))
+            .collect::<Result<Vec<_>, _>>()?;
         let kind = program.kind(node);
         let queue = match kind {
             NodeKind::SwapOut => Queue::DeviceToHost,
@@ -345,15 +380,18 @@ impl<B: Backend> Executor<B> {
             |t: usize| RuntimeError::Internal(format!("tensor '{}' is in the wrong pool", program.tensor_name(t)));
         let started = Instant::now();
         let span_start = trace.as_ref().map(|_| backend.stamp(queue)).transpose()?;
+        let only = |blocks: &[crate::backend::Block]| match blocks {
+            &[block] => Ok(block),
+            _ => Err(RuntimeError::Internal(format!("node '{}' has {} outputs, not one", n.name, blocks.len()))),
+        };
         let outputs: Vec<Stored<B>> = match (kind, storage(inputs.first().copied().flatten())) {
             (NodeKind::SwapOut, Some((t, Stored::Device(x)))) => {
-                check_allocatable(program.tensor_type(t).bytes, || node_and_op(n))?;
                 report.bytes_d2h += program.tensor_type(t).bytes;
-                vec![Stored::Host(backend.download(x)?)]
+                vec![Stored::Host(backend.download(x, Some(only(&blocks)?)).map_err(at_node(n))?)]
             }
             (NodeKind::SwapIn, Some((t, Stored::Host(x)))) => {
                 report.bytes_h2d += program.tensor_type(t).bytes;
-                vec![Stored::Device(backend.upload(x)?)]
+                vec![Stored::Device(backend.upload(x, only(&blocks)?).map_err(at_node(n))?)]
             }
             (NodeKind::SwapOut | NodeKind::SwapIn, Some((t, _))) => return Err(misplaced(t)),
             (NodeKind::SwapOut | NodeKind::SwapIn, None) => {
@@ -368,7 +406,7 @@ impl<B: Backend> Executor<B> {
                         Some((t, Stored::Host(_))) => Err(misplaced(t)),
                     })
                     .collect::<Result<Vec<_>, _>>()?;
-                backend.execute(program, node, &buffers, context)?.into_iter().map(Stored::Device).collect()
+                backend.execute(program, node, &buffers, &blocks, context)?.into_iter().map(Stored::Device).collect()
             }
         };
         if let (Some(start), Some(trace)) = (span_start, trace.as_mut()) {
@@ -393,16 +431,27 @@ impl<B: Backend> Executor<B> {
         Ok(())
     }
 
-    /// Makes each tensor that `node` writes through an update edge its variable's storage;
-    /// the variable's old storage is dropped.
+    /// Copies each tensor that `node` writes through an update edge into its variable's
+    /// block, on the queue that made it; the variable's old value is overwritten.
     fn apply_updates(&mut self, node: usize) -> Result<(), RuntimeError> {
-        for u in self.program.updates().iter().filter(|u| self.program.producer(u.tensor) == node) {
-            let variable = self.program.node_outputs(u.variable)[0];
-            let new = self.held[u.tensor].take().ok_or_else(|| {
-                RuntimeError::Internal(format!("update '{}' holds no value", self.program.tensor_name(u.tensor)))
-            })?;
-            self.held[variable] = Some(new);
-            self.alias[u.tensor] = Some(variable);
+        let Executor { program, backend, pools, held, alias, .. } = self;
+        for u in program.updates().iter().filter(|u| program.producer(u.tensor) == node) {
+            let variable = program.node_outputs(u.variable)[0];
+            let name = program.tensor_name(u.tensor);
+            let new = held[u.tensor]
+                .take()
+                .ok_or_else(|| RuntimeError::Internal(format!("update '{name}' holds no value")))?;
+            let (Stored::Device(value), Pool::Device, Some(block)) =
+                (&new.stored, program.pool(variable), pools.get(Pool::Device).block(variable))
+            else {
+                return Err(RuntimeError::Internal(format!(
+                    "update '{name}' does not copy a device tensor into a live device variable"
+                )));
+            };
+            let queue = new.ready.queue;
+            let stored = Stored::Device(backend.assign(queue, value, block).map_err(at_node(program.node(node)))?);
+            held[variable] = Some(Held { stored, ready: Ready { queue, event: backend.record(queue)? } });
+            alias[u.tensor] = Some(variable);
         }
         Ok(())
     }

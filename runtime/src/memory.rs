@@ -1,10 +1,15 @@
-//! Memory pools with a hard budget: the device arena and the pinned host pool.
+//! The two memory pools a program runs in, each one arena laid out by the static
+//! placement ([`lms_proto::contract::placement`]): the device arena and the pinned host
+//! arena.
 //!
-//! An [`Arena`] accounts for the bytes of the tensors living in one pool. Allocating past
-//! the budget is an error naming the node, the bytes wanted, the bytes live and the largest
-//! live tensors; there is never a silent fallback to another pool.
+//! A run is refused before it starts when an arena exceeds its pool's budget
+//! ([`check_budget`]): the error names the node whose output's block crosses the budget. An [`Arena`] accounts for the tensors living
+//! in one pool: their bytes, and their blocks, checked on every allocation to overlap no
+//! live tensor; there is never a silent fallback to another pool.
 
+use crate::backend::Block;
 use crate::error::RuntimeError;
+use lms_proto::contract::{NodeKind, Program};
 use lms_proto::escape::Escaped;
 use lms_proto::lms::Node;
 use std::collections::BTreeMap;
@@ -34,46 +39,83 @@ pub fn node_and_op(node: &Node) -> String {
     format!("node '{}' ({})", node.name, node.op)
 }
 
-/// An allocation that did not fit in its pool's budget.
+/// A pool whose arena does not fit its budget.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OutOfMemory {
     /// The pool that is full.
     pub pool: Pool,
-    /// The node whose allocation failed.
+    /// The node whose output's block crosses the budget ([`check_budget`]).
     pub node: String,
     /// That node's op type.
     pub op: String,
-    /// Bytes the allocation wanted.
+    /// That output.
+    pub tensor: String,
+    /// Its bytes.
     pub wanted: u64,
-    /// Bytes live in the pool before the allocation.
-    pub live: u64,
+    /// Its offset in the arena.
+    pub offset: u64,
+    /// The arena's bytes, as the placement lays it out.
+    pub arena: u64,
     /// The pool's budget.
     pub budget: u64,
-    /// The largest live tensors (at most three), largest first: (name, bytes).
-    pub largest: Vec<(String, u64)>,
 }
 
 impl fmt::Display for OutOfMemory {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "out of {} memory at node '{}' ({}): wants {}, {} of {} live",
+            "out of {} memory at node '{}' ({}): wants {} for tensor '{}' at offset {}, past the {} ({} B) \
+             limit; the plan's {} arena is {} ({} B)",
             self.pool,
             Escaped(&self.node),
             Escaped(&self.op),
             format_bytes(self.wanted),
-            format_bytes(self.live),
-            format_bytes(self.budget)
-        )?;
-        if !self.largest.is_empty() {
-            f.write_str("; largest live: ")?;
-            for (i, (name, bytes)) in self.largest.iter().enumerate() {
-                let sep = if i == 0 { "" } else { ", " };
-                write!(f, "{sep}{} ({})", Escaped(name), format_bytes(*bytes))?;
+            Escaped(&self.tensor),
+            format_bytes(self.offset),
+            format_bytes(self.budget),
+            self.budget,
+            self.pool,
+            format_bytes(self.arena),
+            self.arena
+        )
+    }
+}
+
+/// Refuses a run of `program` whose `pool` arena, laid out by `placement`, exceeds
+/// `budget` bytes. The error names the node whose output's block crosses the budget: of
+/// the blocks that end past it, the one that starts lowest (among equals, the first the
+/// run allocates: parameters first, then along the schedule).
+pub fn check_budget(program: &Program, pool: Pool, placement: &Placement, budget: u64) -> Result<(), RuntimeError> {
+    if placement.arena_bytes <= budget {
+        return Ok(());
+    }
+    let order = program.order();
+    let parameters = order.iter().filter(|&&n| program.kind(n) == NodeKind::Parameter);
+    let others = order.iter().filter(|&&n| program.kind(n) != NodeKind::Parameter);
+    let mut crossing: Option<(usize, usize, u64)> = None;
+    for &node in parameters.chain(others) {
+        for &t in program.node_outputs(node) {
+            let Some(offset) = placement.offsets[t] else { continue };
+            let past = offset + aligned(program.tensor_type(t).bytes) > budget;
+            if past && crossing.is_none_or(|(_, _, lowest)| offset < lowest) {
+                crossing = Some((node, t, offset));
             }
         }
-        Ok(())
     }
+    let Some((node, t, offset)) = crossing else {
+        return Err(RuntimeError::Internal(format!("the {pool} arena exceeds its budget, but no tensor's block does")));
+    };
+    let n = program.node(node);
+    Err(RuntimeError::OutOfMemory(Box::new(OutOfMemory {
+        pool,
+        node: n.name.clone(),
+        op: n.op.clone(),
+        tensor: program.tensor_name(t).to_string(),
+        wanted: program.tensor_type(t).bytes,
+        offset,
+        arena: placement.arena_bytes,
+        budget,
+    })))
 }
 
 /// One live tensor of an arena.
@@ -81,91 +123,67 @@ impl fmt::Display for OutOfMemory {
 struct Allocation {
     name: String,
     bytes: u64,
+    offset: u64,
 }
 
-/// The static placement a pool follows, and where its live tensors sit.
-#[derive(Clone, Debug)]
-struct Placed {
-    /// Offset of each tensor of the pool, by id.
-    offsets: Vec<Option<u64>>,
-    /// Live blocks by offset: (end, tensor).
-    live: BTreeMap<u64, (u64, usize)>,
-}
-
-/// The bytes live in one memory pool, under a hard budget; tensors are keyed by id.
+/// The tensors living in one pool's arena, at their static offsets; tensors are keyed by id.
 #[derive(Clone, Debug)]
 pub struct Arena {
     pool: Pool,
-    budget: u64,
     live: u64,
     peak: u64,
+    /// The end of the highest block placed since the last [`Arena::reset_peak`].
+    high: u64,
     allocations: BTreeMap<usize, Allocation>,
-    placed: Option<Placed>,
+    /// Offset of each tensor of the pool, by id.
+    offsets: Vec<Option<u64>>,
+    /// Live blocks by offset: (end, tensor).
+    blocks: BTreeMap<u64, (u64, usize)>,
 }
 
 impl Arena {
-    /// An empty arena for `pool` that holds at most `budget` bytes.
-    pub fn new(pool: Pool, budget: u64) -> Arena {
-        Arena { pool, budget, live: 0, peak: 0, allocations: BTreeMap::new(), placed: None }
-    }
-
-    /// The arena, checking that every tensor it allocates sits at its offset in
-    /// `placement` without overlapping a live tensor: the static placement the compiler
-    /// planned holds along the order in which this runtime really allocates and frees.
-    pub fn with_placement(self, placement: Placement) -> Arena {
-        Arena { placed: Some(Placed { offsets: placement.offsets, live: BTreeMap::new() }), ..self }
-    }
-
-    /// Records tensor `tensor` at its static offset; an overlap with a live tensor, or a
-    /// tensor the placement does not know, is an internal error.
-    fn place(&mut self, tensor: usize, name: &str, bytes: u64) -> Result<(), RuntimeError> {
-        let Some(placed) = &mut self.placed else { return Ok(()) };
-        let offset = placed.offsets.get(tensor).copied().flatten().ok_or_else(|| {
-            RuntimeError::Internal(format!("tensor '{name}' has no offset in the {} placement", self.pool))
-        })?;
-        let end = offset + aligned(bytes);
-        if end == offset {
-            return Ok(());
+    /// An empty arena for `pool` whose tensors sit at their offsets in `placement`.
+    pub fn new(pool: Pool, placement: Placement) -> Arena {
+        Arena {
+            pool,
+            live: 0,
+            peak: 0,
+            high: 0,
+            allocations: BTreeMap::new(),
+            offsets: placement.offsets,
+            blocks: BTreeMap::new(),
         }
-        if let Some((&start, &(other_end, other))) = placed.live.range(..end).next_back() {
-            if other_end > offset {
-                let other = self.allocations.get(&other).map_or("?", |a| a.name.as_str());
-                return Err(RuntimeError::Internal(format!(
-                    "the static {} placement puts tensor '{name}' at [{offset}, {end}) over live tensor '{other}' at [{start}, {other_end})",
-                    self.pool
-                )));
-            }
-        }
-        placed.live.insert(offset, (end, tensor));
-        Ok(())
     }
 
-    /// Accounts `bytes` for tensor `tensor` (named `name`), allocated for `node`.
-    ///
-    /// Fails, leaving the arena unchanged, when the budget would be exceeded; the error
-    /// names the node and its op, the bytes wanted and live, and the three largest live
-    /// tensors. Allocating a tensor that is already live is an internal error.
-    pub fn alloc(&mut self, tensor: usize, name: &str, bytes: u64, node: &Node) -> Result<(), RuntimeError> {
+    /// Places tensor `tensor` (named `name`, `bytes` long) at its static offset and returns
+    /// its block. A block that overlaps a live tensor (the placement does not hold along
+    /// the order in which this runtime allocates and frees), a tensor the placement does not
+    /// know, or one already live is an internal error.
+    pub fn alloc(&mut self, tensor: usize, name: &str, bytes: u64) -> Result<Block, RuntimeError> {
         if self.allocations.contains_key(&tensor) {
             return Err(RuntimeError::Internal(format!("tensor '{name}' allocated twice in {} memory", self.pool)));
         }
-        let total = self.live.checked_add(bytes).filter(|&total| total <= self.budget);
-        let Some(total) = total else {
-            return Err(RuntimeError::OutOfMemory(Box::new(OutOfMemory {
-                pool: self.pool,
-                node: node.name.clone(),
-                op: node.op.clone(),
-                wanted: bytes,
-                live: self.live,
-                budget: self.budget,
-                largest: self.largest(3),
-            })));
-        };
-        self.place(tensor, name, bytes)?;
-        self.allocations.insert(tensor, Allocation { name: name.to_string(), bytes });
-        self.live = total;
-        self.peak = self.peak.max(total);
-        Ok(())
+        let offset = self.offsets.get(tensor).copied().flatten().ok_or_else(|| {
+            RuntimeError::Internal(format!("tensor '{name}' has no offset in the {} placement", self.pool))
+        })?;
+        let end = offset + aligned(bytes);
+        if end > offset {
+            if let Some((&start, &(other_end, other))) = self.blocks.range(..end).next_back() {
+                if other_end > offset {
+                    let other = self.allocations.get(&other).map_or("?", |a| a.name.as_str());
+                    return Err(RuntimeError::Internal(format!(
+                        "the static {} placement puts tensor '{name}' at [{offset}, {end}) over live tensor '{other}' at [{start}, {other_end})",
+                        self.pool
+                    )));
+                }
+            }
+            self.blocks.insert(offset, (end, tensor));
+        }
+        self.allocations.insert(tensor, Allocation { name: name.to_string(), bytes, offset });
+        self.live += bytes;
+        self.peak = self.peak.max(self.live);
+        self.high = self.high.max(end);
+        Ok(Block { pool: self.pool, tensor, offset, bytes })
     }
 
     /// Releases tensor `tensor` and returns its bytes; releasing a tensor that is not
@@ -175,14 +193,16 @@ impl Arena {
             RuntimeError::Internal(format!("tensor {tensor} freed but not live in {} memory", self.pool))
         })?;
         self.live -= allocation.bytes;
-        if let Some(placed) = &mut self.placed {
-            if let Some(offset) = placed.offsets[tensor] {
-                if placed.live.get(&offset).is_some_and(|&(_, t)| t == tensor) {
-                    placed.live.remove(&offset);
-                }
-            }
+        if self.blocks.get(&allocation.offset).is_some_and(|&(_, t)| t == tensor) {
+            self.blocks.remove(&allocation.offset);
         }
         Ok(allocation.bytes)
+    }
+
+    /// The block of live tensor `tensor`.
+    pub fn block(&self, tensor: usize) -> Option<Block> {
+        let a = self.allocations.get(&tensor)?;
+        Some(Block { pool: self.pool, tensor, offset: a.offset, bytes: a.bytes })
     }
 
     /// Whether tensor `tensor` is live.
@@ -200,21 +220,16 @@ impl Arena {
         self.peak
     }
 
-    /// Starts a new peak measurement from the bytes live now.
+    /// The end of the highest block placed since creation or the last
+    /// [`Arena::reset_peak`]: the part of the arena used.
+    pub fn high(&self) -> u64 {
+        self.high
+    }
+
+    /// Starts new peak measurements from the tensors live now.
     pub fn reset_peak(&mut self) {
         self.peak = self.live;
-    }
-
-    /// The budget in bytes.
-    pub fn budget(&self) -> u64 {
-        self.budget
-    }
-
-    /// The `n` largest live tensors, largest first (ties: lowest id first).
-    fn largest(&self, n: usize) -> Vec<(String, u64)> {
-        let mut all: Vec<(&usize, &Allocation)> = self.allocations.iter().collect();
-        all.sort_by_key(|(id, a)| (std::cmp::Reverse(a.bytes), **id));
-        all.into_iter().take(n).map(|(_, a)| (a.name.clone(), a.bytes)).collect()
+        self.high = self.blocks.values().map(|&(end, _)| end).max().unwrap_or(0);
     }
 }
 
@@ -236,58 +251,63 @@ mod tests {
         );
     }
 
+    fn placement(offsets: &[u64]) -> Placement {
+        Placement { offsets: offsets.iter().map(|&o| Some(o)).collect(), arena_bytes: 1024 }
+    }
+
     #[test]
-    fn tracks_live_and_peak() {
-        let mut a = Arena::new(Pool::Device, 100);
-        let n = node("n", "Relu");
-        a.alloc(0, "a", 40, &n).unwrap();
-        a.alloc(1, "b", 60, &n).unwrap();
-        assert_eq!((a.live(), a.peak()), (100, 100));
+    fn tracks_live_peak_and_the_highest_block() {
+        let mut a = Arena::new(Pool::Device, placement(&[0, 256, 0, 512]));
+        let b = a.alloc(0, "a", 40).unwrap();
+        assert_eq!(b, Block { pool: Pool::Device, tensor: 0, offset: 0, bytes: 40 });
+        a.alloc(1, "b", 60).unwrap();
+        assert_eq!((a.live(), a.peak(), a.high()), (100, 100, 512));
         assert_eq!(a.free(0).unwrap(), 40);
         assert!(!a.is_live(0) && a.is_live(1));
-        a.alloc(2, "c", 10, &n).unwrap();
+        assert_eq!(a.block(1).map(|b| b.offset), Some(256));
+        a.alloc(2, "c", 10).unwrap();
         assert_eq!((a.live(), a.peak()), (70, 100));
+        a.alloc(3, "d", 300).unwrap();
+        assert_eq!(a.high(), 1024);
+        a.free(3).unwrap();
         a.reset_peak();
-        assert_eq!(a.peak(), 70);
+        assert_eq!((a.peak(), a.high()), (70, 512));
         assert!(matches!(a.free(0), Err(RuntimeError::Internal(_))));
-        assert!(matches!(a.alloc(2, "c", 1, &n), Err(RuntimeError::Internal(_))));
+        assert!(matches!(a.alloc(2, "c", 1), Err(RuntimeError::Internal(_))));
     }
 
     #[test]
     fn a_placement_that_overlaps_live_tensors_is_refused() {
         let placement = Placement { offsets: vec![Some(0), Some(256), Some(0), None], arena_bytes: 512 };
-        let mut a = Arena::new(Pool::Device, 1 << 20).with_placement(placement);
-        let n = node("n", "Relu");
-        a.alloc(0, "a", 200, &n).unwrap();
-        a.alloc(1, "b", 256, &n).unwrap();
-        let err = a.alloc(2, "c", 10, &n).unwrap_err();
+        let mut a = Arena::new(Pool::Device, placement);
+        a.alloc(0, "a", 200).unwrap();
+        a.alloc(1, "b", 256).unwrap();
+        let err = a.alloc(2, "c", 10).unwrap_err();
         assert_eq!(
             err.to_string(),
             "internal error: the static device placement puts tensor 'c' at [0, 256) over live tensor 'a' at [0, 256)"
         );
         a.free(0).unwrap();
-        a.alloc(2, "c", 10, &n).unwrap();
-        assert!(a.alloc(3, "d", 1, &n).unwrap_err().to_string().contains("'d' has no offset"));
+        a.alloc(2, "c", 10).unwrap();
+        assert!(a.alloc(3, "d", 1).unwrap_err().to_string().contains("'d' has no offset"));
     }
 
     #[test]
-    fn over_budget_names_node_bytes_and_largest() {
-        let mut a = Arena::new(Pool::Device, 16 << 30);
-        let n = node("conv1", "Conv");
-        a.alloc(0, "a", 3 << 29, &n).unwrap();
-        a.alloc(1, "b", 5 << 30, &n).unwrap();
-        a.alloc(2, "c", 1 << 30, &n).unwrap();
-        a.alloc(3, "d", (17 << 29) - 1, &n).unwrap();
-        let before = a.live();
-        let err = a.alloc(4, "e", 3_208_642, &node("conv2", "Conv")).unwrap_err();
+    fn out_of_memory_names_the_node_its_block_and_the_arena() {
+        let oom = OutOfMemory {
+            pool: Pool::Device,
+            node: "conv2".into(),
+            op: "Conv".into(),
+            tensor: "y".into(),
+            wanted: 3_208_642,
+            offset: 15 << 30,
+            arena: 17 << 30,
+            budget: 16 << 30,
+        };
         assert_eq!(
-            err.to_string(),
-            "out of device memory at node 'conv2' (Conv): wants 3.06 MiB, 16.00 GiB of 16.00 GiB \
-             live; largest live: d (8.50 GiB), b (5.00 GiB), a (1.50 GiB)"
+            oom.to_string(),
+            "out of device memory at node 'conv2' (Conv): wants 3.06 MiB for tensor 'y' at offset 15.00 GiB, \
+             past the 16.00 GiB (17179869184 B) limit; the plan's device arena is 17.00 GiB (18253611008 B)"
         );
-        assert_eq!(a.live(), before);
-        let mut h = Arena::new(Pool::Host, 10);
-        let err = h.alloc(0, "x", 11, &node("s", "SwapOut")).unwrap_err();
-        assert_eq!(err.to_string(), "out of host memory at node 's' (SwapOut): wants 11 B, 0 B of 10 B live");
     }
 }

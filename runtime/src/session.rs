@@ -47,10 +47,11 @@ pub struct Session<B: Backend> {
 }
 
 impl<B: Backend> Session<B> {
-    /// Places `program` on `backend`: makes every variable and input resident (in the
-    /// program's order; this allocation can exceed a budget) with its initial value drawn
-    /// from `options.seed`. The inputs are drawn once: every step trains on the same
-    /// synthetic batch.
+    /// Places `program` on `backend`: refuses it when an arena of its static placement
+    /// exceeds its budget ([`RuntimeError::OutOfMemory`], naming the node), reserves the
+    /// two arenas, and makes every variable and input resident in its block (in the
+    /// program's order) with its initial value drawn from `options.seed`. The inputs are
+    /// drawn once: every step trains on the same synthetic batch.
     pub fn new(program: Program, backend: B, options: RunOptions) -> Result<Session<B>, RuntimeError> {
         Session::with_values(program, backend, options, &BTreeMap::new())
     }
@@ -66,7 +67,7 @@ impl<B: Backend> Session<B> {
     ) -> Result<Session<B>, RuntimeError> {
         let parameters: Vec<usize> =
             program.order().iter().copied().filter(|&n| program.kind(n) == NodeKind::Parameter).collect();
-        let mut executor = Executor::new(program, backend, options.device_memory, options.host_memory, options.seed);
+        let mut executor = Executor::new(program, backend, options.device_memory, options.host_memory, options.seed)?;
         for node in parameters {
             executor.place(node, |program| match values.get(&program.node(node).name) {
                 Some(value) => given_value(program, node, value),

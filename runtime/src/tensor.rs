@@ -41,6 +41,8 @@ pub trait Elem: Copy + Default + PartialOrd + Debug + Send + Sync + 'static {
     fn decode_le(bytes: &[u8]) -> Self;
     /// Appends the little-endian bytes of `self`.
     fn encode_le(self, out: &mut Vec<u8>);
+    /// Writes the little-endian bytes of `self` into exactly `size_of::<Self>()` bytes.
+    fn write_le(self, out: &mut [u8]);
     /// Numeric value as f64 (true is 1).
     fn to_f64(self) -> f64;
     /// Converts from f64 like a C cast (saturating for integers, non-zero is true).
@@ -84,6 +86,9 @@ macro_rules! numeric_elem {
             }
             fn encode_le(self, out: &mut Vec<u8>) {
                 out.extend_from_slice(&self.to_le_bytes());
+            }
+            fn write_le(self, out: &mut [u8]) {
+                out.copy_from_slice(&self.to_le_bytes());
             }
             fn to_f64(self) -> f64 {
                 self as f64
@@ -137,6 +142,9 @@ impl Elem for bool {
     }
     fn encode_le(self, out: &mut Vec<u8>) {
         out.push(u8::from(self));
+    }
+    fn write_le(self, out: &mut [u8]) {
+        out[0] = u8::from(self);
     }
     fn to_f64(self) -> f64 {
         f64::from(u8::from(self))
@@ -325,6 +333,31 @@ impl HostTensor {
         }
     }
 
+    /// Writes the elements as little-endian bytes (bool: one byte each) into `out`, which
+    /// must hold exactly [`HostTensor::byte_size`] bytes.
+    pub fn write_le_bytes(&self, out: &mut [u8]) -> Result<()> {
+        fn write<T: Elem>(v: &[T], out: &mut [u8]) {
+            let size = std::mem::size_of::<T>();
+            out.chunks_exact_mut(size).zip(v).for_each(|(chunk, &x)| x.write_le(chunk));
+        }
+        if out.len() != self.byte_size() {
+            return Err(KernelError::shape(
+                "tensor",
+                format!("{} bytes do not hold {} bytes of elements", out.len(), self.byte_size()),
+            ));
+        }
+        match &self.data {
+            Buffer::F32(v) => write(v, out),
+            Buffer::F64(v) => write(v, out),
+            Buffer::I64(v) => write(v, out),
+            Buffer::I32(v) => write(v, out),
+            Buffer::Bool(v) => write(v, out),
+            Buffer::U8(v) => write(v, out),
+            Buffer::I8(v) => write(v, out),
+        }
+        Ok(())
+    }
+
     /// The element type.
     pub fn dtype(&self) -> DType {
         self.data.dtype()
@@ -416,6 +449,10 @@ mod tests {
         let t = HostTensor::from_vec(vec![2, 2], vec![1.5f32, -2.0, 0.0, 3.25]).unwrap();
         let back = HostTensor::from_le_bytes(DType::DtypeF32, &[2, 2], &t.to_le_bytes()).unwrap();
         assert_eq!(t, back);
+        let mut written = [0u8; 16];
+        t.write_le_bytes(&mut written).unwrap();
+        assert_eq!(written.to_vec(), t.to_le_bytes());
+        assert!(t.write_le_bytes(&mut [0u8; 20]).is_err(), "one element too many");
         let b = HostTensor::from_le_bytes(DType::DtypeBool, &[3], &[1, 0, 2]).unwrap();
         assert_eq!(b.as_bool("b").unwrap(), &[true, false, true]);
         assert_eq!(b.byte_size(), 3);

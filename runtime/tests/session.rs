@@ -3,6 +3,7 @@
 mod common;
 
 use common::{f32_bytes, float, int, string, training_graph, Builder, W0};
+use lms_proto::contract::{placement, Pool};
 use lms_proto::lms::DType;
 use lms_proto::Message;
 use lms_runtime::{CpuBackend, HostTensor, Program, RunOptions, RuntimeError, Session};
@@ -80,6 +81,13 @@ fn loss_and_update_are_computed() {
     assert_eq!(variable(&mut s, "ones_col"), vec![1.0; 4]);
 }
 
+/// The arenas of `b`'s static placement: (device, host) bytes.
+fn arenas(b: &Builder) -> (u64, u64) {
+    let program = Program::new(b.graph.clone(), "test.lms").unwrap();
+    let arena = |pool| placement::of_program(&program, pool).arena_bytes;
+    (arena(Pool::Device), arena(Pool::Host))
+}
+
 #[test]
 fn peak_follows_the_accounting_rules() {
     // Resident: W 64 + x 32 + lr 4 + ones_row 8 + ones_col 16 = 124 bytes. Order 5..11:
@@ -92,8 +100,13 @@ fn peak_follows_the_accounting_rules() {
     assert_eq!(report.op_seconds["MatMul"].calls, 3);
     assert_eq!(report.op_seconds.keys().collect::<Vec<_>>(), ["Gemm", "MatMul", "Mul", "Relu", "Sub"]);
     assert!(report.step_seconds > 0.0);
+    // The arenas the step used are the placement's, to the byte: the five resident blocks
+    // of 256 B (aligned) at the bottom and three live transient blocks above them.
+    assert_eq!((report.arena_device_bytes, report.arena_host_bytes), arenas(&training_graph(false)));
+    assert_eq!(report.arena_device_bytes, 2048);
     // The same next step: what a step leaves live is the resident set only.
-    assert_eq!(s.step().unwrap().report.peak_device_bytes, 256);
+    let next = s.step().unwrap().report;
+    assert_eq!((next.peak_device_bytes, next.arena_device_bytes), (256, 2048));
 
     // With r swapped out after loss and in before g: device ... loss 176 → 160; SwapOut
     // (host +32), r freed → 128; SwapIn 160, rh freed (host 0); g 224 → 192; s 256; Wn 256.
@@ -102,6 +115,8 @@ fn peak_follows_the_accounting_rules() {
     assert_eq!((report.peak_device_bytes, report.peak_host_bytes), (256, 32));
     assert_eq!((report.bytes_d2h, report.bytes_h2d), (32, 32));
     assert_eq!((report.op_seconds["SwapOut"].calls, report.op_seconds["SwapIn"].calls), (1, 1));
+    assert_eq!((report.arena_device_bytes, report.arena_host_bytes), arenas(&training_graph(true)));
+    assert_eq!(report.arena_host_bytes, 256);
 }
 
 #[test]
@@ -112,49 +127,59 @@ fn explicit_schedule_is_followed() {
     b.graph.schedule = vec![0, 1, 2, 3, 4, 5, 6, 9, 7, 8, 10, 11];
     let mut s = session(&b, options(0)).unwrap();
     assert_eq!(s.program().order(), &[0, 1, 2, 3, 4, 5, 6, 9, 7, 8, 10, 11]);
-    assert_eq!(s.step().unwrap().report.peak_device_bytes, 256);
-    // A budget of 235 passes g (220) and fails at rs (236).
-    let err = session(&b, budgets(235, MIB)).unwrap().step().unwrap_err();
-    assert!(
-        err.to_string().starts_with("out of device memory at node 'rs' (MatMul): wants 16 B, 220 B of 235 B live"),
-        "{err}"
-    );
+    let report = s.step().unwrap().report;
+    assert_eq!(report.peak_device_bytes, 256);
+    // r, g and rs live together at rs: three transient blocks above the resident ones, as
+    // in the default order.
+    assert_eq!((report.arena_device_bytes, arenas(&b).0), (2048, 2048));
+    let err = session(&b, budgets(2047, MIB)).err().unwrap();
+    assert!(err.to_string().starts_with("out of device memory at node '"), "{err}");
+    assert!(err.to_string().ends_with("the plan's device arena is 2.00 KiB (2048 B)"), "{err}");
 }
 
+/// A run whose device arena exceeds the budget by a byte is refused before anything is
+/// placed, naming the node whose output's block ends past it.
 #[test]
-fn one_byte_below_the_peak_fails_naming_the_op() {
-    assert!(budgeted(false, 256, MIB).unwrap().step().is_ok());
-    let mut s = budgeted(false, 255, MIB).unwrap();
-    let err = s.step().unwrap_err();
+fn one_byte_below_the_arena_is_refused_naming_the_node() {
+    assert!(budgeted(false, 2048, MIB).unwrap().step().is_ok());
+    let err = budgeted(false, 2047, MIB).err().unwrap();
+    let RuntimeError::OutOfMemory(oom) = &err else { panic!("not an out-of-memory error: {err}") };
+    assert_eq!((oom.arena, oom.budget), (2048, 2047));
+    assert_eq!(oom.offset + 256, 2048, "{err}");
     assert_eq!(
         err.to_string(),
-        "out of device memory at node 's' (Mul): wants 64 B, 192 B of 255 B live; largest live: W (64 B), g (64 B), x (32 B)"
+        format!(
+            "out of device memory at node '{0}' ({1}): wants {2} B for tensor '{0}' at offset 1.75 KiB, past the \
+             2.00 KiB (2047 B) limit; the plan's device arena is 2.00 KiB (2048 B)",
+            oom.node, oom.op, oom.wanted
+        )
     );
-    let RuntimeError::OutOfMemory(oom) = err else { panic!("not an out-of-memory error") };
-    assert_eq!((oom.wanted, oom.live, oom.budget), (64, 192, 255));
 }
 
 #[test]
-fn initial_allocation_counts_against_the_budget() {
+fn resident_tensors_count_against_the_budget() {
+    // The five resident blocks take 1280 B; a budget below them fails at the first
+    // variable whose block ends past it.
+    let err = budgeted(false, 1000, MIB).err().unwrap();
+    assert_eq!(
+        err.to_string(),
+        "out of device memory at node 'ones_row' (Variable): wants 8 B for tensor 'ones_row' at offset 768 B, past \
+         the 1000 B (1000 B) limit; the plan's device arena is 2.00 KiB (2048 B)"
+    );
     let err = budgeted(false, 123, MIB).err().unwrap();
-    assert_eq!(
-        err.to_string(),
-        "out of device memory at node 'ones_col' (Variable): wants 16 B, 108 B of 123 B live; largest live: W (64 B), x (32 B), ones_row (8 B)"
-    );
-    assert!(budgeted(false, 124, MIB).is_ok());
+    assert!(err.to_string().starts_with("out of device memory at node 'W' (Variable): wants 64 B"), "{err}");
 }
 
 #[test]
 fn host_budget_is_enforced() {
-    let mut s = budgeted(true, MIB, 31).unwrap();
-    let err = s.step().unwrap_err();
-    assert_eq!(err.to_string(), "out of host memory at node 'rh' (SwapOut): wants 32 B, 0 B of 31 B live");
-    let mut s = budgeted(true, MIB, 32).unwrap();
+    let err = budgeted(true, MIB, 255).err().unwrap();
+    assert_eq!(
+        err.to_string(),
+        "out of host memory at node 'rh' (SwapOut): wants 32 B for tensor 'rh' at offset 0 B, past the 255 B \
+         (255 B) limit; the plan's host arena is 256 B (256 B)"
+    );
+    let mut s = budgeted(true, MIB, 256).unwrap();
     assert!(s.step().is_ok());
-    // A failed step leaves nothing behind: the next one starts from the resident set.
-    let mut s = budgeted(false, 255, MIB).unwrap();
-    assert!(s.step().is_err());
-    assert!(s.step().is_err());
 }
 
 #[test]

@@ -259,8 +259,9 @@ pub mod training {
     use lms_compiler::ir::Graph;
     use lms_compiler::passes::tflms::{CtrldStrategy, TflmsConfig};
     use lms_compiler::train::{self, Loss, Optimizer, TrainOptions};
+    use lms_proto::contract::{placement, Pool};
     use lms_proto::onnx::ModelProto;
-    use lms_runtime::{CpuBackend, HostTensor, Program, RunOptions, Session};
+    use lms_runtime::{CpuBackend, HostTensor, Program, RunOptions, RuntimeError, Session};
     use std::collections::BTreeMap;
     use std::path::Path;
 
@@ -314,17 +315,28 @@ pub mod training {
     }
 
     /// A CPU session on graph `g` (serialized) whose device memory holds at most
-    /// `device_memory` bytes; the run's seed is 5.
-    pub fn budgeted_session(g: &Graph, device_memory: u64) -> Session<CpuBackend> {
+    /// `device_memory` bytes; the run's seed is 5. A device arena over the limit is
+    /// refused ([`RuntimeError::OutOfMemory`]).
+    pub fn budgeted_session(g: &Graph, device_memory: u64) -> Result<Session<CpuBackend>, RuntimeError> {
         let program = Program::new(serialized(g), "test.lms").unwrap_or_else(|e| panic!("{e}"));
         Session::new(program, CpuBackend::new(), RunOptions { device_memory, seed: 5, ..RunOptions::default() })
-            .unwrap_or_else(|e| panic!("{e}"))
     }
 
-    /// Three steps of `g` with no memory limit: the losses and final variables as bits, and
-    /// the device and host peaks the runtime measured.
+    /// The device and host arenas of `g`'s static placement, in bytes.
+    pub fn arenas(g: &Graph) -> (u64, u64) {
+        let program = Program::new(serialized(g), "test.lms").unwrap_or_else(|e| panic!("{e}"));
+        let arena = |pool| placement::of_program(&program, pool).arena_bytes;
+        (arena(Pool::Device), arena(Pool::Host))
+    }
+
+    /// Three steps of `g` inside device and host arenas of exactly its placement's sizes:
+    /// the losses and final variables as bits, and the device and host peaks the runtime
+    /// measured. Every step uses the whole of both arenas.
     pub fn train_bits(g: &Graph) -> (Vec<u32>, BTreeMap<String, Vec<u8>>, u64, u64) {
-        let mut s = budgeted_session(g, u64::MAX);
+        let (device_memory, host_memory) = arenas(g);
+        let program = Program::new(serialized(g), "test.lms").unwrap_or_else(|e| panic!("{e}"));
+        let options = RunOptions { device_memory, host_memory, seed: 5 };
+        let mut s = Session::new(program, CpuBackend::new(), options).unwrap_or_else(|e| panic!("{e}"));
         let mut losses = Vec::new();
         let (mut device, mut host) = (0, 0);
         for _ in 0..3 {
@@ -332,6 +344,8 @@ pub mod training {
             losses.push(step.loss.expect("a training graph has a loss").to_bits());
             device = device.max(step.report.peak_device_bytes);
             host = host.max(step.report.peak_host_bytes);
+            let used = (step.report.arena_device_bytes, step.report.arena_host_bytes);
+            assert_eq!(used, (device_memory, host_memory), "the arenas a step used vs the placement's");
         }
         let vars =
             s.variables().unwrap_or_else(|e| panic!("{e}")).into_iter().map(|(n, t)| (n, t.to_le_bytes())).collect();

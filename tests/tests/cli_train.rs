@@ -1,5 +1,6 @@
 //! `lms compile`, `lms simulate` and `lms run` end to end.
 
+use lms_compiler::units::format_bytes;
 use lms_tests::lms;
 use std::path::PathBuf;
 
@@ -61,8 +62,20 @@ fn simulate_and_run_agree_on_the_peak() {
     assert_eq!(run["step_seconds"].as_array().unwrap().len(), 5);
     assert_eq!(run["peak_device_bytes"], sim["peak_device_bytes"]);
     assert!(run.get("peak_host_bytes").is_some());
+    // The run used the arenas of the plan's static placement, to the byte.
+    assert_eq!(
+        (&run["arena_device_bytes"], &run["arena_host_bytes"]),
+        (&sim["arena_device_bytes"], &sim["arena_host_bytes"])
+    );
+    let text = ok(&["run", graph.to_str().unwrap(), "--steps", "1"]);
+    let device = sim["arena_device_bytes"].as_u64().unwrap();
+    assert!(
+        text.contains(&format!("arenas used: device {}, host 0 B ({device} B, 0 B)", format_bytes(device))),
+        "{text}"
+    );
 
-    let budget = (sim["peak_device_bytes"].as_u64().unwrap() - 1).to_string();
+    // A limit one byte below the device arena (above the live peak) refuses the run.
+    let budget = (device - 1).to_string();
     let out = lms(&["run", graph.to_str().unwrap(), "--steps", "1", "--device-memory", &budget]);
     let err = String::from_utf8(out.stderr).unwrap();
     assert_eq!(out.status.code(), Some(3), "does not fit: {err}");

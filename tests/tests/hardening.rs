@@ -322,9 +322,10 @@ fn sizes_from_files_and_flags_are_checked_before_they_are_allocated() {
     assert!(compiled.status.success(), "{}", String::from_utf8_lossy(&compiled.stderr));
     fails(&lms_bounded(&["run", s(&wide), "--device", "cpu", "--steps", "1"], None), 3, "out of device memory at node");
     // A budget above what the system gives (2^47 bytes is the whole address
-    // space of a process) ends the same way, naming the input.
+    // space of a process) ends the same way when the device arena, the
+    // input's block in it, is allocated.
     let out = lms_bounded(&["run", s(&huge), "--device", "cpu", "--steps", "1", "--device-memory", "1000TiB"], None);
-    fails(&out, 3, "cannot allocate 128.00 TiB for node 'tokens' (Input)");
+    fails(&out, 3, "cannot allocate 128.00 TiB for the device arena: the system refused that much memory");
     // A run without a budget says where its limit comes from.
     let small = lms_bounded(&["run", s(&program), "--device", "cpu", "--steps", "1"], None);
     let stdout = String::from_utf8_lossy(&small.stdout);

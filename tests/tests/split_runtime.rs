@@ -10,8 +10,8 @@
 use lms_compiler::shape::split::SUM_TOLERANCE;
 use lms_tests::{lms, lms_ok, scratch_path};
 
-/// One compiled graph's 3-step run: losses and device peak; and the compile
-/// report's simulated peak.
+/// One compiled graph's 3-step run inside arenas of exactly the placed sizes (the
+/// compile report's): losses and device peak; and the compile report's simulated peak.
 struct Trained {
     losses: Vec<f64>,
     run_peak: u64,
@@ -28,7 +28,12 @@ fn train(model: &str, name: &str, extra: &[&str]) -> Trained {
     args.extend(extra);
     lms_ok(&args);
     let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
-    let run: serde_json::Value = serde_json::from_str(&lms_ok(&["run", out_s, "--steps", "3", "--json"])).unwrap();
+    // The run's limits are the arenas the compile placed, exactly; the run uses all of them.
+    let (device, host) = (report["arena_device_bytes"].to_string(), report["arena_host_bytes"].to_string());
+    let limits = ["--device-memory", device.as_str(), "--host-memory", host.as_str()];
+    let run: serde_json::Value =
+        serde_json::from_str(&lms_ok(&[&["run", out_s, "--steps", "3", "--json"][..], &limits].concat())).unwrap();
+    assert_eq!((run["arena_device_bytes"].to_string(), run["arena_host_bytes"].to_string()), (device, host));
     Trained {
         losses: run["losses"].as_array().unwrap().iter().map(|l| l.as_f64().unwrap()).collect(),
         run_peak: run["peak_device_bytes"].as_u64().unwrap(),
@@ -251,6 +256,8 @@ fn the_planner_splits_the_batch_where_no_plan_fits_and_trains_at_its_simulated_p
         }
         assert_eq!(split.run_peak, split.simulated_peak, "{name}: runtime peak equals the simulated peak");
         assert!(split.run_peak <= bytes, "{name}: {} over the budget", split.run_peak);
+        let arena = split.report["arena_device_bytes"].as_u64().unwrap();
+        assert!(arena <= bytes, "{name}: the arena it ran in, {arena}, is over the budget");
     }
 }
 

@@ -74,26 +74,27 @@ fn only_matching_parameters_train() {
     assert_eq!(before["fc1.weight"], after["fc1.weight"]);
 }
 
-/// The runtime's per-step peak equals the simulator's, and a budget one byte
-/// below it fails at an op that the error names.
+/// The runtime's per-step peak equals the simulator's, the arena it used equals the
+/// placement's, and a device limit one byte below that arena is refused, naming a node.
 #[test]
 fn runtime_peak_equals_simulation_and_the_budget_is_enforced() {
     for name in ["mlp", "cnn_residual", "tiny_gpt"] {
         let graph = compile(&fixture_model(name), Some(4), &adam(0.001));
         let (ir, schedule) = serialize::from_program(&Program::new(graph.clone(), "test.lms").unwrap()).unwrap();
         let simulated = memory::simulate(&ir, &schedule).peak_bytes;
+        let arena = memory::placement(&ir, &schedule, memory::Pool::Device).arena_bytes;
         let mut s = session(&graph, 0, &BTreeMap::new());
-        let peak = s.step().unwrap().report.peak_device_bytes;
-        assert_eq!(peak, simulated, "{name}: runtime peak vs simulation");
+        let report = s.step().unwrap().report;
+        assert_eq!(report.peak_device_bytes, simulated, "{name}: runtime peak vs simulation");
+        assert_eq!(report.arena_device_bytes, arena, "{name}: runtime arena vs placement");
         let program = Program::new(graph.clone(), "test.lms").unwrap();
-        let options = RunOptions { device_memory: peak - 1, seed: 0, ..RunOptions::default() };
-        let mut tight = Session::new(program, CpuBackend::new(), options).unwrap();
-        match tight.step() {
+        let options = RunOptions { device_memory: arena - 1, seed: 0, ..RunOptions::default() };
+        match Session::new(program, CpuBackend::new(), options) {
             Err(e @ RuntimeError::OutOfMemory(_)) => {
                 let text = e.to_string();
                 assert!(text.contains("out of device memory at node '"), "{text}");
             }
-            other => panic!("{name}: expected out of memory, got {:?}", other.map(|s| s.loss)),
+            other => panic!("{name}: expected out of memory, got {:?}", other.err()),
         }
     }
 }

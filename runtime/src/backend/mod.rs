@@ -7,13 +7,19 @@
 //! marks the work issued so far on a queue, and [`Backend::wait`] makes a queue's later
 //! work start only after that event. The executor issues every wait a data or control
 //! edge between queues needs, on every backend.
+//!
+//! Every tensor of a program has a [`Block`] in its pool's arena: the offset the static
+//! placement ([`lms_proto::contract::placement`]) gives it. The executor asks the backend
+//! once for both arenas ([`Backend::reserve`]) and names the block of every buffer it has
+//! the backend make; buffers given no block (values on their way to the device, results
+//! read back) live outside the arenas.
 
 pub mod cpu;
 pub mod cuda;
 
 use crate::error::RuntimeError;
 use crate::tensor::HostTensor;
-use lms_proto::contract::Program;
+use lms_proto::contract::{Pool, Program};
 
 /// One of a backend's three in-order queues.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -43,6 +49,28 @@ impl std::fmt::Display for Queue {
     }
 }
 
+/// Where a tensor's bytes live: its block in its pool's arena, as the static placement
+/// puts it. The block holds `bytes` bytes from `offset`; the placement keeps the
+/// [`lms_proto::contract::placement::aligned`] size free for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Block {
+    /// The arena.
+    pub pool: Pool,
+    /// The tensor's id in the program.
+    pub tensor: usize,
+    /// Its offset in the arena, in bytes.
+    pub offset: u64,
+    /// Its bytes.
+    pub bytes: u64,
+}
+
+impl Block {
+    /// The first byte after the tensor.
+    pub fn end(&self) -> u64 {
+        self.offset + self.bytes
+    }
+}
+
 /// What a kernel may know of the run beyond its node: the run's seed and the step being
 /// executed. Random kernels (`DropoutTrain`) draw from these, so a node's randomness
 /// depends on (run seed, its own `seed` attribute, step) and on nothing else.
@@ -69,27 +97,45 @@ pub trait Backend {
     /// The backend's name, for messages.
     fn name(&self) -> &'static str;
 
-    /// A host buffer holding `tensor`, written now by the calling thread.
-    fn host_buffer(&mut self, tensor: HostTensor) -> Result<Self::HostBuffer, RuntimeError>;
+    /// Allocates the two arenas a program runs in, once per session: `device_bytes` of
+    /// device memory and `host_bytes` of host memory. Memory the system refuses is
+    /// [`RuntimeError::Allocation`].
+    fn reserve(&mut self, device_bytes: u64, host_bytes: u64) -> Result<(), RuntimeError>;
+
+    /// A host buffer holding `tensor`, written now by the calling thread: in `block` of the
+    /// host arena, or outside the arenas (`None`: a value on its way to the device).
+    fn host_buffer(&mut self, tensor: HostTensor, block: Option<Block>) -> Result<Self::HostBuffer, RuntimeError>;
 
     /// The contents of a host buffer; the work writing it must be complete
     /// ([`Backend::synchronize`]).
     fn read_host(&self, buffer: &Self::HostBuffer) -> Result<HostTensor, RuntimeError>;
 
-    /// Issues a copy of `src` into a new device buffer on [`Queue::HostToDevice`].
-    fn upload(&mut self, src: &Self::HostBuffer) -> Result<Self::DeviceBuffer, RuntimeError>;
+    /// Issues a copy of `src` into `block` of the device arena on [`Queue::HostToDevice`].
+    fn upload(&mut self, src: &Self::HostBuffer, block: Block) -> Result<Self::DeviceBuffer, RuntimeError>;
 
-    /// Issues a copy of `src` into a new host buffer on [`Queue::DeviceToHost`].
-    fn download(&mut self, src: &Self::DeviceBuffer) -> Result<Self::HostBuffer, RuntimeError>;
+    /// Issues a copy of `src` into a host buffer on [`Queue::DeviceToHost`]: `block` of the
+    /// host arena, or outside the arenas (`None`: a result read back).
+    fn download(&mut self, src: &Self::DeviceBuffer, block: Option<Block>) -> Result<Self::HostBuffer, RuntimeError>;
+
+    /// Issues on `queue` a copy of `src` into `block` of the device arena (an update
+    /// edge: the new value into its variable's block).
+    fn assign(
+        &mut self,
+        queue: Queue,
+        src: &Self::DeviceBuffer,
+        block: Block,
+    ) -> Result<Self::DeviceBuffer, RuntimeError>;
 
     /// Issues node `node` of `program` on [`Queue::Compute`], reading `inputs` (one per
-    /// input slot, `None` for an omitted optional input); returns one new device buffer per
-    /// output, of the types the program declares. `context` is the run's seed and step.
+    /// input slot, `None` for an omitted optional input); returns one device buffer per
+    /// output, of the types the program declares, in `outputs` (the outputs' blocks, in
+    /// order). `context` is the run's seed and step.
     fn execute(
         &mut self,
         program: &Program,
         node: usize,
         inputs: &[Option<&Self::DeviceBuffer>],
+        outputs: &[Block],
         context: &KernelContext,
     ) -> Result<Vec<Self::DeviceBuffer>, RuntimeError>;
 

@@ -37,7 +37,7 @@ pub use kernels::SOURCES;
 pub use ops::supported_ops;
 
 use crate::attrs::Attrs;
-use crate::backend::{Backend, KernelContext, Queue};
+use crate::backend::{Backend, Block, KernelContext, Queue};
 use crate::error::{KernelError, RuntimeError};
 use crate::tensor::{dtype_name, dtype_size, numel, HostTensor};
 use cudarc::driver::{result, CudaContext};
@@ -316,7 +316,13 @@ impl Backend for CudaBackend {
         "cuda"
     }
 
-    fn host_buffer(&mut self, tensor: HostTensor) -> Result<CudaHostBuffer, RuntimeError> {
+    /// The CUDA backend still places buffers with its own allocator in the arena it made
+    /// for the budget ([`CudaBackend::new`]), not at the planned blocks.
+    fn reserve(&mut self, _device_bytes: u64, _host_bytes: u64) -> Result<(), RuntimeError> {
+        Ok(())
+    }
+
+    fn host_buffer(&mut self, tensor: HostTensor, _block: Option<Block>) -> Result<CudaHostBuffer, RuntimeError> {
         self.gpu.device.take_deferred()?;
         let bytes = tensor.to_le_bytes();
         if dtype_size(tensor.dtype()).is_none() {
@@ -332,7 +338,7 @@ impl Backend for CudaBackend {
             .map_err(|e| backend_error(format!("reading a host buffer: {e}")))
     }
 
-    fn upload(&mut self, src: &CudaHostBuffer) -> Result<CudaBuffer, RuntimeError> {
+    fn upload(&mut self, src: &CudaHostBuffer, _block: Block) -> Result<CudaBuffer, RuntimeError> {
         let device = &self.gpu.device;
         device.take_deferred()?;
         let block = device.alloc(src.block.size() as u64, Queue::HostToDevice)?;
@@ -348,7 +354,7 @@ impl Backend for CudaBackend {
         Ok(CudaBuffer { block: Rc::new(block), dtype: src.dtype, shape: src.shape.clone(), host: None })
     }
 
-    fn download(&mut self, src: &CudaBuffer) -> Result<CudaHostBuffer, RuntimeError> {
+    fn download(&mut self, src: &CudaBuffer, _block: Option<Block>) -> Result<CudaHostBuffer, RuntimeError> {
         let device = &self.gpu.device;
         device.take_deferred()?;
         let mut block = device.alloc_host(src.bytes())?;
@@ -365,11 +371,17 @@ impl Backend for CudaBackend {
         Ok(CudaHostBuffer { block, dtype: src.dtype, shape: src.shape.clone() })
     }
 
+    /// The variable takes the new value's buffer (its own allocator, not the planned block).
+    fn assign(&mut self, _queue: Queue, src: &CudaBuffer, _block: Block) -> Result<CudaBuffer, RuntimeError> {
+        Ok(src.clone())
+    }
+
     fn execute(
         &mut self,
         program: &Program,
         node: usize,
         inputs: &[Option<&CudaBuffer>],
+        _outputs: &[Block],
         context: &KernelContext,
     ) -> Result<Vec<CudaBuffer>, RuntimeError> {
         self.gpu.device.take_deferred()?;

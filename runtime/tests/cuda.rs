@@ -1,10 +1,13 @@
 //! The CUDA backend against the CPU reference backend: every kernel on random inputs
 //! (one-node graphs), and whole training graphs (original and with TFLMS swaps).
 //!
-//! The comparisons need a GPU. Only where no CUDA driver exists (libcuda cannot be loaded)
-//! each test prints "skipped ..." and runs its cases on the CPU backend alone (which checks
-//! that the cases themselves are well-formed); with `LMS_REQUIRE_GPU=1` that is a failure,
-//! and so is a driver whose GPU cannot be used.
+//! The GPU half runs on the GPU where a CUDA driver exists, else on the emulated device
+//! (`lms-cuda-emulator`: the same kernels compiled for the CPU, behind fake CUDA
+//! libraries), which each test names in its output. cuDNN is not emulated: there the
+//! convolution cases run on the CPU backend only and the test says so. With
+//! `LMS_REQUIRE_GPU=1` a missing driver is a failure instead (no fallback; set
+//! `LMS_CUDA_EMULATOR=1` to choose the emulated device), and so is a driver whose GPU
+//! cannot be used.
 //!
 //! Tolerance: |gpu − cpu| ≤ 1e-4·(1 + |cpu|) for elementwise ops, reductions and
 //! normalizations (f32 results of double sums, where summation order differs), and
@@ -17,18 +20,42 @@ mod common;
 use common::{float, int, string, training_graph, Builder};
 use lms_proto::lms::attribute::Value;
 use lms_proto::lms::{Attribute, DType, Ints};
-use lms_runtime::backend::cuda::gpu_test_gate;
+use lms_runtime::backend::cuda::{gpu_test_gate, loader, REQUIRE_GPU_VAR};
 use lms_runtime::{Backend, CpuBackend, CudaBackend, HostTensor, Program, RunOptions, Session};
 use std::collections::BTreeMap;
+use std::sync::OnceLock;
 
-/// Whether the GPU half runs; says plainly, once per test, when it is skipped (no CUDA
-/// driver), and fails where skipping is not allowed.
+/// Chooses the device of the GPU half, once per process before any CUDA library loads:
+/// the emulated device where no CUDA driver exists, unless `LMS_REQUIRE_GPU=1` asks for a
+/// GPU. Returns whether the emulated device runs it.
+fn on_emulator() -> bool {
+    static CHOICE: OnceLock<bool> = OnceLock::new();
+    *CHOICE.get_or_init(|| {
+        let require_gpu = std::env::var(REQUIRE_GPU_VAR).is_ok_and(|v| v == "1");
+        if require_gpu {
+            loader::emulated()
+        } else {
+            loader::emulate_where_no_driver()
+        }
+    })
+}
+
+/// Whether the GPU half runs; says once per test on which device (or plainly that it is
+/// skipped), and fails where skipping is not allowed.
 fn gpu_present() -> bool {
-    gpu_test_gate("the GPU half (the cases ran on the CPU backend only)").unwrap_or_else(|why| panic!("{why}"))
+    let emulated = on_emulator();
+    let runs =
+        gpu_test_gate("the GPU half (the cases ran on the CPU backend only)").unwrap_or_else(|why| panic!("{why}"));
+    if runs {
+        let device = if emulated { "the emulated device (no GPU)" } else { "the GPU" };
+        println!("the GPU half runs on {device}");
+    }
+    runs
 }
 
 /// [`gpu_present`] without the message.
 fn gpu_quietly() -> bool {
+    on_emulator();
     lms_runtime::backend::cuda::driver_missing().is_none()
 }
 
@@ -79,6 +106,8 @@ struct Case {
     tolerance: f64,
     /// The tolerance of f64 outputs, relative as `tolerance`; 0 (equal) unless set.
     f64_tolerance: f64,
+    /// Whether the GPU runs it with cuDNN (not emulated: CPU only on the emulated device).
+    cudnn: bool,
 }
 
 impl Case {
@@ -92,7 +121,14 @@ impl Case {
             outputs,
             tolerance: 1e-4,
             f64_tolerance: 0.0,
+            cudnn: false,
         }
+    }
+
+    /// Marks a case the GPU runs with cuDNN.
+    fn cudnn(mut self) -> Case {
+        self.cudnn = true;
+        self
     }
 
     fn lms(mut self) -> Case {
@@ -161,6 +197,10 @@ impl Case {
     fn check(&self) -> Vec<HostTensor> {
         let cpu = self.run(CpuBackend::new());
         if !gpu_quietly() {
+            return cpu;
+        }
+        if self.cudnn && on_emulator() {
+            println!("not run on the emulated device: {} (cuDNN is not emulated; CPU backend only)", self.op);
             return cpu;
         }
         let gpu = self.run(gpu());
@@ -341,16 +381,19 @@ fn convolutions_and_pools_match_the_cpu() {
     let bias = rng.floats(&[6], -0.5, 0.5);
     let conv = vec![int("group", 2), ints("pads", &[1, 1, 1, 1]), ints("strides", &[2, 2])];
     Case::new("Conv", vec![x.clone(), w.clone(), bias], vec![f32s(&[2, 6, 5, 5])])
+        .cudnn()
         .attrs(conv.clone())
         .tolerance(1e-3)
         .check();
     let dy = rng.floats(&[2, 6, 5, 5], -1.0, 1.0);
     Case::new("ConvGradData", vec![dy.clone(), w.clone()], vec![f32s(&[2, 4, 9, 9])])
+        .cudnn()
         .lms()
         .attrs(conv.clone())
         .tolerance(1e-3)
         .check();
     Case::new("ConvGradWeight", vec![dy.clone(), x.clone()], vec![f32s(&[6, 2, 3, 3])])
+        .cudnn()
         .lms()
         .attrs(conv)
         .tolerance(1e-3)
@@ -360,16 +403,19 @@ fn convolutions_and_pools_match_the_cpu() {
     let asym = vec![ints("pads", &[0, 1, 2, 1]), ints("strides", &[2, 1])];
     let w2 = rng.floats(&[3, 4, 3, 2], -0.5, 0.5);
     Case::new("Conv", vec![x.clone(), w2.clone()], vec![f32s(&[2, 3, 5, 10])])
+        .cudnn()
         .attrs(asym.clone())
         .tolerance(1e-3)
         .check();
     let dy2 = rng.floats(&[2, 3, 5, 10], -1.0, 1.0);
     Case::new("ConvGradData", vec![dy2.clone(), w2.clone()], vec![f32s(&[2, 4, 9, 9])])
+        .cudnn()
         .lms()
         .attrs(asym.clone())
         .tolerance(1e-3)
         .check();
     Case::new("ConvGradWeight", vec![dy2, x.clone()], vec![f32s(&[3, 4, 3, 2])])
+        .cudnn()
         .lms()
         .attrs(asym)
         .tolerance(1e-3)
@@ -380,16 +426,18 @@ fn convolutions_and_pools_match_the_cpu() {
     let transpose =
         vec![int("group", 2), ints("strides", &[2, 2]), ints("pads", &[1, 0, 0, 1]), ints("output_padding", &[1, 0])];
     Case::new("ConvTranspose", vec![x.clone(), wt.clone(), bt], vec![f32s(&[2, 6, 19, 18])])
+        .cudnn()
         .attrs(transpose)
         .tolerance(1e-3)
         .check();
     let x1d = rng.floats(&[2, 4, 7], -1.0, 1.0);
     Case::new("ConvTranspose", vec![x1d, rng.floats(&[4, 2, 3], -0.5, 0.5)], vec![f32s(&[2, 2, 9])])
+        .cudnn()
         .tolerance(1e-3)
         .check();
     let x1 = rng.floats(&[2, 3, 10], -1.0, 1.0);
     let w1 = rng.floats(&[5, 3, 3], -0.5, 0.5);
-    Case::new("Conv", vec![x1, w1], vec![f32s(&[2, 5, 8])]).tolerance(1e-3).check();
+    Case::new("Conv", vec![x1, w1], vec![f32s(&[2, 5, 8])]).cudnn().tolerance(1e-3).check();
     let pool = vec![ints("kernel_shape", &[3, 3]), ints("strides", &[2, 2]), ints("pads", &[1, 1, 1, 1])];
     Case::new("MaxPool", vec![x.clone()], vec![f32s(&[2, 4, 5, 5])]).attrs(pool.clone()).check();
     Case::new("AveragePool", vec![x.clone()], vec![f32s(&[2, 4, 5, 5])]).attrs(pool.clone()).check();
@@ -933,4 +981,50 @@ fn casts_integer_division_and_bad_labels_are_defined_like_the_cpu() {
             Case::new(op, vec![logits.clone(), labels.clone()], vec![out]).lms().check_error(&message);
         }
     }
+}
+
+/// The kernels that this file's other tests launch on the emulated device, per kernel
+/// source: they run again in a child process with `LMS_CUDA_EMULATOR=1`, which writes each
+/// kernel's launch count at exit (`LMS_CUDA_EMULATOR_LAUNCHES`). Prints the coverage and
+/// fails when it falls below the floor, so that a kernel cannot silently stop being tested.
+#[test]
+fn the_other_tests_launch_at_least_60_of_the_78_kernels_on_the_emulated_device() {
+    const FLOOR: usize = 60;
+    const KERNELS: usize = 78;
+    let dir = std::env::temp_dir().join(format!("lms-cuda-coverage-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let counts = dir.join("launches.txt");
+    let exe = std::env::current_exe().unwrap();
+    let out = std::process::Command::new(exe)
+        .args(["--skip", "the_other_tests_launch_at_least", "--test-threads", "2"])
+        .env(loader::EMULATOR_VAR, "1")
+        .env("LMS_CUDA_EMULATOR_LAUNCHES", &counts)
+        .env_remove(REQUIRE_GPU_VAR)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "the tests failed on the emulated device:\n{}", String::from_utf8_lossy(&out.stdout));
+    let text = std::fs::read_to_string(&counts).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    // Per source: (kernels, kernels launched).
+    let mut per_source: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+    let mut missed = Vec::new();
+    for line in text.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let [source, name, launches] = fields[..] else { panic!("bad launch count line: {line}") };
+        let launched = launches.parse::<u64>().unwrap() > 0;
+        let entry = per_source.entry(source).or_default();
+        entry.0 += 1;
+        entry.1 += launched as usize;
+        if !launched {
+            missed.push(format!("{source}:{name}"));
+        }
+    }
+    let total: usize = per_source.values().map(|c| c.0).sum();
+    let launched: usize = per_source.values().map(|c| c.1).sum();
+    for (source, (kernels, hit)) in &per_source {
+        println!("{source}: {hit} of {kernels} kernels launched");
+    }
+    println!("{launched} of {total} kernels launched; not launched: {}", missed.join(", "));
+    assert_eq!(total, KERNELS, "the emulated device holds {total} kernels");
+    assert!(launched >= FLOOR, "only {launched} of {total} kernels launched (floor {FLOOR})");
 }

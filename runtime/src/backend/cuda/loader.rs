@@ -23,9 +23,26 @@ pub const LIB_DIR_VAR: &str = "LMS_CUDA_LIB_DIR";
 /// The environment variable that selects the emulated device (value `1`).
 pub const EMULATOR_VAR: &str = "LMS_CUDA_EMULATOR";
 
-/// Whether `LMS_CUDA_EMULATOR=1`: the emulated device's libraries replace CUDA's.
-pub fn emulated() -> bool {
+/// Whether the emulated device's libraries replace CUDA's in this process: chosen once,
+/// by `LMS_CUDA_EMULATOR=1` or by [`emulate_where_no_driver`] called first.
+static EMULATION: OnceLock<bool> = OnceLock::new();
+
+fn emulator_requested() -> bool {
     std::env::var(EMULATOR_VAR).is_ok_and(|v| v == "1")
+}
+
+/// Whether the emulated device's libraries replace CUDA's in this process
+/// (`LMS_CUDA_EMULATOR=1`, or [`emulate_where_no_driver`] chose them).
+pub fn emulated() -> bool {
+    *EMULATION.get_or_init(emulator_requested)
+}
+
+/// Chooses the emulated device for this process when `LMS_CUDA_EMULATOR=1` or when no
+/// CUDA driver can be loaded from the places searched; returns whether it is chosen. The
+/// choice is made once per process (threads calling together wait for it), so it only
+/// takes effect when called before anything else loads a CUDA library.
+pub fn emulate_where_no_driver() -> bool {
+    *EMULATION.get_or_init(|| emulator_requested() || load_from(CudaLibrary::Driver, installed_places()).is_err())
 }
 
 /// A CUDA library the backend loads.
@@ -123,17 +140,25 @@ pub struct Missing {
     pub tried: Vec<(String, String)>,
 }
 
-/// The places of the search, in order, as the environment gives them: `LMS_CUDA_LIB_DIR`,
-/// the loader's default, the CUDA toolkit, the Python environments (only the emulated
-/// device's folder with `LMS_CUDA_EMULATOR=1`). Computed once per
-/// process (finding `python3`'s site-packages runs it).
+/// The places of the search, in order: the emulated device's folder alone when it is
+/// chosen ([`emulated`]), else [`installed_places`].
 pub fn places() -> &'static [Place] {
+    static EMULATOR_PLACES: OnceLock<Vec<Place>> = OnceLock::new();
+    if !emulated() {
+        return installed_places();
+    }
+    EMULATOR_PLACES.get_or_init(|| {
+        let dir = PathBuf::from(lms_cuda_emulator::LIBRARY_DIR);
+        vec![Place { origin: "the emulated device (no GPU)".to_string(), dir: Some(dir) }]
+    })
+}
+
+/// The places of the installed CUDA libraries, in order, as the environment gives them:
+/// `LMS_CUDA_LIB_DIR`, the loader's default, the CUDA toolkit, the Python environments.
+/// Computed once per process (finding `python3`'s site-packages runs it).
+pub fn installed_places() -> &'static [Place] {
     static PLACES: OnceLock<Vec<Place>> = OnceLock::new();
     PLACES.get_or_init(|| {
-        if emulated() {
-            let dir = PathBuf::from(lms_cuda_emulator::LIBRARY_DIR);
-            return vec![Place { origin: format!("{EMULATOR_VAR}=1 (emulated device, no GPU)"), dir: Some(dir) }];
-        }
         let mut places = Vec::new();
         if let Some(list) = std::env::var_os(LIB_DIR_VAR) {
             for dir in std::env::split_paths(&list).filter(|d| !d.as_os_str().is_empty()) {

@@ -272,11 +272,15 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
     };
     let after = Footprint::of(&cx.graph, cx.graph.schedule());
     let before = cx.reference.as_ref().unwrap_or(&cx.graph);
-    let before_footprint = match &cx.reference {
-        Some(reference) => Footprint::of(reference, reference.schedule()),
-        None => after,
-    };
     let budgets = options.budget.map(|b| b.budgets());
+    // The unrewritten graph is placed only when its live peaks are within the budgets.
+    let (peak_device_bytes_before, fits_without_rewrite) = match &cx.reference {
+        Some(reference) => (
+            crate::analysis::memory::simulate(reference, reference.schedule()).peak_bytes,
+            budgets.map(|b| Footprint::graph_fits(reference, reference.schedule(), b)),
+        ),
+        None => (after.device.peak_bytes, budgets.map(|b| after.fits(b))),
+    };
     let step_seconds = |p: &DeviceProfile, g: &Graph| timeline::simulate(g, g.schedule(), p).step_seconds;
     let predicted = profile.as_ref().map(|p| (step_seconds(p, &cx.graph), step_seconds(p, before)));
     let mut report = CompileReport {
@@ -285,7 +289,7 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
         passes: ran.passes.iter().map(|p| p.to_string()).collect(),
         ops: cx.graph.schedule().iter().filter(|&&id| !cx.graph.node(id).parameterized).count(),
         tensors: cx.graph.tensors().count(),
-        fits_without_rewrite: budgets.map(|b| before_footprint.fits(b)),
+        fits_without_rewrite,
         fits: None,
         budget_bytes: options.budget.map(|b| b.device_bytes),
         host_budget_bytes: options.budget.map(|b| b.host_bytes),
@@ -301,7 +305,7 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
         recomputed_bytes: 0,
         added_ops: 0,
         swap_ins_without_control: 0,
-        peak_device_bytes_before: before_footprint.device.peak_bytes,
+        peak_device_bytes_before,
         peak_device_bytes_after: after.device.peak_bytes,
         peak_host_bytes_after: after.host.peak_bytes,
         arena_device_bytes: after.device.arena_bytes,

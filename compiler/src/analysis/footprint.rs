@@ -70,6 +70,16 @@ impl Footprint {
         }
     }
 
+    /// Whether `g` over `schedule` fits `budgets` ([`Footprint::fits`]),
+    /// placing only when each pool's live peak is within its budget (an
+    /// arena is at least its live peak, so a peak over the budget decides).
+    pub fn graph_fits(g: &Graph, schedule: &[NodeId], budgets: Budgets) -> bool {
+        let profile = memory::simulate(g, schedule);
+        profile.peak_bytes <= budgets.device
+            && profile.host_peak_bytes <= budgets.host
+            && Footprint::with_profile(g, schedule, &profile).fits(budgets)
+    }
+
     /// Whether the device arena is within the device budget and the host
     /// arena within the host budget.
     pub fn fits(&self, budgets: Budgets) -> bool {

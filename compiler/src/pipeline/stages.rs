@@ -98,7 +98,7 @@ impl Budget {
 
 /// Whether `g` over its schedule already fits `b` ([`Footprint::fits`]).
 fn fits(g: &crate::ir::Graph, b: Budget) -> bool {
-    Footprint::of(g, g.schedule()).fits(b.budgets())
+    Footprint::graph_fits(g, g.schedule(), b.budgets())
 }
 
 /// `tflms`: TFLMS swapping with the given knobs, or, with a budget, with the

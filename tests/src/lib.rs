@@ -59,15 +59,22 @@ pub fn list(dir: &Path, keep: impl Fn(&Path) -> bool) -> Vec<PathBuf> {
     entries
 }
 
-/// The `lms` binary built by this `cargo test` run (target/<profile>/lms), or the one
+/// The `lms` binary built beside this executable (target/<profile>/lms: next to a binary
+/// such as `lms-fuzz`, or one folder above a test in target/<profile>/deps/), or the one
 /// `LMS_BIN` names (for test binaries carried to another machine).
 pub fn lms_bin() -> PathBuf {
     if let Some(bin) = std::env::var_os("LMS_BIN") {
         return PathBuf::from(bin);
     }
     let exe = std::env::current_exe().expect("test executable path");
-    let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>/deps/<test>");
-    let bin = profile_dir.join(format!("lms{}", std::env::consts::EXE_SUFFIX));
+    let name = format!("lms{}", std::env::consts::EXE_SUFFIX);
+    let here = exe.parent().expect("the executable's folder");
+    let bin = [Some(here), here.parent()]
+        .into_iter()
+        .flatten()
+        .map(|dir| dir.join(&name))
+        .find(|bin| bin.is_file())
+        .unwrap_or_else(|| here.join(&name));
     assert!(
         bin.exists(),
         "{} is missing: build it first: `cargo build --release --workspace` (the README's test command does)",

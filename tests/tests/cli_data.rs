@@ -11,8 +11,15 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// `name` in the scratch folder of the train-and-export test.
 fn scratch(name: &str) -> PathBuf {
     lms_tests::scratch_path("cli-data", name)
+}
+
+/// `name` in the scratch folder of the mismatched-data test: its own, since both tests
+/// write the same data files and run at the same time.
+fn misfit_scratch(name: &str) -> PathBuf {
+    lms_tests::scratch_path("cli-data-misfit", name)
 }
 
 fn s(p: &Path) -> &str {
@@ -137,17 +144,17 @@ fn train_the_cnn_on_npz_data_and_onnxruntime_runs_the_saved_model() {
 
 #[test]
 fn data_that_does_not_fit_the_graph_is_named() {
-    let dir = scratch("");
+    let dir = misfit_scratch("");
     python(MAKE_DATA, &[s(&dir)]);
-    let graph = scratch("cnn_sgd.lms");
+    let graph = misfit_scratch("cnn_sgd.lms");
     ok(&["compile", "fixtures/models/cnn_residual.onnx", "--batch", "4", "-o", s(&graph)]);
-    let err = fails(&["run", s(&graph), "--data", s(&scratch("mismatched.npz"))]);
+    let err = fails(&["run", s(&graph), "--data", s(&misfit_scratch("mismatched.npz"))]);
     assert!(
         err.ends_with(
             "mismatched.npz: array 'x' is f64 [10, 3, 32, 32], the graph's input 'x' wants f32 [samples,3,32,32]"
         ),
         "{err}"
     );
-    let err = fails(&["run", s(&graph), "--data", s(&scratch("eval.npz"))]);
+    let err = fails(&["run", s(&graph), "--data", s(&misfit_scratch("eval.npz"))]);
     assert!(err.contains("eval.npz: no array 'labels' (the graph's inputs are x, labels;"), "{err}");
 }

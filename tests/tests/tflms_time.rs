@@ -23,7 +23,7 @@ fn the_time_trigger_never_stalls_more_than_the_count_rule() {
     let onnx = |p: &Path| p.extension().is_some_and(|e| e == "onnx");
     let mut models = list(&onnx_data("light"), onnx);
     models.extend(list(&fixture("models"), onnx));
-    assert_eq!(models.len(), 9 + 4, "the nine light models and the fixture models");
+    assert_eq!(models.len(), 9 + 5, "the nine light models and the fixture models");
     let profile = DeviceProfile::load("h100-sxm").unwrap();
     for path in models {
         let g = sgd_graph(&path, 16);

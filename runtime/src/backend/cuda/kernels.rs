@@ -28,37 +28,10 @@ fn program_text(code: &str) -> String {
     format!("{COMMON}\n{code}")
 }
 
-/// The names of the `extern "C" __global__` functions a source defines, directly or
-/// through its one-line macros (`NAME(kernel_name, ...)` after a `#define NAME`).
-pub fn kernel_names(code: &str) -> Vec<String> {
-    let lines: Vec<&str> = code.lines().map(str::trim).collect();
-    let mut names = Vec::new();
-    let mut macros: Vec<&str> = Vec::new();
-    // Whether the current line belongs to a macro definition.
-    let mut in_macro = false;
-    for (i, line) in lines.iter().enumerate() {
-        let continued = in_macro;
-        in_macro = line.ends_with('\\') && (continued || line.starts_with("#define "));
-        if let Some(rest) = line.strip_prefix("#define ") {
-            let body = if line.ends_with('\\') { lines.get(i + 1).copied().unwrap_or_default() } else { rest };
-            if body.contains("__global__") {
-                macros.extend(rest.split('(').next());
-            }
-            continue;
-        }
-        if continued {
-            continue;
-        }
-        if let Some(rest) = line.split("__global__ void ").nth(1) {
-            names.extend(rest.split('(').next().map(str::to_string));
-        } else if let Some((name, args)) = line.split_once('(') {
-            if macros.contains(&name) {
-                names.extend(args.split([',', ')']).next().map(|n| n.trim().to_string()));
-            }
-        }
-    }
-    names
-}
+// The names of a source's kernels, read the same way by the emulator's build script.
+#[path = "../../../kernels/names.rs"]
+mod names;
+pub use names::kernel_names;
 
 /// The kind of a kernel parameter, as far as passing it goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -19,10 +19,15 @@
 # Steps (the GPU half of the CUDA issue): lms doctor; per-kernel parity with the CPU
 # (runtime cuda tests) and whole-graph parity with bit-identical TFLMS rewrites
 # (gpu_parity) with LMS_REQUIRE_GPU=1, so nothing skips; ResNet-50 light at batch 2, 3 steps:
-# losses within 1e-4 relative of the CPU's, the TFLMS-rewritten graph's losses bit-identical
-# to the original's on the GPU, the run's peak device bytes equal to `lms simulate`'s; a
-# trace of ResNet-50 at batch 64 with TFLMS under a 4 GiB budget, with the number of swap
-# copies that overlap a compute kernel. A failing step is recorded and the next one runs.
+# the forward loss within 1e-5 of the CPU's and the step-1 gradients within 3x what a one-ulp
+# change of the input moves them on the CPU (gpu_parity_check.py says why a fixed tolerance on
+# later losses cannot work there), the TFLMS-rewritten graph's losses bit-identical to the
+# original's on the GPU, the run's peak device bytes equal to `lms simulate`'s; a trace of
+# ResNet-50 at batch 64 with TFLMS planned at 3 GiB and run under 4 GiB (room for the
+# convolutions' workspaces, which the plan does not hold yet), with the number of swap copies
+# that overlap a compute kernel. A failing step is recorded and the next one runs; a
+# step that runs past STEP_SECONDS (default 150) is stopped and recorded as failed, so one
+# hang cannot spend the whole lease.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT="$PWD"
@@ -68,7 +73,12 @@ run() {
         shift
         start=$(date +%s)
         echo "== $name: $*"
-        if "$@" > "$out/$name.log" 2>&1; then verdict=pass; else verdict=FAIL; failures=$((failures + 1)); fi
+        if timeout -k 5 "${STEP_SECONDS:-150}" "$@" > "$out/$name.log" 2>&1; then
+            verdict=pass
+        else
+            verdict="FAIL (exit $?)"
+            failures=$((failures + 1))
+        fi
         echo "| $name | $verdict | $(($(date +%s) - start)) |" >> "$summary"
         tail -3 "$out/$name.log"
     }
@@ -91,11 +101,8 @@ import json, pathlib, struct, sys
 w = pathlib.Path(sys.argv[1])
 cpu, gpu, swapped, sim = (json.loads((w / f).read_text()) for f in ("cpu.json", "cuda.json", "cuda_tflms.json", "sim_tflms.json"))
 bits = lambda xs: [struct.unpack("<I", struct.pack("<f", x))[0] for x in xs]
-ok = True
-for c, g in zip(cpu["losses"], gpu["losses"]):
-    good = abs(g - c) <= 1e-4 * abs(c)
-    ok &= good
-    print(f"loss cpu {c!r} gpu {g!r} rel {abs(g - c) / abs(c):.2e} {'ok' if good else 'OVER 1e-4'}")
+ok = abs(gpu["losses"][0] - cpu["losses"][0]) <= 1e-5 * abs(cpu["losses"][0])
+print(f"losses cpu {cpu['losses']} gpu {gpu['losses']} (later steps: see r50_parity)")
 same = bits(gpu["losses"]) == bits(swapped["losses"])
 print(f"tflms on gpu bit-identical: {same} ({gpu['losses']} vs {swapped['losses']})")
 peak = swapped["peak_device_bytes"] == sim["peak_device_bytes"]
@@ -103,8 +110,13 @@ print(f"peak device run {swapped['peak_device_bytes']} simulated {sim['peak_devi
 sys.exit(0 if ok and same and peak else 1)
 EOF
 
+    # Losses and step-1 gradients against the CPU's, within what rounding alone moves them.
+    step r50_parity python3 runtime/bench/gpu_parity_check.py "$lms" "$plain" "$swapped" "$work"
+
+    # The plan does not yet hold the convolutions' workspaces: compile under the run's
+    # device memory, leaving room for them.
     local big="$work/r50_b64_tflms.lms" trace="$out/resnet50_b64_tflms_trace.json"
-    step compile_r50_b64_tflms "$lms" compile "$model" --batch 64 --train momentum --strategy tflms --budget 4GiB -o "$big"
+    step compile_r50_b64_tflms "$lms" compile "$model" --batch 64 --train momentum --strategy tflms --budget 3GiB -o "$big"
     step trace_r50_b64_tflms "$lms" run "$big" --device cuda --steps 3 --device-memory 4GiB --trace "$trace"
     step trace_overlap python3 - "$trace" <<'EOF'
 import json, sys

@@ -15,6 +15,7 @@ use crate::passes::split::{SplitReport, SplitRequest};
 use crate::passes::tflms::{FreeKnobs, SwapInTrigger, SwappedTensor, TflmsConfig};
 use crate::pipeline::{self, stages, Context, Pass, PassOptions};
 use crate::provenance;
+use crate::setup::Setup;
 use crate::simulate::SimulateReport;
 use crate::train::{TrainOptions, TrainSummary};
 use crate::units::format_bytes;
@@ -114,6 +115,11 @@ impl Default for CompileOptions {
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct CompileReport {
     pub model: String,
+    /// The leading dimension of the data inputs (`None` for a model without inputs).
+    pub batch: Option<usize>,
+    /// The optimizer of the training graph, e.g. `adam (lr 0.001)` (`None`
+    /// when the pipeline stopped before the optimizer pass).
+    pub optimizer: Option<String>,
     pub strategy: String,
     /// The passes run, in order (fewer than the pipeline's with `--stop-after`).
     pub passes: Vec<String>,
@@ -283,8 +289,11 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
     };
     let step_seconds = |p: &DeviceProfile, g: &Graph| timeline::simulate(g, g.schedule(), p).step_seconds;
     let predicted = profile.as_ref().map(|p| (step_seconds(p, &cx.graph), step_seconds(p, before)));
+    let setup = Setup::of(&cx.graph);
     let mut report = CompileReport {
         model: provenance::model_file_name(&options.model),
+        batch: setup.batch,
+        optimizer: setup.optimizer,
         strategy: strategy.to_string(),
         passes: ran.passes.iter().map(|p| p.to_string()).collect(),
         ops: cx.graph.schedule().iter().filter(|&&id| !cx.graph.node(id).parameterized).count(),
@@ -454,6 +463,14 @@ impl CompileReport {
     pub fn summary(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(s, "training graph  {} ops, {} tensors ({})", self.ops, self.tensors, self.model);
+        let setup = Setup {
+            batch: self.batch,
+            optimizer: self.optimizer.clone(),
+            strategy: self.strategy.clone(),
+            budget_device_bytes: self.budget_bytes,
+            budget_host_bytes: self.host_budget_bytes,
+        };
+        let _ = writeln!(s, "setup           {}", setup.describe());
         let frozen = match self.training.frozen.len() {
             0 => String::new(),
             n if n <= 8 => format!("; frozen {n}: {}", self.training.frozen.join(", ")),
@@ -465,16 +482,9 @@ impl CompileReport {
             self.training.trained.len(),
             self.training.trained_values
         );
-        if let (Some(fits), Some(budget), Some(host)) =
-            (self.fits_without_rewrite, self.budget_bytes, self.host_budget_bytes)
-        {
+        if let Some(fits) = self.fits_without_rewrite {
             let verdict = if fits { "fits" } else { "does not fit" };
-            let _ = writeln!(
-                s,
-                "budget          {} device, {} host: the training graph {verdict} without rewriting",
-                format_bytes(budget),
-                format_bytes(host)
-            );
+            let _ = writeln!(s, "budget          the training graph {verdict} without rewriting");
         }
         if self.strategy == "auto" {
             let _ = writeln!(

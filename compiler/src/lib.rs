@@ -31,6 +31,7 @@ pub mod process;
 pub mod provenance;
 #[cfg(feature = "cli")]
 pub mod run;
+pub mod setup;
 pub mod shape;
 pub mod simulate;
 pub mod testing;

@@ -755,14 +755,22 @@ fn max_batch(args: &MaxBatchArgs) -> Result<(), Error> {
         }
     }
     progress.finish_and_clear();
+    let optimizer = lms_compiler::setup::describe_optimizer(&train.optimizer);
     if args.json {
         let mut json = serde_json::json!({ "budget_bytes": args.budget, "host_budget_bytes": host,
-            "device_profile": args.device_profile });
+            "device_profile": args.device_profile, "optimizer": optimizer, "limit": args.limit });
         for (key, r) in &results {
             json[*key] = serde_json::to_value(r).map_err(|e| Error::Usage(e.to_string()))?;
         }
         out!("{}\n", serde_json::to_string_pretty(&json).map_err(|e| Error::Usage(e.to_string()))?);
     } else {
+        out!(
+            "{:<12} {optimizer}, budget {} device and {} host, batch searched from 1 to {}\n",
+            "setup",
+            lms_compiler::units::format_bytes(args.budget),
+            lms_compiler::units::format_bytes(host),
+            args.limit
+        );
         for (key, r) in &results {
             let name = if *key == "none" { "no rewrite" } else { key };
             let bound = if r.at_limit { ">=" } else { "" };

@@ -12,6 +12,7 @@ use crate::emit::{output, trained_onnx};
 use crate::error::{Error, Result};
 use crate::npz;
 use crate::provenance;
+use crate::setup::Setup;
 use crate::units::format_bytes;
 use lms_proto::contract::{NodeKind, TensorType, VARIABLE_OP};
 use lms_proto::lms::DType;
@@ -33,6 +34,8 @@ pub enum DeviceKind {
 /// What `lms run` reports; serialized as its `--json` output.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub struct RunReport {
+    /// The graph's batch, optimizer, strategy and budgets.
+    pub setup: Setup,
     pub device: String,
     /// The device memory limit of the run.
     pub device_memory_limit: u64,
@@ -129,6 +132,8 @@ pub fn run(
     progress: impl FnMut(usize, &Step) -> Progress,
 ) -> Result<RunReport> {
     let program = Program::load(path).map_err(|e| runtime(e.into()))?;
+    let setup =
+        crate::emit::serialize::from_program(&program).map(|(g, _)| Setup::of(&g)).map_err(|e| e.in_file(path))?;
     let budgets = program.graph().plan.as_ref();
     let defaults = RunOptions::default();
     let (device_memory, device_memory_from) = match (limits.device_bytes, budgets.and_then(|p| p.budget_device_bytes)) {
@@ -162,6 +167,7 @@ pub fn run(
             train(session, name, plan, resumed, progress)?
         }
     };
+    report.setup = setup;
     report.device_memory_limit = device_memory;
     report.device_memory_limit_from = device_memory_from.to_string();
     Ok(report)
@@ -340,6 +346,7 @@ impl RunReport {
     /// saved, then peaks and times.
     pub fn summary(&self) -> String {
         let mut s = String::new();
+        let _ = writeln!(s, "setup: {}", self.setup.describe());
         if self.interrupted {
             let _ = writeln!(s, "interrupted after step {} of {}", self.step_seconds.len(), self.planned_steps);
         }

@@ -9,6 +9,7 @@ use crate::analysis::profile::DeviceProfile;
 use crate::analysis::timeline::{self, Timeline};
 use crate::ir::{Graph, NodeId};
 use crate::passes::planner::{self, DecisionReport};
+use crate::setup::Setup;
 use crate::units::format_bytes;
 use lms_proto::trace::{Lane, TraceEvent};
 use serde::Serialize;
@@ -18,6 +19,10 @@ use std::fmt::Write;
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct SimulateReport {
     pub graph: String,
+    /// The leading dimension of the graph's data inputs.
+    pub batch: Option<usize>,
+    /// The optimizer of its update ops, e.g. `adam (lr 0.001)`.
+    pub optimizer: Option<String>,
     /// The plan's memory strategy (`none` for a graph nobody rewrote).
     pub strategy: String,
     /// The plan's device budget, when it was made for one.
@@ -98,8 +103,11 @@ impl SimulateReport {
         let device_margin_bytes = margin(g.plan.budget_device_bytes, footprint.device.arena_bytes);
         let host_margin_bytes = margin(g.plan.budget_host_bytes, footprint.host.arena_bytes);
         let time = timeline::simulate(g, schedule, device);
+        let setup = Setup::of(g);
         SimulateReport {
             graph: g.name.clone(),
+            batch: setup.batch,
+            optimizer: setup.optimizer,
             strategy: g.plan.strategy.clone(),
             budget_device_bytes: g.plan.budget_device_bytes,
             budget_host_bytes: g.plan.budget_host_bytes,
@@ -148,6 +156,14 @@ impl SimulateReport {
     pub fn to_text(&self) -> String {
         let mut s = String::new();
         let _ = writeln!(s, "graph        {:?}, {} ops in the schedule", self.graph, self.nodes);
+        let setup = Setup {
+            batch: self.batch,
+            optimizer: self.optimizer.clone(),
+            strategy: self.strategy.clone(),
+            budget_device_bytes: self.budget_device_bytes,
+            budget_host_bytes: self.budget_host_bytes,
+        };
+        let _ = writeln!(s, "setup        {}", setup.describe());
         let _ = writeln!(
             s,
             "peak device  {} at '{}' ({} resident)",
@@ -163,7 +179,6 @@ impl SimulateReport {
             overhead_percent(self.arena_device_bytes, self.peak_device_bytes),
             format_bytes(self.arena_host_bytes)
         );
-        let _ = writeln!(s, "strategy     {}", self.strategy);
         for (pool, budget, margin) in [
             ("device", self.budget_device_bytes, self.device_margin_bytes),
             ("host", self.budget_host_bytes, self.host_margin_bytes),

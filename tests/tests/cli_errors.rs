@@ -10,7 +10,7 @@ use std::path::PathBuf;
 /// Runs `lms inspect` on a file and returns its stderr, asserting exit code 2
 /// and a single line.
 fn inspect_error(path: &str) -> String {
-    let out = lms(&["inspect", path]);
+    let out = lms(&["inspect", path, "--batch", "1"]);
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert_eq!(out.status.code(), Some(2), "{path}: stderr {stderr}");
     assert_eq!(stderr.trim_end().lines().count(), 1, "{path}: not one line: {stderr}");
@@ -108,6 +108,27 @@ fn symbolic_dims_need_a_value() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// A symbolic batch is never silently 1: every command that reads a model
+/// asks for `--batch`, naming the dimension.
+#[test]
+fn a_symbolic_batch_needs_batch() {
+    let out = scratch("symbolic-batch.lms");
+    let wanted = "fixtures/models/tiny_gpt.onnx: input 'tokens': dimension 0 ('batch') is symbolic; set the batch with --batch N";
+    for args in [
+        vec!["inspect", "fixtures/models/tiny_gpt.onnx"],
+        vec!["compile", "fixtures/models/tiny_gpt.onnx", "-o", out.to_str().unwrap()],
+    ] {
+        let run = lms(&args);
+        let err = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim_end(), format!("lms: error: {wanted}"), "{args:?}");
+    }
+    assert!(!out.exists(), "nothing is written");
+    let named = lms(&["inspect", "fixtures/models/tiny_gpt.onnx", "--dim", "batch=3", "--json"]);
+    let json: serde_json::Value = serde_json::from_slice(&named.stdout).unwrap();
+    assert_eq!(json["inputs"][0]["shape"][0], 3, "--dim names the batch too");
+}
+
 #[test]
 fn inspect_json_has_the_documented_keys() {
     let out = lms(&["inspect", "fixtures/models/cnn_residual.onnx", "--batch", "8", "--json"]);
@@ -145,14 +166,23 @@ fn external_data_is_read_and_listed_in_the_depfile() {
     std::fs::create_dir_all(&dir).unwrap();
     let model = with_external_weight(&dir, "weights.bin");
     let (out, dep) = (dir.join("m.lms"), dir.join("m.d"));
-    let run =
-        lms(&["compile", model.to_str().unwrap(), "-o", out.to_str().unwrap(), "--depfile", dep.to_str().unwrap()]);
+    let run = lms(&[
+        "compile",
+        model.to_str().unwrap(),
+        "--batch",
+        "1",
+        "-o",
+        out.to_str().unwrap(),
+        "--depfile",
+        dep.to_str().unwrap(),
+    ]);
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
     let depfile = std::fs::read_to_string(&dep).unwrap();
     assert!(depfile.starts_with(&format!("{}: ", out.display())) && depfile.contains("weights.bin"), "{depfile}");
     // Same parameters as the fixture with inline weights.
-    let inline = frontend::load(&fixture("models/mlp.onnx"), &Default::default()).unwrap();
-    let external = frontend::load(&model, &Default::default()).unwrap();
+    let batch = frontend::FrontendOptions { batch: Some(1), ..Default::default() };
+    let inline = frontend::load(&fixture("models/mlp.onnx"), &batch).unwrap();
+    let external = frontend::load(&model, &batch).unwrap();
     let weight =
         |g: &lms_compiler::ir::Graph| g.tensors().find(|(_, t)| t.name == "fc1.weight").unwrap().1.data.clone();
     assert_eq!(weight(&inline.graph), weight(&external.graph));

@@ -37,10 +37,21 @@ fn simulate_reads_the_budgets_and_strategy_from_the_file() {
     let graph = scratch("budget.lms");
     let report = compile_tiny_gpt(&graph, &["--budget", "2200KiB", "--host-budget", "1GiB"]);
     assert!(report.contains("n_tensors and lb chosen by the budget search"), "{report}");
+    // Every summary states the batch, optimizer, strategy and budgets.
+    let setup = "batch 32, adam (lr 0.001), strategy tflms, budget 2.15 MiB device and 1.00 GiB host";
+    assert!(report.contains(&format!("setup           {setup}\n")), "{report}");
+    let text = ok(&["simulate", graph.to_str().unwrap()]);
+    assert!(text.contains(&format!("setup        {setup}\n")), "{text}");
+    let run_text = ok(&["run", graph.to_str().unwrap(), "--steps", "1"]);
+    assert!(run_text.contains(&format!("setup: {setup}\n")), "{run_text}");
+    let max_batch = ok(&["max-batch", "fixtures/models/tiny_gpt.onnx", "--budget", "2200KiB", "--limit", "4"]);
+    let searched = "setup        sgd (lr 0.01), budget 2.15 MiB device and 64.00 GiB host, batch searched from 1 to 4";
+    assert!(max_batch.starts_with(searched), "{max_batch}");
     let sim: serde_json::Value = serde_json::from_str(&ok(&["simulate", graph.to_str().unwrap(), "--json"])).unwrap();
     assert_eq!(sim["budget_device_bytes"], 2252800);
     assert_eq!(sim["budget_host_bytes"], 1u64 << 30);
     assert_eq!(sim["strategy"], "tflms");
+    assert_eq!((sim["batch"].as_u64(), sim["optimizer"].as_str()), (Some(32), Some("adam (lr 0.001)")));
     assert_eq!(sim["fits"], true);
     // Fits by the placed arena, which the margin is measured from.
     let (peak, arena) = (sim["peak_device_bytes"].as_i64().unwrap(), sim["arena_device_bytes"].as_i64().unwrap());
@@ -50,6 +61,8 @@ fn simulate_reads_the_budgets_and_strategy_from_the_file() {
     let run: serde_json::Value =
         serde_json::from_str(&ok(&["run", graph.to_str().unwrap(), "--steps", "1", "--json"])).unwrap();
     assert_eq!(run["peak_device_bytes"].as_i64().unwrap(), peak);
+    assert_eq!(run["setup"]["batch"], 32);
+    assert_eq!(run["setup"]["budget_host_bytes"], 1u64 << 30);
 }
 
 #[test]
@@ -87,8 +100,17 @@ fn the_pipeline_stops_and_dumps_after_a_named_pass() {
     let text = std::fs::read_to_string(&dump).unwrap();
     assert!(text.contains("/grad/") && !text.contains("AdamUpdate"), "autodiff's output has gradients, no updates");
     let stopped = ok(&["simulate", graph.to_str().unwrap()]);
-    assert!(stopped.contains("strategy     none"), "stopped before tflms: {stopped}");
-    let out = lms(&["compile", "fixtures/models/mlp.onnx", "--stop-after", "tflms", "-o", graph.to_str().unwrap()]);
+    assert!(stopped.contains(", strategy none, no budget"), "stopped before tflms: {stopped}");
+    let out = lms(&[
+        "compile",
+        "fixtures/models/mlp.onnx",
+        "--batch",
+        "1",
+        "--stop-after",
+        "tflms",
+        "-o",
+        graph.to_str().unwrap(),
+    ]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(

@@ -40,7 +40,7 @@ fn an_onnx_node_and_op_type_with_control_characters_give_one_escaped_line() {
     node.op_type = format!("Cos{EVIL}");
     let path = scratch_path("escaped-names", "evil.onnx");
     std::fs::write(&path, model.encode_to_vec()).unwrap();
-    let out = lms(&["inspect", s(&path)]);
+    let out = lms(&["inspect", s(&path), "--batch", "1"]);
     one_clean_line(&out, 2, &format!("node '{SHOWN}' (Cos{SHOWN})"));
 }
 

@@ -23,7 +23,7 @@ impl Rng {
 /// Imports bytes as a model; any error is fine, a panic is not.
 fn import(bytes: &[u8]) {
     if let Ok(proto) = frontend::decode_model(bytes) {
-        if let Ok(model) = frontend::import(&proto, None, &FrontendOptions::default()) {
+        if let Ok(model) = frontend::import(&proto, None, &FrontendOptions { batch: Some(2), ..Default::default() }) {
             let _ = InspectReport::new(&model);
         }
     }

@@ -130,7 +130,7 @@ fn a_failed_write_says_cannot_write_and_leaves_no_temporary() {
     let dir = scratch("write-failure");
     std::fs::create_dir_all(dir.join("taken").join("inside")).unwrap();
     let model = fixture("models/mlp.onnx");
-    let out = lms(&["compile", s(&model), "-o", s(&dir.join("taken"))]);
+    let out = lms(&["compile", s(&model), "--batch", "1", "-o", s(&dir.join("taken"))]);
     fails(&out, 2, "taken: cannot write: ");
     assert_eq!(entries(&dir), ["taken"]);
 }
@@ -142,10 +142,14 @@ fn an_output_naming_an_input_or_another_output_is_refused() {
     std::fs::copy(fixture("models/mlp.onnx"), &model).unwrap();
     let before = std::fs::read(&model).unwrap();
     let same = dir.join(".").join("m.onnx");
-    fails(&lms(&["compile", s(&model), "-o", s(&same)]), 2, "is the model: lms never overwrites an input");
+    fails(
+        &lms(&["compile", s(&model), "--batch", "1", "-o", s(&same)]),
+        2,
+        "is the model: lms never overwrites an input",
+    );
     assert_eq!(std::fs::read(&model).unwrap(), before);
     let x = dir.join("x");
-    let out = lms(&["compile", s(&model), "-o", s(&x), "--text", s(&x), "--report", s(&x)]);
+    let out = lms(&["compile", s(&model), "--batch", "1", "-o", s(&x), "--text", s(&x), "--report", s(&x)]);
     fails(&out, 2, "--text ");
     assert_eq!(entries(&dir), ["m.onnx"]);
 }
@@ -167,7 +171,7 @@ fn external_data_through_a_link_out_of_the_model_folder_is_refused() {
         vec![lms_proto::onnx::StringStringEntryProto { key: "location".into(), value: "weights.bin".into() }];
     let path = dir.join("m.onnx");
     std::fs::write(&path, model.encode_to_vec()).unwrap();
-    let out = lms(&["compile", s(&path), "-o", s(&dir.join("m.lms"))]);
+    let out = lms(&["compile", s(&path), "--batch", "1", "-o", s(&dir.join("m.lms"))]);
     fails(&out, 2, "external data location 'weights.bin' must stay inside the model's folder");
     assert_eq!(entries(&dir), ["m.onnx", "weights.bin"]);
 }
@@ -339,7 +343,7 @@ fn sizes_from_files_and_flags_are_checked_before_they_are_allocated() {
 fn an_exponential_glob_ends_at_once() {
     let model = fixture("models/mlp.onnx");
     let dir = scratch("glob");
-    let out = lms(&["compile", s(&model), "-o", s(&dir.join("m.lms")), "--trainable", "**********Z"]);
+    let out = lms(&["compile", s(&model), "--batch", "1", "-o", s(&dir.join("m.lms")), "--trainable", "**********Z"]);
     fails(&out, 2, "--trainable '**********Z' matches no weight or buffer of the model");
     assert!(entries(&dir).is_empty());
 }
@@ -389,6 +393,9 @@ fn every_bad_flag_value_is_an_error_naming_the_flag() {
     ];
     for (model, flags, needle) in cases {
         let mut args = vec!["compile", s(model), "-o", s(&out)];
+        if !flags.contains(&"--batch") {
+            args.extend(["--batch", "1"]);
+        }
         args.extend(flags);
         fails(&lms(&args), 2, needle);
     }
@@ -404,7 +411,18 @@ fn every_bad_flag_value_is_an_error_naming_the_flag() {
 fn exit_status_says_does_not_fit_and_max_batch_says_when_it_hit_the_limit() {
     let dir = scratch("exit-codes");
     let mlp = fixture("models/mlp.onnx");
-    let out = lms(&["compile", s(&mlp), "-o", s(&dir.join("m.lms")), "--strategy", "tflms", "--budget", "1KiB"]);
+    let out = lms(&[
+        "compile",
+        s(&mlp),
+        "--batch",
+        "1",
+        "-o",
+        s(&dir.join("m.lms")),
+        "--strategy",
+        "tflms",
+        "--budget",
+        "1KiB",
+    ]);
     fails(&out, 3, "does not fit in device memory");
     fails(&lms(&["max-batch", s(&mlp), "--budget", "1KiB"]), 3, "batch 1 does not fit in a device budget of 1.00 KiB");
     let plain = compile(&dir, "plain.lms", &[]);
@@ -594,7 +612,7 @@ fn a_failed_write_to_stdout_is_exit_2_and_a_closed_pipe_ends_quietly() {
     let read_only = dir.join("read-only");
     std::fs::write(&read_only, b"").unwrap();
     let out = Command::new(lms_bin())
-        .args(["inspect", s(&model)])
+        .args(["inspect", s(&model), "--batch", "1"])
         .stdout(Stdio::from(std::fs::File::open(&read_only).unwrap()))
         .stderr(Stdio::piped())
         .output()
@@ -612,7 +630,7 @@ fn a_failed_write_to_stdout_is_exit_2_and_a_closed_pipe_ends_quietly() {
     };
     drop(reader);
     let out = Command::new(lms_bin())
-        .args(["inspect", s(&model)])
+        .args(["inspect", s(&model), "--batch", "1"])
         .stdout(Stdio::from(writer))
         .stderr(Stdio::piped())
         .output()

@@ -275,7 +275,7 @@ fn bad_split_flags_are_one_line_usage_errors() {
             "BatchNormTrain on inputs [1,16,32,32], [16], [16], [16], [16] cannot be split",
         ),
     ] {
-        let run = lms(&["compile", model, "--train", "sgd", "--split", flag, "-o", out.to_str().unwrap()]);
+        let run = lms(&["compile", model, "--batch", "1", "--train", "sgd", "--split", flag, "-o", out.to_str().unwrap()]);
         let err = String::from_utf8_lossy(&run.stderr);
         assert_eq!(run.status.code(), Some(2), "{flag}: {err}");
         assert_eq!(err.lines().count(), 1, "{err}");

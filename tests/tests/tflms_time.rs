@@ -56,7 +56,8 @@ fn the_plan_records_the_profile_and_simulate_defaults_to_it() {
     let model = fixture("models/cnn_residual.onnx");
     let model = model.to_str().unwrap();
     let (out, report) = (scratch("pcie.lms"), scratch("pcie.json"));
-    let args = ["compile", model, "--strategy", "tflms", "--trigger", "time", "--min-bytes", "1KiB", "-q"];
+    let args =
+        ["compile", model, "--batch", "1", "--strategy", "tflms", "--trigger", "time", "--min-bytes", "1KiB", "-q"];
     lms_ok(&[&args[..], &["--device-profile", "h100-pcie", "-o", &out, "--report", &report]].concat());
     let report = json(&std::fs::read_to_string(&report).unwrap());
     assert_eq!((report["trigger"].as_str(), report["min_bytes"].as_u64()), (Some("time"), Some(1024)));
@@ -77,6 +78,8 @@ fn the_plan_records_the_profile_and_simulate_defaults_to_it() {
     lms_ok(&[
         "compile",
         model,
+        "--batch",
+        "1",
         "--strategy",
         "tflms",
         "--trigger",
@@ -99,7 +102,7 @@ fn bad_profiles_and_flags_are_refused() {
     let model = fixture("models/mlp.onnx");
     let model = model.to_str().unwrap();
     let out = scratch("bad.lms");
-    let (code, err) = fails(&["compile", model, "--device-profile", "h100-sxn", "-o", &out]);
+    let (code, err) = fails(&["compile", model, "--batch", "1", "--device-profile", "h100-sxn", "-o", &out]);
     assert_eq!(code, Some(2));
     assert!(err.starts_with("lms: error: unknown device profile 'h100-sxn': not a file and not one of"), "{err}");
     let broken = scratch("broken.json");
@@ -107,9 +110,10 @@ fn bad_profiles_and_flags_are_refused() {
     let (code, err) = fails(&["max-batch", model, "--budget", "1MiB", "--device-profile", &broken]);
     assert_eq!(code, Some(2));
     assert!(err.contains(&broken) && err.contains("not a device profile"), "{err}");
-    let (code, err) = fails(&["compile", model, "--strategy", "tflms", "--trigger", "time", "--lb", "2", "-o", &out]);
+    let (code, err) =
+        fails(&["compile", model, "--batch", "1", "--strategy", "tflms", "--trigger", "time", "--lb", "2", "-o", &out]);
     assert_eq!((code, err.as_str()), (Some(2), "lms: error: --lb has no effect without --trigger count"));
-    let (code, err) = fails(&["compile", model, "--trigger", "time", "-o", &out]);
+    let (code, err) = fails(&["compile", model, "--batch", "1", "--trigger", "time", "-o", &out]);
     assert_eq!((code, err.as_str()), (Some(2), "lms: error: --trigger has no effect without --strategy tflms"));
     assert!(!Path::new(&out).exists(), "nothing written");
 }

@@ -84,7 +84,7 @@ fn frozen_globs_remove_from_the_trained_set() {
     let options = TrainOptions { frozen: vec!["fc1.*".into()], ..Default::default() };
     let graph = compile(&mlp, Some(4), &options);
     assert_eq!(updated_variables(&graph, "SgdUpdate"), ["fc2.bias", "fc2.weight", "fc3.bias", "fc3.weight"]);
-    let forward = frontend::import(&mlp, None, &FrontendOptions::default()).unwrap();
+    let forward = frontend::import(&mlp, None, &FrontendOptions { batch: Some(4), ..Default::default() }).unwrap();
     let unmatched = TrainOptions { frozen: vec!["conv*".into()], ..Default::default() };
     let err = train::build(&forward.graph, &unmatched).unwrap_err().to_string();
     assert_eq!(err, "--frozen 'conv*' matches no weight or buffer of the model");

@@ -104,8 +104,7 @@ impl<'a> Builder<'a> {
                 continue; // an initializer listed as an input (IR version < 4)
             }
             let ty = input_type(input, options).map_err(|reason| Error::Input { input: input.name.clone(), reason })?;
-            let declared = input_type(input, &FrontendOptions { batch: None, ..options.clone() }).ok();
-            if let (Some(declared), Some(batch)) = (declared.and_then(|d| d.shape.first().copied()), options.batch) {
+            if let (Some(declared), Some(batch)) = (declared_batch(input, options), options.batch) {
                 if declared != batch && self.batch_change.is_none() {
                     self.batch_change = Some((declared, batch));
                 }
@@ -316,6 +315,21 @@ impl Builder<'_> {
     }
 }
 
+/// The leading dimension a data input declares: its value, a symbolic one's
+/// `--dim` value, else 1 (the batch an export traced at, which its Reshape
+/// targets may have kept).
+fn declared_batch(input: &ValueInfoProto, options: &FrontendOptions) -> Option<usize> {
+    use lms_proto::onnx::tensor_shape_proto::dimension::Value as D;
+    let first = match input.r#type.as_ref()?.value.as_ref()? {
+        type_proto::Value::TensorType(t) => t.shape.as_ref()?.dim.first()?,
+    };
+    match &first.value {
+        Some(D::DimValue(v)) => usize::try_from(*v).ok(),
+        Some(D::DimParam(p)) => Some(options.dims.get(p).copied().unwrap_or(1)),
+        None => Some(1),
+    }
+}
+
 /// The concrete type of a data input: its declared element type and its
 /// shape with symbolic dimensions resolved.
 fn input_type(input: &ValueInfoProto, options: &FrontendOptions) -> std::result::Result<TensorType, String> {
@@ -340,7 +354,10 @@ fn input_type(input: &ValueInfoProto, options: &FrontendOptions) -> std::result:
             }
             _ => match symbolic.and_then(|p| options.dims.get(p)) {
                 Some(&v) => v,
-                None if axis == 0 => 1,
+                None if axis == 0 => {
+                    let label = symbolic.map_or_else(|| "unnamed".to_string(), |p| format!("'{p}'"));
+                    return Err(format!("dimension 0 ({label}) is symbolic; set the batch with --batch N"));
+                }
                 None => {
                     let label = symbolic.map_or_else(|| "unnamed".to_string(), |p| format!("'{p}'"));
                     let hint = symbolic.unwrap_or("NAME");

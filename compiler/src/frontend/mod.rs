@@ -25,8 +25,9 @@ pub const OPSETS: std::ops::RangeInclusive<i64> = 6..=21;
 /// How to make a model's symbolic dimensions concrete.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FrontendOptions {
-    /// Leading dimension of every data input; `None` keeps the model's
-    /// (a symbolic one then becomes 1).
+    /// Leading dimension of every data input; `None` keeps the model's (a
+    /// symbolic one is then an error asking for `--batch`, unless `dims`
+    /// names it).
     pub batch: Option<usize>,
     /// Values for named symbolic dimensions (`dim_param`).
     pub dims: BTreeMap<String, usize>,

@@ -266,7 +266,10 @@ impl CliScratch {
         let dir = scratch("cli");
         let model = std::fs::read(fixture("models/mlp.onnx")).expect("the MLP fixture");
         std::fs::write(dir.join("m.onnx"), &model).expect("write the model");
-        let out = Command::new(lms_bin()).args(["compile", "m.onnx", "-o", "seed.lms"]).current_dir(&dir).output();
+        let out = Command::new(lms_bin())
+            .args(["compile", "m.onnx", "--batch", "1", "-o", "seed.lms"])
+            .current_dir(&dir)
+            .output();
         assert!(out.is_ok_and(|o| o.status.success()), "compiling the seed graph");
         let seed = std::fs::read(dir.join("seed.lms")).expect("the seed graph");
         let entries = vec![
@@ -524,7 +527,8 @@ pub fn external_layouts() -> Target {
     let run = move |input: &[u8]| {
         let layout = String::from_utf8_lossy(input).replace("$OUTSIDE", &outside.to_string_lossy());
         materialise(&dir, &layout, &model);
-        let imported = frontend::load(&dir.join("m.onnx"), &FrontendOptions::default()).is_ok();
+        let imported =
+            frontend::load(&dir.join("m.onnx"), &FrontendOptions { batch: Some(1), ..Default::default() }).is_ok();
         if imported {
             let folder = dir.canonicalize().expect("the layout folder");
             let proto = frontend::read_model(&dir.join("m.onnx")).expect("just written");

@@ -62,7 +62,7 @@ fn import(bytes: &[u8]) -> bool {
     let Ok(proto) = frontend::decode_model(bytes) else {
         return false;
     };
-    let Ok(model) = frontend::import(&proto, None, &FrontendOptions::default()) else {
+    let Ok(model) = frontend::import(&proto, None, &FrontendOptions { batch: Some(2), ..Default::default() }) else {
         return false;
     };
     let _ = InspectReport::new(&model);

@@ -2,9 +2,10 @@
 //! after `common.cuh`) and the emulator's own fault kernels as C++20 over the emulation
 //! header, with a table of launchable entries per source and the device (`cpp/`).
 //!
-//! The same objects, with the emulated driver, NVRTC and cuBLAS (`cpp/driver.cpp`,
-//! `nvrtc.cpp`, `cublas.cpp`), are linked into `libcuda.so.1` in `$OUT_DIR/lib`, beside
-//! `libnvrtc.so.13` and `libcublas.so.13`, which hold nothing but a dependency on it (so
+//! The same objects, with the emulated driver, NVRTC, cuBLAS and cuDNN (`cpp/driver.cpp`,
+//! `nvrtc.cpp`, `cublas.cpp`, `cudnn.cpp`), are linked into `libcuda.so.1` in `$OUT_DIR/lib`,
+//! beside `libnvrtc.so.13`, `libcublas.so.13` and `libcudnn.so.9`, which hold nothing but a
+//! dependency on it (so
 //! their symbols are found through their handles); the crate's `LIBRARY_DIR` names the
 //! folder. Each library's soname is the first name cudarc asks the dynamic loader for, so
 //! once the backend's loader has opened them by path, cudarc gets these.
@@ -92,7 +93,7 @@ fn main() {
     write_if_changed(&path, &registry);
     build.file(&path);
 
-    // The driver, NVRTC and cuBLAS.
+    // The driver, NVRTC, cuBLAS and cuDNN.
     let common = std::fs::read_to_string(kernels_dir.join("common.cuh")).expect("common.cuh");
     let mut table = String::from("#include \"emulated_sources.h\"\nstatic const LmsEmulatedSource all[] = {\n");
     for source in sources.iter().filter(|s| s.starts_with(&kernels_dir)) {
@@ -109,7 +110,7 @@ fn main() {
     write_if_changed(&path, &table);
     // Linked into the crate too, so its tests call the driver and NVRTC directly.
     let mut driver = driver_build;
-    for file in ["driver.cpp", "nvrtc.cpp", "cublas.cpp"] {
+    for file in ["driver.cpp", "nvrtc.cpp", "cublas.cpp", "cudnn.cpp"] {
         driver.file(cpp.join(file));
     }
     // Named to the linker before the archive it calls into.
@@ -128,7 +129,7 @@ fn main() {
     let driver_so = lib.join("libcuda.so.1");
     // Only the libraries' API is exported (not the kernels or the device's internals).
     let exports = out.join("exports.map");
-    write_if_changed(&exports, "{\n  global: cu*; nvrtc*; cublas*;\n  local: *;\n};\n");
+    write_if_changed(&exports, "{\n  global: cu*; nvrtc*; cublas*; cudnn*;\n  local: *;\n};\n");
     let version_script = format!("-Wl,--version-script={}", exports.display());
     link(&[
         version_script.as_ref(),
@@ -144,7 +145,9 @@ fn main() {
     ]);
     let empty = out.join("empty.c");
     write_if_changed(&empty, "/* a library that only depends on libcuda.so */\n");
-    for (file, soname) in [("libnvrtc.so.13", "libnvrtc.so"), ("libcublas.so.13", "libcublas.so")] {
+    for (file, soname) in
+        [("libnvrtc.so.13", "libnvrtc.so"), ("libcublas.so.13", "libcublas.so"), ("libcudnn.so.9", "libcudnn.so")]
+    {
         link(&[
             "-shared".as_ref(),
             "-x".as_ref(),

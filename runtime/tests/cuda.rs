@@ -3,8 +3,7 @@
 //!
 //! The GPU half runs on the GPU where a CUDA driver exists, else on the emulated device
 //! (`lms-cuda-emulator`: the same kernels compiled for the CPU, behind fake CUDA
-//! libraries), which each test names in its output. cuDNN is not emulated: there the
-//! convolution cases run on the CPU backend only and the test says so. With
+//! libraries, cuDNN's convolutions among them), which each test names in its output. With
 //! `LMS_REQUIRE_GPU=1` a missing driver is a failure instead (no fallback; set
 //! `LMS_CUDA_EMULATOR=1` to choose the emulated device), and so is a driver whose GPU
 //! cannot be used.
@@ -106,8 +105,6 @@ struct Case {
     tolerance: f64,
     /// The tolerance of f64 outputs, relative as `tolerance`; 0 (equal) unless set.
     f64_tolerance: f64,
-    /// Whether the GPU runs it with cuDNN (not emulated: CPU only on the emulated device).
-    cudnn: bool,
 }
 
 impl Case {
@@ -121,14 +118,7 @@ impl Case {
             outputs,
             tolerance: 1e-4,
             f64_tolerance: 0.0,
-            cudnn: false,
         }
-    }
-
-    /// Marks a case the GPU runs with cuDNN.
-    fn cudnn(mut self) -> Case {
-        self.cudnn = true;
-        self
     }
 
     fn lms(mut self) -> Case {
@@ -197,10 +187,6 @@ impl Case {
     fn check(&self) -> Vec<HostTensor> {
         let cpu = self.run(CpuBackend::new());
         if !gpu_quietly() {
-            return cpu;
-        }
-        if self.cudnn && on_emulator() {
-            println!("not run on the emulated device: {} (cuDNN is not emulated; CPU backend only)", self.op);
             return cpu;
         }
         let gpu = self.run(gpu());
@@ -381,19 +367,16 @@ fn convolutions_and_pools_match_the_cpu() {
     let bias = rng.floats(&[6], -0.5, 0.5);
     let conv = vec![int("group", 2), ints("pads", &[1, 1, 1, 1]), ints("strides", &[2, 2])];
     Case::new("Conv", vec![x.clone(), w.clone(), bias], vec![f32s(&[2, 6, 5, 5])])
-        .cudnn()
         .attrs(conv.clone())
         .tolerance(1e-3)
         .check();
     let dy = rng.floats(&[2, 6, 5, 5], -1.0, 1.0);
     Case::new("ConvGradData", vec![dy.clone(), w.clone()], vec![f32s(&[2, 4, 9, 9])])
-        .cudnn()
         .lms()
         .attrs(conv.clone())
         .tolerance(1e-3)
         .check();
     Case::new("ConvGradWeight", vec![dy.clone(), x.clone()], vec![f32s(&[6, 2, 3, 3])])
-        .cudnn()
         .lms()
         .attrs(conv)
         .tolerance(1e-3)
@@ -403,19 +386,16 @@ fn convolutions_and_pools_match_the_cpu() {
     let asym = vec![ints("pads", &[0, 1, 2, 1]), ints("strides", &[2, 1])];
     let w2 = rng.floats(&[3, 4, 3, 2], -0.5, 0.5);
     Case::new("Conv", vec![x.clone(), w2.clone()], vec![f32s(&[2, 3, 5, 10])])
-        .cudnn()
         .attrs(asym.clone())
         .tolerance(1e-3)
         .check();
     let dy2 = rng.floats(&[2, 3, 5, 10], -1.0, 1.0);
     Case::new("ConvGradData", vec![dy2.clone(), w2.clone()], vec![f32s(&[2, 4, 9, 9])])
-        .cudnn()
         .lms()
         .attrs(asym.clone())
         .tolerance(1e-3)
         .check();
     Case::new("ConvGradWeight", vec![dy2, x.clone()], vec![f32s(&[3, 4, 3, 2])])
-        .cudnn()
         .lms()
         .attrs(asym)
         .tolerance(1e-3)
@@ -426,18 +406,16 @@ fn convolutions_and_pools_match_the_cpu() {
     let transpose =
         vec![int("group", 2), ints("strides", &[2, 2]), ints("pads", &[1, 0, 0, 1]), ints("output_padding", &[1, 0])];
     Case::new("ConvTranspose", vec![x.clone(), wt.clone(), bt], vec![f32s(&[2, 6, 19, 18])])
-        .cudnn()
         .attrs(transpose)
         .tolerance(1e-3)
         .check();
     let x1d = rng.floats(&[2, 4, 7], -1.0, 1.0);
     Case::new("ConvTranspose", vec![x1d, rng.floats(&[4, 2, 3], -0.5, 0.5)], vec![f32s(&[2, 2, 9])])
-        .cudnn()
         .tolerance(1e-3)
         .check();
     let x1 = rng.floats(&[2, 3, 10], -1.0, 1.0);
     let w1 = rng.floats(&[5, 3, 3], -0.5, 0.5);
-    Case::new("Conv", vec![x1, w1], vec![f32s(&[2, 5, 8])]).cudnn().tolerance(1e-3).check();
+    Case::new("Conv", vec![x1, w1], vec![f32s(&[2, 5, 8])]).tolerance(1e-3).check();
     let pool = vec![ints("kernel_shape", &[3, 3]), ints("strides", &[2, 2]), ints("pads", &[1, 1, 1, 1])];
     Case::new("MaxPool", vec![x.clone()], vec![f32s(&[2, 4, 5, 5])]).attrs(pool.clone()).check();
     Case::new("AveragePool", vec![x.clone()], vec![f32s(&[2, 4, 5, 5])]).attrs(pool.clone()).check();

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "emulated_sources.h"
+#include "streams.h"
 
 extern "C" {
 int lms_emu_alloc(uint64_t bytes, uint64_t* out);
@@ -117,6 +118,15 @@ __attribute__((destructor)) void write_launches() {
 }
 
 }  // namespace
+
+namespace lms_emu {
+
+int enqueue(void*, const char*, Access, std::function<void()> work) {
+    work();
+    return 0;
+}
+
+}  // namespace lms_emu
 
 extern "C" {
 

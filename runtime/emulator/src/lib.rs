@@ -15,8 +15,8 @@
 use std::ffi::{c_char, c_void, CStr, CString};
 
 /// The folder of the emulated CUDA libraries built with this crate: `libcuda.so.1` (the
-/// driver API over the emulated device, with NVRTC and cuBLAS), `libnvrtc.so.13` and
-/// `libcublas.so.13`. The CUDA backend's loader uses them when `LMS_CUDA_EMULATOR=1`.
+/// driver API over the emulated device, with NVRTC, cuBLAS and cuDNN), `libnvrtc.so.13`,
+/// `libcublas.so.13` and `libcudnn.so.9`. The CUDA backend's loader uses them when `LMS_CUDA_EMULATOR=1`.
 pub const LIBRARY_DIR: &str = env!("LMS_CUDA_EMULATOR_LIBRARY_DIR");
 use std::fmt;
 

@@ -1,0 +1,112 @@
+//! The rewritten plans on the emulated CUDA device (`LMS_CUDA_EMULATOR=1`: the CUDA
+//! backend's kernels, cuBLAS and cuDNN calls run on the CPU behind fake CUDA libraries),
+//! from the command line: TFLMS's swap plan, the budget planner's swap-and-recompute plan
+//! and its batch split of the small CNN and the GPT block each train 3 steps with
+//! `--device cuda` with the CPU backend's losses (within 1e-5 relative: the emulated cuBLAS
+//! and cuDNN sum in other orders than the CPU's), inside arenas of exactly the compiled
+//! sizes, at the peaks `lms simulate` gives; and the swap and recompute plans train bit for
+//! bit like the unrewritten graph on the same device.
+
+use lms_tests::{lms_bin, repo_root, scratch_path};
+use std::process::Command;
+
+/// One compiled plan: its file, the arenas the compile placed, `simulate`'s peaks.
+struct Plan {
+    file: String,
+    limits: [String; 2],
+    simulated: (u64, u64),
+    report: serde_json::Value,
+}
+
+/// A 3-step run: its losses and its device and host peaks.
+#[derive(Debug)]
+struct Run {
+    losses: Vec<f64>,
+    peaks: (u64, u64),
+}
+
+fn json(bytes: &[u8]) -> serde_json::Value {
+    serde_json::from_slice(bytes).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(bytes)))
+}
+
+/// `lms ARGS` from the repository root, with `LMS_CUDA_EMULATOR=1` when `emulated`; its stdout.
+fn lms(args: &[&str], emulated: bool) -> Vec<u8> {
+    let mut command = Command::new(lms_bin());
+    command.args(args).current_dir(repo_root());
+    if emulated {
+        command.env("LMS_CUDA_EMULATOR", "1");
+    }
+    let out = command.output().expect("run lms");
+    assert!(out.status.success(), "lms {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    out.stdout
+}
+
+fn compile(model: &str, name: &str, extra: &[&str]) -> Plan {
+    let out = scratch_path("emulated-cuda", &format!("{name}.lms"));
+    let report = scratch_path("emulated-cuda", &format!("{name}.json"));
+    let (file, report_s) = (out.to_str().unwrap().to_string(), report.to_str().unwrap());
+    let mut args = vec!["compile", model, "--batch", "8", "--train", "sgd", "-o", &file, "--report", report_s, "-q"];
+    args.extend(extra);
+    lms(&args, false);
+    let report = json(&std::fs::read(&report).unwrap());
+    let sim = json(&lms(&["simulate", &file, "--json"], false));
+    let simulated = (sim["peak_device_bytes"].as_u64().unwrap(), sim["peak_host_bytes"].as_u64().unwrap());
+    let limits = [report["arena_device_bytes"].to_string(), report["arena_host_bytes"].to_string()];
+    Plan { file, limits, simulated, report }
+}
+
+fn run(plan: &Plan, device: &str) -> Run {
+    let args = ["run", &plan.file, "--device", device, "--steps", "3", "--json"];
+    let limits = ["--device-memory", plan.limits[0].as_str(), "--host-memory", plan.limits[1].as_str()];
+    let r = json(&lms(&[&args[..], &limits].concat(), device == "cuda"));
+    Run {
+        losses: r["losses"].as_array().unwrap().iter().map(|l| l.as_f64().unwrap()).collect(),
+        peaks: (r["peak_device_bytes"].as_u64().unwrap(), r["peak_host_bytes"].as_u64().unwrap()),
+    }
+}
+
+#[test]
+fn rewritten_plans_train_on_the_emulated_device_like_the_cpu_at_the_simulated_peaks() {
+    // The planner's budgets: between the smallest peak it reaches and the graph's (swaps and
+    // recomputes), and below the largest op's working set (a batch split first).
+    for (model, name, planned, split) in [
+        ("fixtures/models/cnn_residual.onnx", "cnn", "2500KiB", "400KiB"),
+        ("fixtures/models/tiny_gpt.onnx", "gpt", "400KiB", "140KiB"),
+    ] {
+        let base = compile(model, &format!("{name}-base"), &[]);
+        let on_device = run(&base, "cuda");
+        let plans = [
+            ("tflms", vec!["--strategy", "tflms"], true),
+            ("auto", vec!["--strategy", "auto", "--budget", planned], true),
+            ("split", vec!["--strategy", "auto", "--budget", split], false),
+        ];
+        for (strategy, flags, bit_for_bit) in plans {
+            let plan = compile(model, &format!("{name}-{strategy}"), &flags);
+            assert!(
+                plan.report["added_ops"].as_u64() > Some(0),
+                "{name} {strategy}: nothing rewritten: {}",
+                plan.report
+            );
+            assert_eq!(plan.report["auto_split"].is_object(), strategy == "split", "{name} {strategy}");
+            let (cpu, cuda) = (run(&plan, "cpu"), run(&plan, "cuda"));
+            println!("{name} {strategy}: cpu {cpu:?}, emulated cuda {cuda:?}, simulated {:?}", plan.simulated);
+            assert_eq!(cuda.losses.len(), 3);
+            for (g, c) in cuda.losses.iter().zip(&cpu.losses) {
+                assert!((g - c).abs() <= 1e-5 * c.abs().max(1.0), "{name} {strategy}: {cuda:?} vs cpu {cpu:?}");
+            }
+            assert_eq!(cuda.peaks, plan.simulated, "{name} {strategy}: emulated device's peaks vs simulate's");
+            assert_eq!(cpu.peaks, plan.simulated, "{name} {strategy}: CPU's peaks vs simulate's");
+            if bit_for_bit {
+                assert_eq!(cuda.losses, on_device.losses, "{name} {strategy}: differs from the unrewritten graph");
+            }
+        }
+    }
+}
+
+#[test]
+fn doctor_names_the_emulated_device_and_its_cudnn() {
+    let out = String::from_utf8(lms(&["doctor"], true)).unwrap();
+    for fact in ["emulated device (no GPU): LMS_CUDA_EMULATOR=1", "libcudnn   9.", "GPU 0: emulated device (no GPU)"] {
+        assert!(out.contains(fact), "no '{fact}' in:\n{out}");
+    }
+}

@@ -142,8 +142,11 @@ pub struct CompileReport {
     pub min_bytes: Option<u64>,
     /// The device profile of the plan (as given).
     pub device_profile: String,
-    /// The knobs the budget search chose (the others were given).
+    /// The knobs the budget search chose.
     pub chosen_knobs: Vec<String>,
+    /// The knobs given (`--n-tensors`, `--lb`); the others not chosen took
+    /// their defaults.
+    pub given_knobs: Vec<String>,
     pub swapped_tensors: usize,
     pub swapped_bytes: u64,
     /// Tensors the planner (`auto`) recomputes, and their bytes.
@@ -258,7 +261,7 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
         passes.push(&mut verify);
     }
     let mut cx = Context::default();
-    let ran = pipeline::run(&mut passes, &mut cx, &options.passes)?;
+    let ran = pipeline::run(&mut passes, &mut cx, &options.passes).map_err(|e| suggest_auto(e, &options.strategy))?;
     let strategy = match &options.strategy {
         Strategy::Tflms(_) if ran.passes.contains(&crate::passes::tflms::PASS) => "tflms",
         Strategy::Auto if ran.passes.contains(&planner::PASS) => "auto",
@@ -308,6 +311,7 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
         min_bytes: None,
         device_profile: options.device_profile.clone(),
         chosen_knobs: Vec::new(),
+        given_knobs: Vec::new(),
         swapped_tensors: 0,
         swapped_bytes: 0,
         recomputed_tensors: 0,
@@ -349,6 +353,8 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
         report.lb = count.then_some(config.lb);
         report.trigger = Some(config.trigger);
         report.min_bytes = Some(config.min_bytes);
+        let given = [("n_tensors", !options.free_knobs.n_tensors), ("lb", !options.free_knobs.lb && count)];
+        report.given_knobs = given.iter().filter(|k| k.1).map(|k| k.0.to_string()).collect();
         if searched {
             let free = FreeKnobs { lb: options.free_knobs.lb && count, ..options.free_knobs };
             report.chosen_knobs = [("n_tensors", free.n_tensors), ("lb", free.lb)]
@@ -368,7 +374,7 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
         report.fits = Some(after.fits(b.budgets()));
         if let Err(over) = after.check(&cx.graph, cx.graph.schedule(), b.budgets()) {
             if !b.force {
-                return Err(over.in_file(&options.model));
+                return Err(suggest_auto(over.in_file(&options.model), &options.strategy));
             }
             report.written_over_budget = Some(over.to_string());
         }
@@ -384,6 +390,18 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
         write(path, depfile(&options.output, &inputs).as_bytes())?;
     }
     Ok(report)
+}
+
+/// A TFLMS plan that does not fit, with the advice to try the budget
+/// planner, which also recomputes and splits the batch; other errors as they are.
+fn suggest_auto(e: Error, strategy: &Strategy) -> Error {
+    match strategy {
+        Strategy::Tflms(_) if e.exit_code() == crate::error::exit::DOES_NOT_FIT => Error::Hinted {
+            source: Box::new(e),
+            hint: "--strategy auto may fit it (it also recomputes tensors and splits the batch)".into(),
+        },
+        _ => e,
+    }
 }
 
 /// Refuses outputs that name the model, its external data, the device
@@ -500,7 +518,16 @@ impl CompileReport {
             let knobs = match (self.n_tensors, self.lb, self.trigger) {
                 (n, lb, Some(_)) => {
                     let chosen = if self.chosen_knobs.is_empty() {
-                        "given".to_string()
+                        let knobs: &[&str] = if lb.is_some() { &["n_tensors", "lb"] } else { &["n_tensors"] };
+                        let defaults: Vec<&str> =
+                            knobs.iter().copied().filter(|k| !self.given_knobs.iter().any(|g| g == k)).collect();
+                        match (self.given_knobs.is_empty(), defaults.is_empty()) {
+                            (true, _) => "defaults".to_string(),
+                            (false, true) => "given".to_string(),
+                            (false, false) => {
+                                format!("{} given, {} default", self.given_knobs.join(" and "), defaults.join(" and "))
+                            }
+                        }
                     } else {
                         format!("{} chosen by the budget search", self.chosen_knobs.join(" and "))
                     };

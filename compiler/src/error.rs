@@ -4,7 +4,7 @@
 use crate::analysis::order::CycleError;
 use crate::ir::{AttrError, VerifyError};
 use crate::shape::ShapeError;
-use crate::units::format_bytes;
+use crate::units::{format_bytes, format_bytes_pair};
 use lms_proto::escape::Escaped;
 use lms_proto::input::InputError;
 #[cfg(feature = "cli")]
@@ -92,8 +92,8 @@ pub enum Error {
     /// any plan reaches.
     #[error(
         "does not fit in {} of {pool} memory: {why}; the smallest peak any plan reaches is {}",
-        format_bytes(*.budget),
-        format_bytes(*.smallest)
+        format_bytes_pair(*.budget, *.smallest).0,
+        format_bytes_pair(*.budget, *.smallest).1
     )]
     NoPlan { pool: &'static str, why: String, smallest: u64, budget: u64 },
     /// A rewritten graph not proven to compute what its original does;
@@ -109,6 +109,9 @@ pub enum Error {
     Run(#[from] RuntimeError),
     #[error("{0}")]
     Usage(String),
+    /// An error with advice on what to try instead.
+    #[error("{source}; {hint}")]
+    Hinted { source: Box<Error>, hint: String },
     /// A `.lms` file that breaks the contract (the error names the file).
     #[error(transparent)]
     Contract(#[from] lms_proto::contract::ContractError),
@@ -135,7 +138,7 @@ impl Error {
     /// The exit status this error ends `lms` with (see [`exit`]).
     pub fn exit_code(&self) -> u8 {
         match self {
-            Error::InFile { source, .. } => source.exit_code(),
+            Error::InFile { source, .. } | Error::Hinted { source, .. } => source.exit_code(),
             Error::OverBudget { .. } | Error::NoPlan { .. } | Error::NoBatchFits(_) => exit::DOES_NOT_FIT,
             #[cfg(feature = "cli")]
             Error::Run(RuntimeError::OutOfMemory(_) | RuntimeError::Allocation { .. }) => exit::DOES_NOT_FIT,
@@ -160,3 +163,20 @@ impl Error {
 
 /// Result with the compiler's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_budget_and_a_peak_that_round_alike_are_told_apart() {
+        let e = Error::NoPlan { pool: "device", why: "x".into(), smallest: 2252801, budget: 2252800 };
+        assert_eq!(
+            e.to_string(),
+            "does not fit in 2.15 MiB (2252800 B) of device memory: x; the smallest peak any plan reaches is 2.15 MiB (2252801 B)"
+        );
+        let hinted = Error::Hinted { source: Box::new(e), hint: "try this".into() };
+        assert!(hinted.to_string().ends_with("; try this"));
+        assert_eq!(hinted.exit_code(), exit::DOES_NOT_FIT);
+    }
+}

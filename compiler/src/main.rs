@@ -25,9 +25,11 @@ macro_rules! out {
     };
 }
 
-/// lms: make deep-learning training graphs fit in GPU memory.
+/// lms trains deep-learning models larger than GPU memory: it compiles an ONNX model's training graph,
+/// rewrites it to fit a device memory budget (tensors swapped to host memory, recomputed, or split
+/// along the batch), proves the rewrite computes the same thing, and runs it on a GPU or the CPU.
 #[derive(Parser)]
-#[command(name = "lms", version, about, after_help = EXIT_CODES)]
+#[command(name = "lms", version, after_help = EXIT_CODES)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -155,7 +157,7 @@ struct RunArgs {
     #[arg(long, value_name = "FILE.npz")]
     data: Option<PathBuf>,
     /// Passes over --data.
-    #[arg(long, default_value_t = 1, requires = "data")]
+    #[arg(long, default_value_t = 1, requires = "data", value_parser = flags::count)]
     epochs: usize,
     /// Start from the variables and optimizer state saved by --save-state.
     #[arg(long, value_name = "STATE.npz")]
@@ -604,11 +606,18 @@ fn simulate(args: &SimulateArgs) -> Result<(), Error> {
         })?,
     };
     let after = SimulateReport::new(&graph, &schedule, &device);
-    let load = |path: &PathBuf| -> Result<SimulateReport, Error> {
-        let (graph, schedule) = emit::serialize::read(path)?;
-        Ok(SimulateReport::new(&graph, &schedule, &device))
+    // The graph before the rewrite: the same model, compiled at the same batch.
+    let before = match &args.before {
+        Some(path) => {
+            let (original, schedule) = emit::serialize::read(path)?;
+            if let Some(difference) = original.input_difference(&graph, ["--before", "the graph"]) {
+                let why = format!("--before is not this graph before a rewrite: {difference}");
+                return Err(Error::Usage(why).in_file(path));
+            }
+            Some(SimulateReport::new(&original, &schedule, &device))
+        }
+        None => None,
     };
-    let before = args.before.as_ref().map(load).transpose()?;
     let mut series = Vec::new();
     if let Some(b) = &before {
         series.push(("before", b));
@@ -665,14 +674,12 @@ fn run(args: &RunArgs) -> Result<(), Error> {
     bar.set_style(
         indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} steps, loss {msg}").expect("valid template"),
     );
-    let mut done = 0;
-    let report = lms_compiler::run::run(&args.graph, device, &plan, limits, args.seed, |total, step| {
-        done += 1;
+    let report = lms_compiler::run::run(&args.graph, device, &plan, limits, args.seed, |total, number, step| {
         bar.set_length(total as u64);
         bar.set_message(step.loss.map_or_else(String::new, |l| format!("{l:.4}")));
         bar.inc(1);
         if !args.json {
-            bar.suspend(|| lms_compiler::process::print(&RunReport::step_line(done, step)))?;
+            bar.suspend(|| lms_compiler::process::print(&RunReport::step_line(number, step)))?;
         }
         Ok(if lms_compiler::process::interrupted() { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
     });

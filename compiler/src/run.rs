@@ -117,7 +117,9 @@ const STEPS_KEY: &str = "lms.steps";
 pub type Progress = Result<ControlFlow<()>>;
 
 /// Trains `path` on `device` with `seed` as `plan` says, calling `progress`
-/// with the number of steps planned after each step: `Break` ends the run
+/// after each step with the number of steps planned and the step's number
+/// (counted from 1 over the whole training, so a resumed run goes on from
+/// the steps its state had made): `Break` ends the run
 /// there (the outputs are written, the report says `interrupted`), an error
 /// ends it with that error. Outputs naming an input or each other are
 /// refused before anything runs. Without a CUDA driver or GPU,
@@ -129,7 +131,7 @@ pub fn run(
     plan: &RunPlan,
     limits: MemoryLimits,
     seed: u64,
-    progress: impl FnMut(usize, &Step) -> Progress,
+    progress: impl FnMut(usize, u64, &Step) -> Progress,
 ) -> Result<RunReport> {
     let program = Program::load(path).map_err(|e| runtime(e.into()))?;
     let setup =
@@ -178,7 +180,7 @@ fn train<B: Backend>(
     device: String,
     plan: &RunPlan,
     resumed: Option<u64>,
-    mut progress: impl FnMut(usize, &Step) -> Progress,
+    mut progress: impl FnMut(usize, u64, &Step) -> Progress,
 ) -> Result<RunReport> {
     let mut report = RunReport { device, resumed_after_steps: resumed, ..RunReport::default() };
     session.set_tracing(plan.trace.is_some());
@@ -201,7 +203,7 @@ fn train<B: Backend>(
             session.feed(&d.batch(i % d.batches())?).map_err(runtime)?;
         }
         let step = session.step().map_err(runtime)?;
-        let flow = progress(total, &step)?;
+        let flow = progress(total, session.steps(), &step)?;
         report.losses.extend(step.loss);
         report.peak_device_bytes = report.peak_device_bytes.max(step.report.peak_device_bytes);
         report.peak_host_bytes = report.peak_host_bytes.max(step.report.peak_host_bytes);
@@ -335,9 +337,10 @@ fn runtime(e: RuntimeError) -> Error {
 }
 
 impl RunReport {
-    /// The line for people of step `number` (from 1) as it completes: its
-    /// loss, when the graph has one, and its time.
-    pub fn step_line(number: usize, step: &Step) -> String {
+    /// The line for people of step `number` (from 1, over the whole
+    /// training) as it completes: its loss, when the graph has one, and its
+    /// time.
+    pub fn step_line(number: u64, step: &Step) -> String {
         let loss = step.loss.map_or_else(String::new, |l| format!("  loss {l:.6}"));
         format!("step {number:>4}{loss}  {:.3} s\n", step.report.step_seconds)
     }

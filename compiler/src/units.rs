@@ -4,6 +4,18 @@
 /// `512 B`, `1.50 KiB`, `3.06 MiB`.
 pub use lms_proto::units::format_bytes;
 
+/// Two byte counts for people, side by side: as [`format_bytes`] writes
+/// them, each with its exact bytes when the two would read the same
+/// (`2.15 MiB (2252800 B)` beside `2.15 MiB (2252801 B)`).
+pub fn format_bytes_pair(a: u64, b: u64) -> (String, String) {
+    let (x, y) = (format_bytes(a), format_bytes(b));
+    if x == y && a != b {
+        (format!("{x} ({a} B)"), format!("{y} ({b} B)"))
+    } else {
+        (x, y)
+    }
+}
+
 /// Parses a byte size: a number with an optional unit, binary (`KiB`, `MiB`,
 /// `GiB`, `TiB`) or decimal (`KB`, `MB`, `GB`, `TB`), or plain bytes (`B`).
 pub fn parse_bytes(text: &str) -> Result<u64, String> {
@@ -42,6 +54,13 @@ mod tests {
         assert_eq!(parse_bytes("2GB"), Ok(2_000_000_000));
         assert!(parse_bytes("lots").is_err());
         assert!(parse_bytes("3 parsecs").is_err());
+    }
+
+    #[test]
+    fn a_pair_that_reads_the_same_shows_its_bytes() {
+        assert_eq!(format_bytes_pair(2252800, 2252801), ("2.15 MiB (2252800 B)".into(), "2.15 MiB (2252801 B)".into()));
+        assert_eq!(format_bytes_pair(2 << 20, 3 << 20), ("2.00 MiB".into(), "3.00 MiB".into()));
+        assert_eq!(format_bytes_pair(512, 512), ("512 B".into(), "512 B".into()));
     }
 
     #[test]

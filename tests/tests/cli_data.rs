@@ -136,6 +136,10 @@ fn train_the_cnn_on_npz_data_and_onnxruntime_runs_the_saved_model() {
     let resumed = ok(&["run", s(&graph), "--data", s(&scratch("train.npz")), "--resume", s(&state), "--json"]);
     let resumed: serde_json::Value = serde_json::from_str(&resumed).unwrap();
     assert_eq!(resumed["resumed_after_steps"], 4);
+    // Its step lines go on from step 5.
+    let text = ok(&["run", s(&graph), "--data", s(&scratch("train.npz")), "--resume", s(&state)]);
+    let first = text.lines().next().unwrap_or_default();
+    assert!(first.starts_with("step    5  loss "), "{text}");
     let mlp = scratch("mlp.lms");
     ok(&["compile", "fixtures/models/mlp.onnx", "--batch", "4", "-o", s(&mlp)]);
     let err = fails(&["run", s(&mlp), "--resume", s(&state)]);

@@ -17,15 +17,23 @@ fn has_bar_bytes(bytes: &[u8]) -> bool {
 
 #[test]
 fn quiet_compile_prints_only_its_warnings() {
+    // VGG-19 never had normalisation: nothing to warn about.
     let model = onnx_data("light/light_vgg19.onnx");
     let out = scratch("vgg19.lms");
     let run = lms(&["compile", model.to_str().unwrap(), "--batch", "1", "--quiet", "-o", out.to_str().unwrap()]);
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
     assert_eq!(String::from_utf8(run.stdout).unwrap(), "", "--quiet prints nothing on success");
+    assert_eq!(String::from_utf8(run.stderr).unwrap(), "", "no warning for a plain stack of convolutions");
+    // A plan forced over its budget: the warning still goes to stderr.
+    let forced = scratch("forced.lms");
+    let args = ["--strategy", "tflms", "--budget", "1KiB", "--force", "--quiet", "-o", forced.to_str().unwrap()];
+    let run = lms(&[&["compile", "fixtures/models/mlp.onnx", "--batch", "1"][..], &args].concat());
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    assert_eq!(String::from_utf8(run.stdout).unwrap(), "", "--quiet prints nothing on success");
     let stderr = String::from_utf8(run.stderr).unwrap();
     let lines: Vec<&str> = stderr.lines().collect();
     assert_eq!(lines.len(), 1, "{stderr}");
-    assert!(lines[0].starts_with("lms: warning: the model looks like a CNN (16 Conv) but has no normalisation"));
+    assert!(lines[0].starts_with("lms: warning: --force: wrote a plan over its budget"), "{stderr}");
 }
 
 #[test]

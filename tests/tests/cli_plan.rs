@@ -118,3 +118,35 @@ fn the_pipeline_stops_and_dumps_after_a_named_pass() {
         "lms: error: no pass named 'tflms' in this compile (passes: import, autodiff, optimizer, verify)"
     );
 }
+
+/// Knobs nobody gave or chose are called defaults; a graph of another batch
+/// is refused as `--before`, and `verify` says the batches differ.
+#[test]
+fn knobs_say_where_they_came_from_and_graphs_of_other_batches_are_named() {
+    let at = |batch: &str, name: &str, extra: &[&str]| -> (PathBuf, String) {
+        let out = scratch(name);
+        let args = ["compile", "fixtures/models/mlp.onnx", "--batch", batch, "-o", out.to_str().unwrap()];
+        let text = ok(&[&args[..], extra].concat());
+        (out, text)
+    };
+    let (swapped, text) = at("4", "mlp4-tflms.lms", &["--strategy", "tflms"]);
+    assert!(text.contains("(n_tensors all, lb 1; defaults)"), "{text}");
+    let (_, text) = at("4", "mlp4-n2.lms", &["--strategy", "tflms", "--n-tensors", "2"]);
+    assert!(text.contains("(n_tensors 2, lb 1; n_tensors given, lb default)"), "{text}");
+    let (other, _) = at("8", "mlp8.lms", &[]);
+    let run = lms(&["simulate", swapped.to_str().unwrap(), "--before", other.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{err}");
+    assert!(
+        err.trim_end().ends_with(
+            "mlp8.lms: --before is not this graph before a rewrite: input 'x' is f32[8,64] in --before and f32[4,64] \
+             in the graph: they were compiled at batch 8 and 4"
+        ),
+        "{err}"
+    );
+    let run = lms(&["verify", other.to_str().unwrap(), swapped.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(4), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(err.contains("they were compiled at batch 8 and 4"), "{err}");
+}

@@ -405,6 +405,9 @@ fn every_bad_flag_value_is_an_error_naming_the_flag() {
         "'--limit <LIMIT>': must be at least 1",
     );
     assert!(entries(&dir).is_empty(), "{:?}", entries(&dir));
+    let plain = compile(&dir, "plain.lms", &[]);
+    let data = dir.join("data.npz");
+    fails(&lms(&["run", s(&plain), "--data", s(&data), "--epochs", "0"]), 2, "'--epochs <EPOCHS>': must be at least 1");
 }
 
 #[test]
@@ -423,7 +426,8 @@ fn exit_status_says_does_not_fit_and_max_batch_says_when_it_hit_the_limit() {
         "--budget",
         "1KiB",
     ]);
-    fails(&out, 3, "does not fit in device memory");
+    let err = fails(&out, 3, "does not fit in device memory");
+    assert!(err.trim_end().ends_with("; --strategy auto may fit it (it also recomputes tensors and splits the batch)"));
     fails(&lms(&["max-batch", s(&mlp), "--budget", "1KiB"]), 3, "batch 1 does not fit in a device budget of 1.00 KiB");
     let plain = compile(&dir, "plain.lms", &[]);
     fails(&lms(&["run", s(&plain), "--steps", "1", "--device-memory", "1KiB"]), 3, "");
@@ -434,6 +438,7 @@ fn exit_status_says_does_not_fit_and_max_batch_says_when_it_hit_the_limit() {
     assert!(stdout.contains("max batch >=     4") && stdout.contains("stopped at --limit"), "{stdout}");
     let help = String::from_utf8_lossy(&lms(&["--help"]).stdout).into_owned();
     assert!(help.contains("Exit status") && help.contains("  4  rewrite not proven equivalent"), "{help}");
+    assert!(help.starts_with("lms trains deep-learning models larger than GPU memory: it compiles"), "{help}");
 }
 
 // Every command's outputs against its inputs, `run --save-onnx` against the

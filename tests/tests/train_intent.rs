@@ -6,7 +6,7 @@ use lms_compiler::frontend::{self, FrontendOptions};
 use lms_compiler::train::{self, Optimizer, TrainOptions};
 use lms_proto::lms::attribute::Value;
 use lms_runtime::HostTensor;
-use lms_tests::onnx_builder::ModelBuilder;
+use lms_tests::onnx_builder::{ModelBuilder, A};
 use lms_tests::training::{compile, session, updated_variables};
 use lms_tests::{fixture, onnx_data};
 use std::collections::BTreeMap;
@@ -42,6 +42,30 @@ fn a_class_axis_of_size_one_is_an_error() {
     let forward = frontend::import(&m.build(), None, &FrontendOptions::default()).unwrap();
     let err = train::build(&forward.graph, &TrainOptions::default()).unwrap_err().to_string();
     assert!(err.starts_with("tensor 'y': its class axis (axis 1 of the model's output) has size 1"), "{err}");
+}
+
+/// "No normalisation left" is said of a CNN built around it (a residual
+/// addition), never of a plain stack of convolutions, which trains without.
+#[test]
+fn a_residual_cnn_without_normalisation_is_warned_about_and_a_plain_stack_is_not() {
+    let warnings = |residual: bool| {
+        let mut m = ModelBuilder::new("cnn", 13);
+        m.input("x", 1, &[2, 3, 8, 8]).weight("w1", &[3, 3, 3, 3], -1.0, 1.0).weight("w2", &[3, 3, 3, 3], -1.0, 1.0);
+        let pad = || vec![("pads", A::Is(vec![1, 1, 1, 1]))];
+        m.node("Conv", &["x", "w1"], &["c1"], pad()).node("Conv", &["c1", "w2"], &["c2"], pad());
+        let last = if residual {
+            m.node("Add", &["c1", "c2"], &["sum"], vec![]);
+            "sum"
+        } else {
+            "c2"
+        };
+        m.node("GlobalAveragePool", &[last], &["pooled"], vec![]).output("pooled");
+        let forward = frontend::import(&m.build(), None, &FrontendOptions::default()).unwrap();
+        train::summary(&forward.graph, &TrainOptions::default()).unwrap().warnings
+    };
+    let residual = warnings(true);
+    assert!(residual.len() == 1 && residual[0].contains("CNN (2 Conv) but has no normalisation"), "{residual:?}");
+    assert!(warnings(false).is_empty());
 }
 
 /// The GPT-shaped fixture keeps its causal-mask initializer and its

@@ -114,6 +114,9 @@ pub fn check(original: &Graph, rewritten: &Graph, limits: &Limits) -> Result<Ver
             reason: format!("use different opsets ({} and {})", original.opset, rewritten.opset),
         });
     }
+    if let Some(difference) = original.input_difference(rewritten, ["the original", "the rewritten graph"]) {
+        return Err(Error::Unproven { what: "the graphs".into(), reason: format!("differ: {difference}") });
+    }
     if let Some((id, why)) = declared::first_mismatch(rewritten) {
         let node = rewritten.node(id);
         return Err(Error::Unproven {

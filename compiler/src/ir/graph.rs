@@ -158,6 +158,36 @@ pub struct Graph {
 }
 
 impl Graph {
+    /// How `other`'s data inputs differ from this graph's (a name missing,
+    /// or another element type or shape), in words that call the two graphs
+    /// `names`; `None` when they are the same. Two graphs of one model at
+    /// different batches differ here, and the words say so.
+    pub fn input_difference(&self, other: &Graph, names: [&str; 2]) -> Option<String> {
+        let inputs = |g: &Graph| -> Vec<(String, TensorType)> {
+            g.inputs.iter().map(|&t| (g.tensor(t).name.clone(), g.tensor(t).ty.clone())).collect()
+        };
+        let (ours, theirs) = (inputs(self), inputs(other));
+        let [this, that] = names;
+        for (name, ty) in &ours {
+            let shown = lms_proto::escape::Escaped(name);
+            match theirs.iter().find(|(n, _)| n == name) {
+                None => return Some(format!("input '{shown}' of {this} is not an input of {that}")),
+                Some((_, other_ty)) if other_ty != ty => {
+                    let batch = match (ty.shape.split_first(), other_ty.shape.split_first()) {
+                        (Some((a, rest)), Some((b, other_rest))) if a != b && rest == other_rest => {
+                            format!(": they were compiled at batch {a} and {b}")
+                        }
+                        _ => String::new(),
+                    };
+                    return Some(format!("input '{shown}' is {ty} in {this} and {other_ty} in {that}{batch}"));
+                }
+                Some(_) => {}
+            }
+        }
+        let extra = theirs.iter().find(|(n, _)| !ours.iter().any(|(m, _)| m == n))?;
+        Some(format!("input '{}' of {that} is not an input of {this}", lms_proto::escape::Escaped(&extra.0)))
+    }
+
     /// An empty graph.
     pub fn new(name: impl Into<String>, opset: i64) -> Graph {
         Graph { name: name.into(), opset, ..Graph::default() }

@@ -21,7 +21,7 @@ use super::TrainOptions;
 use crate::analysis::classify::TensorClass;
 use crate::error::Result;
 use crate::glob::Globs;
-use crate::ir::{Graph, NodeId, TensorId, VARIABLE_OP};
+use crate::ir::{Attr, Graph, NodeId, TensorId, VARIABLE_OP};
 use serde::Serialize;
 
 /// How training treats each tensor of the forward graph.
@@ -144,7 +144,7 @@ impl Selection {
         }
         let count = |ops: &[&str]| f.node_ids().filter(|&id| ops.contains(&f.node(id).op.as_str())).count();
         let convs = count(&["Conv"]);
-        if convs >= 2 && count(&NORMALISATIONS) == 0 {
+        if convs >= 2 && count(&NORMALISATIONS) == 0 && built_around_normalisation(f) {
             s.warnings.push(format!(
                 "the model looks like a CNN ({convs} Conv) but has no normalisation layer; if it was exported \
                  from PyTorch in eval mode, BatchNorm was folded into Conv: export it with \
@@ -153,6 +153,19 @@ impl Selection {
         }
         s
     }
+}
+
+/// Whether `f` has the shape of a CNN designed with normalisation, so that
+/// none left means an export folded it away: a residual addition of two
+/// computed tensors (ResNet) or a grouped convolution (MobileNet,
+/// ShuffleNet). Plain stacks (VGG, SqueezeNet, AlexNet) train without it.
+fn built_around_normalisation(f: &Graph) -> bool {
+    let computed = |t: &Option<TensorId>| t.is_some_and(|t| !f.node(f.tensor(t).producer.0).parameterized);
+    f.node_ids().map(|id| f.node(id)).any(|n| match n.op.as_str() {
+        "Add" => n.inputs.len() == 2 && n.inputs.iter().all(computed),
+        "Conv" => matches!(n.attrs.get("group"), Some(Attr::Int(groups)) if *groups > 1),
+        _ => false,
+    })
 }
 
 /// Normalisation ops; a CNN exported for training keeps some.

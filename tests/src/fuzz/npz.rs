@@ -303,7 +303,7 @@ fn data_seed(program: &Program) -> Vec<(String, HostTensor)> {
 /// One run of `graph` under [`BUDGET`] as `plan` says; whether it succeeded.
 fn run_once(graph: &Path, plan: &RunPlan) -> bool {
     let limits = MemoryLimits { device_bytes: Some(BUDGET), host_bytes: Some(BUDGET) };
-    run::run(graph, DeviceKind::Cpu, plan, limits, 1, |_, _| Ok(ControlFlow::Continue(()))).is_ok()
+    run::run(graph, DeviceKind::Cpu, plan, limits, 1, |_, _, _| Ok(ControlFlow::Continue(()))).is_ok()
 }
 
 /// The `.npz` target: each input is tried as `--data` (one epoch) and as `--resume` (one

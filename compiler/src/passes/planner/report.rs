@@ -84,9 +84,15 @@ pub fn from_plan(g: &Graph, time: &Timeline) -> Vec<DecisionReport> {
         tensor: g.tensor(r.tensor).name.clone(),
         bytes: g.tensor(r.tensor).ty.bytes(),
         extra_seconds: r.chain.iter().map(|&n| busy(n)).sum(),
-        why: format!("re-made by {} ops before '{}'", r.chain.len(), name(r.before)),
+        why: remade_by(r.chain.len(), name(r.before)),
     });
     swaps.chain(recomputes).collect()
+}
+
+/// Why a recompute is there, as the plan records it: the length of its
+/// chain and the op it runs before.
+fn remade_by(ops: usize, before: &str) -> String {
+    format!("re-made by {ops} op{} before '{before}'", if ops == 1 { "" } else { "s" })
 }
 
 /// One line per decision, for people.
@@ -104,4 +110,13 @@ pub fn to_text(decisions: &[DecisionReport]) -> String {
         );
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_chain_of_one_op_is_one_op() {
+        assert_eq!(super::remade_by(1, "conv2"), "re-made by 1 op before 'conv2'");
+        assert_eq!(super::remade_by(3, "conv2"), "re-made by 3 ops before 'conv2'");
+    }
 }

@@ -2,13 +2,13 @@
 //! after `common.cuh`) and the emulator's own fault kernels as C++20 over the emulation
 //! header, with a table of launchable entries per source and the device (`cpp/`).
 //!
-//! The same objects, with the emulated driver, NVRTC, cuBLAS and cuDNN (`cpp/driver.cpp`,
-//! `nvrtc.cpp`, `cublas.cpp`, `cudnn.cpp`), are linked into `libcuda.so.1` in `$OUT_DIR/lib`,
-//! beside `libnvrtc.so.13`, `libcublas.so.13` and `libcudnn.so.9`, which hold nothing but a
-//! dependency on it (so
-//! their symbols are found through their handles); the crate's `LIBRARY_DIR` names the
-//! folder. Each library's soname is the first name cudarc asks the dynamic loader for, so
-//! once the backend's loader has opened them by path, cudarc gets these.
+//! The same objects, with the emulated driver and its streams, NVRTC, cuBLAS and cuDNN
+//! (`cpp/driver.cpp`, `streams.cpp`, `nvrtc.cpp`, `cublas.cpp`, `cudnn.cpp`), are linked into
+//! `libcuda.so.1` in `$OUT_DIR/lib`, beside `libnvrtc.so.13`, `libcublas.so.13` and
+//! `libcudnn.so.9`, which hold nothing but a dependency on it (so their symbols are found
+//! through their handles); the crate's `LIBRARY_DIR` names the folder. Each library's soname
+//! is the first name cudarc asks the dynamic loader for, so once the backend's loader has
+//! opened them by path, cudarc gets these.
 //!
 //! `LMS_EMULATOR_SANITIZE=address` or `=thread` builds the C++ with that sanitizer.
 
@@ -74,7 +74,7 @@ fn main() {
         for name in kernel_names(&code) {
             writeln!(unit, "    LMS_EMU_ENTRY({name}, \"{file}\"),").unwrap();
         }
-        writeln!(unit, "    {{nullptr, nullptr, nullptr, nullptr}},\n}};").unwrap();
+        writeln!(unit, "    {{nullptr, nullptr, nullptr, nullptr, nullptr}},\n}};").unwrap();
         let path = out.join(format!("{stem}.cpp"));
         write_if_changed(&path, &unit);
         build.file(&path);
@@ -110,7 +110,7 @@ fn main() {
     write_if_changed(&path, &table);
     // Linked into the crate too, so its tests call the driver and NVRTC directly.
     let mut driver = driver_build;
-    for file in ["driver.cpp", "nvrtc.cpp", "cublas.cpp", "cudnn.cpp"] {
+    for file in ["driver.cpp", "streams.cpp", "nvrtc.cpp", "cublas.cpp", "cudnn.cpp"] {
         driver.file(cpp.join(file));
     }
     // Named to the linker before the archive it calls into.

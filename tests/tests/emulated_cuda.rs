@@ -5,8 +5,12 @@
 //! `--device cuda` with the CPU backend's losses (within 1e-5 relative: the emulated cuBLAS
 //! and cuDNN sum in other orders than the CPU's), inside arenas of exactly the compiled
 //! sizes, at the peaks `lms simulate` gives; and the swap and recompute plans train bit for
-//! bit like the unrewritten graph on the same device.
+//! bit like the unrewritten graph on the same device. The streams run in an adversarial
+//! order with hazard checks there, so these runs also show that no copy or kernel touches
+//! memory another stream's work may still be using; a swap-out whose wait is dropped
+//! (a test-only switch) is reported as a hazard.
 
+use lms_runtime::backend::cuda::loader;
 use lms_tests::{lms_bin, repo_root, scratch_path};
 use std::process::Command;
 
@@ -29,14 +33,19 @@ fn json(bytes: &[u8]) -> serde_json::Value {
     serde_json::from_slice(bytes).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(bytes)))
 }
 
-/// `lms ARGS` from the repository root, with `LMS_CUDA_EMULATOR=1` when `emulated`; its stdout.
-fn lms(args: &[&str], emulated: bool) -> Vec<u8> {
+/// `lms ARGS` from the repository root, with `LMS_CUDA_EMULATOR=1` when `emulated`.
+fn lms_run(args: &[&str], emulated: bool) -> Command {
     let mut command = Command::new(lms_bin());
     command.args(args).current_dir(repo_root());
     if emulated {
-        command.env("LMS_CUDA_EMULATOR", "1");
+        command.env(loader::EMULATOR_VAR, "1");
     }
-    let out = command.output().expect("run lms");
+    command
+}
+
+/// [`lms_run`]'s standard output, after checking that it succeeded.
+fn lms(args: &[&str], emulated: bool) -> Vec<u8> {
+    let out = lms_run(args, emulated).output().expect("run lms");
     assert!(out.status.success(), "lms {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     out.stdout
 }
@@ -109,4 +118,21 @@ fn doctor_names_the_emulated_device_and_its_cudnn() {
     for fact in ["emulated device (no GPU): LMS_CUDA_EMULATOR=1", "libcudnn   9.", "GPU 0: emulated device (no GPU)"] {
         assert!(out.contains(fact), "no '{fact}' in:\n{out}");
     }
+}
+
+/// Without the wait of its copy queue for the compute queue, a swap-out's copy is ordered
+/// after nothing the compute queue did: the first such copy is reported as a hazard naming
+/// both accesses, and the run fails on it.
+#[test]
+fn a_swap_out_without_its_wait_is_reported_as_a_hazard() {
+    let plan = compile("fixtures/models/cnn_residual.onnx", "cnn-hazard", &["--strategy", "tflms"]);
+    let out = lms_run(&["run", &plan.file, "--device", "cuda", "--steps", "1"], true)
+        .env(loader::SKIP_SWAP_OUT_WAITS_VAR, "1")
+        .output()
+        .expect("run lms");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    let error = stderr.lines().find(|l| l.starts_with("lms: error: ")).unwrap_or_else(|| panic!("{stderr}"));
+    assert!(error.contains("hazard: cuMemcpyDtoHAsync of "), "{error}");
+    assert!(error.contains(" on stream ") && error.contains("with no event wait ordering that before it"), "{error}");
 }

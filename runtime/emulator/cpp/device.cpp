@@ -607,12 +607,17 @@ long long lms_emu_kernel_index(const char* name) {
     return it == r.index.end() ? -1 : (long long)it->second;
 }
 
-// Launches kernel `index` over `grid` blocks of `block` threads, the blocks in an order
-// shuffled by `seed`, with its arguments at `params` (driver style). 0 on success;
-// otherwise 1 (bad configuration or arguments) or 2 (a fault while running) with the
-// reason in `error`.
-int lms_emu_launch(long long index, const unsigned int grid[3], const unsigned int block[3], unsigned int shared_bytes,
-                   void** params, uint64_t seed, char* error, size_t error_len) {
+// The number of parameters of kernel `index`; when at most `max`, each one's size and
+// kind (`ParamKind`) in `sizes` and `kinds`.
+size_t lms_emu_kernel_params(long long index, size_t* sizes, int* kinds, size_t max) {
+    return registry().kernels[size_t(index)]->describe(sizes, kinds, max);
+}
+
+// Checks a launch of kernel `index` before it runs: its configuration, and that every
+// pointer argument at `params` is null or device memory. 0 when it may run; otherwise 1
+// with the reason in `error`.
+int lms_emu_launch_check(long long index, const unsigned int grid[3], const unsigned int block[3],
+                         unsigned int shared_bytes, void** params, char* error, size_t error_len) {
     Registry& r = registry();
     if (index < 0 || size_t(index) >= r.kernels.size()) {
         write_error(error, error_len, "no such kernel");
@@ -636,6 +641,20 @@ int lms_emu_launch(long long index, const unsigned int grid[3], const unsigned i
         write_error(error, error_len, format("%s: %s", kernel->name, why));
         return 1;
     }
+    return 0;
+}
+
+// Launches kernel `index` over `grid` blocks of `block` threads, the blocks in an order
+// shuffled by `seed`, with its arguments at `params` (driver style). 0 on success;
+// otherwise 1 (bad configuration or arguments, `lms_emu_launch_check`) or 2 (a fault
+// while running) with the reason in `error`.
+int lms_emu_launch(long long index, const unsigned int grid[3], const unsigned int block[3], unsigned int shared_bytes,
+                   void** params, uint64_t seed, char* error, size_t error_len) {
+    if (int refused = lms_emu_launch_check(index, grid, block, shared_bytes, params, error, error_len)) return refused;
+    Registry& r = registry();
+    const KernelEntry* kernel = r.kernels[size_t(index)];
+    uint64_t threads = uint64_t(block[0]) * block[1] * block[2];
+    uint64_t blocks = uint64_t(grid[0]) * grid[1] * grid[2];
     if (active != nullptr) {
         write_error(error, error_len, format("%s: launched from inside a kernel", kernel->name));
         return 1;

@@ -1,18 +1,25 @@
 // The subset of the CUDA driver API the backend calls (through cudarc), over the emulated
 // device: one device, its primary context, device memory, pinned host memory, streams,
-// events, modules of prebuilt kernels and kernel launches. Work runs when it is issued
-// (a valid order for any stream and event use), so a wait never blocks and an event's
-// time is the wall clock when it was recorded. A kernel fault fails the launch with
-// CUDA_ERROR_LAUNCH_FAILED, and cuGetErrorString then gives the fault's description.
+// events, modules of prebuilt kernels and kernel launches. Work on a stream is queued and
+// runs in an adversarial order with hazard checks (streams.h); an event's time is the wall
+// clock when its record was reached. Work on the default stream, and the synchronous
+// calls, run at once after all queued work. A kernel fault on the default stream fails the
+// launch with CUDA_ERROR_LAUNCH_FAILED; on another stream, or a hazard, it fails the device
+// (every later synchronisation returns that error); cuGetErrorString then gives the fault's
+// description. Copies from pageable host memory are staged when issued and copies into it
+// complete before the call returns, as CUDA's do.
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include <array>
 #include <atomic>
+#include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "emulated_sources.h"
 #include "streams.h"
@@ -29,6 +36,9 @@ const char* lms_emu_kernel_source(size_t i);
 uint64_t lms_emu_kernel_launches(size_t i);
 int lms_emu_launch(long long index, const unsigned int grid[3], const unsigned int block[3], unsigned int shared_bytes,
                    void** params, uint64_t seed, char* error, size_t error_len);
+int lms_emu_launch_check(long long index, const unsigned int grid[3], const unsigned int block[3],
+                         unsigned int shared_bytes, void** params, char* error, size_t error_len);
+size_t lms_emu_kernel_params(long long index, size_t* sizes, int* kinds, size_t max);
 }
 
 namespace {
@@ -41,6 +51,7 @@ enum : int {
     INVALID_IMAGE = 200,
     INVALID_HANDLE = 400,
     NOT_FOUND = 500,
+    NOT_READY = 600,
     LAUNCH_FAILED = 719,
 };
 
@@ -58,37 +69,51 @@ struct Context {
     int unused;
 } the_context;
 
-struct Stream {
-    unsigned int flags;
-};
-
-struct Event {
-    double ms;
-};
-
 struct Module {
     const LmsEmulatedSource* source;
 };
 
 std::mutex allocation_lock;  // capacity accounting
 
-thread_local std::string last_fault;
-
-double now_ms() {
-    timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return double(t.tv_sec) * 1e3 + double(t.tv_nsec) / 1e6;
-}
-
-int copy(uint64_t dst, uint64_t src, size_t n, bool dst_device, bool src_device) {
-    if (n == 0) return SUCCESS;
+// A copy of `n` bytes from `src` to `dst` on `stream` (null: at once), named `what`; each
+// side is device memory or host memory. Host memory that is not pinned is staged: a copy
+// from it takes its bytes now, a copy into it completes before this returns.
+int copy(const char* what, uint64_t dst, uint64_t src, size_t n, bool dst_device, bool src_device, void* stream) {
+    if (n == 0) return lms_emu::failure();
     if ((dst_device && !lms_emu_valid_range(dst, n)) || (src_device && !lms_emu_valid_range(src, n))) {
         fprintf(stderr, "lms emulated device: a copy of %zu bytes from 0x%llx to 0x%llx leaves the live allocations\n", n,
                 (unsigned long long)src, (unsigned long long)dst);
         return INVALID_VALUE;
     }
-    memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n);
-    return SUCCESS;
+    lms_emu::Access access;
+    if (src_device || lms_emu::pinned(src, n)) access.reads.push_back({src, src + n});
+    if (dst_device || lms_emu::pinned(dst, n)) access.writes.push_back({dst, dst + n});
+    char name[96];
+    snprintf(name, sizeof name, "%s of %zu bytes", what, n);
+    if (!src_device && !lms_emu::pinned(src, n)) {
+        auto staged = std::make_shared<std::vector<uint8_t>>(reinterpret_cast<const uint8_t*>(src),
+                                                             reinterpret_cast<const uint8_t*>(src) + n);
+        return lms_emu::enqueue(stream, name, access, [staged, dst, n] { memcpy(reinterpret_cast<void*>(dst), staged->data(), n); });
+    }
+    int status = lms_emu::enqueue(stream, name, access,
+                                  [dst, src, n] { memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), n); });
+    if (status == SUCCESS && !dst_device && !lms_emu::pinned(dst, n)) status = lms_emu::stream_synchronize(stream);
+    return status;
+}
+
+// Sets `n` elements of `size` bytes at `dst` to `value` on `stream` (null: at once).
+int fill(uint64_t dst, unsigned int value, size_t size, size_t n, void* stream) {
+    if (n > 0 && !lms_emu_valid_range(dst, n * size)) return INVALID_VALUE;
+    lms_emu::Access access;
+    access.writes.push_back({dst, dst + n * size});
+    return lms_emu::enqueue(stream, size == 1 ? "cuMemsetD8" : "cuMemsetD32", access, [dst, value, size, n] {
+        if (size == 1) {
+            memset(reinterpret_cast<void*>(dst), int(value), n);
+        } else {
+            auto* p = reinterpret_cast<unsigned int*>(dst);
+            for (size_t i = 0; i < n; ++i) p[i] = value;
+        }
+    });
 }
 
 // The seed of the next launch's block and thread orders: LMS_CUDA_EMULATOR_SEED (default
@@ -118,15 +143,6 @@ __attribute__((destructor)) void write_launches() {
 }
 
 }  // namespace
-
-namespace lms_emu {
-
-int enqueue(void*, const char*, Access, std::function<void()> work) {
-    work();
-    return 0;
-}
-
-}  // namespace lms_emu
 
 extern "C" {
 
@@ -187,7 +203,7 @@ int cuCtxGetCurrent(void** context) {
     *context = &the_context;
     return SUCCESS;
 }
-int cuCtxSynchronize() { return SUCCESS; }
+int cuCtxSynchronize() { return lms_emu::synchronize_all(); }
 int cuCtxGetStreamPriorityRange(int* least, int* greatest) {
     *least = 0;
     *greatest = 0;
@@ -206,76 +222,93 @@ int cuMemAlloc_v2(CUdeviceptr* ptr, size_t bytes) {
     return lms_emu_alloc(bytes, ptr) == 0 ? SUCCESS : OUT_OF_MEMORY;
 }
 int cuMemAllocAsync(CUdeviceptr* ptr, size_t bytes, void*) { return cuMemAlloc_v2(ptr, bytes); }
-int cuMemFree_v2(CUdeviceptr ptr) { return lms_emu_free(ptr) == 0 ? SUCCESS : INVALID_VALUE; }
+// Freeing waits for all queued work, as cuMemFree synchronises the device.
+int cuMemFree_v2(CUdeviceptr ptr) {
+    lms_emu::synchronize_all();
+    if (lms_emu_free(ptr) != 0) return INVALID_VALUE;
+    return SUCCESS;
+}
 int cuMemFreeAsync(CUdeviceptr ptr, void*) { return cuMemFree_v2(ptr); }
 
 int cuMemHostAlloc(void** ptr, size_t bytes, unsigned int) {
-    *ptr = aligned_alloc(4096, (bytes + 4095) / 4096 * 4096 + 4096);
-    return *ptr ? SUCCESS : OUT_OF_MEMORY;
+    size_t rounded = (bytes + 4095) / 4096 * 4096 + 4096;
+    *ptr = aligned_alloc(4096, rounded);
+    if (*ptr == nullptr) return OUT_OF_MEMORY;
+    lms_emu::pinned_add(uint64_t(*ptr), rounded);
+    return SUCCESS;
 }
 int cuMemAllocHost_v2(void** ptr, size_t bytes) { return cuMemHostAlloc(ptr, bytes, 0); }
 int cuMemFreeHost(void* ptr) {
+    lms_emu::synchronize_all();
+    lms_emu::pinned_remove(uint64_t(ptr));
     free(ptr);
     return SUCCESS;
 }
 
-int cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t n) { return copy(dst, uint64_t(src), n, true, false); }
-int cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t n, void*) { return cuMemcpyHtoD_v2(dst, src, n); }
-int cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t n) { return copy(uint64_t(dst), src, n, false, true); }
-int cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t n, void*) { return cuMemcpyDtoH_v2(dst, src, n); }
-int cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n) { return copy(dst, src, n, true, true); }
-int cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, void*) { return cuMemcpyDtoD_v2(dst, src, n); }
-int cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, size_t n) {
-    if (n > 0 && !lms_emu_valid_range(dst, n)) return INVALID_VALUE;
-    memset(reinterpret_cast<void*>(dst), value, n);
-    return SUCCESS;
+int cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t n) {
+    return copy("cuMemcpyHtoD", dst, uint64_t(src), n, true, false, nullptr);
 }
-int cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t n, void*) { return cuMemsetD8_v2(dst, value, n); }
-int cuMemsetD32_v2(CUdeviceptr dst, unsigned int value, size_t n) {
-    if (n > 0 && !lms_emu_valid_range(dst, n * 4)) return INVALID_VALUE;
-    auto* p = reinterpret_cast<unsigned int*>(dst);
-    for (size_t i = 0; i < n; ++i) p[i] = value;
-    return SUCCESS;
+int cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t n, void* stream) {
+    return copy("cuMemcpyHtoDAsync", dst, uint64_t(src), n, true, false, stream);
 }
-int cuMemsetD32Async(CUdeviceptr dst, unsigned int value, size_t n, void*) { return cuMemsetD32_v2(dst, value, n); }
+int cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t n) {
+    return copy("cuMemcpyDtoH", uint64_t(dst), src, n, false, true, nullptr);
+}
+int cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t n, void* stream) {
+    return copy("cuMemcpyDtoHAsync", uint64_t(dst), src, n, false, true, stream);
+}
+int cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+    return copy("cuMemcpyDtoD", dst, src, n, true, true, nullptr);
+}
+int cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, void* stream) {
+    return copy("cuMemcpyDtoDAsync", dst, src, n, true, true, stream);
+}
+int cuMemsetD8_v2(CUdeviceptr dst, unsigned char value, size_t n) { return fill(dst, value, 1, n, nullptr); }
+int cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t n, void* stream) { return fill(dst, value, 1, n, stream); }
+int cuMemsetD32_v2(CUdeviceptr dst, unsigned int value, size_t n) { return fill(dst, value, 4, n, nullptr); }
+int cuMemsetD32Async(CUdeviceptr dst, unsigned int value, size_t n, void* stream) { return fill(dst, value, 4, n, stream); }
 
-int cuStreamCreate(void** stream, unsigned int flags) {
-    *stream = new Stream{flags};
+int cuStreamCreate(void** stream, unsigned int) {
+    *stream = lms_emu::stream_create();
     return SUCCESS;
 }
 int cuStreamCreateWithPriority(void** stream, unsigned int flags, int) { return cuStreamCreate(stream, flags); }
-int cuStreamDestroy_v2(void* stream) {
-    delete static_cast<Stream*>(stream);
-    return SUCCESS;
+int cuStreamDestroy_v2(void* stream) { return stream ? lms_emu::stream_destroy(stream) : INVALID_HANDLE; }
+int cuStreamSynchronize(void* stream) { return lms_emu::stream_synchronize(stream); }
+int cuStreamQuery(void* stream) {
+    if (int failed = lms_emu::failure()) return failed;
+    return lms_emu::stream_idle(stream) ? SUCCESS : NOT_READY;
 }
-int cuStreamSynchronize(void*) { return SUCCESS; }
-int cuStreamQuery(void*) { return SUCCESS; }
-int cuStreamWaitEvent(void*, void* event, unsigned int) { return event ? SUCCESS : INVALID_HANDLE; }
-int cuLaunchHostFunc(void*, void (*fn)(void*), void* data) {
-    fn(data);
-    return SUCCESS;
+int cuStreamWaitEvent(void* stream, void* event, unsigned int) {
+    return event ? lms_emu::stream_wait(stream, event) : INVALID_HANDLE;
+}
+int cuLaunchHostFunc(void* stream, void (*fn)(void*), void* data) {
+    return lms_emu::enqueue(stream, "a host function", {}, [fn, data] { fn(data); });
 }
 
 int cuEventCreate(void** event, unsigned int) {
-    *event = new Event{now_ms()};
+    *event = lms_emu::event_create();
     return SUCCESS;
 }
-int cuEventRecord(void* event, void*) {
-    if (!event) return INVALID_HANDLE;
-    static_cast<Event*>(event)->ms = now_ms();
-    return SUCCESS;
-}
+int cuEventRecord(void* event, void* stream) { return event ? lms_emu::event_record(event, stream) : INVALID_HANDLE; }
 int cuEventRecordWithFlags(void* event, void* stream, unsigned int) { return cuEventRecord(event, stream); }
-int cuEventSynchronize(void* event) { return event ? SUCCESS : INVALID_HANDLE; }
-int cuEventQuery(void* event) { return event ? SUCCESS : INVALID_HANDLE; }
+int cuEventSynchronize(void* event) { return event ? lms_emu::event_synchronize(event) : INVALID_HANDLE; }
+int cuEventQuery(void* event) {
+    if (!event) return INVALID_HANDLE;
+    if (int failed = lms_emu::failure()) return failed;
+    return lms_emu::event_done(event) ? SUCCESS : NOT_READY;
+}
+// Waits for both records first (CUDA would answer CUDA_ERROR_NOT_READY).
 int cuEventElapsedTime(float* ms, void* start, void* end) {
     if (!start || !end) return INVALID_HANDLE;
-    *ms = float(static_cast<Event*>(end)->ms - static_cast<Event*>(start)->ms);
+    if (int failed = lms_emu::event_synchronize(start) | lms_emu::event_synchronize(end)) return failed;
+    *ms = float(lms_emu::event_ms(end) - lms_emu::event_ms(start));
     return SUCCESS;
 }
 int cuEventElapsedTime_v2(float* ms, void* start, void* end) { return cuEventElapsedTime(ms, start, end); }
 int cuEventDestroy_v2(void* event) {
-    delete static_cast<Event*>(event);
+    if (!event) return INVALID_HANDLE;
+    lms_emu::event_destroy(event);
     return SUCCESS;
 }
 
@@ -308,17 +341,44 @@ int cuFuncGetAttribute(int* value, int attribute, void*) {
 int cuFuncSetAttribute(void*, int, int) { return SUCCESS; }
 int cuFuncSetCacheConfig(void*, int) { return SUCCESS; }
 
+// The arguments are copied when the launch is queued (the caller may reuse its own); each
+// pointer argument counts as an access of the byte it points at (a read through a pointer to
+// const, a read and a write otherwise), which is what the hazard checks see of a kernel.
 int cuLaunchKernel(void* function, unsigned int gx, unsigned int gy, unsigned int gz, unsigned int bx, unsigned int by,
-                   unsigned int bz, unsigned int shared_bytes, void*, void** params, void** extra) {
+                   unsigned int bz, unsigned int shared_bytes, void* stream, void** params, void** extra) {
     if (extra != nullptr || function == nullptr) return INVALID_VALUE;
-    const unsigned int grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
+    long long index = (long long)(reinterpret_cast<uintptr_t>(function) - 1);
+    const std::array<unsigned int, 3> grid = {gx, gy, gz}, block = {bx, by, bz};
     char error[1024] = {0};
-    int code = lms_emu_launch((long long)(reinterpret_cast<uintptr_t>(function) - 1), grid, block, shared_bytes, params,
-                              next_seed(), error, sizeof error);
-    if (code == 0) return SUCCESS;
-    last_fault = error;
-    fprintf(stderr, "lms emulated device: %s\n", error);
-    return code == 1 ? INVALID_VALUE : LAUNCH_FAILED;
+    if (lms_emu_launch_check(index, grid.data(), block.data(), shared_bytes, params, error, sizeof error) != 0) {
+        fprintf(stderr, "lms emulated device: %s\n", error);
+        return INVALID_VALUE;
+    }
+    constexpr size_t MAX_PARAMS = 64;
+    size_t sizes[MAX_PARAMS];
+    int kinds[MAX_PARAMS];
+    size_t count = lms_emu_kernel_params(index, sizes, kinds, MAX_PARAMS);
+    if (count > MAX_PARAMS) return INVALID_VALUE;
+    std::vector<std::vector<uint64_t>> values(count);
+    lms_emu::Access access;
+    for (size_t i = 0; i < count; ++i) {
+        values[i].assign((sizes[i] + 7) / 8, 0);
+        memcpy(values[i].data(), params[i], sizes[i]);
+        if (kinds[i] == 0) continue;
+        uint64_t p = values[i][0];
+        if (p == 0) continue;
+        access.reads.push_back({p, p + 1});
+        if (kinds[i] == 2) access.writes.push_back({p, p + 1});
+    }
+    std::string what = std::string("kernel ") + lms_emu_kernel_name(size_t(index));
+    uint64_t seed = next_seed();
+    return lms_emu::enqueue(stream, what, std::move(access), [index, grid, block, shared_bytes, values, seed]() mutable {
+        std::vector<void*> args(values.size());
+        for (size_t i = 0; i < values.size(); ++i) args[i] = values[i].data();
+        char fault[1024] = {0};
+        if (lms_emu_launch(index, grid.data(), block.data(), shared_bytes, args.data(), seed, fault, sizeof fault) != 0)
+            lms_emu::fail(fault);
+    });
 }
 
 int cuGetErrorName(int error, const char** name) {
@@ -330,14 +390,16 @@ int cuGetErrorName(int error, const char** name) {
     case INVALID_IMAGE: *name = "CUDA_ERROR_INVALID_IMAGE"; break;
     case INVALID_HANDLE: *name = "CUDA_ERROR_INVALID_HANDLE"; break;
     case NOT_FOUND: *name = "CUDA_ERROR_NOT_FOUND"; break;
+    case NOT_READY: *name = "CUDA_ERROR_NOT_READY"; break;
     case LAUNCH_FAILED: *name = "CUDA_ERROR_LAUNCH_FAILED"; break;
     default: *name = "CUDA_ERROR_UNKNOWN"; return INVALID_VALUE;
     }
     return SUCCESS;
 }
 int cuGetErrorString(int error, const char** text) {
-    if (error == LAUNCH_FAILED && !last_fault.empty()) {
-        *text = last_fault.c_str();
+    static thread_local std::string message;
+    if (error == LAUNCH_FAILED && !(message = lms_emu::failure_message()).empty()) {
+        *text = message.c_str();
         return SUCCESS;
     }
     return cuGetErrorName(error, text);

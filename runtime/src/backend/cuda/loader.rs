@@ -23,6 +23,17 @@ pub const LIB_DIR_VAR: &str = "LMS_CUDA_LIB_DIR";
 /// The environment variable that selects the emulated device (value `1`).
 pub const EMULATOR_VAR: &str = "LMS_CUDA_EMULATOR";
 
+/// Test only, on the emulated device: with value `1` the device-to-host queue never waits
+/// for an event (a swap-out no longer waits for the op that made its tensor), so that the
+/// emulated device's hazard check can be seen to report the missing wait.
+pub const SKIP_SWAP_OUT_WAITS_VAR: &str = "LMS_CUDA_EMULATOR_SKIP_SWAP_OUT_WAITS";
+
+/// Whether [`SKIP_SWAP_OUT_WAITS_VAR`] drops the device-to-host queue's waits: only on the
+/// emulated device.
+pub fn skip_swap_out_waits() -> bool {
+    emulated() && std::env::var(SKIP_SWAP_OUT_WAITS_VAR).is_ok_and(|v| v == "1")
+}
+
 /// Whether the emulated device's libraries replace CUDA's in this process: chosen once,
 /// by `LMS_CUDA_EMULATOR=1` or by [`emulate_where_no_driver`] called first.
 static EMULATION: OnceLock<bool> = OnceLock::new();

@@ -138,13 +138,15 @@ pub struct ConvKey {
     pub geometry: Vec<i64>,
 }
 
-/// An algorithm and the workspace it needs.
+/// An algorithm, the workspace it needs, and the parts the batch runs in.
 #[derive(Clone, Copy, Debug)]
 pub struct ConvChoice {
     /// The algorithm.
     pub algo: Algo,
-    /// Workspace bytes.
+    /// Workspace bytes (of one part).
     pub workspace: u64,
+    /// Equal parts of the batch run one after another (1: the whole batch at once).
+    pub parts: usize,
 }
 
 /// cuDNN on the compute stream, with the algorithm choices made so far.

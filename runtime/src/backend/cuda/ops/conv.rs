@@ -7,12 +7,14 @@
 //!
 //! Per direction and geometry the algorithm is the first of cuDNN's heuristic ranking
 //! (`cudnnGet*Algorithm_v7`, fastest first) that is deterministic and whose workspace fits
-//! a fixed cap (1/16 of the budget, at most 1 GiB). The cap does not depend on how much
-//! memory is free at the moment, so a rewritten graph (swaps, recomputation) runs the same
-//! algorithms as the original and reproduces it bit for bit. The workspace is taken from
-//! the arena for the call; when it cannot be placed there at that moment, the fastest
-//! algorithm whose workspace fits what the budget leaves now is used instead. Choices
-//! under the cap are cached per geometry and direction.
+//! a fixed cap (1/16 of the budget, at most 1 GiB). When none fits for the whole batch, the
+//! batch runs in the fewest equal parts for which one does (the weight gradient sums the
+//! parts in order), so a large batch never lacks an algorithm. The cap does not depend on
+//! how much memory is free at the moment, so a rewritten graph (swaps, recomputation) runs
+//! the same algorithms as the original and reproduces it bit for bit. The workspace is
+//! taken from the arena for the call; when it cannot be placed there at that moment, the
+//! choice is made again against what the budget leaves now. Choices under the cap are
+//! cached per geometry and direction.
 
 use super::elementwise::{launch_binary, Binary};
 use super::movement::launch_pad;
@@ -133,6 +135,23 @@ impl Geometry {
             group: int(groups, "group")?,
             explicit,
         })
+    }
+
+    /// This geometry with batch `n` (X's and Y's first axis).
+    fn with_batch(&self, n: c_int) -> Geometry {
+        let (mut x, mut y) = (self.x.clone(), self.y.clone());
+        x[0] = n;
+        y[0] = n;
+        Geometry {
+            x,
+            y,
+            w: self.w.clone(),
+            pads: self.pads.clone(),
+            strides: self.strides.clone(),
+            dilations: self.dilations.clone(),
+            group: self.group,
+            explicit: None,
+        }
     }
 
     /// The key of this geometry's algorithm choice in `direction`.
@@ -297,18 +316,32 @@ fn workspace_size(dnn: &Dnn, d: &Descriptors, algo: Algo) -> Result<usize, CudaE
 }
 
 /// The first deterministic candidate for `direction` of `d` whose workspace fits `limit`.
-fn choose(dnn: &Dnn, d: &Descriptors, direction: u8, limit: u64) -> OpResult<ConvChoice> {
+fn choose_for(dnn: &Dnn, d: &Descriptors, direction: u8, limit: u64) -> Result<Option<(Algo, u64)>, CudaError> {
     for (algo, usable, memory, deterministic) in candidates(dnn, d, direction)? {
         if !usable || !deterministic || memory as u64 > limit {
             continue;
         }
         let workspace = workspace_size(dnn, d, algo)? as u64;
         if workspace <= limit {
-            return Ok(ConvChoice { algo, workspace });
+            return Ok(Some((algo, workspace)));
+        }
+    }
+    Ok(None)
+}
+
+/// The first deterministic candidate for `direction` of `g` whose workspace fits `limit`,
+/// for the whole batch or else for the fewest equal parts of it.
+fn choose(dnn: &Dnn, g: &Geometry, tf32: bool, direction: u8, limit: u64) -> OpResult<ConvChoice> {
+    let batch = g.x[0];
+    for parts in (1..=batch).filter(|p| batch % p == 0) {
+        let d = Descriptors::new(&g.with_batch(batch / parts), tf32)?;
+        if let Some((algo, workspace)) = choose_for(dnn, &d, direction, limit)? {
+            return Ok(ConvChoice { algo, workspace, parts: parts as usize });
         }
     }
     Err(KernelError::NoCudaKernel(format!(
-        "this convolution in cuDNN: no deterministic algorithm fits a workspace of {limit} bytes"
+        "this convolution in cuDNN: no deterministic algorithm fits a workspace of {limit} bytes, \
+         even one sample at a time"
     ))
     .into())
 }
@@ -317,13 +350,13 @@ fn choose(dnn: &Dnn, d: &Descriptors, direction: u8, limit: u64) -> OpResult<Con
 /// (x, dy → dw); `a` and `b` are the two inputs in that order and `out` the result.
 fn run(exec: &Exec<'_>, g: &Geometry, direction: u8, a: &CudaBuffer, b: &CudaBuffer, out: &CudaBuffer) -> OpResult<()> {
     let dnn = exec.gpu.dnn.as_ref().map_err(|reason| CudaError::Library(reason.clone()))?;
-    let d = Descriptors::new(g, exec.gpu.options.tf32)?;
+    let tf32 = exec.gpu.options.tf32;
     let key = g.key(direction);
     let cached = dnn.choices.borrow().get(&key).copied();
     let choice = match cached {
         Some(choice) => choice,
         None => {
-            let choice = choose(dnn, &d, direction, exec.gpu.workspace_cap())?;
+            let choice = choose(dnn, g, tf32, direction, exec.gpu.workspace_cap())?;
             dnn.choices.borrow_mut().insert(key, choice);
             choice
         }
@@ -331,30 +364,47 @@ fn run(exec: &Exec<'_>, g: &Geometry, direction: u8, a: &CudaBuffer, b: &CudaBuf
     let (choice, workspace) = match exec.scratch(choice.workspace) {
         Ok(workspace) => (choice, workspace),
         Err(_) => {
-            let fallback = choose(dnn, &d, direction, exec.gpu.workspace_limit())?;
+            let fallback = choose(dnn, g, tf32, direction, exec.gpu.workspace_limit())?;
             (fallback, exec.scratch(fallback.workspace)?)
         }
     };
-    let (alpha, beta) = (1.0f32, 0.0f32);
-    let (one, zero) = ((&alpha as *const f32).cast::<c_void>(), (&beta as *const f32).cast::<c_void>());
-    let (pa, pb, po) = (a.ptr() as *const c_void, b.ptr() as *const c_void, out.ptr() as *mut c_void);
+    let part = g.x[0] as usize / choice.parts;
+    let d = Descriptors::new(&g.with_batch(part as c_int), tf32)?;
+    // Bytes of one part of X and of Y (f32).
+    let per_sample = |dims: &[c_int]| dims[1..].iter().map(|&v| v as u64).product::<u64>() * 4;
+    let (x_part, y_part) = (per_sample(&g.x) * part as u64, per_sample(&g.y) * part as u64);
+    let (alpha, zero_beta, one_beta) = (1.0f32, 0.0f32, 1.0f32);
+    let one = (&alpha as *const f32).cast::<c_void>();
     let (ws, bytes) = (workspace.ptr() as *mut c_void, choice.workspace as usize);
-    // SAFETY: descriptors describe the buffers, which are live f32 blocks of these shapes;
-    // the workspace block is at least `bytes` long.
-    unsafe {
-        match choice.algo {
-            Algo::Forward(algo) => {
-                dnn::convolution_forward(dnn.handle, one, d.x, pa, d.w, pb, d.conv, algo, ws, bytes, zero, d.y, po)
+    for k in 0..choice.parts as u64 {
+        // Forward: X, Y in parts. Data: dY (b) and dX (out) in parts. Filter: X (a) and
+        // dY (b) in parts, the parts' dW summed into `out` in order.
+        let (da, db, dout) = match choice.algo {
+            Algo::Forward(_) => (k * x_part, 0, k * y_part),
+            Algo::Data(_) => (0, k * y_part, k * x_part),
+            Algo::Filter(_) => (k * x_part, k * y_part, 0),
+        };
+        let beta = if matches!(choice.algo, Algo::Filter(_)) && k > 0 { &one_beta } else { &zero_beta };
+        let beta = (beta as *const f32).cast::<c_void>();
+        let (pa, pb, po) =
+            ((a.ptr() + da) as *const c_void, (b.ptr() + db) as *const c_void, (out.ptr() + dout) as *mut c_void);
+        // SAFETY: descriptors describe one part of the buffers, which are live f32 blocks of
+        // the whole shapes, `parts` parts long; the workspace block is at least `bytes` long.
+        unsafe {
+            match choice.algo {
+                Algo::Forward(algo) => {
+                    dnn::convolution_forward(dnn.handle, one, d.x, pa, d.w, pb, d.conv, algo, ws, bytes, beta, d.y, po)
+                }
+                Algo::Data(algo) => dnn::convolution_backward_data(
+                    dnn.handle, one, d.w, pa, d.y, pb, d.conv, algo, ws, bytes, beta, d.x, po,
+                ),
+                Algo::Filter(algo) => dnn::convolution_backward_filter(
+                    dnn.handle, one, d.x, pa, d.y, pb, d.conv, algo, ws, bytes, beta, d.w, po,
+                ),
             }
-            Algo::Data(algo) => dnn::convolution_backward_data(
-                dnn.handle, one, d.w, pa, d.y, pb, d.conv, algo, ws, bytes, zero, d.x, po,
-            ),
-            Algo::Filter(algo) => dnn::convolution_backward_filter(
-                dnn.handle, one, d.x, pa, d.y, pb, d.conv, algo, ws, bytes, zero, d.w, po,
-            ),
         }
+        .map_err(CudaError::from)?;
     }
-    .map_err(CudaError::from)?;
     exec.gpu.device.issued(Queue::Compute);
     Ok(())
 }

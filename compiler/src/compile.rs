@@ -140,7 +140,8 @@ pub struct CompileReport {
     pub trigger: Option<SwapInTrigger>,
     /// Tensors smaller than this were not swapped.
     pub min_bytes: Option<u64>,
-    /// The device profile of the plan (as given).
+    /// The device profile of the plan: a shipped profile's name or the name
+    /// inside the profile file given.
     pub device_profile: String,
     /// The knobs the budget search chose.
     pub chosen_knobs: Vec<String>,
@@ -268,14 +269,20 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
         _ => crate::ir::NO_STRATEGY,
     };
     let graph = &mut cx.graph;
+    // A profile file is carried by content, under the name inside it.
+    let from_file = profile.as_ref().filter(|_| DeviceProfile::file(&options.device_profile).is_some());
     graph.plan = Plan {
         strategy: strategy.to_string(),
         budget_device_bytes: options.budget.map(|b| b.device_bytes),
         budget_host_bytes: options.budget.map(|b| b.host_bytes),
         device_profile: match (&profile, options.device_profile.as_str()) {
             (Some(p), "") => p.name.clone(),
+            (Some(p), _) if from_file.is_some() => p.name.clone(),
             (_, given) => given.to_string(),
         },
+        device_profile_json: from_file
+            .map(|p| serde_json::to_string(p).map_err(|e| Error::Usage(format!("device profile: {e}"))))
+            .transpose()?,
         swaps: std::mem::take(&mut graph.plan.swaps),
         recomputes: std::mem::take(&mut graph.plan.recomputes),
     };
@@ -309,7 +316,7 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
         lb: None,
         trigger: None,
         min_bytes: None,
-        device_profile: options.device_profile.clone(),
+        device_profile: cx.graph.plan.device_profile.clone(),
         chosen_knobs: Vec::new(),
         given_knobs: Vec::new(),
         swapped_tensors: 0,

@@ -33,6 +33,7 @@ pub mod provenance;
 pub mod run;
 pub mod setup;
 pub mod shape;
+pub mod show;
 pub mod simulate;
 pub mod testing;
 pub mod train;

@@ -52,6 +52,8 @@ enum Command {
     Inspect(InspectArgs),
     /// Build the training graph of a model and write it as a .lms file.
     Compile(Box<CompileArgs>),
+    /// What a .lms file holds: provenance, batch, optimizer, strategy, budgets, arenas, decisions, predicted step.
+    Show(ShowArgs),
     /// Memory over the schedule of a .lms file, without a GPU.
     Simulate(SimulateArgs),
     /// Train a .lms graph on synthetic data or an .npz file; report loss, peak memory and speed.
@@ -64,6 +66,15 @@ enum Command {
     Verify(VerifyArgs),
     /// Whether this machine can run `--device cuda`: GPU, driver, CUDA libraries, free memory.
     Doctor,
+}
+
+#[derive(Args)]
+struct ShowArgs {
+    /// The .lms file.
+    graph: PathBuf,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args)]
@@ -490,6 +501,15 @@ impl ShapeArgs {
 }
 
 fn inspect(args: &InspectArgs) -> Result<(), Error> {
+    if args.model.extension().is_some_and(|e| e == "lms") {
+        // A compiled graph: what `lms show` prints; its shapes are fixed.
+        let given =
+            [(args.shapes.batch.is_some(), "--batch"), (!args.shapes.dims.is_empty(), "--dim"), (args.ir, "--ir")];
+        if let Some((_, flag)) = given.iter().find(|(given, _)| *given) {
+            return Err(Error::Usage(format!("{flag} has no effect on a .lms file (its shapes are compiled in)")));
+        }
+        return show(&ShowArgs { graph: args.model.clone(), json: args.json });
+    }
     let model = frontend::load(&args.model, &args.shapes.options())?;
     let report = InspectReport::new(&model).map_err(|e| e.in_file(&args.model))?;
     if args.json {
@@ -588,6 +608,16 @@ fn compile(args: &CompileArgs) -> Result<(), Error> {
     Ok(())
 }
 
+fn show(args: &ShowArgs) -> Result<(), Error> {
+    let report = lms_compiler::show::ShowReport::read(&args.graph)?;
+    if args.json {
+        out!("{}\n", serde_json::to_string_pretty(&report).map_err(|e| Error::Usage(e.to_string()))?);
+    } else {
+        out!("{}", report.to_text());
+    }
+    Ok(())
+}
+
 fn simulate(args: &SimulateArgs) -> Result<(), Error> {
     let mut inputs = vec![("graph", args.graph.as_path())];
     inputs.extend(args.before.as_deref().map(|b| ("--before graph", b)));
@@ -598,11 +628,10 @@ fn simulate(args: &SimulateArgs) -> Result<(), Error> {
     outputs.extend(args.trace.as_deref().map(|p| ("--trace", p)));
     emit::output::check_distinct(&inputs, &outputs)?;
     let (graph, schedule) = emit::serialize::read(&args.graph)?;
-    let device = match (&args.device_profile, graph.plan.device_profile.as_str()) {
-        (Some(name), _) => DeviceProfile::load(name)?,
-        (None, "") => DeviceProfile::load(DEFAULT_PROFILE)?,
-        (None, planned) => DeviceProfile::load(planned).map_err(|e| {
-            Error::Usage(format!("the plan's device profile: {e} (give --device-profile)")).in_file(&args.graph)
+    let device = match &args.device_profile {
+        Some(name) => DeviceProfile::load(name)?,
+        None => DeviceProfile::of_plan(&graph.plan).map_err(|e| {
+            Error::Hinted { source: Box::new(e), hint: "give --device-profile".into() }.in_file(&args.graph)
         })?,
     };
     let after = SimulateReport::new(&graph, &schedule, &device);
@@ -866,6 +895,7 @@ fn main() -> ExitCode {
     let result = lms_compiler::process::internal_on_panic(|| match &cli.command {
         Command::Inspect(args) => inspect(args),
         Command::Compile(args) => compile(args),
+        Command::Show(args) => show(args),
         Command::Simulate(args) => simulate(args),
         Command::Run(args) => run(args),
         Command::MaxBatch(args) => max_batch(args),

@@ -182,6 +182,15 @@ fn plans_name_what_they_say() {
     bad.graph.plan.as_mut().unwrap().strategy = "magic".into();
     assert_eq!(error(&bad), "bad.lms: plan: unknown strategy 'magic'");
 
+    let mut carried = b.clone();
+    carried.graph.plan.as_mut().unwrap().device_profile_json = "{}".repeat(4 << 20);
+    Program::new(carried.graph.clone(), "ok.lms").unwrap();
+    carried.graph.plan.as_mut().unwrap().device_profile_json.push(' ');
+    assert_eq!(
+        error(&carried),
+        "bad.lms: plan: the device profile it carries is 8388609 bytes, over the 8388608 a profile may have"
+    );
+
     let mut bad = b.clone();
     bad.graph.plan.as_mut().unwrap().swaps[0].tensor = 99;
     assert_eq!(error(&bad), "bad.lms: plan: swap 0 names tensor id 99, but the graph has 14 tensors");

@@ -150,3 +150,42 @@ fn knobs_say_where_they_came_from_and_graphs_of_other_batches_are_named() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("they were compiled at batch 8 and 4"), "{err}");
 }
+
+/// `lms show` (and `lms inspect` of a .lms) tells what a compiled file holds:
+/// provenance, setup, device profile, arenas, decisions and predicted step,
+/// equal to what compile and simulate say of it.
+#[test]
+fn show_tells_what_a_compiled_file_holds() {
+    let (graph, report) = (scratch("show.lms"), scratch("show.json"));
+    compile_tiny_gpt(&graph, &["--budget", "2200KiB", "--report", report.to_str().unwrap()]);
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let graph = graph.to_str().unwrap();
+    let shown: serde_json::Value = serde_json::from_str(&ok(&["show", graph, "--json"])).unwrap();
+    let sim: serde_json::Value = serde_json::from_str(&ok(&["simulate", graph, "--json"])).unwrap();
+    assert_eq!(shown["setup"]["batch"], 32);
+    assert_eq!(shown["setup"]["optimizer"], "adam (lr 0.001)");
+    assert_eq!(shown["setup"]["strategy"], "tflms");
+    assert_eq!(shown["setup"]["budget_device_bytes"], 2252800);
+    assert_eq!(shown["device_profile"], "h100-sxm");
+    assert_eq!(shown["arena_device_bytes"], report["arena_device_bytes"]);
+    assert_eq!(shown["arena_host_bytes"], sim["arena_host_bytes"]);
+    assert_eq!(shown["predicted_step_seconds"], sim["predicted_step_seconds"]);
+    assert_eq!(shown["decisions"][0]["kind"], "swap");
+    assert_eq!(shown["decisions"][0]["tensors"], report["swapped_tensors"]);
+    assert_eq!(shown["decisions"][0]["bytes"], report["swapped_bytes"]);
+    let facts = shown["provenance"].as_array().unwrap();
+    let fact = |key: &str| facts.iter().find(|f| f["key"] == key).map(|f| f["value"].clone());
+    assert_eq!(fact("model.file"), Some("tiny_gpt.onnx".into()));
+    assert_eq!(fact("chosen.n_tensors"), Some(report["n_tensors"].to_string().into()));
+    let text = ok(&["show", graph]);
+    assert!(
+        text.contains("setup           batch 32, adam (lr 0.001), strategy tflms, budget 2.15 MiB device"),
+        "{text}"
+    );
+    assert!(text.contains("\n  model.file              tiny_gpt.onnx\n"), "{text}");
+    assert_eq!(ok(&["inspect", graph, "--json"]), ok(&["show", graph, "--json"]));
+    let run = lms(&["inspect", graph, "--ir"]);
+    assert_eq!(run.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(err.trim_end(), "lms: error: --ir has no effect on a .lms file (its shapes are compiled in)");
+}

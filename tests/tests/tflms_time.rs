@@ -6,6 +6,7 @@ use lms_compiler::analysis::profile::DeviceProfile;
 use lms_compiler::analysis::timeline;
 use lms_compiler::ir::Graph;
 use lms_compiler::passes::tflms::{self, SwapInTrigger, TflmsConfig};
+use lms_proto::Message;
 use lms_tests::training::sgd_graph;
 use lms_tests::{fixture, list, lms, lms_ok, onnx_data, scratch_path};
 use std::path::Path;
@@ -90,11 +91,36 @@ fn the_plan_records_the_profile_and_simulate_defaults_to_it() {
         &from_file,
         "-q",
     ]);
-    assert_eq!(json(&lms_ok(&["simulate", &from_file, "--json"]))["device_profile"], "slow-link");
+    let simulated = json(&lms_ok(&["simulate", &from_file, "--json"]));
+    assert_eq!(simulated["device_profile"], "slow-link");
+    // The file is carried by content: moving it changes nothing.
     std::fs::remove_file(&file).unwrap();
-    let (code, err) = fails(&["simulate", &from_file]);
+    assert_eq!(json(&lms_ok(&["simulate", &from_file, "--json"])), simulated);
+    assert_eq!(json(&lms_ok(&["show", &from_file, "--json"]))["device_profile_carried"], true);
+    // An older file names the profile file by its path: read while the file is there, else
+    // refused with a clear message.
+    let older = scratch("older.lms");
+    let mut program = lms_proto::lms::Graph::decode(&*std::fs::read(&from_file).unwrap()).unwrap();
+    let plan = program.plan.as_mut().unwrap();
+    (plan.device_profile, plan.device_profile_json) = (file.clone(), String::new());
+    std::fs::write(&older, program.encode_to_vec()).unwrap();
+    let (code, err) = fails(&["simulate", &older]);
     assert_eq!(code, Some(2));
     assert!(err.contains("the plan's device profile: unknown device profile") && err.contains(&file), "{err}");
+    assert!(err.ends_with("; give --device-profile"), "{err}");
+    std::fs::write(&file, profile.to_string()).unwrap();
+    assert_eq!(json(&lms_ok(&["simulate", &older, "--json"]))["device_profile"], "slow-link");
+    std::fs::remove_file(&file).unwrap();
+    // A carried profile that is not one is refused, naming the file.
+    let broken = scratch("broken-profile.lms");
+    program.plan.as_mut().unwrap().device_profile_json = "{".into();
+    std::fs::write(&broken, program.encode_to_vec()).unwrap();
+    let (code, err) = fails(&["show", &broken]);
+    assert_eq!(code, Some(2));
+    assert!(
+        err.starts_with(&format!("lms: error: {broken}: the plan's device profile: not a device profile")),
+        "{err}"
+    );
 }
 
 #[test]

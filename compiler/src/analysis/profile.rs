@@ -15,9 +15,9 @@ use std::path::Path;
 /// The profile used when none is named.
 pub const DEFAULT_PROFILE: &str = "h100-sxm";
 
-/// Largest profile file read: 8 MiB (a measured profile of a 100,000-node
-/// graph's op types is a few hundred KiB).
-pub const MAX_PROFILE_BYTES: u64 = 8 << 20;
+/// Largest profile file read, and carried in a plan: 8 MiB (a measured
+/// profile of a 100,000-node graph's op types is a few hundred KiB).
+pub const MAX_PROFILE_BYTES: u64 = lms_proto::contract::plan::MAX_DEVICE_PROFILE_BYTES;
 
 /// The shipped profiles: (name, JSON text).
 pub const SHIPPED: &[(&str, &str)] = &[
@@ -109,6 +109,18 @@ impl DeviceProfile {
         let text = String::from_utf8(bytes)
             .map_err(|_| in_file(Error::Usage("not a device profile: not UTF-8 text".into())))?;
         DeviceProfile::parse(&text).map_err(in_file)
+    }
+
+    /// The profile a plan was made with: the one it carries (from a file),
+    /// else the shipped profile it names (older files: the file it names),
+    /// else the default.
+    pub fn of_plan(plan: &crate::ir::Plan) -> Result<DeviceProfile> {
+        let loaded = match (&plan.device_profile_json, plan.device_profile.as_str()) {
+            (Some(json), _) => DeviceProfile::parse(json),
+            (None, "") => DeviceProfile::load(DEFAULT_PROFILE),
+            (None, name) => DeviceProfile::load(name),
+        };
+        loaded.map_err(|e| Error::Usage(format!("the plan's device profile: {e}")))
     }
 
     /// Parses and checks a profile's JSON text.

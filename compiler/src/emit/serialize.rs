@@ -217,6 +217,7 @@ fn plan_to_proto(plan: &Plan, node: &dyn Fn(NodeId) -> u32, tensor: &dyn Fn(Tens
         budget_device_bytes: plan.budget_device_bytes,
         budget_host_bytes: plan.budget_host_bytes,
         device_profile: plan.device_profile.clone(),
+        device_profile_json: plan.device_profile_json.clone().unwrap_or_default(),
         arena_device_bytes: None,
         arena_host_bytes: None,
         swaps: plan
@@ -273,6 +274,7 @@ fn plan_from_proto(plan: &pb::Plan, node: &dyn Fn(u32) -> NodeId, tensor: &dyn F
         budget_device_bytes: plan.budget_device_bytes,
         budget_host_bytes: plan.budget_host_bytes,
         device_profile: plan.device_profile.clone(),
+        device_profile_json: Some(plan.device_profile_json.clone()).filter(|json| !json.is_empty()),
         swaps,
         recomputes,
     }

@@ -18,6 +18,9 @@ pub struct Plan {
     pub budget_host_bytes: Option<u64>,
     /// Name of the device profile whose time model the plan used; empty when none.
     pub device_profile: String,
+    /// The profile's JSON when it came from a file (the plan carries it, so
+    /// the file may move); `None` for a shipped profile, named above.
+    pub device_profile_json: Option<String>,
     /// Tensors moved to host memory, in the order they were decided.
     pub swaps: Vec<SwapDecision>,
     /// Tensors dropped and re-made by a chain of clones, in the order they were decided.
@@ -31,6 +34,7 @@ impl Default for Plan {
             budget_device_bytes: None,
             budget_host_bytes: None,
             device_profile: String::new(),
+            device_profile_json: None,
             swaps: Vec::new(),
             recomputes: Vec::new(),
         }

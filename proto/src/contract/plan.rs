@@ -3,7 +3,7 @@
 //! triggers ordered before their swap-ins by a control edge), recompute decisions whose
 //! chain is kernels run before the reader they name, the last making a tensor of the
 //! recomputed tensor's type that the reader reads, and arena sizes that match the
-//! program's static placement.
+//! program's static placement; a device profile it carries is at most 8 MiB.
 
 use super::describe;
 use super::ops::NodeKind;
@@ -15,6 +15,9 @@ use crate::escape::Escaped;
 /// The strategies a plan may name: no rewrite, TFLMS swapping, the automatic planner.
 pub const STRATEGIES: [&str; 3] = ["none", "tflms", "auto"];
 
+/// Largest device profile a plan carries (and a profile file lms reads): 8 MiB.
+pub const MAX_DEVICE_PROFILE_BYTES: u64 = 8 << 20;
+
 /// Checks the plan of `program`, if it has one.
 pub fn check_plan(program: &Program) -> Result<(), String> {
     let Some(plan) = &program.graph().plan else {
@@ -22,6 +25,12 @@ pub fn check_plan(program: &Program) -> Result<(), String> {
     };
     if !STRATEGIES.contains(&plan.strategy.as_str()) {
         return Err(format!("plan: unknown strategy '{}'", Escaped(&plan.strategy)));
+    }
+    if plan.device_profile_json.len() as u64 > MAX_DEVICE_PROFILE_BYTES {
+        return Err(format!(
+            "plan: the device profile it carries is {} bytes, over the {MAX_DEVICE_PROFILE_BYTES} a profile may have",
+            plan.device_profile_json.len()
+        ));
     }
     let graph = program.graph();
     let (nodes, tensors) = (program.node_count(), program.tensor_count());

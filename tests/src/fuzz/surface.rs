@@ -35,6 +35,7 @@ use std::time::Duration;
 pub const CLI_VOCABULARY: &[&str] = &[
     "inspect",
     "compile",
+    "show",
     "simulate",
     "run",
     "max-batch",

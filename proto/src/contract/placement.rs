@@ -92,8 +92,8 @@ pub struct Placement {
     pub arena_bytes: u64,
 }
 
-/// A skyline gives up after looking at this many candidate blocks (about a tenth of a
-/// second on a 2-core machine; the model zoo's plans take far fewer).
+/// A skyline gives up after looking at this many nodes of its tree of unplaced blocks
+/// (the model zoo's plans take far fewer).
 pub const SKYLINE_LOOK_LIMIT: u64 = 4_000_000;
 
 /// The most blocks [`Strategy::BySize`] places (it compares each block with every placed

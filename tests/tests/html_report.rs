@@ -161,8 +161,12 @@ fn the_library_builder_writes_the_page_the_command_writes() {
         cli_page.to_str().unwrap(),
     ]);
     let model = lms_tests::fixture("models/tiny_gpt.onnx");
-    let report =
-        lms_compiler::Compile::new(model).batch(32).budget("2200KiB").html(&lib_page).write(scratch("lib.lms"));
+    let report = lms_compiler::Compile::new(model)
+        .batch(32)
+        .tflms(Default::default())
+        .budget("2200KiB")
+        .html(&lib_page)
+        .write(scratch("lib.lms"));
     assert!(report.unwrap().swapped_tensors > 0);
     let page = std::fs::read_to_string(&lib_page).unwrap();
     assert_eq!(page, std::fs::read_to_string(&cli_page).unwrap());

@@ -79,15 +79,31 @@ fn rerun_lines_name_the_model_and_its_external_data() {
     assert_eq!(builder::rerun_if_changed(&missing), vec![format!("cargo:rerun-if-changed={}", missing.display())]);
 }
 
+/// The builder follows the command's rules: a budget needs a strategy (it
+/// never picks one), a host budget or force needs a budget, sizes and splits
+/// are checked.
 #[test]
-fn builder_budget_selects_tflms_and_bad_sizes_are_errors() {
-    let options = Compile::new("m.onnx").batch(4).budget("2MiB").host_budget("1GiB").options("m.lms").unwrap();
+fn builder_budgets_need_a_strategy_and_bad_values_are_errors() {
+    let options = Compile::new("m.onnx").batch(4).auto().budget("2MiB").host_budget("1GiB").options("m.lms").unwrap();
     assert_eq!(options.frontend.batch, Some(4));
-    assert_eq!(options.strategy, lms_compiler::compile::Strategy::Tflms(TflmsConfig::default()));
+    assert_eq!(options.strategy, lms_compiler::compile::Strategy::Auto);
     let budget = options.budget.unwrap();
     assert_eq!((budget.device_bytes, budget.host_bytes, budget.force), (2 << 20, 1 << 30, false));
+    let unplanned = Compile::new("m.onnx").batch(4).budget("2MiB").options("m.lms").unwrap();
+    assert_eq!(unplanned.strategy, lms_compiler::compile::Strategy::None, "a budget selects no strategy");
+    let out = scratch("rules").join("m.lms");
+    let err = Compile::new(fixture("models/mlp.onnx")).batch(4).budget("2MiB").write(&out).unwrap_err();
+    assert_eq!(err.to_string(), "--budget needs a memory strategy (--strategy tflms or auto)");
     let err = Compile::new("m.onnx").budget("lots").options("m.lms").unwrap_err().to_string();
     assert!(err.starts_with("budget: ") && err.contains("'lots'"), "{err}");
+    let err = Compile::new("m.onnx").host_budget("1GiB").options("m.lms").unwrap_err().to_string();
+    assert_eq!(err, "host budget has no effect without a budget");
+    let err = Compile::new("m.onnx").force().options("m.lms").unwrap_err().to_string();
+    assert_eq!(err, "force has no effect without a budget");
+    let split = Compile::new("m.onnx").split("op=stem,dim=batch,parts=2").options("m.lms").unwrap();
+    assert_eq!(split.split.len(), 1);
+    let err = Compile::new("m.onnx").split("op=stem,dim=batch,parts=1").options("m.lms").unwrap_err().to_string();
+    assert!(err.contains("parts '1'"), "{err}");
 }
 
 /// The builder's device profile lands in the plan and places time-triggered

@@ -2,6 +2,7 @@
 //! rewritten by TFLMS to fit 2200 KiB of device memory, into `OUT_DIR`.
 //! Cargo reruns this script when the model (or its external data) changes.
 
+use lms_compiler::passes::tflms::TflmsConfig;
 use lms_compiler::train::Optimizer;
 use lms_compiler::Compile;
 use std::path::PathBuf;
@@ -11,6 +12,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let model = manifest.join("../../../fixtures/models/tiny_gpt.onnx");
     let out = PathBuf::from(std::env::var("OUT_DIR")?).join("tiny_gpt.lms");
     let adam = Optimizer::Adam { lr: 0.001, beta1: 0.9, beta2: 0.999, epsilon: 1e-8 };
-    Compile::new(model).batch(32).optimizer(adam).budget("2200KiB").cargo_rerun_if_changed().write(out)?;
+    Compile::new(model)
+        .batch(32)
+        .optimizer(adam)
+        .tflms(TflmsConfig::default())
+        .budget("2200KiB")
+        .cargo_rerun_if_changed()
+        .write(out)?;
     Ok(())
 }

@@ -232,16 +232,19 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
         }),
     };
     let mut split = stages::Split { model: model.clone(), requests: options.split.clone(), reports: Vec::new() };
+    let planned = std::rc::Rc::default();
     let mut plan_split = auto_budget.zip(profile.clone()).map(|(budget, profile)| stages::PlanSplit {
         model: model.clone(),
         budget,
         profile,
         choice: None,
+        planned: std::rc::Rc::clone(&planned),
     });
     let mut planner = auto_budget.zip(profile.clone()).map(|(budget, profile)| stages::Plan {
         model: model.clone(),
         budget,
         profile,
+        planned: std::rc::Rc::clone(&planned),
         outcome: None,
     });
     let mut verify = stages::Verify { model: model.clone(), proven: None };

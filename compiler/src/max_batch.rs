@@ -14,7 +14,7 @@ use crate::analysis::profile::DeviceProfile;
 use crate::analysis::{order, timeline};
 use crate::error::{Error, Result};
 use crate::frontend::{self, FrontendOptions};
-use crate::passes::planner::{self, PlanOptions, Speeds, DEFAULT_MAX_CHAIN};
+use crate::passes::planner::{self, PlanOptions, DEFAULT_MAX_CHAIN};
 use crate::passes::tflms::{self, TflmsConfig};
 use crate::pipeline;
 use crate::train::{self, TrainOptions};
@@ -95,14 +95,11 @@ pub fn max_batch(
             },
             Rewrite::Auto => {
                 let options = PlanOptions { device_budget: budget, host_budget, max_chain: DEFAULT_MAX_CHAIN };
-                let fitted = match planner::fit(&graph, &Speeds::from_profile(&graph, profile), options) {
-                    Ok(f) => Some(f),
-                    Err(Error::NoPlan { .. }) => {
-                        planner::fit_split(&graph, profile, options).map_err(|e| e.in_file(model))?
-                    }
-                    Err(e) => return Err(e.in_file(model)),
-                };
-                fitted.map(|f| Ok((f.footprint, step(&f.graph)?))).transpose()
+                match planner::search(&graph, profile, options) {
+                    Ok(planned) => Ok(Some((planned.fitted.footprint, planned.step_seconds))),
+                    Err(Error::NoPlan { .. }) => Ok(None),
+                    Err(e) => Err(e.in_file(model)),
+                }
             }
         }
     };

@@ -3,7 +3,10 @@
 //! planner reaches to the unrewritten graph's placed arena (no limit
 //! needed), at evenly spaced budgets. Each point is a full plan whose
 //! placed arenas fit the budgets, applied to the training graph and timed on
-//! the device profile's three-stream timeline.
+//! the device profile's three-stream timeline. Auto's point is the fastest
+//! of the search's plan at that budget (`planner::search`, what `compile`
+//! writes) and auto's point at the budget before it, which fits this one
+//! too: its curve never rises with the budget.
 
 use crate::analysis::footprint::Footprint;
 use crate::analysis::profile::DeviceProfile;
@@ -77,10 +80,16 @@ pub fn plan_curve(g: &Graph, device: &DeviceProfile, host_budget: u64, steps: us
     let mut points = Vec::with_capacity(steps);
     for i in 0..=last {
         let budget = smallest + (arena - smallest) * i / last;
-        let auto = match planner::fit_fastest(g, &speeds, device, options(budget)) {
-            Ok(f) => Some(fitting(&f.graph, &f.footprint)),
+        let found = match planner::search(g, device, options(budget)) {
+            Ok(planned) => Some(fitting(&planned.fitted.graph, &planned.fitted.footprint)),
             Err(Error::NoPlan { .. }) => None,
             Err(e) => return Err(e),
+        };
+        // A plan that fits a lower budget on the curve fits this one too.
+        let below = points.last().and_then(|p: &Point| p.auto.clone());
+        let auto = match (found, below) {
+            (Some(found), Some(below)) if below.step_seconds < found.step_seconds => Some(below),
+            (found, below) => found.or(below),
         };
         let tflms = match tflms::fit(g, &TflmsConfig::default(), FreeKnobs::ALL, budget, host_budget) {
             Ok(f) => {

@@ -14,7 +14,9 @@ use crate::passes::split;
 use crate::passes::tflms::{self, FreeKnobs, TflmsConfig, TflmsReport};
 use crate::train::{self, TrainOptions, TrainSummary};
 use lms_proto::onnx::ModelProto;
+use std::cell::RefCell;
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 /// `import`: imports the ONNX model its caller read (and checked the
 /// outputs against).
@@ -181,16 +183,18 @@ impl Pass for Split {
     }
 }
 
-/// `plan-split`: when no swap-and-recompute plan fits the budget
-/// (`--strategy auto`), runs ops in parts along the batch first, the
-/// split the planner predicts fastest (`planner::choose_split`).
+/// `plan-split`: the auto search (`--strategy auto`, `planner::search`):
+/// applies the batch split of the plan it chose, when that plan has one, and
+/// hands the plan to the `plan` pass.
 pub struct PlanSplit {
     pub model: PathBuf,
     pub budget: Budget,
-    /// The time model the split is chosen with.
+    /// The time model the search times its plans with.
     pub profile: DeviceProfile,
-    /// After the run: the split chosen (`None` when none was needed).
+    /// After the run: the split chosen (`None` when the plan has none).
     pub choice: Option<planner::SplitChoice>,
+    /// After the run: the plan chosen, for the `plan` pass to apply.
+    pub planned: Rc<RefCell<Option<planner::Fitted>>>,
 }
 
 /// The name of the [`PlanSplit`] pass.
@@ -207,14 +211,14 @@ impl Pass for PlanSplit {
         if fits(g, b) {
             return Ok(Step::Patch(Patch::new(PLAN_SPLIT)));
         }
-        let options = plan_options(b);
-        let chosen = match planner::choose_split(g, &self.profile, options) {
-            Ok(Some(chosen)) => chosen,
-            Ok(None) => return Ok(Step::Patch(Patch::new(PLAN_SPLIT))),
+        let planned = match planner::search(g, &self.profile, plan_options(b)) {
+            Ok(planned) => planned,
             // Forced: no split; the plan pass plans the graph as it is.
             Err(Error::NoPlan { .. }) if b.force => return Ok(Step::Patch(Patch::new(PLAN_SPLIT))),
             Err(e) => return Err(e.in_file(&self.model)),
         };
+        *self.planned.borrow_mut() = Some(planned.fitted);
+        let Some(chosen) = planned.split else { return Ok(Step::Patch(Patch::new(PLAN_SPLIT))) };
         cx.keep_reference();
         self.choice = Some(chosen.choice);
         Ok(Step::Patch(chosen.patch))
@@ -226,13 +230,15 @@ fn plan_options(b: Budget) -> PlanOptions {
     PlanOptions { device_budget: b.device_bytes, host_budget: b.host_bytes, max_chain: DEFAULT_MAX_CHAIN }
 }
 
-/// `plan`: the budget planner (`--strategy auto`) chooses a swap or a
-/// recompute per tensor until the graph fits the budget.
+/// `plan`: applies the plan the `plan-split` pass chose (`--strategy auto`);
+/// forced (`--force`) where that pass chose none, the planner's own plan.
 pub struct Plan {
     pub model: PathBuf,
     pub budget: Budget,
     /// The time model the planner weighs its candidates with.
     pub profile: DeviceProfile,
+    /// The plan the `plan-split` pass chose (shared with it).
+    pub planned: Rc<RefCell<Option<planner::Fitted>>>,
     /// After the run: the plan (`None` when the graph already fit the budget).
     pub outcome: Option<planner::Fitted>,
 }
@@ -245,18 +251,21 @@ impl Pass for Plan {
     fn run(&mut self, cx: &mut Context) -> Result<Step> {
         let g = &cx.graph;
         let b = self.budget;
-        if !b.force && fits(g, b) {
-            return Ok(Step::Patch(Patch::new(planner::PASS)));
-        }
-        let speeds = Speeds::from_profile(g, &self.profile);
-        let options = plan_options(b);
-        let fitted = match planner::fit_fastest(g, &speeds, &self.profile, options) {
-            Ok(fitted) => fitted,
-            // Forced: the planner's plan as it is; compile writes it and says it is over.
-            Err(Error::NoPlan { .. }) if b.force => {
-                planner::best_effort(g, &speeds, options).map_err(|e| e.in_file(&self.model))?
+        let fitted = match self.planned.borrow_mut().take() {
+            Some(fitted) => fitted,
+            None if !b.force && fits(g, b) => return Ok(Step::Patch(Patch::new(planner::PASS))),
+            None => {
+                let speeds = Speeds::from_profile(g, &self.profile);
+                let options = plan_options(b);
+                match planner::fit_fastest(g, &speeds, &self.profile, options) {
+                    Ok(fitted) => fitted,
+                    // Forced: the planner's plan as it is; compile writes it and says it is over.
+                    Err(Error::NoPlan { .. }) => {
+                        planner::best_effort(g, &speeds, options).map_err(|e| e.in_file(&self.model))?
+                    }
+                    Err(e) => return Err(e.in_file(&self.model)),
+                }
             }
-            Err(e) => return Err(e.in_file(&self.model)),
         };
         let patch = fitted.patch.clone();
         if !patch.is_empty() {

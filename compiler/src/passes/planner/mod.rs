@@ -33,8 +33,10 @@
 //! A clean-up pass then undoes decisions (most expensive first) whose removal
 //! still fits, and moves each swap-in back towards the op that hides its
 //! transfer as far as the budget allows. New candidate kinds (split) are
-//! added to [`Kind`] and costed in `candidate.rs`; a split of the batch, when
-//! no plan fits without one, is chosen first (`split.rs`).
+//! added to [`Kind`] and costed in `candidate.rs`. What `--strategy auto`
+//! runs is [`search`] (`search.rs`): this planner at the budget and at
+//! budgets just below it, TFLMS's plan, and batch splits (`split.rs`), the
+//! fastest on the timeline kept.
 
 mod apply;
 mod candidate;
@@ -42,6 +44,7 @@ mod facts;
 #[cfg(test)]
 mod milp;
 pub mod report;
+mod search;
 mod split;
 #[cfg(test)]
 mod tests;
@@ -50,7 +53,8 @@ mod tracker;
 pub use apply::{patch, PASS};
 pub use facts::{Droppable, Facts, Speeds};
 pub use report::{decision_reports, DecisionReport, RECOMPUTE, SWAP};
-pub use split::{choose_split, fit_split, ChosenSplit, SplitChoice};
+pub use search::{search, Planned, RUNGS};
+pub use split::{ChosenSplit, SplitChoice};
 
 use crate::analysis::footprint::{Budgets, Footprint, MAX_ROUNDS};
 use crate::analysis::memory;
@@ -112,6 +116,7 @@ pub struct Decision {
 /// What [`plan`] decided and the memory it predicts.
 #[derive(Clone, Debug)]
 pub struct Plan {
+    /// The planner's decisions (none when [`search`] kept TFLMS's plan).
     pub decisions: Vec<Decision>,
     /// The planner's (conservative) device peak of the plan.
     pub device_peak: u64,

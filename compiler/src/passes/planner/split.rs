@@ -5,9 +5,10 @@
 //!
 //! A split is chosen by its predicted cost, not a fixed rule: for each number
 //! of parts, the size threshold that splits the fewest ops and still lets a
-//! plan fit; of those, the split whose planned graph the full timeline
-//! predicts fastest (more parts: more kernel launches of smaller, less
-//! efficient micro-ops; fewer parts: more swapping and recomputing).
+//! plan fit; the search ([`super::search`]) keeps whichever of those and of
+//! the unsplit plans the full timeline predicts fastest (more parts: more
+//! kernel launches of smaller, less efficient micro-ops; fewer parts: more
+//! swapping and recomputing).
 
 use super::{fit_fastest, Fitted, PlanOptions, Speeds};
 use crate::analysis::profile::DeviceProfile;
@@ -38,55 +39,50 @@ pub struct ChosenSplit {
     pub choice: SplitChoice,
 }
 
-/// The batch split under which a swap-and-recompute plan fits `options`,
-/// when none fits `g` as it is (`None` when one does); the fastest on
-/// `profile`. Fails with [`Error::NoPlan`] (of the unsplit graph) when no
-/// split makes a plan fit.
-pub fn choose_split(g: &Graph, profile: &DeviceProfile, options: PlanOptions) -> Result<Option<ChosenSplit>> {
-    let unsplit = match fit_fastest(g, &Speeds::from_profile(g, profile), profile, options) {
-        Ok(_) => return Ok(None),
-        Err(e @ Error::NoPlan { .. }) => e,
-        Err(e) => return Err(e),
-    };
+/// The split plans of `g` for `options`: for each number of parts, the
+/// split with the largest size threshold under which a plan fits, with its
+/// plan ([`fit_fastest`]); how many splits were tried; and, when none fits,
+/// the closest.
+pub(super) struct SplitPlans {
+    pub fitted: Vec<(ChosenSplit, Fitted)>,
+    pub tried: usize,
+    /// The smallest peak a split reaches when none fits, of which pool, why, and the split.
+    pub closest: Option<(u64, &'static str, String, BatchSplit)>,
+}
+
+/// [`SplitPlans`] of `g` for `options`, timed on `profile`.
+pub(super) fn split_plans(g: &Graph, profile: &DeviceProfile, options: PlanOptions) -> Result<SplitPlans> {
     let step = |f: &Fitted| timeline::simulate(&f.graph, f.graph.schedule(), profile).step_seconds;
-    let mut best: Option<(f64, ChosenSplit)> = None;
-    let mut tried = 0;
-    // The smallest peak a split reaches when none fits, of which pool, and where.
-    let mut closest: Option<(u64, &'static str, String, BatchSplit)> = None;
+    let unsplit_step_seconds = timeline::simulate(g, g.schedule(), profile).step_seconds;
+    let mut found = SplitPlans { fitted: Vec::new(), tried: 0, closest: None };
     for parts in 2..=MAX_PARTS {
         for min_bytes in thresholds(g) {
             let split = BatchSplit { parts, min_bytes };
             let Some((patch, report)) = batch_patch(g, &split) else { continue };
-            tried += 1;
+            found.tried += 1;
             let (graph, _) = pipeline::apply_checked(g, &patch)?;
             match fit_fastest(&graph, &Speeds::from_profile(&graph, profile), profile, options) {
                 Ok(fitted) => {
-                    let seconds = step(&fitted);
-                    if best.as_ref().is_none_or(|(s, _)| seconds < *s) {
-                        let choice = SplitChoice { report, step_seconds: seconds, unsplit_step_seconds: 0.0, tried: 0 };
-                        best = Some((seconds, ChosenSplit { patch, choice }));
-                    }
+                    let choice = SplitChoice { report, step_seconds: step(&fitted), unsplit_step_seconds, tried: 0 };
+                    found.fitted.push((ChosenSplit { patch, choice }, fitted));
                     break;
                 }
                 Err(Error::NoPlan { pool, why, smallest, .. }) => {
-                    if closest.as_ref().is_none_or(|(c, _, _, _)| smallest < *c) {
-                        closest = Some((smallest, pool, why, split));
+                    if found.closest.as_ref().is_none_or(|(c, _, _, _)| smallest < *c) {
+                        found.closest = Some((smallest, pool, why, split));
                     }
                 }
                 Err(e) => return Err(e),
             }
         }
     }
-    let Some((_, mut chosen)) = best else { return Err(no_split_fits(unsplit, closest)) };
-    chosen.choice.tried = tried;
-    chosen.choice.unsplit_step_seconds = timeline::simulate(g, g.schedule(), profile).step_seconds;
-    Ok(Some(chosen))
+    Ok(found)
 }
 
 /// The error when no split fits either: the unsplit graph's reason, and the
 /// smallest peak of any split when it is below the unsplit graph's (of the
 /// same pool).
-fn no_split_fits(unsplit: Error, closest: Option<(u64, &'static str, String, BatchSplit)>) -> Error {
+pub(super) fn no_split_fits(unsplit: Error, closest: Option<(u64, &'static str, String, BatchSplit)>) -> Error {
     match (unsplit, closest) {
         (Error::NoPlan { pool, why, smallest, budget }, Some((peak, split_pool, split_why, split)))
             if peak < smallest && split_pool == pool =>
@@ -96,22 +92,6 @@ fn no_split_fits(unsplit: Error, closest: Option<(u64, &'static str, String, Bat
         }
         (unsplit, _) => unsplit,
     }
-}
-
-/// A budget search's question, answered quickly: the plan of the first of
-/// the splits of every op into 8, 4 and 2 parts under which one fits
-/// `options` (`None` when none does).
-pub fn fit_split(g: &Graph, profile: &DeviceProfile, options: PlanOptions) -> Result<Option<Fitted>> {
-    for parts in [MAX_PARTS, 4, 2] {
-        let Some((patch, _)) = batch_patch(g, &BatchSplit { parts, min_bytes: 0 }) else { continue };
-        let (graph, _) = pipeline::apply_checked(g, &patch)?;
-        match super::fit(&graph, &Speeds::from_profile(&graph, profile), options) {
-            Ok(fitted) => return Ok(Some(fitted)),
-            Err(Error::NoPlan { .. }) => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(None)
 }
 
 /// Size thresholds to try, largest first: halving from the largest tensor

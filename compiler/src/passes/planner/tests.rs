@@ -205,3 +205,48 @@ fn chains_read_their_sources_only_where_the_plan_keeps_them() {
         assert!(fitted.footprint.fits(options(16 * gib, host).budgets()), "host {host}: {:?}", fitted.footprint);
     }
 }
+
+/// Budget sweeps (the plan-curve's budgets, from the smallest the planner
+/// reaches to the unrewritten arena) over several batches: auto's predicted
+/// step never rises with the budget, a budget auto fits stays fitted above,
+/// and at every budget the search `compile` runs is never predicted slower
+/// than TFLMS's plan there.
+#[test]
+fn more_budget_is_never_slower_and_auto_never_slower_than_tflms() {
+    let profile = DeviceProfile::load("h100-sxm").unwrap();
+    let host = 64u64 << 30;
+    let cases: &[(&str, &[usize], usize)] = &[
+        ("models/cnn_residual.onnx", &[8, 32], 24),
+        ("models/tiny_gpt.onnx", &[8, 32], 24),
+        ("models/gpt_buffers.onnx", &[8, 32], 24),
+        ("models/mlp.onnx", &[32], 12),
+        ("data/onnx/light/light_resnet50.onnx", &[256], 8),
+    ];
+    let mut compared = 0;
+    for &(model, batches, steps) in cases {
+        for &batch in batches {
+            let g = training_graph_of(model, batch);
+            let curve = crate::plan_curve::plan_curve(&g, &profile, host, steps).unwrap();
+            let mut fitted_below: Option<f64> = None;
+            for point in &curve.points {
+                let at = format!("{model} batch {batch} at {} bytes", point.budget_bytes);
+                let auto = point.auto.as_ref().map(|f| f.step_seconds);
+                if let Some(below) = fitted_below {
+                    let auto = auto.unwrap_or_else(|| panic!("{at}: fits a lower budget, not this one"));
+                    assert!(auto <= below, "{at}: {auto} s, slower than {below} s at a lower budget");
+                }
+                fitted_below = auto.or(fitted_below);
+                let Some(tflms) = &point.tflms else { continue };
+                let searched = search(&g, &profile, options(point.budget_bytes, host))
+                    .unwrap_or_else(|e| panic!("{at}: TFLMS fits, auto does not: {e}"));
+                let (auto, tflms) = (searched.step_seconds, tflms.step_seconds);
+                assert!(auto <= tflms, "{at}: auto {auto} s, slower than TFLMS's {tflms} s");
+                assert!(searched.fitted.footprint.fits(options(point.budget_bytes, host).budgets()), "{at}");
+                compared += 1;
+            }
+            let last = curve.points.last().unwrap().auto.as_ref().unwrap();
+            assert_eq!(last.step_seconds, curve.unrewritten_step_seconds, "{model} batch {batch}: at its own arena");
+        }
+    }
+    assert!(compared >= 40, "only {compared} budgets where TFLMS fits");
+}

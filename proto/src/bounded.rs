@@ -92,7 +92,7 @@ pub trait Bounded: Message + Default {
     fn layout() -> &'static Layout;
 }
 
-include!(concat!(env!("OUT_DIR"), "/layouts.rs"));
+include!("generated/layouts.rs");
 
 /// Why bytes were not decoded.
 #[derive(Debug, thiserror::Error)]

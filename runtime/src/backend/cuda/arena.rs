@@ -1,12 +1,12 @@
 //! The offset allocator inside the device arena.
 //!
-//! The CUDA backend takes its whole budget of device memory with one allocation and places
-//! every buffer at an offset inside it. Placement is best fit over a free list (the
-//! smallest free block that holds the request; ties: the lowest offset), and a freed block
-//! merges with free neighbours at once. This is the dynamic alternative to a static offset
-//! plan (Split-CNN §4.4, HMMS): the executor frees tensors in the schedule's order, so a
-//! plan computed ahead would need the backend to see the whole schedule; best fit with
-//! coalescing keeps fragmentation low in practice, and [`ArenaStats`] reports it.
+//! The CUDA backend takes its whole budget of device memory with one allocation. A
+//! program's tensors sit at their statically planned offsets in one region of it
+//! (`memory::Device::plan`); this allocator places everything else — the region itself,
+//! library workspaces, the ops' scratch memory, buffers of a backend used without a plan.
+//! Placement is best fit over a free list (the smallest free block that holds the request;
+//! ties: the lowest offset), and a freed block merges with free neighbours at once;
+//! [`ArenaStats`] reports how fragmented it is.
 //!
 //! Blocks are freed while queues may still use them: each free block carries [`Fences`],
 //! per queue the latest point after which that queue no longer touches it. Whoever reuses

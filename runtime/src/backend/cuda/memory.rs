@@ -1,18 +1,23 @@
 //! Device and host memory of the CUDA backend, and the queues' event bookkeeping.
 //!
-//! [`Device`] owns the three streams, the device arena (one `cuMemAlloc` of the budget,
-//! placed by [`OffsetAllocator`]) and the pinned host pool. Buffers are freed when dropped,
+//! [`Device`] owns the three streams, the device arena (one `cuMemAlloc` of the budget)
+//! and the pinned host pool. Once a program's plan is known ([`Device::plan`]) one region
+//! of the arena holds its tensors, each at the offset the static placement gives it
+//! ([`Device::planned`]); the rest of the arena is placed by [`OffsetAllocator`] for the
+//! ops' scratch memory and for buffers outside a plan. Buffers are freed when dropped,
 //! which may be while a queue still uses them: each block remembers the queues that
 //! touched it, and on drop it records, per such queue, an event after the work issued so
-//! far ([`Fences`]). A new allocation on queue q makes q wait for the fences of the other
-//! queues (device memory), or takes only blocks whose fences have completed (host memory,
-//! which the calling thread may write at once).
+//! far ([`Fences`]). A new block on queue q makes q wait for the fences of the other
+//! queues on its bytes (device memory: planned blocks by byte range, allocated ones by
+//! free block), or takes only blocks whose fences have completed (host memory, which the
+//! calling thread may write at once).
 
 use super::arena::{ArenaStats, Fences, OffsetAllocator};
 use super::error::CudaError;
 use crate::backend::Queue;
 use cudarc::driver::{result, sys, CudaContext, CudaEvent, CudaStream, PinnedHostSlice};
 use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -33,9 +38,39 @@ struct PooledHost {
     fences: Fences<Mark>,
 }
 
+/// The region of the arena that holds a plan's tensors at their planned offsets.
+struct Planned {
+    /// Its first byte, as an offset in the arena.
+    start: u64,
+    /// Its length.
+    bytes: u64,
+    /// For byte ranges (arena offsets, disjoint: start → end) once used by a planned
+    /// block: when each queue was done with them.
+    fences: BTreeMap<u64, (u64, Fences<Mark>)>,
+}
+
+impl Planned {
+    /// Removes what the ranges say of `[start, end)`, keeping their parts outside it.
+    fn carve(&mut self, start: u64, end: u64) {
+        let overlapping: Vec<u64> =
+            self.fences.range(..end).rev().take_while(|(_, (e, _))| *e > start).map(|(&s, _)| s).collect();
+        for s in overlapping {
+            let Some((e, fences)) = self.fences.remove(&s) else { continue };
+            if s < start {
+                self.fences.insert(s, (start, fences.clone()));
+            }
+            if e > end {
+                self.fences.insert(end, (e, fences));
+            }
+        }
+    }
+}
+
 /// The mutable state behind [`Device`].
 struct State {
     arena: OffsetAllocator<Mark>,
+    /// The plan's region, once [`Device::plan`] made it.
+    planned: Option<Planned>,
     marks: Marks,
     host_free: Vec<PooledHost>,
     /// Pinned blocks whose users could not be fenced: freed only when the device is idle.
@@ -70,6 +105,7 @@ impl Device {
             base,
             state: RefCell::new(State {
                 arena: OffsetAllocator::new(arena_bytes),
+                planned: None,
                 marks: Marks::default(),
                 host_free: Vec::new(),
                 host_retired: Vec::new(),
@@ -156,11 +192,74 @@ impl Device {
             .arena
             .alloc(bytes)
             .map_err(|stats| CudaError::ArenaFull { wanted: bytes, stats })?;
-        let block = DeviceBlock { device: Rc::clone(self), offset, bytes, used: Cell::new(1 << queue.index()) };
+        let block =
+            DeviceBlock { device: Rc::clone(self), offset, bytes, used: Cell::new(1 << queue.index()), planned: false };
         for mark in fences.others(queue.index()) {
             self.wait(queue, mark)?;
         }
         Ok(block)
+    }
+
+    /// Sets aside the region of `bytes` that holds a plan's tensors (the static
+    /// placement's device arena), once: a second plan must fit the first one's region.
+    pub fn plan(&self, bytes: u64) -> Result<(), CudaError> {
+        let mut state = self.state.borrow_mut();
+        if let Some(planned) = &state.planned {
+            return match bytes <= planned.bytes {
+                true => Ok(()),
+                false => Err(CudaError::ArenaFull { wanted: bytes, stats: state.arena.stats() }),
+            };
+        }
+        // Nothing has run yet but the libraries' set-up, on the compute queue, which the
+        // planned blocks' first users wait for through the region's fences.
+        let (start, fences) =
+            state.arena.alloc(bytes).map_err(|stats| CudaError::ArenaFull { wanted: bytes, stats })?;
+        let mut planned = Planned { start, bytes, fences: BTreeMap::new() };
+        planned.fences.insert(start, (start + bytes.max(1), fences));
+        state.planned = Some(planned);
+        Ok(())
+    }
+
+    /// Whether a plan's region exists ([`Device::plan`]).
+    pub fn has_plan(&self) -> bool {
+        self.state.borrow().planned.is_some()
+    }
+
+    /// The device address of the planned block at `offset` of the plan's region.
+    pub fn planned_ptr(&self, offset: u64) -> Option<sys::CUdeviceptr> {
+        self.state.borrow().planned.as_ref().map(|p| self.base + p.start + offset)
+    }
+
+    /// The planned block of `bytes` at `offset` of the plan's region, for work on `queue`;
+    /// `queue` waits for the other queues' last uses of those bytes.
+    pub fn planned(self: &Rc<Self>, offset: u64, bytes: u64, queue: Queue) -> Result<DeviceBlock, CudaError> {
+        let marks: Vec<Mark> = {
+            let state = self.state.borrow();
+            let planned =
+                state.planned.as_ref().ok_or(CudaError::ArenaFull { wanted: bytes, stats: state.arena.stats() })?;
+            if offset.checked_add(bytes).is_none_or(|end| end > planned.bytes) {
+                return Err(CudaError::ArenaFull { wanted: bytes, stats: state.arena.stats() });
+            }
+            let (start, end) = (planned.start + offset, planned.start + offset + bytes.max(1));
+            planned
+                .fences
+                .range(..end)
+                .rev()
+                .take_while(|(_, (e, _))| *e > start)
+                .flat_map(|(_, (_, fences))| fences.others(queue.index()).cloned())
+                .collect()
+        };
+        for mark in &marks {
+            self.wait(queue, mark)?;
+        }
+        let start = self.state.borrow().planned.as_ref().map_or(0, |p| p.start);
+        Ok(DeviceBlock {
+            device: Rc::clone(self),
+            offset: start + offset,
+            bytes,
+            used: Cell::new(1 << queue.index()),
+            planned: true,
+        })
     }
 
     /// A pinned host block of at least `bytes`: a pooled one whose last uses have
@@ -202,6 +301,24 @@ impl Device {
             }
         };
         state.arena.free(offset, fences);
+    }
+
+    /// Records when the queues in `used` are done with the planned bytes
+    /// `[offset, offset + bytes)` (arena offsets).
+    fn release_planned(&self, offset: u64, bytes: u64, used: u8) {
+        let mut state = self.state.borrow_mut();
+        let fences = match self.fences(&mut state, used) {
+            Ok(fences) => fences,
+            Err(error) => {
+                state.deferred.get_or_insert(error);
+                Fences::default()
+            }
+        };
+        if let Some(planned) = state.planned.as_mut() {
+            let end = offset + bytes.max(1);
+            planned.carve(offset, end);
+            planned.fences.insert(offset, (end, fences));
+        }
     }
 
     fn release_host(&self, slice: PinnedHostSlice<u8>, used: u8) {
@@ -246,13 +363,17 @@ impl Drop for Device {
     }
 }
 
-/// A block of device memory in the arena; freed (with fences) when dropped.
+/// A block of device memory in the arena: allocated, or a planned tensor's block in the
+/// plan's region; freed or released (with fences) when dropped.
 pub struct DeviceBlock {
     device: Rc<Device>,
+    /// Its offset in the arena.
     offset: u64,
     bytes: u64,
     /// Queues that touched the block, a bit per queue index.
     used: Cell<u8>,
+    /// In the plan's region ([`Device::planned`]) rather than from the allocator.
+    planned: bool,
 }
 
 impl DeviceBlock {
@@ -274,7 +395,10 @@ impl DeviceBlock {
 
 impl Drop for DeviceBlock {
     fn drop(&mut self) {
-        self.device.release_device(self.offset, self.used.get());
+        match self.planned {
+            true => self.device.release_planned(self.offset, self.bytes, self.used.get()),
+            false => self.device.release_device(self.offset, self.used.get()),
+        }
     }
 }
 

@@ -147,6 +147,46 @@ impl Gpu {
         (self.budget / 16).min(WORKSPACE_CAP)
     }
 
+    /// The memory of a tensor of `bytes` for work on `queue`: its planned block when the
+    /// arena holds a plan and the tensor has one, else an allocation.
+    fn block(&self, planned: Option<&Block>, bytes: u64, queue: Queue) -> Result<DeviceBlock, CudaError> {
+        match planned {
+            Some(block) if self.device.has_plan() => self.device.planned(block.offset, bytes, queue),
+            _ => self.device.alloc(bytes, queue),
+        }
+    }
+
+    /// `buffer` at its planned `block`: itself when it is there (or there is no plan),
+    /// else a copy into the block issued on `queue`.
+    fn at_block(&self, buffer: &CudaBuffer, block: &Block, queue: Queue) -> Result<CudaBuffer, CudaError> {
+        match self.device.planned_ptr(block.offset) {
+            Some(ptr) if ptr != buffer.ptr() => {
+                let target = self.device.planned(block.offset, buffer.bytes(), queue)?;
+                if buffer.bytes() > 0 {
+                    // SAFETY: both blocks are live device memory of `bytes()` bytes; the
+                    // source is kept alive (fenced on `queue`) until the copy is done.
+                    unsafe {
+                        result::memcpy_dtod_async(
+                            target.ptr(),
+                            buffer.ptr(),
+                            buffer.bytes() as usize,
+                            self.device.stream(queue).cu_stream(),
+                        )
+                    }?;
+                    self.device.issued(queue);
+                }
+                buffer.block.touch(queue);
+                Ok(CudaBuffer {
+                    block: Rc::new(target),
+                    dtype: buffer.dtype,
+                    shape: buffer.shape.clone(),
+                    host: buffer.host.clone(),
+                })
+            }
+            _ => Ok(buffer.clone()),
+        }
+    }
+
     /// The most scratch memory an op may take now: what the budget leaves beside the
     /// blocks in use, and what fits in one free block of the arena.
     fn workspace_limit(&self) -> u64 {
@@ -316,10 +356,11 @@ impl Backend for CudaBackend {
         "cuda"
     }
 
-    /// The CUDA backend still places buffers with its own allocator in the arena it made
-    /// for the budget ([`CudaBackend::new`]), not at the planned blocks.
-    fn reserve(&mut self, _device_bytes: u64, _host_bytes: u64) -> Result<(), RuntimeError> {
-        Ok(())
+    /// Sets aside the plan's device arena inside the arena made for the budget
+    /// ([`CudaBackend::new`]): every tensor is then made at its planned block, and only the
+    /// ops' scratch memory is allocated beside it. Host buffers still come from a pinned pool.
+    fn reserve(&mut self, device_bytes: u64, _host_bytes: u64) -> Result<(), RuntimeError> {
+        Ok(self.gpu.device.plan(device_bytes)?)
     }
 
     fn host_buffer(&mut self, tensor: HostTensor, _block: Option<Block>) -> Result<CudaHostBuffer, RuntimeError> {
@@ -338,10 +379,10 @@ impl Backend for CudaBackend {
             .map_err(|e| backend_error(format!("reading a host buffer: {e}")))
     }
 
-    fn upload(&mut self, src: &CudaHostBuffer, _block: Block) -> Result<CudaBuffer, RuntimeError> {
+    fn upload(&mut self, src: &CudaHostBuffer, block: Block) -> Result<CudaBuffer, RuntimeError> {
         let device = &self.gpu.device;
         device.take_deferred()?;
-        let block = device.alloc(src.block.size() as u64, Queue::HostToDevice)?;
+        let block = self.gpu.block(Some(&block), src.block.size() as u64, Queue::HostToDevice)?;
         if src.block.size() > 0 {
             let stream = device.stream(Queue::HostToDevice);
             // SAFETY: the destination block holds the source's bytes; the pinned source
@@ -371,9 +412,11 @@ impl Backend for CudaBackend {
         Ok(CudaHostBuffer { block, dtype: src.dtype, shape: src.shape.clone() })
     }
 
-    /// The variable takes the new value's buffer (its own allocator, not the planned block).
-    fn assign(&mut self, _queue: Queue, src: &CudaBuffer, _block: Block) -> Result<CudaBuffer, RuntimeError> {
-        Ok(src.clone())
+    /// Copies the new value into the variable's planned block on `queue` (without a plan,
+    /// the variable takes the new value's buffer).
+    fn assign(&mut self, queue: Queue, src: &CudaBuffer, block: Block) -> Result<CudaBuffer, RuntimeError> {
+        self.gpu.device.take_deferred()?;
+        Ok(self.gpu.at_block(src, &block, queue)?)
     }
 
     fn execute(
@@ -381,7 +424,7 @@ impl Backend for CudaBackend {
         program: &Program,
         node: usize,
         inputs: &[Option<&CudaBuffer>],
-        _outputs: &[Block],
+        blocks: &[Block],
         context: &KernelContext,
     ) -> Result<Vec<CudaBuffer>, RuntimeError> {
         self.gpu.device.take_deferred()?;
@@ -394,6 +437,7 @@ impl Backend for CudaBackend {
             attrs: Attrs::new(&n.attributes),
             inputs,
             outputs: &outputs,
+            blocks,
             context,
         };
         let result = if ops::host_evaluable(&exec) {
@@ -424,7 +468,13 @@ impl Backend for CudaBackend {
                 n.name, n.op
             )));
         }
-        Ok(made)
+        // An output made elsewhere (a view of an input, a value computed on the host) is
+        // copied into its planned block.
+        made.iter()
+            .zip(blocks)
+            .map(|(buffer, block)| self.gpu.at_block(buffer, block, Queue::Compute))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| backend_error(format!("node '{}' ({}): {e}", n.name, n.op)))
     }
 
     fn record(&mut self, queue: Queue) -> Result<Mark, RuntimeError> {
@@ -469,6 +519,45 @@ mod tests {
         assert_eq!(arena_bytes(u64::MAX, 80 * gib), 79 * gib);
         assert_eq!(arena_bytes(100 * gib, 80 * gib), 79 * gib);
         assert_eq!(arena_bytes(gib, 0), 0);
+    }
+
+    /// Uploaded and assigned tensors land at their planned blocks of the plan's region, a
+    /// block past the region is refused, and nothing but the region and the library
+    /// workspace stays allocated in the arena.
+    #[test]
+    fn tensors_live_at_their_planned_blocks_and_nothing_else_stays_allocated() {
+        if std::env::var(REQUIRE_GPU_VAR).is_ok_and(|v| v == "1") {
+            loader::emulated();
+        } else {
+            loader::emulate_where_no_driver();
+        }
+        if !gpu_test_gate("planned blocks").unwrap_or_else(|why| panic!("{why}")) {
+            return;
+        }
+        let mut backend = CudaBackend::new(0, 1 << 24).unwrap_or_else(|e| panic!("{e}"));
+        let before = backend.arena_stats().used;
+        let region = 1 << 20;
+        backend.reserve(region, 0).unwrap();
+        assert_eq!(backend.arena_stats().used, before + region);
+        let value = HostTensor::from_vec(vec![4], vec![1.0f32, -2.0, 3.5, 4.25]).unwrap();
+        let host = backend.host_buffer(value.clone(), None).unwrap();
+        let at = |offset| Block { pool: lms_proto::contract::Pool::Device, tensor: 0, offset, bytes: 16 };
+        // Each queue waits for the one before, as the executor's edges make it.
+        let after = |backend: &mut CudaBackend, from: Queue, to: Queue| {
+            let event = backend.record(from).unwrap();
+            backend.wait(to, &event).unwrap();
+        };
+        let uploaded = backend.upload(&host, at(512)).unwrap();
+        assert_eq!(Some(uploaded.ptr()), backend.gpu.device.planned_ptr(512));
+        after(&mut backend, Queue::HostToDevice, Queue::Compute);
+        let assigned = backend.assign(Queue::Compute, &uploaded, at(4096)).unwrap();
+        assert_eq!(Some(assigned.ptr()), backend.gpu.device.planned_ptr(4096));
+        after(&mut backend, Queue::Compute, Queue::DeviceToHost);
+        let back = backend.download(&assigned, None).unwrap();
+        backend.synchronize().unwrap();
+        assert_eq!(backend.read_host(&back).unwrap(), value);
+        assert_eq!(backend.arena_stats().used, before + region);
+        assert!(backend.upload(&host, at(region - 8)).is_err(), "a block past the plan's region");
     }
 
     #[test]

@@ -20,7 +20,7 @@ use super::kernels::{signatures, Param};
 use super::layout::Layout;
 use super::{CudaBuffer, Gpu};
 use crate::attrs::Attrs;
-use crate::backend::{KernelContext, Queue};
+use crate::backend::{Block, KernelContext, Queue};
 use crate::error::KernelError;
 use crate::tensor::{dtype_name, dtype_size, numel, HostTensor};
 use cudarc::driver::{result, DeviceRepr};
@@ -151,6 +151,8 @@ pub(crate) struct Exec<'a> {
     pub inputs: &'a [Option<&'a CudaBuffer>],
     /// The declared dtype and shape of each output.
     pub outputs: &'a [(DType, Vec<usize>)],
+    /// The planned block of each output (empty outside a plan).
+    pub blocks: &'a [Block],
     /// The run's seed and step.
     pub context: &'a KernelContext,
 }
@@ -186,20 +188,27 @@ impl<'a> Exec<'a> {
             .ok_or_else(|| KernelError::invalid(format!("output {i} is not declared")).into())
     }
 
-    /// A new buffer for declared output `i`.
+    /// The buffer of declared output `i`: at its planned block when there is one.
     pub fn output(&self, i: usize) -> OpResult<CudaBuffer> {
         let (dtype, shape) =
             self.outputs.get(i).ok_or_else(|| KernelError::invalid(format!("output {i} is not declared")))?;
-        self.buffer(*dtype, shape)
+        let bytes = Self::bytes_of(*dtype, shape)?;
+        let block = self.gpu.block(self.blocks.get(i), bytes, Queue::Compute)?;
+        Ok(CudaBuffer { block: Rc::new(block), dtype: *dtype, shape: shape.clone(), host: None })
+    }
+
+    /// The bytes of a tensor of `dtype` and `shape`.
+    fn bytes_of(dtype: DType, shape: &[usize]) -> OpResult<u64> {
+        let size = dtype_size(dtype)
+            .ok_or_else(|| KernelError::unsupported(format!("dtype {} on the CUDA backend", dtype_name(dtype))))?;
+        Ok((numel(shape) as u64)
+            .checked_mul(size as u64)
+            .ok_or_else(|| KernelError::invalid(format!("shape {shape:?} overflows")))?)
     }
 
     /// A new buffer of `dtype` and `shape` on the compute queue (an output or a temporary).
     pub fn buffer(&self, dtype: DType, shape: &[usize]) -> OpResult<CudaBuffer> {
-        let size = dtype_size(dtype)
-            .ok_or_else(|| KernelError::unsupported(format!("dtype {} on the CUDA backend", dtype_name(dtype))))?;
-        let bytes = (numel(shape) as u64)
-            .checked_mul(size as u64)
-            .ok_or_else(|| KernelError::invalid(format!("shape {shape:?} overflows")))?;
+        let bytes = Self::bytes_of(dtype, shape)?;
         let block = self.gpu.device.alloc(bytes, Queue::Compute)?;
         Ok(CudaBuffer { block: Rc::new(block), dtype, shape: shape.to_vec(), host: None })
     }

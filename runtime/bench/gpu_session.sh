@@ -25,7 +25,8 @@
 # original's on the GPU, the run's peak device bytes equal to `lms simulate`'s; a trace of
 # ResNet-50 at batch 64 with TFLMS planned at 3 GiB and run under 4 GiB (room for the
 # convolutions' workspaces, which the plan does not hold yet), with the number of swap copies
-# that overlap a compute kernel. A failing step is recorded and the next one runs; a
+# that overlap a compute kernel; ResNet-50 at batch 1024, auto, planned at 15 GiB, trained 2
+# steps under 16 GiB. A failing step is recorded and the next one runs; a
 # step that runs past STEP_SECONDS (default 150) is stopped and recorded as failed, so one
 # hang cannot spend the whole lease.
 set -uo pipefail
@@ -131,6 +132,14 @@ step = max(e["ts"] + e["dur"] for e in events) - min(e["ts"] for e in events)
 print(f"{len(compute)} kernels, {len(copies)} swap copies, {n} overlapping a kernel; step {step / 1e3:.1f} ms")
 sys.exit(0 if copies and n > 0 else 1)
 EOF
+
+    # A large plan at its planned offsets: ResNet-50 at batch 1024, auto, planned at 15 GiB
+    # and run under 16 GiB (1 GiB for the convolutions' workspaces, which the plan does not
+    # hold yet). The backend's own allocator once fragmented and failed on this plan.
+    local large="$work/r50_b1024_auto.lms"
+    step compile_r50_b1024_auto "$lms" compile "$model" --batch 1024 --strategy auto --budget 15GiB \
+        --host-budget 64GiB -o "$large"
+    step run_r50_b1024_auto "$lms" run "$large" --device cuda --steps 2 --device-memory 16GiB
     {
         echo
         echo "failures: $failures"

@@ -40,6 +40,8 @@ pub struct SimulateReport {
     pub peak_device_bytes: u64,
     /// The op running at the peak.
     pub peak_op: String,
+    /// Scratch bytes that op's kernel takes (counted in the peak and placed in the arena).
+    pub scratch_device_bytes: u64,
     /// Bytes resident for the whole run (variables, inputs).
     pub resident_bytes: u64,
     /// Tensors live at the peak, largest first.
@@ -117,6 +119,7 @@ impl SimulateReport {
             nodes: schedule.len(),
             peak_device_bytes: profile.peak_bytes,
             peak_op: schedule.get(profile.peak_step).map_or_else(String::new, |&id| g.node(id).name.clone()),
+            scratch_device_bytes: profile.scratch_at_peak,
             resident_bytes: profile.resident_bytes,
             live_at_peak: profile
                 .live_at_peak
@@ -164,9 +167,14 @@ impl SimulateReport {
             budget_host_bytes: self.budget_host_bytes,
         };
         let _ = writeln!(s, "setup        {}", setup.describe());
+        let scratch = if self.scratch_device_bytes > 0 {
+            format!(", {} of the op's scratch", format_bytes(self.scratch_device_bytes))
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             s,
-            "peak device  {} at '{}' ({} resident)",
+            "peak device  {} at '{}' ({} resident{scratch})",
             format_bytes(self.peak_device_bytes),
             self.peak_op,
             format_bytes(self.resident_bytes)

@@ -16,7 +16,7 @@ use crate::backend::{Backend, KernelContext, Queue};
 use crate::error::RuntimeError;
 use crate::memory::{check_allocatable, check_budget, node_and_op, Arena, Pool};
 use crate::tensor::HostTensor;
-use lms_proto::contract::{placement, Liveness};
+use lms_proto::contract::{placement, scratch, Liveness};
 use lms_proto::contract::{NodeKind, Program};
 use lms_proto::trace::{Lane, TraceEvent};
 use std::collections::BTreeMap;
@@ -142,6 +142,8 @@ pub struct Executor<B: Backend> {
     steps: u64,
     /// While tracing: the step's origin and the spans of the nodes issued so far.
     trace: Option<Trace<B>>,
+    /// Scratch bytes of each node, by node index (`lms_proto::contract::scratch`).
+    scratch: Vec<u64>,
 }
 
 impl<B: Backend> Executor<B> {
@@ -172,6 +174,7 @@ impl<B: Backend> Executor<B> {
             run_seed,
             steps: 0,
             trace: None,
+            scratch: scratch::of_program(&program),
             program,
         })
     }
@@ -270,7 +273,16 @@ impl<B: Backend> Executor<B> {
             if self.program.kind(node) == NodeKind::Parameter {
                 continue;
             }
+            // The node's scratch block, at its planned offset while it runs.
+            let scratch = (self.scratch[node] > 0).then(|| self.program.tensor_count() + position);
+            if let Some(block) = scratch {
+                let name = format!("{} scratch", self.program.node(node).name);
+                self.pools.device.alloc(block, &name, self.scratch[node])?;
+            }
             self.run(node, &context, &mut report)?;
+            if let Some(block) = scratch {
+                self.pools.device.free(block)?;
+            }
             self.apply_updates(node)?;
             let Executor { program, pools, held, liveness, .. } = self;
             for &t in liveness.released_after(position) {

@@ -9,7 +9,7 @@
 
 use crate::backend::Block;
 use crate::error::RuntimeError;
-use lms_proto::contract::{NodeKind, Program};
+use lms_proto::contract::{scratch, NodeKind, Program};
 use lms_proto::escape::Escaped;
 use lms_proto::lms::Node;
 use std::collections::BTreeMap;
@@ -102,20 +102,38 @@ pub fn check_budget(program: &Program, pool: Pool, placement: &Placement, budget
             }
         }
     }
-    let Some((node, t, offset)) = crossing else {
-        return Err(RuntimeError::Internal(format!("the {pool} arena exceeds its budget, but no tensor's block does")));
+    let (node, tensor, wanted, offset) = match crossing {
+        Some((node, t, offset)) => (node, program.tensor_name(t).to_string(), program.tensor_type(t).bytes, offset),
+        None => scratch_crossing(program, placement, budget)
+            .ok_or_else(|| RuntimeError::Internal(format!("the {pool} arena exceeds its budget, but no block does")))?,
     };
     let n = program.node(node);
     Err(RuntimeError::OutOfMemory(Box::new(OutOfMemory {
         pool,
         node: n.name.clone(),
         op: n.op.clone(),
-        tensor: program.tensor_name(t).to_string(),
-        wanted: program.tensor_type(t).bytes,
+        tensor,
+        wanted,
         offset,
         arena: placement.arena_bytes,
         budget,
     })))
+}
+
+/// The node whose scratch block (in the device placement, after the tensors) starts lowest
+/// among those that end past `budget`: (node, "NAME scratch", bytes, offset).
+fn scratch_crossing(program: &Program, placement: &Placement, budget: u64) -> Option<(usize, String, u64, u64)> {
+    let bytes = scratch::of_program(program);
+    program
+        .order()
+        .iter()
+        .enumerate()
+        .filter_map(|(position, &node)| {
+            let offset = placement.offsets.get(program.tensor_count() + position).copied().flatten()?;
+            (bytes[node] > 0 && offset + aligned(bytes[node]) > budget).then_some((node, offset))
+        })
+        .min_by_key(|&(_, offset)| offset)
+        .map(|(node, offset)| (node, format!("{} scratch", program.node(node).name), bytes[node], offset))
 }
 
 /// One live tensor of an arena.

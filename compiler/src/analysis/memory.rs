@@ -12,6 +12,7 @@
 
 use crate::ir::{Action, Device, Graph, Node, NodeId, TensorId};
 use lms_proto::contract::placement::{self, Lifetime, Placement};
+use lms_proto::contract::scratch::scratch_bytes;
 use lms_proto::contract::{output_pool, release_after, TensorUse};
 
 pub use lms_proto::contract::Pool;
@@ -35,6 +36,8 @@ pub struct MemoryProfile {
     pub peak_step: usize,
     /// Device tensors live at the device peak, largest first (ties by id).
     pub live_at_peak: Vec<TensorId>,
+    /// Scratch bytes of the node at the device peak (counted in `peak_bytes`).
+    pub scratch_at_peak: u64,
     /// Host bytes live while each scheduled node runs (same length as the schedule).
     pub host_timeline: Vec<u64>,
     /// Largest value of `host_timeline` (0 when nothing lives in host memory).
@@ -96,6 +99,7 @@ pub fn simulate(g: &Graph, schedule: &[NodeId]) -> MemoryProfile {
     }
     let mut timeline = Vec::with_capacity(schedule.len());
     let mut host_timeline = Vec::with_capacity(schedule.len());
+    let scratch_of: Vec<u64> = schedule.iter().map(|&id| scratch(g, id)).collect();
     for (step, &id) in schedule.iter().enumerate() {
         let node = g.node(id);
         if !node.parameterized {
@@ -103,7 +107,7 @@ pub fn simulate(g: &Graph, schedule: &[NodeId]) -> MemoryProfile {
                 live[pool_of(t) as usize] += bytes(t);
             }
         }
-        timeline.push(live[Pool::Device as usize]);
+        timeline.push(live[Pool::Device as usize] + scratch_of[step]);
         host_timeline.push(live[Pool::Host as usize]);
         for &t in &frees[step] {
             live[pool_of(t) as usize] -= bytes(t);
@@ -118,14 +122,27 @@ pub fn simulate(g: &Graph, schedule: &[NodeId]) -> MemoryProfile {
         peak_bytes,
         peak_step,
         live_at_peak,
+        scratch_at_peak: scratch_of.get(peak_step).copied().unwrap_or(0),
         host_timeline,
         host_peak_bytes,
         host_peak_step,
     }
 }
 
+/// Scratch bytes of node `id` while it runs (the contract's
+/// [`lms_proto::contract::scratch::scratch_bytes`]).
+pub fn scratch(g: &Graph, id: NodeId) -> u64 {
+    let node = g.node(id);
+    let pads = node.attrs.ints_opt("pads").ok().flatten();
+    let inputs: Vec<Option<&[usize]>> = node.inputs.iter().map(|t| t.map(|t| &g.tensor(t).ty.shape[..])).collect();
+    let outputs: Vec<&[usize]> = node.outputs.iter().map(|&t| &g.tensor(t).ty.shape[..]).collect();
+    scratch_bytes(&node.domain, &node.op, pads.as_deref(), &inputs, &outputs)
+}
+
 /// The static placement of the tensors of `pool` along `schedule` (the contract's
-/// [`lms_proto::contract::placement`], which the runtime computes from the `.lms` too).
+/// [`lms_proto::contract::placement`], which the runtime computes from the `.lms` too):
+/// by tensor id, then in the device pool each scheduled node's scratch block, live at its
+/// step only (index: the tensor count + its position).
 pub fn placement(g: &Graph, schedule: &[NodeId], which: Pool) -> Placement {
     let last = last_use(g, schedule);
     let position = positions(g, schedule);
@@ -142,6 +159,12 @@ pub fn placement(g: &Graph, schedule: &[NodeId], which: Pool) -> Placement {
             first: if producer.parameterized { 0 } else { born },
             last: last[t.index()].min(end),
         });
+    }
+    if which == Pool::Device {
+        lifetimes.extend(schedule.iter().enumerate().map(|(position, &id)| {
+            let bytes = scratch(g, id);
+            (bytes > 0).then_some(Lifetime { bytes, first: position, last: position })
+        }));
     }
     placement::place(&lifetimes)
 }
@@ -183,7 +206,7 @@ fn live_at(g: &Graph, schedule: &[NodeId], last: &[usize], step: usize) -> Vec<T
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::{Attrs, DType, Phase, TensorType, SWAP_IN_OP, SWAP_OUT_OP};
+    use crate::ir::{Attr, Attrs, DType, Phase, TensorType, SWAP_IN_OP, SWAP_OUT_OP};
     use crate::train::LMS_DOMAIN;
 
     /// Adds a node with one f32[4] (16-byte) output named like it.
@@ -223,5 +246,43 @@ mod tests {
         assert_eq!((p.peak_bytes, p.peak_step, p.resident_bytes), (64, 5, 16));
         assert_eq!((p.host_peak_bytes, p.host_peak_step), (16, 2));
         assert_eq!(p.live_at_peak.len(), 4, "x, in, c, d: the host copy is not device memory");
+    }
+    #[test]
+    fn a_convolution_with_asymmetric_pads_takes_its_padded_input_as_scratch() {
+        let mut g = Graph::new("halo", 13);
+        let mut node =
+            |name: &str, op: &str, parameterized: bool, inputs: &[TensorId], attrs: Attrs, shape: Vec<usize>| {
+                let node = Node {
+                    name: name.into(),
+                    op: op.into(),
+                    domain: String::new(),
+                    attrs,
+                    parameterized,
+                    phase: Phase::Forward,
+                    device: Device::Gpu,
+                    inputs: inputs.iter().map(|&t| Some(t)).collect(),
+                    outputs: vec![],
+                };
+                let id = g.add_node(node, vec![(name.into(), TensorType::new(DType::F32, shape))]);
+                g.node(id).outputs[0]
+            };
+        let x = node("x", "Input", true, &[], Attrs::new(), vec![1, 2, 8, 8]);
+        let w = node("w", "Variable", true, &[], Attrs::new(), vec![2, 2, 3, 3]);
+        // The top part of a halo split: a pad above, none below.
+        let pads = Attrs::new().with("pads", Attr::Ints(vec![1, 1, 0, 1]));
+        let y = node("y", "Conv", false, &[x, w], pads, vec![1, 2, 7, 8]);
+        g.outputs = vec![y];
+        let schedule = crate::analysis::order::schedule(&g).unwrap();
+        let conv = *schedule.last().unwrap();
+        let padded = 2 * 9 * 10 * 4;
+        assert_eq!(scratch(&g, conv), padded);
+        let p = simulate(&g, &schedule);
+        let tensors = (8 * 8 + 2 * 9 + 7 * 8) * 2 * 4;
+        assert_eq!((p.peak_bytes, p.scratch_at_peak), (tensors + padded, padded));
+        let arena = placement(&g, &schedule, Pool::Device).arena_bytes;
+        assert!(
+            arena >= placement::aligned(padded) + 3 * 256,
+            "the scratch block is placed beside the tensors: {arena}"
+        );
     }
 }

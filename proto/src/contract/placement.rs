@@ -54,6 +54,7 @@
 
 use super::program::Program;
 use super::release::{release_after, tensor_uses, Pool};
+use super::scratch;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -800,10 +801,12 @@ impl FreeList {
 }
 
 /// The lifetimes of the tensors of `program` that live in `pool`, by tensor id, along its
-/// schedule.
+/// schedule; in the device pool, then one entry per schedule position (index: the tensor
+/// count + the position): the scratch block of the node there, live at its step only
+/// (`None` for a node without scratch, [`super::scratch`]).
 pub fn lifetimes(program: &Program, pool: Pool) -> Vec<Option<Lifetime>> {
     let end = program.node_count().saturating_sub(1);
-    tensor_uses(program)
+    let mut lifetimes: Vec<Option<Lifetime>> = tensor_uses(program)
         .into_iter()
         .enumerate()
         .map(|(t, usage)| {
@@ -813,7 +816,14 @@ pub fn lifetimes(program: &Program, pool: Pool) -> Vec<Option<Lifetime>> {
                 last: release_after(usage).unwrap_or(end),
             })
         })
-        .collect()
+        .collect();
+    if pool == Pool::Device {
+        let scratch = scratch::of_program(program);
+        lifetimes.extend(program.order().iter().enumerate().map(|(position, &node)| {
+            (scratch[node] > 0).then_some(Lifetime { bytes: scratch[node], first: position, last: position })
+        }));
+    }
+    lifetimes
 }
 
 /// The placement of `program`'s tensors in `pool`.

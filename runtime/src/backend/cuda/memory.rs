@@ -291,15 +291,19 @@ impl Device {
         Ok(HostBlock { device: Rc::clone(self), slice: Some(slice), len, used: Cell::new(0) })
     }
 
+    /// The fences of a device block being released by the queues in `used`; an error
+    /// recording them is deferred to the next backend call (no fences: the caller's drop
+    /// cannot fail).
+    fn release_fences(&self, state: &mut State, used: u8) -> Fences<Mark> {
+        self.fences(state, used).unwrap_or_else(|error| {
+            state.deferred.get_or_insert(error);
+            Fences::default()
+        })
+    }
+
     fn release_device(&self, offset: u64, used: u8) {
         let mut state = self.state.borrow_mut();
-        let fences = match self.fences(&mut state, used) {
-            Ok(fences) => fences,
-            Err(error) => {
-                state.deferred.get_or_insert(error);
-                Fences::default()
-            }
-        };
+        let fences = self.release_fences(&mut state, used);
         state.arena.free(offset, fences);
     }
 
@@ -307,13 +311,7 @@ impl Device {
     /// `[offset, offset + bytes)` (arena offsets).
     fn release_planned(&self, offset: u64, bytes: u64, used: u8) {
         let mut state = self.state.borrow_mut();
-        let fences = match self.fences(&mut state, used) {
-            Ok(fences) => fences,
-            Err(error) => {
-                state.deferred.get_or_insert(error);
-                Fences::default()
-            }
-        };
+        let fences = self.release_fences(&mut state, used);
         if let Some(planned) = state.planned.as_mut() {
             let end = offset + bytes.max(1);
             planned.carve(offset, end);

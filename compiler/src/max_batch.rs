@@ -7,7 +7,11 @@
 //! is not monotone in the batch, so every batch is decided by its own plan's
 //! arenas, and the batch reported is one whose arenas were placed and fit
 //! (a larger one past a batch that does not fit may fit too). The step time
-//! at the batch found is predicted on a device profile.
+//! at the batch found is predicted on a device profile. With the budget
+//! planner, each probe asks only whether a plan fits
+//! ([`planner::fits_quickly`], a subset of the search's plans), and the batch
+//! found is planned by [`planner::search`], what `compile --strategy auto`
+//! runs: `compile --batch N` at the batch reported writes the plan reported.
 
 use crate::analysis::footprint::{Budgets, Footprint};
 use crate::analysis::profile::DeviceProfile;
@@ -41,6 +45,13 @@ pub struct MaxBatch {
     pub at_limit: bool,
 }
 
+/// A batch that fits: its peaks, arenas and predicted step, or (auto) that
+/// a plan fits, the figures to come from [`planner::search`] at the batch found.
+enum Fits {
+    Figures(Footprint, f64),
+    BySearch,
+}
+
 /// How a batch's training graph is made to fit.
 #[derive(Clone, Copy, Debug)]
 pub enum Rewrite<'a> {
@@ -71,14 +82,17 @@ pub fn max_batch(
     let step =
         |g: &crate::ir::Graph| -> Result<f64> { Ok(timeline::simulate(g, &order::schedule(g)?, profile).step_seconds) };
     let budgets = Budgets { device: budget, host: host_budget };
-    // Peaks, arenas and step time at a batch; `None` when it does not fit.
-    let probe = |batch: usize| -> Result<Option<(Footprint, f64)>> {
+    let auto_options = PlanOptions { device_budget: budget, host_budget, max_chain: DEFAULT_MAX_CHAIN };
+    let training_graph = |batch: usize| -> Result<crate::ir::Graph> {
         let options = FrontendOptions { batch: Some(batch), ..frontend.clone() };
-        let graph =
-            train::build(&frontend::load(model, &options)?.graph, train_options).map_err(|e| e.in_file(model))?;
+        train::build(&frontend::load(model, &options)?.graph, train_options).map_err(|e| e.in_file(model))
+    };
+    // Peaks, arenas and step time at a batch; `None` when it does not fit.
+    let probe = |batch: usize| -> Result<Option<Fits>> {
+        let graph = training_graph(batch)?;
         let footprint = Footprint::of(&graph, &order::schedule(&graph)?);
         if footprint.fits(budgets) {
-            return Ok(Some((footprint, step(&graph)?)));
+            return Ok(Some(Fits::Figures(footprint, step(&graph)?)));
         }
         match rewrite {
             Rewrite::None => Ok(None),
@@ -88,22 +102,20 @@ pub fn max_batch(
                         Some(plan) => step(&pipeline::apply_checked(&graph, &plan.patch)?.0)?,
                         None => step(&graph)?,
                     };
-                    Ok(Some((fit.after, seconds)))
+                    Ok(Some(Fits::Figures(fit.after, seconds)))
                 }
                 Err(Error::OverBudget { .. }) => Ok(None),
                 Err(e) => Err(e.in_file(model)),
             },
-            Rewrite::Auto => {
-                let options = PlanOptions { device_budget: budget, host_budget, max_chain: DEFAULT_MAX_CHAIN };
-                match planner::search(&graph, profile, options) {
-                    Ok(planned) => Ok(Some((planned.fitted.footprint, planned.step_seconds))),
-                    Err(Error::NoPlan { .. }) => Ok(None),
-                    Err(e) => Err(e.in_file(model)),
-                }
-            }
+            // Whether a plan fits, quickly; the batch found is planned by the search below.
+            Rewrite::Auto => match planner::fits_quickly(&graph, profile, auto_options) {
+                Ok(true) => Ok(Some(Fits::BySearch)),
+                Ok(false) => Ok(None),
+                Err(e) => Err(e.in_file(model)),
+            },
         }
     };
-    let mut fits = |batch: usize| -> Result<Option<(Footprint, f64)>> {
+    let mut fits = |batch: usize| -> Result<Option<Fits>> {
         let peaks = probe(batch)?;
         on_probe(batch, peaks.is_some());
         Ok(peaks)
@@ -139,7 +151,14 @@ pub fn max_batch(
         }
     }
     let at_limit = hi.is_none();
-    let (footprint, predicted_step_seconds) = best;
+    // The plan `compile --strategy auto --batch N` writes: the same search on the same graph.
+    let (footprint, predicted_step_seconds) = match best {
+        Fits::Figures(footprint, seconds) => (footprint, seconds),
+        Fits::BySearch => {
+            let planned = planner::search(&training_graph(lo)?, profile, auto_options).map_err(|e| e.in_file(model))?;
+            (planned.fitted.footprint, planned.step_seconds)
+        }
+    };
     debug_assert!(footprint.fits(budgets), "the batch reported was placed and fits");
     Ok(MaxBatch {
         batch: Some(lo),

@@ -195,3 +195,37 @@ fn a_plan_over_its_host_budget_is_written_only_when_forced() {
     assert_eq!(sim["fits"], false, "{sim}");
     assert!(sim["host_margin_bytes"].as_i64().unwrap() < 0, "{sim}");
 }
+
+/// `compile --batch N` at the batch `max-batch --strategy auto` reports
+/// writes the plan it reported: the same device and host arenas and live
+/// peaks and the same predicted step (one search, `planner::search`).
+#[test]
+fn compile_at_the_max_batch_writes_the_plan_max_batch_reported() {
+    let vgg19 = lms_tests::onnx_data("light/light_vgg19.onnx");
+    let cases = [
+        ("fixtures/models/tiny_gpt.onnx", "2200KiB", "64GiB"),
+        ("fixtures/models/tiny_gpt.onnx", "2200KiB", "0"),
+        (vgg19.to_str().unwrap(), "2GiB", "8GiB"),
+    ];
+    for (model, budget, host) in cases {
+        let budgets = ["--budget", budget, "--host-budget", host];
+        let found = json(&lms_ok(&[&["max-batch", model, "--strategy", "auto", "--json"][..], &budgets].concat()));
+        let auto = &found["auto"];
+        let batch = auto["batch"].as_u64().unwrap().to_string();
+        let (out, report) = (scratch("at-max-batch.lms"), scratch("at-max-batch.json"));
+        let args = ["compile", model, "--batch", &batch, "--strategy", "auto", "-o", &out, "--report", &report];
+        lms_ok(&[&args[..], &budgets, &["-q", "--no-verify"]].concat());
+        let r = json(&std::fs::read_to_string(&report).unwrap());
+        let case = format!("{model} at batch {batch}, {budget} (host {host})");
+        for (compiled, reported) in [
+            ("arena_device_bytes", "arena_device_bytes"),
+            ("arena_host_bytes", "arena_host_bytes"),
+            ("peak_device_bytes_after", "peak_device_bytes"),
+            ("peak_host_bytes_after", "peak_host_bytes"),
+            ("predicted_step_seconds", "predicted_step_seconds"),
+        ] {
+            assert_eq!(r[compiled], auto[reported], "{case}: {compiled}: compile {r}, max-batch {auto}");
+        }
+        assert!(r["predicted_step_seconds"].as_f64().unwrap() > 0.0, "{case}: {r}");
+    }
+}

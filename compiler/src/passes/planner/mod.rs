@@ -53,7 +53,7 @@ mod tracker;
 pub use apply::{patch, PASS};
 pub use facts::{Droppable, Facts, Speeds};
 pub use report::{decision_reports, DecisionReport, RECOMPUTE, SWAP};
-pub use search::{search, Planned, RUNGS};
+pub use search::{fits_quickly, search, Planned, RUNGS};
 pub use split::{ChosenSplit, SplitChoice};
 
 use crate::analysis::footprint::{Budgets, Footprint, MAX_ROUNDS};

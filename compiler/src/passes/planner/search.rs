@@ -25,8 +25,10 @@ use super::{fit_fastest, report, Fitted, Plan, PlanOptions, Speeds};
 use crate::analysis::footprint::Footprint;
 use crate::analysis::profile::DeviceProfile;
 use crate::analysis::timeline;
+use crate::egraph::rules::split::MAX_PARTS;
 use crate::error::{Error, Result};
 use crate::ir::Graph;
+use crate::passes::split::{batch_patch, BatchSplit};
 use crate::passes::tflms::{self, FreeKnobs, TflmsConfig};
 use crate::pipeline;
 
@@ -99,6 +101,28 @@ pub fn search(g: &Graph, profile: &DeviceProfile, options: PlanOptions) -> Resul
         }
         None => Err(split::no_split_fits(unsplit.expect("an unsplit plan that fits is a candidate"), splits.closest)),
     }
+}
+
+/// A budget search's question, answered quickly: whether a plan of a
+/// subset of [`search`]'s fits `options` — the planner's plan at the budget
+/// ([`super::fit`]), else under the split of every op into 8, 4 or 2 parts —
+/// so [`search`] finds a plan wherever this says one fits.
+pub fn fits_quickly(g: &Graph, profile: &DeviceProfile, options: PlanOptions) -> Result<bool> {
+    match super::fit(g, &Speeds::from_profile(g, profile), options) {
+        Ok(_) => return Ok(true),
+        Err(Error::NoPlan { .. }) => {}
+        Err(e) => return Err(e),
+    }
+    for parts in [MAX_PARTS, 4, 2] {
+        let Some((patch, _)) = batch_patch(g, &BatchSplit { parts, min_bytes: 0 }) else { continue };
+        let (graph, _) = pipeline::apply_checked(g, &patch)?;
+        match super::fit(&graph, &Speeds::from_profile(&graph, profile), options) {
+            Ok(_) => return Ok(true),
+            Err(Error::NoPlan { .. }) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(false)
 }
 
 /// The [`RUNGS`] highest budgets of the ladder from `arena` down (each

@@ -12,7 +12,7 @@
 //! ([`lms_proto::contract::release`]). Graph outputs are read back and released when the step ends.
 //! Kernels get a [`KernelContext`]: the run's seed and the number of steps run before.
 
-use crate::backend::{Backend, KernelContext, Queue};
+use crate::backend::{Backend, Block, KernelContext, Queue};
 use crate::error::RuntimeError;
 use crate::memory::{check_allocatable, check_budget, node_and_op, Arena, Pool};
 use crate::tensor::HostTensor;
@@ -275,11 +275,14 @@ impl<B: Backend> Executor<B> {
             }
             // The node's scratch block, at its planned offset while it runs.
             let scratch = (self.scratch[node] > 0).then(|| self.program.tensor_count() + position);
-            if let Some(block) = scratch {
-                let name = format!("{} scratch", self.program.node(node).name);
-                self.pools.device.alloc(block, &name, self.scratch[node])?;
-            }
-            self.run(node, &context, &mut report)?;
+            let scratch_block = match scratch {
+                Some(block) => {
+                    let name = format!("{} scratch", self.program.node(node).name);
+                    Some(self.pools.device.alloc(block, &name, self.scratch[node])?)
+                }
+                None => None,
+            };
+            self.run(node, scratch_block, &context, &mut report)?;
             if let Some(block) = scratch {
                 self.pools.device.free(block)?;
             }
@@ -360,7 +363,13 @@ impl<B: Backend> Executor<B> {
 
     /// Allocates the outputs of `node`, makes its queue wait for what it depends on,
     /// issues it and records its event.
-    fn run(&mut self, node: usize, context: &KernelContext, report: &mut StepReport) -> Result<(), RuntimeError> {
+    fn run(
+        &mut self,
+        node: usize,
+        scratch: Option<Block>,
+        context: &KernelContext,
+        report: &mut StepReport,
+    ) -> Result<(), RuntimeError> {
         let Executor { program, backend, pools, held, done, alias, trace, .. } = self;
         let n = program.node(node);
         let blocks = program
@@ -418,7 +427,11 @@ impl<B: Backend> Executor<B> {
                         Some((t, Stored::Host(_))) => Err(misplaced(t)),
                     })
                     .collect::<Result<Vec<_>, _>>()?;
-                backend.execute(program, node, &buffers, &blocks, context)?.into_iter().map(Stored::Device).collect()
+                backend
+                    .execute(program, node, &buffers, &blocks, scratch, context)?
+                    .into_iter()
+                    .map(Stored::Device)
+                    .collect()
             }
         };
         if let (Some(start), Some(trace)) = (span_start, trace.as_mut()) {

@@ -114,6 +114,22 @@ fn plans_of_the_gpt_block_train_on_the_emulated_device_like_the_cpu_at_the_simul
     check_plans("fixtures/models/tiny_gpt.onnx", "gpt", "400KiB", "140KiB");
 }
 
+/// Spatial splits: halo parts of a convolution have asymmetric pads, so the CUDA backend
+/// pads their input into the node's planned scratch block; the plan trains like the CPU's
+/// at the simulated peaks.
+#[test]
+fn a_spatially_split_plan_uses_its_planned_scratch_on_the_emulated_device() {
+    let splits = ["--split", "op=block.conv1,dim=height,parts=2", "--split", "op=stem,dim=width,parts=3"];
+    let plan = compile("fixtures/models/cnn_residual.onnx", "cnn-spatial", &splits);
+    let (cpu, cuda) = (run(&plan, "cpu"), run(&plan, "cuda"));
+    for (g, c) in cuda.losses.iter().zip(&cpu.losses) {
+        assert!((g - c).abs() <= 1e-5 * c.abs().max(1.0), "{cuda:?} vs cpu {cpu:?}");
+    }
+    assert_eq!(cuda.peaks, plan.simulated, "emulated device's peaks vs simulate's");
+    let sim = json(&lms(&["simulate", &plan.file, "--json"], false));
+    assert!(sim["scratch_device_bytes"].is_u64(), "{sim}");
+}
+
 #[test]
 fn doctor_names_the_emulated_device_and_its_cudnn() {
     let out = String::from_utf8(lms(&["doctor"], true)).unwrap();

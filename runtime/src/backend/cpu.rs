@@ -309,6 +309,7 @@ impl Backend for CpuBackend {
         node: usize,
         inputs: &[Option<&CpuBuffer>],
         outputs: &[Block],
+        _scratch: Option<Block>,
         context: &KernelContext,
     ) -> Result<Vec<CpuBuffer>, RuntimeError> {
         let reads: Vec<Stamp> = inputs.iter().flatten().map(|b| b.written).collect();

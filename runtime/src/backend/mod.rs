@@ -129,13 +129,15 @@ pub trait Backend {
     /// Issues node `node` of `program` on [`Queue::Compute`], reading `inputs` (one per
     /// input slot, `None` for an omitted optional input); returns one device buffer per
     /// output, of the types the program declares, in `outputs` (the outputs' blocks, in
-    /// order). `context` is the run's seed and step.
+    /// order). `scratch` is the node's scratch block in the device arena, when it takes one
+    /// ([`lms_proto::contract::scratch`]). `context` is the run's seed and step.
     fn execute(
         &mut self,
         program: &Program,
         node: usize,
         inputs: &[Option<&Self::DeviceBuffer>],
         outputs: &[Block],
+        scratch: Option<Block>,
         context: &KernelContext,
     ) -> Result<Vec<Self::DeviceBuffer>, RuntimeError>;
 

@@ -425,6 +425,7 @@ impl Backend for CudaBackend {
         node: usize,
         inputs: &[Option<&CudaBuffer>],
         blocks: &[Block],
+        scratch: Option<Block>,
         context: &KernelContext,
     ) -> Result<Vec<CudaBuffer>, RuntimeError> {
         self.gpu.device.take_deferred()?;
@@ -438,6 +439,7 @@ impl Backend for CudaBackend {
             inputs,
             outputs: &outputs,
             blocks,
+            scratch,
             context,
         };
         let result = if ops::host_evaluable(&exec) {

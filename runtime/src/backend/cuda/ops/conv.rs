@@ -432,10 +432,10 @@ fn add_bias(exec: &Exec<'_>, y: &CudaBuffer, channels: usize) -> OpResult<()> {
     Ok(())
 }
 
-/// X padded with zeros into scratch memory when `g` has asymmetric pads.
+/// X padded with zeros into the node's scratch block when `g` has asymmetric pads.
 fn padded_input(exec: &Exec<'_>, g: &Geometry, x: &CudaBuffer) -> OpResult<Option<CudaBuffer>> {
     let Some((shape, shift)) = &g.explicit else { return Ok(None) };
-    let padded = exec.buffer(DType::DtypeF32, shape)?;
+    let padded = exec.scratch_buffer(DType::DtypeF32, shape)?;
     launch_pad(exec, x, &padded, shift, 0, 0)?;
     Ok(Some(padded))
 }
@@ -500,7 +500,7 @@ fn conv_grad_data(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     match &g.explicit {
         None => run(exec, &g, 1, w, dy, &dx)?,
         Some((shape, shift)) => {
-            let padded = exec.buffer(DType::DtypeF32, shape)?;
+            let padded = exec.scratch_buffer(DType::DtypeF32, shape)?;
             run(exec, &g, 1, w, dy, &padded)?;
             let crop: Vec<i64> = shift.iter().map(|s| -s).collect();
             launch_pad(exec, &padded, &dx, &crop, 0, 0)?;

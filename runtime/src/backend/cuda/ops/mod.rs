@@ -153,6 +153,8 @@ pub(crate) struct Exec<'a> {
     pub outputs: &'a [(DType, Vec<usize>)],
     /// The planned block of each output (empty outside a plan).
     pub blocks: &'a [Block],
+    /// The node's planned scratch block, when it takes one.
+    pub scratch: Option<Block>,
     /// The run's seed and step.
     pub context: &'a KernelContext,
 }
@@ -210,6 +212,23 @@ impl<'a> Exec<'a> {
     pub fn buffer(&self, dtype: DType, shape: &[usize]) -> OpResult<CudaBuffer> {
         let bytes = Self::bytes_of(dtype, shape)?;
         let block = self.gpu.device.alloc(bytes, Queue::Compute)?;
+        Ok(CudaBuffer { block: Rc::new(block), dtype, shape: shape.to_vec(), host: None })
+    }
+
+    /// A temporary of `dtype` and `shape` in the node's planned scratch block (which the
+    /// plan sized for it, `lms_proto::contract::scratch`), or allocated outside a plan.
+    pub fn scratch_buffer(&self, dtype: DType, shape: &[usize]) -> OpResult<CudaBuffer> {
+        let bytes = Self::bytes_of(dtype, shape)?;
+        if let Some(block) = self.scratch.filter(|_| self.gpu.device.has_plan()) {
+            if bytes > block.bytes {
+                return Err(KernelError::invalid(format!(
+                    "scratch of {bytes} bytes, the plan gives the node {} bytes",
+                    block.bytes
+                ))
+                .into());
+            }
+        }
+        let block = self.gpu.block(self.scratch.as_ref(), bytes, Queue::Compute)?;
         Ok(CudaBuffer { block: Rc::new(block), dtype, shape: shape.to_vec(), host: None })
     }
 

@@ -7,6 +7,6 @@ mod codegen;
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     codegen::generate(root, &root.join("src/generated"))?;
-    println!("wrote {}", root.join("src/generated").display());
+    println!("wrote {} in {}", codegen::FILES.join(", "), root.join("src/generated").display());
     Ok(())
 }

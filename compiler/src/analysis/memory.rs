@@ -206,6 +206,7 @@ fn live_at(g: &Graph, schedule: &[NodeId], last: &[usize], step: usize) -> Vec<T
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::egraph::testing::Net;
     use crate::ir::{Attr, Attrs, DType, Phase, TensorType, SWAP_IN_OP, SWAP_OUT_OP};
     use crate::train::LMS_DOMAIN;
 
@@ -249,28 +250,13 @@ mod tests {
     }
     #[test]
     fn a_convolution_with_asymmetric_pads_takes_its_padded_input_as_scratch() {
-        let mut g = Graph::new("halo", 13);
-        let mut node =
-            |name: &str, op: &str, parameterized: bool, inputs: &[TensorId], attrs: Attrs, shape: Vec<usize>| {
-                let node = Node {
-                    name: name.into(),
-                    op: op.into(),
-                    domain: String::new(),
-                    attrs,
-                    parameterized,
-                    phase: Phase::Forward,
-                    device: Device::Gpu,
-                    inputs: inputs.iter().map(|&t| Some(t)).collect(),
-                    outputs: vec![],
-                };
-                let id = g.add_node(node, vec![(name.into(), TensorType::new(DType::F32, shape))]);
-                g.node(id).outputs[0]
-            };
-        let x = node("x", "Input", true, &[], Attrs::new(), vec![1, 2, 8, 8]);
-        let w = node("w", "Variable", true, &[], Attrs::new(), vec![2, 2, 3, 3]);
+        let mut net = Net::new();
+        let x = net.input("x", &[1, 2, 8, 8]);
+        let w = net.variable("w", &[2, 2, 3, 3]);
         // The top part of a halo split: a pad above, none below.
         let pads = Attrs::new().with("pads", Attr::Ints(vec![1, 1, 0, 1]));
-        let y = node("y", "Conv", false, &[x, w], pads, vec![1, 2, 7, 8]);
+        let y = net.op("y", "Conv", pads, &[x, w], &[1, 2, 7, 8]);
+        let mut g = net.g;
         g.outputs = vec![y];
         let schedule = crate::analysis::order::schedule(&g).unwrap();
         let conv = *schedule.last().unwrap();

@@ -6,6 +6,9 @@
 //! - [`lms`]: `lms.proto`, the serialized IR shared by compiler and runtime.
 //! - [`contract`]: decoding and validation of `.lms` files, dtype sizes, lms op names and
 //!   the memory release rules, which the compiler and the runtime both use.
+//! - [`types`]: element types, tensor types, constant tensors and attributes.
+//! - [`ops`]: the op definitions: shape-and-type inference (with constant folding of small
+//!   integer tensors), cost and split rules of every op, by family.
 //! - [`trace`]: the Chrome-trace form of a step's timeline, predicted or measured.
 //! - [`input`]: reading input files within bounds (regular files only, capped sizes).
 //! - [`bounded`]: decoding within bounds (the decoded structures at most a multiple of the input).
@@ -26,7 +29,9 @@ pub mod bounded;
 pub mod contract;
 pub mod escape;
 pub mod input;
+pub mod ops;
 pub mod trace;
+pub mod types;
 pub mod units;
 
 /// Version of `lms.proto` this build writes and accepts.

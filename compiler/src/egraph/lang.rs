@@ -22,6 +22,7 @@
 //! lets the analysis give every class its shape without shape inference.
 
 use crate::ir::{Attr, Attrs, Shape, TensorType};
+pub use crate::shape::split::part_len;
 use egg::{define_language, Analysis, DidMerge, EGraph, Id, Rewrite, Symbol};
 use std::collections::HashMap;
 use std::fmt::{self, Write};
@@ -239,10 +240,6 @@ pub fn axis(value: i64, rank: usize) -> Option<usize> {
     (0..rank).contains(&a).then_some(a as usize)
 }
 
-/// Length of part `i` of `n` of an axis of length `len` (numpy's `array_split`).
-pub fn part_len(len: usize, i: usize, n: usize) -> usize {
-    len / n + usize::from(i < len % n)
-}
 
 impl Analysis<Term> for TermAnalysis {
     type Data = Value;

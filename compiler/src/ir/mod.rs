@@ -2,17 +2,12 @@
 //! (TFLMS Definition 1), tensor types and constants, attributes, and the
 //! stable text form.
 
-mod attr;
-mod dtype;
 mod graph;
 mod plan;
-mod tensor;
 
-pub use attr::{Attr, AttrError, Attrs};
-pub use dtype::DType;
 pub use graph::{
     Action, Device, Edge, Graph, Node, NodeId, Phase, Tensor, TensorId, VerifyError, INPUT_OP, OVERLAP_ADD_OP,
     SPLIT_PART_OP, SPLIT_WINDOW_OP, SWAP_IN_OP, SWAP_OUT_OP, VARIABLE_OP,
 };
 pub use plan::{Plan, RecomputeDecision, SwapDecision, SwapInDecision, NO_STRATEGY};
-pub use tensor::{f16_to_f32, numel, Shape, TensorData, TensorType};
+pub use lms_proto::types::{f16_to_f32, numel, Attr, AttrError, Attrs, DType, Shape, TensorData, TensorType};

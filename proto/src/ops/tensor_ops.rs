@@ -11,7 +11,7 @@ use super::util::{
 };
 use super::window::length_error;
 use super::{InferFn, Node, ShapeError, ShapeResult, Value};
-use crate::ir::{AttrError, Shape, TensorType};
+use crate::types::{AttrError, Shape, TensorType};
 
 /// The reshaping ops.
 pub(super) const OPS: &[(&str, InferFn)] = &[
@@ -228,7 +228,7 @@ fn tile(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
 mod tests {
     use super::super::util::testing::{data, error, f, ints, run, scalar, shape, t};
     use super::super::Value;
-    use crate::ir::{Attr, Attrs, DType, TensorData};
+    use crate::types::{Attr, Attrs, DType, TensorData};
 
     fn axes(v: &[i64]) -> Attrs {
         Attrs::new().with("axes", Attr::Ints(v.to_vec()))

@@ -10,7 +10,7 @@ use super::util::{
     wide_to_dim, Accepts,
 };
 use super::{InferFn, Node, ShapeError, ShapeResult, Value};
-use crate::ir::{AttrError, TensorType};
+use crate::types::{AttrError, TensorType};
 
 /// The selecting and joining ops.
 pub(super) const OPS: &[(&str, InferFn)] =
@@ -341,7 +341,7 @@ fn pad(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
 mod tests {
     use super::super::util::testing::{data, error, f, ints, run, run_opt, scalar, shape, t};
     use super::super::Value;
-    use crate::ir::{Attr, Attrs, DType, TensorData};
+    use crate::types::{Attr, Attrs, DType, TensorData};
 
     #[test]
     fn concat_and_gather_fold_a_shape() {

@@ -10,7 +10,7 @@ use super::util::{
     normalize_axis, optional_input, same_dtype, typed, Accepts,
 };
 use super::{InferFn, Node, ShapeError, ShapeResult, Value};
-use crate::ir::{DType, Shape, TensorType};
+use crate::types::{DType, Shape, TensorType};
 
 /// The elementwise ops.
 pub(super) const OPS: &[(&str, InferFn)] = &[
@@ -373,7 +373,7 @@ fn where_(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
 mod tests {
     use super::super::cost::testing::counts;
     use super::super::util::testing::{data, error, f, ints, run, scalar, shape, t};
-    use crate::ir::{Attr, Attrs, DType};
+    use crate::types::{Attr, Attrs, DType};
 
     #[test]
     fn broadcasting() {

@@ -7,7 +7,7 @@ use super::split::{self, Dim, HaloOutput, SplitFn};
 use super::util::{check_dtype, check_rank, expect_inputs, input, input_of, positive_attr, typed, Accepts};
 use super::window::Window;
 use super::{InferFn, Node, ShapeResult, Value};
-use crate::ir::DType;
+use crate::types::DType;
 
 /// The pooling ops.
 pub(super) const OPS: &[(&str, InferFn)] = &[
@@ -131,7 +131,7 @@ fn lrn(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
 mod tests {
     use super::super::cost::testing::{counts, work_of};
     use super::super::util::testing::{error, f, run, shape, t};
-    use crate::ir::{Attr, Attrs, DType};
+    use crate::types::{Attr, Attrs, DType};
 
     /// Hand-computed: ResNet's 3x3 max pool, 1x64x112x112 → 1x64x56x56 is
     /// 200,704 outputs x 9 comparisons.

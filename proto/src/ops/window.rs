@@ -4,7 +4,7 @@
 
 use super::util::{fmt_shape, to_dim, wide_to_dim};
 use super::{Node, ShapeError, ShapeResult};
-use crate::ir::Attrs;
+use crate::types::Attrs;
 
 /// How padding is chosen (`auto_pad`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,7 +68,7 @@ impl Window {
                 k
             }
             (None, Some(w)) => w.to_vec(),
-            (None, None) => return Err(crate::ir::AttrError::Missing("kernel_shape".into()).into()),
+            (None, None) => return Err(crate::types::AttrError::Missing("kernel_shape".into()).into()),
         };
         let strides = match attrs.ints_opt("strides")? {
             Some(s) => positive_list(&s, n, "strides")?,

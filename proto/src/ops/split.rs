@@ -34,8 +34,7 @@
 
 use super::cost::CostNode;
 use super::util::fmt_shape;
-use crate::egraph::lang::part_len;
-use crate::ir::{Attr, Attrs, TensorType};
+use crate::types::{Attr, Attrs, TensorType};
 use serde::Serialize;
 use std::fmt;
 use std::ops::Range;
@@ -411,10 +410,15 @@ pub fn overlap_add_attrs(axis: usize, parts: &[HaloPart]) -> Attrs {
         .with("begins", Attr::Ints(parts.iter().map(|p| p.input.start as i64).collect()))
 }
 
+/// Length of part `i` of `n` of an axis of length `len` (numpy's `array_split`).
+pub fn part_len(len: usize, i: usize, n: usize) -> usize {
+    len / n + usize::from(i < len % n)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ir::{Attr, Attrs, DType, TensorType};
+    use crate::types::{Attr, Attrs, DType, TensorType};
 
     fn node_rules(op: &str, attrs: &Attrs, inputs: &[&[usize]], outputs: &[&[usize]]) -> Vec<SplitRule> {
         let ins: Vec<TensorType> = inputs.iter().map(|s| TensorType::new(DType::F32, s.to_vec())).collect();

@@ -47,10 +47,10 @@ impl DType {
         self as i32
     }
 
-    /// Bytes per element (the contract's table, `lms_proto::contract::element_bytes`).
+    /// Bytes per element (the contract's table, `crate::contract::element_bytes`).
     pub fn size(self) -> usize {
-        let dtype = lms_proto::lms::DType::try_from(self.code()).expect("every DType has an lms.proto code");
-        lms_proto::contract::element_bytes(dtype).expect("every DType is defined") as usize
+        let dtype = crate::lms::DType::try_from(self.code()).expect("every DType has an lms.proto code");
+        crate::contract::element_bytes(dtype).expect("every DType is defined") as usize
     }
 
     /// True for floating-point types (the ones that carry activations and gradients).

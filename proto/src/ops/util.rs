@@ -2,7 +2,7 @@
 //! broadcasting, dtype checks, and reading and writing folded constants.
 
 use super::{Node, ShapeError, ShapeResult, Value, MAX_FOLDED_ELEMENTS};
-use crate::ir::{DType, Shape, TensorData, TensorType};
+use crate::types::{DType, Shape, TensorData, TensorType};
 
 /// Checks that the node has between `min` and `max` input slots.
 pub(super) fn expect_inputs(node: &Node<'_>, min: usize, max: usize) -> ShapeResult<()> {
@@ -314,7 +314,7 @@ pub(super) mod testing {
     //! Builders for the family modules' tests.
 
     use super::super::{infer, Node, ShapeResult, Value};
-    use crate::ir::{Attrs, DType, Shape, TensorData, TensorType};
+    use crate::types::{Attrs, DType, Shape, TensorData, TensorType};
 
     /// A value of unknown contents.
     pub fn t(dtype: DType, shape: &[usize]) -> Value {

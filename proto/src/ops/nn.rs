@@ -9,7 +9,7 @@ use super::util::{
     optional_input, same_dtype, typed, Accepts,
 };
 use super::{InferFn, Node, ShapeError, ShapeResult, Value};
-use crate::ir::DType;
+use crate::types::DType;
 
 /// The layer ops.
 pub(super) const OPS: &[(&str, InferFn)] = &[
@@ -308,7 +308,7 @@ mod tests {
     use super::super::cost::testing::{counts, work_of};
     use super::super::cost::Engine;
     use super::super::util::testing::{error, f, run, shape, t};
-    use crate::ir::{Attr, Attrs, DType};
+    use crate::types::{Attr, Attrs, DType};
 
     /// Hand-computed: ResNet's classifier, [256, 2048] x [1000, 2048]ᵀ + [1000]
     /// is 2·256·1000·2048 = 1,048,576,000 FLOPs plus 256,000 for the bias.

@@ -11,7 +11,7 @@
 //! written the outputs' bytes, one pass each, except where an op touches
 //! only part of an input (`Slice`, `Gather`) or none of it (`Shape`).
 
-use crate::ir::{Attrs, TensorType};
+use crate::types::{Attrs, TensorType};
 
 /// The unit of the device an op's time is bounded by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
@@ -134,7 +134,7 @@ pub(super) const COSTS: &[(&str, CostFn)] = &[
 #[cfg(test)]
 pub(super) mod testing {
     use super::*;
-    use crate::ir::DType;
+    use crate::types::DType;
 
     /// The work of `op` on f32 inputs and outputs of these shapes.
     pub fn work_of(op: &str, attrs: &Attrs, inputs: &[&[usize]], outputs: &[&[usize]]) -> Work {

@@ -236,7 +236,7 @@ mod tests {
     use super::super::cost::testing::{counts, work_of};
     use super::super::cost::Engine;
     use super::super::util::testing::{error, f, shape, t};
-    use crate::ir::{Attr, Attrs, DType};
+    use crate::types::{Attr, Attrs, DType};
 
     fn ints(name: &str, v: &[i64]) -> Attrs {
         Attrs::new().with(name, Attr::Ints(v.to_vec()))

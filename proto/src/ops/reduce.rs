@@ -76,7 +76,7 @@ fn reduce(node: &Node<'_>, axes_input_opset: i64, numeric_only: bool) -> ShapeRe
 #[cfg(test)]
 mod tests {
     use super::super::util::testing::{error, f, ints, run_opt, shape, t};
-    use crate::ir::{Attr, Attrs, DType};
+    use crate::types::{Attr, Attrs, DType};
 
     #[test]
     fn axes_as_attribute_and_input() {

@@ -9,7 +9,7 @@ use super::util::{
     to_dim, too_large, wide_to_dim, Accepts,
 };
 use super::{InferFn, Node, ShapeError, ShapeResult, Value};
-use crate::ir::{DType, TensorData, TensorType};
+use crate::types::{DType, TensorData, TensorType};
 
 /// The value-creating ops.
 pub(super) const OPS: &[(&str, InferFn)] = &[
@@ -203,7 +203,7 @@ fn identity(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
 mod tests {
     use super::super::util::testing::{data, error, f, ints, run, scalar, shape, t};
     use super::super::Value;
-    use crate::ir::{Attr, Attrs, DType, TensorData, TensorType};
+    use crate::types::{Attr, Attrs, DType, TensorData, TensorType};
 
     #[test]
     fn constants() {

@@ -4,7 +4,7 @@ mod common;
 
 use common::{training_graph, Builder};
 use lms_proto::contract::{placement, Pool};
-use lms_proto::lms::{slot, Action, Device, Edge, Slot};
+use lms_proto::lms::{slot, Action, DType, Device, Edge, Slot};
 use lms_proto::lms::{Plan, RecomputeDecision, SwapDecision, SwapInDecision};
 use lms_runtime::Program;
 
@@ -357,6 +357,34 @@ fn onnx_ops_need_an_opset_and_known_domains() {
     let mut b = training_graph(false);
     b.graph.nodes[6].domain = "com.example".into();
     assert_eq!(error(&b), "bad.lms: node 'r' (Relu): unknown domain 'com.example'");
+}
+
+/// A node whose declared outputs are not what its op's shape rule gives is refused at load,
+/// so no kernel sees them: an activation transposed (the same bytes, another shape) or
+/// retyped (another dtype of the same size), an attribute that no longer fits.
+#[test]
+fn onnx_nodes_declare_the_output_types_of_their_shape_rule() {
+    let r = |b: &Builder| b.graph.tensors.iter().position(|t| t.name == "r").unwrap();
+    let mut b = training_graph(false);
+    let t = r(&b);
+    b.graph.tensors[t].shape = vec![4, 2];
+    assert_eq!(error(&b), "bad.lms: node 'r' (Relu): declares outputs [f32[4,2]] but its inputs give [f32[2,4]]");
+
+    let mut b = training_graph(false);
+    let t = r(&b);
+    b.graph.tensors[t].dtype = DType::DtypeI32 as i32;
+    assert_eq!(error(&b), "bad.lms: node 'r' (Relu): declares outputs [i32[2,4]] but its inputs give [f32[2,4]]");
+
+    let mut b = training_graph(false);
+    let g = b.graph.nodes.iter().position(|n| n.name == "g").unwrap();
+    b.graph.nodes[g].attributes.clear();
+    assert_eq!(error(&b), "bad.lms: node 'g' (Gemm): inner dimensions differ: [2,4] x [2,4]");
+
+    let mut b = training_graph(false);
+    b.graph.nodes[6].name = "r\nx".into();
+    let t = r(&b);
+    b.graph.tensors[t].shape = vec![8];
+    assert!(error(&b).starts_with("bad.lms: node 'r\\nx' (Relu): declares outputs [f32[8]]"), "{}", error(&b));
 }
 
 #[test]

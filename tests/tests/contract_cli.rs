@@ -1,11 +1,14 @@
 //! The contract from the command line: a `.lms` file crafted from a valid one to break it
 //! makes `lms simulate`, `lms verify` and `lms run` each exit 2 with one line naming the
-//! file and the tensor or node, never a panic, never "proven".
+//! file and the tensor or node, never a panic, never "proven"; a node whose declared
+//! outputs its op's shape rule does not give is refused so on both backends.
 
-use lms_proto::lms::{slot, Graph, Slot};
+use lms_proto::lms::{slot, DType, Graph, Slot};
 use lms_proto::Message;
-use lms_tests::lms;
+use lms_runtime::backend::cuda::loader;
+use lms_tests::{lms, lms_bin, repo_root};
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 /// A scratch folder for this test binary.
 fn scratch() -> PathBuf {
@@ -41,13 +44,23 @@ fn producer_and_consumer(g: &Graph) -> (usize, usize) {
     panic!("no node reads another's output");
 }
 
-/// Runs each command on `bad` and checks the one-line error names the file and `names`.
+/// Runs each command on `bad` (`lms run` on the CPU and on the emulated CUDA device) and
+/// checks the one-line error names the file and `names`.
 fn rejected_everywhere(valid: &Path, bad: &Path, names: &str) {
     let (valid, bad) = (valid.to_str().unwrap(), bad.to_str().unwrap());
-    let commands: [Vec<&str>; 3] =
-        [vec!["simulate", bad], vec!["verify", valid, bad], vec!["run", bad, "--steps", "1", "--device", "cpu"]];
+    let commands: [Vec<&str>; 4] = [
+        vec!["simulate", bad],
+        vec!["verify", valid, bad],
+        vec!["run", bad, "--steps", "1", "--device", "cpu"],
+        vec!["run", bad, "--steps", "1", "--device", "cuda"],
+    ];
     for args in commands {
-        let out = lms(&args);
+        let out = Command::new(lms_bin())
+            .args(&args)
+            .current_dir(repo_root())
+            .env(loader::EMULATOR_VAR, "1")
+            .output()
+            .expect("run lms");
         let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
         let what = format!("lms {}: stdout {stdout} stderr {stderr}", args.join(" "));
         assert_eq!(out.status.code(), Some(2), "{what}");
@@ -98,6 +111,18 @@ fn crafted_files_are_rejected_by_simulate_verify_and_run() {
         g.schedule.insert(to, moved);
     });
     rejected_everywhere(&valid, &consumer_first, &format!("schedule runs node '{consumer_name}' ("));
+
+    // An activation transposed (the same bytes, another shape) or retyped (i32 for f32).
+    let shape = graph.tensors[made].shape.clone();
+    let transposed: Vec<u64> = shape.iter().rev().copied().collect();
+    assert_ne!(transposed, shape, "the activation is not transposable");
+    let (op, declared) = (&graph.nodes[p].op, |s: &[u64]| format!("{s:?}").replace(' ', ""));
+    let swapped = craft(&dir, &graph, "transposed.lms", |g| g.tensors[made].shape = transposed.clone());
+    let why = format!("declares outputs [f32{}] but its inputs give [f32{}]", declared(&transposed), declared(&shape));
+    rejected_everywhere(&valid, &swapped, &format!("node '{producer_name}' ({op}): {why}"));
+    let retyped = craft(&dir, &graph, "retyped.lms", |g| g.tensors[made].dtype = DType::DtypeI32 as i32);
+    let why = format!("declares outputs [i32{}] but its inputs give [f32{}]", declared(&shape), declared(&shape));
+    rejected_everywhere(&valid, &retyped, &format!("node '{producer_name}' ({op}): {why}"));
     let text = String::from_utf8(lms(&["simulate", consumer_first.to_str().unwrap()]).stderr).unwrap();
     assert!(text.contains(&format!("before node '{producer_name}' (")), "{text}");
     std::fs::remove_dir_all(&dir).unwrap();

@@ -1,5 +1,7 @@
-//! `lms verify` against tampered rewritten files: each tampering changes what the program
-//! computes or holds, and must not be proven (exit 4, naming what differs).
+//! `lms verify` against tampered rewritten files: a node whose declared outputs its op's
+//! shape rule no longer gives (a Constant without its value, a Concat given another axis)
+//! is refused as the file is read (exit 2, naming the node), before anything is proven,
+//! even where the terms would not see the change.
 
 use lms_proto::lms as pb;
 use lms_proto::Message;
@@ -36,23 +38,24 @@ fn node<'a>(g: &'a mut pb::Graph, name: &str) -> &'a mut pb::Node {
     &mut g.nodes[at]
 }
 
-/// Asserts `out` failed with exit 4 and one stderr line holding `needle`.
-fn not_proven(out: &Output, needle: &str) {
+/// Asserts `out` failed as bad input (exit 2) with one stderr line holding `needle`.
+fn refused(out: &Output, needle: &str) {
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains(needle), "{needle:?} not in {stderr}");
 }
 
 #[test]
-fn a_constant_without_its_value_is_not_proven_and_named() {
+fn a_constant_without_its_value_is_refused_and_named() {
     let out = verify_tampered("valueless", |g| node(g, "attn.scale").attributes.clear());
-    not_proven(&out, "node 'attn.scale' (Constant) of the rewritten graph does not fit its tensors: ");
+    refused(&out, "-tampered.lms: node 'attn.scale' (Constant): ");
 }
 
 #[test]
-fn a_dead_constant_without_a_value_is_not_proven() {
-    // A Constant nothing reads never reaches the terms; `lms run` refuses it.
+fn a_dead_constant_without_a_value_is_refused() {
+    // A Constant nothing reads never reaches the terms; the contract's check of each
+    // node's outputs refuses it all the same.
     let out = verify_tampered("dead-constant", |g| {
         let (node, tensor) = (g.nodes.len() as u32, g.tensors.len() as u32);
         let mut constant = node_copy(g, "attn.scale");
@@ -67,20 +70,17 @@ fn a_dead_constant_without_a_value_is_not_proven() {
         g.tensors.push(output);
         g.schedule.insert(0, node);
     });
-    not_proven(&out, "node 'dead' (Constant) of the rewritten graph does not fit its tensors: ");
+    refused(&out, "-tampered.lms: node 'dead' (Constant): ");
 }
 
 #[test]
-fn a_changed_concat_axis_is_not_proven() {
+fn a_changed_concat_axis_is_refused() {
     let out = verify_tampered("concat", |g| {
         let axis = node(g, "attn.merged_shape").attributes.iter_mut().find(|a| a.name == "axis").expect("an axis");
         axis.value = Some(pb::attribute::Value::Int(1));
     });
     // The shape's value is known to the e-graph, so only the node's own check sees it.
-    not_proven(
-        &out,
-        "node 'attn.merged_shape' (Concat) of the rewritten graph does not fit its tensors: axis 1 is out",
-    );
+    refused(&out, "-tampered.lms: node 'attn.merged_shape' (Concat): axis 1 is out");
 }
 
 fn find(g: &pb::Graph, name: &str) -> usize {

@@ -240,7 +240,6 @@ pub fn axis(value: i64, rank: usize) -> Option<usize> {
     (0..rank).contains(&a).then_some(a as usize)
 }
 
-
 impl Analysis<Term> for TermAnalysis {
     type Data = Value;
 

@@ -166,7 +166,7 @@ pub fn from_program(program: &Program) -> Result<(Graph, Vec<NodeId>)> {
         }
         let mut attrs = Attrs::new();
         for a in &pn.attributes {
-            attrs.set(a.name.clone(), attr_from_proto(a));
+            attrs.set(a.name.clone(), Attr::from_proto(a).expect("the contract admits only attributes with a value"));
         }
         let node = Node {
             name: pn.name.clone(),
@@ -296,25 +296,6 @@ fn attr_to_proto(name: &str, value: &Attr) -> pb::Attribute {
         }),
     };
     pb::Attribute { name: name.to_string(), value: Some(value) }
-}
-
-/// An attribute of a validated program (it has a value; a tensor in it has a
-/// defined dtype and the bytes its shape takes).
-fn attr_from_proto(a: &pb::Attribute) -> Attr {
-    use pb::attribute::Value as V;
-    match a.value.as_ref().expect("the contract admits only attributes with a value") {
-        V::Int(v) => Attr::Int(*v),
-        V::Float(v) => Attr::Float(*v),
-        V::String(v) => Attr::String(v.clone()),
-        V::Ints(v) => Attr::Ints(v.values.clone()),
-        V::Floats(v) => Attr::Floats(v.values.clone()),
-        V::Strings(v) => Attr::Strings(v.values.clone()),
-        V::Tensor(t) => {
-            let dtype = DType::from_code(t.dtype).expect("the contract admits only defined dtypes");
-            let ty = TensorType::new(dtype, t.shape.iter().map(|&d| d as usize).collect());
-            Attr::Tensor(TensorData::from_bytes(ty, t.data.clone()).expect("the contract checks the data's size"))
-        }
-    }
 }
 
 fn phase_to_proto(p: Phase) -> pb::Phase {

@@ -3,7 +3,8 @@
 //! this module; nothing here is defined a second time elsewhere.
 //!
 //! - [`Program`] ([`program`]): decoding and validation of a `.lms` file, in the order
-//!   [`tensors`], [`nodes`], [`edges`], [`schedule`], [`plan`]; errors are one
+//!   [`tensors`], [`nodes`], [`edges`], [`schedule`], [`plan`], [`outputs`] (each ONNX
+//!   node's declared output types against its op's shape rule); errors are one
 //!   [`ContractError`] line naming the file and the tensor or node.
 //! - [`dtype`]: element sizes and names, checked and capped tensor byte counts.
 //! - [`ops`]: the lms op names and domain, and what each kind of node does.
@@ -16,6 +17,7 @@ pub mod edges;
 pub mod error;
 pub mod nodes;
 pub mod ops;
+pub mod outputs;
 pub mod placement;
 pub mod plan;
 pub mod program;

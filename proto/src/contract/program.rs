@@ -5,6 +5,7 @@ use super::edges::{check_edges, check_lists, Update};
 use super::error::ContractError;
 use super::nodes::{check_pools, node_slots, opset};
 use super::ops::{NodeKind, LMS_DOMAIN, LMS_DOMAIN_VERSION};
+use super::outputs::check_output_types;
 use super::plan::check_plan;
 use super::release::{output_pool, Pool};
 use super::schedule::{check_schedule, check_update_order};
@@ -17,7 +18,8 @@ use std::path::Path;
 /// every enum value is known, every id is in range, every tensor's byte count matches its
 /// type and is at most 2^48, node slots and edges agree, every tensor lives in the pool
 /// its readers expect, the schedule is a permutation of the nodes that respects every read
-/// and control edge and runs updates last, and the plan names what it says.
+/// and control edge and runs updates last, the plan names what it says, and every ONNX
+/// node declares the output types its op's shape rule gives.
 #[derive(Clone, Debug)]
 pub struct Program {
     source: String,
@@ -109,6 +111,7 @@ impl Program {
         };
         check_update_order(&program)?;
         check_plan(&program)?;
+        check_output_types(&program)?;
         Ok(program)
     }
 

@@ -165,6 +165,27 @@ pub fn infer(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
     Ok(outputs)
 }
 
+/// Whether `declared`, the output types a node declares, are the ones [`infer`] gives
+/// for its op, attributes and inputs (`node.num_outputs` is `declared.len()`); `Err` says
+/// what each side is, or why inference failed.
+pub fn check_outputs(node: &Node<'_>, declared: &[&TensorType]) -> Result<(), String> {
+    let expected: Vec<TensorType> = infer(node).map_err(|e| e.to_string())?.into_iter().map(|v| v.ty).collect();
+    compare_outputs(declared, &expected)
+}
+
+/// Whether the `declared` output types are the `expected` ones; `Err` lists both.
+pub fn compare_outputs(declared: &[&TensorType], expected: &[TensorType]) -> Result<(), String> {
+    if declared.iter().copied().ne(expected.iter()) {
+        let show = |tys: Vec<String>| tys.join(", ");
+        return Err(format!(
+            "declares outputs [{}] but its inputs give [{}]",
+            show(declared.iter().map(|t| t.to_string()).collect()),
+            show(expected.iter().map(|t| t.to_string()).collect())
+        ));
+    }
+    Ok(())
+}
+
 /// True when [`infer`] knows the op.
 pub fn is_supported(op: &str) -> bool {
     lookup(op).is_some()

@@ -17,6 +17,25 @@ pub enum Attr {
 }
 
 impl Attr {
+    /// The value of a serialized attribute; `None` when it has none, or when a tensor in it
+    /// has an unknown dtype or not the bytes its shape takes (the contract refuses both).
+    pub fn from_proto(a: &crate::lms::Attribute) -> Option<Attr> {
+        use crate::lms::attribute::Value as V;
+        Some(match a.value.as_ref()? {
+            V::Int(v) => Attr::Int(*v),
+            V::Float(v) => Attr::Float(*v),
+            V::String(v) => Attr::String(v.clone()),
+            V::Ints(v) => Attr::Ints(v.values.clone()),
+            V::Floats(v) => Attr::Floats(v.values.clone()),
+            V::Strings(v) => Attr::Strings(v.values.clone()),
+            V::Tensor(t) => {
+                let shape = t.shape.iter().map(|&d| usize::try_from(d).ok()).collect::<Option<Vec<usize>>>()?;
+                let ty = super::TensorType::new(super::DType::from_code(t.dtype)?, shape);
+                Attr::Tensor(TensorData::from_bytes(ty, t.data.clone())?)
+            }
+        })
+    }
+
     /// Name of the attribute's kind, for error messages.
     pub fn kind(&self) -> &'static str {
         match self {

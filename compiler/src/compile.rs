@@ -392,7 +392,7 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
     let metadata = provenance::metadata(options, &model_bytes, &report);
     write_outputs(options, &cx.graph, (&after).into(), &metadata, &report)?;
     if let Some(path) = &options.html {
-        write(path, html_report(options, cx.reference.as_ref(), &cx.graph)?.as_bytes())?;
+        write(path, html_report(options, cx.reference.as_ref(), &cx.graph, &report.decisions)?.as_bytes())?;
     }
     if let Some(path) = &options.depfile {
         let mut inputs = vec![options.model.clone()];
@@ -436,8 +436,14 @@ fn check_paths(options: &CompileOptions, external: &[PathBuf]) -> Result<()> {
 
 /// The HTML report of the compiled graph, and of the training graph before
 /// the rewrite when there is one, timed on the plan's device profile (the
-/// default profile when the plan names none).
-fn html_report(options: &CompileOptions, before: Option<&Graph>, after: &Graph) -> Result<String> {
+/// default profile when the plan names none). A decision the planner took
+/// says why as `--verbose` does (`planned`: the peak it relieves).
+fn html_report(
+    options: &CompileOptions,
+    before: Option<&Graph>,
+    after: &Graph,
+    planned: &[DecisionReport],
+) -> Result<String> {
     let profile = match options.device_profile.as_str() {
         "" => DEFAULT_PROFILE,
         name => name,
@@ -445,7 +451,12 @@ fn html_report(options: &CompileOptions, before: Option<&Graph>, after: &Graph) 
     let device = DeviceProfile::load(profile)?;
     let simulate = |g: &Graph| SimulateReport::new(g, g.schedule(), &device);
     let before = before.map(simulate);
-    let after = simulate(after);
+    let mut after = simulate(after);
+    for d in &mut after.decisions {
+        if let Some(p) = planned.iter().find(|p| p.kind == d.kind && p.tensor == d.tensor) {
+            d.why.clone_from(&p.why);
+        }
+    }
     let mut series = Vec::new();
     series.extend(before.as_ref().map(|b| ("before", b)));
     series.push((if before.is_some() { "after" } else { "graph" }, &after));

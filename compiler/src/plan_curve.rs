@@ -11,6 +11,7 @@
 use crate::analysis::footprint::Footprint;
 use crate::analysis::profile::DeviceProfile;
 use crate::analysis::timeline;
+use crate::emit::chart::{self, LegendEntry, Marker, Plot, Scale, Swatch, Unit};
 use crate::error::{Error, Result};
 use crate::ir::Graph;
 use crate::passes::planner::{self, PlanOptions, Speeds, DEFAULT_MAX_CHAIN};
@@ -140,71 +141,193 @@ impl PlanCurve {
         s
     }
 
-    /// A line chart: predicted overhead (y) against device budget (x), one
-    /// line per strategy.
+    /// A line chart: predicted step over the unrewritten step (y) against
+    /// device budget (x), one line per strategy with a marker at each plan;
+    /// a budget where a strategy has no plan gets a cross in the strip under
+    /// the plot.
     pub fn svg(&self) -> String {
-        const W: f64 = 640.0;
-        const H: f64 = 320.0;
-        const PAD: f64 = 50.0;
-        let fits = |f: &Option<Fitting>| f.as_ref().map(|f| f.overhead);
-        let top = self.points.iter().flat_map(|p| [fits(&p.auto), fits(&p.tflms)]).flatten().fold(1.0, f64::max);
+        const WIDTH: f64 = 760.0;
+        const LEFT: f64 = 80.0;
+        const HEIGHT: f64 = 300.0;
+        /// The strip of budgets without a plan.
+        const STRIP: f64 = 30.0;
+        let mut body = String::new();
+        let title = format!(
+            "{} on {}: predicted step over the unrewritten step ({}) against the device budget, host budget {}",
+            self.graph,
+            self.device_profile,
+            format_seconds(self.unrewritten_step_seconds),
+            format_bytes(self.host_budget_bytes)
+        );
+        let below_title = chart::title(&mut body, &title, LEFT, WIDTH - LEFT - 10.0);
         let (lo, hi) = match (self.points.first(), self.points.last()) {
-            (Some(a), Some(b)) => (a.budget_bytes as f64, (b.budget_bytes as f64).max(a.budget_bytes as f64 + 1.0)),
+            (Some(a), Some(b)) => (a.budget_bytes as f64, b.budget_bytes as f64),
             _ => (0.0, 1.0),
         };
-        let x = |bytes: u64| PAD + (bytes as f64 - lo) / (hi - lo) * (W - 2.0 * PAD);
-        let y = |overhead: f64| PAD + H - (overhead - 1.0) / (top - 1.0).max(1e-9) * H;
+        let top = STRATEGIES
+            .iter()
+            .flat_map(|(_, pick, ..)| self.points.iter().filter_map(|p| pick(p).map(|f| f.overhead)))
+            .fold(1.05, f64::max);
+        let plot = Plot {
+            left: LEFT,
+            top: below_title + 10.0,
+            width: WIDTH - LEFT - chart::LABEL_MARGIN,
+            height: HEIGHT,
+            x: Scale::exact(lo, hi, Unit::bytes(hi)),
+            y: Scale::to_tick(1.0, top, Unit::RATIO),
+        };
+        plot.y_axis(&mut body, "overhead", "predicted step ÷ unrewritten step");
+        let strip = plot.bottom() + STRIP / 2.0;
+        plot.x_axis(
+            &mut body,
+            &format!("device budget ({})", plot.x.unit.name),
+            plot.bottom() + STRIP,
+            plot.bottom() + STRIP,
+        );
+        let _ = writeln!(
+            body,
+            r##"<text class="strip-label" x="{:.1}" y="{:.1}" font-size="11" text-anchor="end" fill="#555">no plan</text>"##,
+            LEFT - 8.0,
+            strip + 4.0
+        );
+        for (i, (name, pick, color, marker)) in STRATEGIES.iter().enumerate() {
+            let _ = writeln!(body, r#"<g class="strategy" data-strategy="{name}">"#);
+            let mut run: Vec<String> = Vec::new();
+            let mut runs: Vec<Vec<String>> = Vec::new();
+            for p in &self.points {
+                let x = plot.x(p.budget_bytes as f64);
+                match pick(p) {
+                    Some(f) => {
+                        let y = plot.y(f.overhead);
+                        run.push(format!("{x:.1},{y:.1}"));
+                        let hover = format!(
+                            "{name} at {}: {} ({:.3}×), device arena {}",
+                            format_bytes(p.budget_bytes),
+                            format_seconds(f.step_seconds),
+                            f.overhead,
+                            format_bytes(f.device_arena_bytes)
+                        );
+                        marker.draw(&mut body, x, y, color, "point", &hover);
+                    }
+                    None => {
+                        runs.extend((!run.is_empty()).then(|| std::mem::take(&mut run)));
+                        let hover = format!("{name} at {}: no plan fits", format_bytes(p.budget_bytes));
+                        let y = strip + (i as f64 - 0.5) * 8.0;
+                        Marker::Cross.draw(&mut body, x, y, color, "no-plan", &hover);
+                    }
+                }
+            }
+            runs.extend((!run.is_empty()).then_some(run));
+            for run in runs {
+                let _ = writeln!(body, r#"<polyline fill="none" stroke="{color}" points="{}"/>"#, run.join(" "));
+            }
+            body.push_str("</g>\n");
+        }
+        let legend: Vec<LegendEntry> = STRATEGIES
+            .iter()
+            .map(|(name, _, color, marker)| LegendEntry {
+                swatch: Swatch::Line { color: color.to_string(), dashed: false, marker: Some(*marker) },
+                text: match *name {
+                    "auto" => "auto: the budget planner's search (what compile --strategy auto writes)".to_string(),
+                    _ => "tflms: TFLMS's swap plan".to_string(),
+                },
+            })
+            .chain(std::iter::once(LegendEntry {
+                swatch: Swatch::Marker { color: "#555".to_string(), marker: Marker::Cross },
+                text: "no plan of that strategy fits the budget (in its colour, under the plot)".to_string(),
+            }))
+            .collect();
+        let height = chart::legend(&mut body, &legend, LEFT, plot.bottom() + STRIP + 50.0) + 10.0;
         let mut out = String::new();
         let _ = writeln!(
             out,
-            r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{}" font-family="sans-serif" font-size="12">"#,
-            H + 2.5 * PAD
+            r#"<svg xmlns="http://www.w3.org/2000/svg" class="lms-plan-curve" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="12">"#
         );
-        let _ = writeln!(
-            out,
-            r#"<text x="{PAD}" y="20">{} on {}: predicted step over the unrewritten step ({}) against device budget</text>"#,
-            xml_escape(&self.graph),
-            xml_escape(&self.device_profile),
-            format_seconds(self.unrewritten_step_seconds)
-        );
-        let _ = writeln!(
-            out,
-            r##"<rect x="{PAD}" y="{PAD}" width="{}" height="{H}" fill="none" stroke="#999"/>"##,
-            W - 2.0 * PAD
-        );
-        let bottom = PAD + H + 16.0;
-        let _ = writeln!(out, r#"<text x="{PAD}" y="{bottom}">{}</text>"#, format_bytes(lo as u64));
-        let _ =
-            writeln!(out, r#"<text x="{}" y="{bottom}" text-anchor="end">{}</text>"#, W - PAD, format_bytes(hi as u64));
-        let _ =
-            writeln!(out, r#"<text x="4" y="{}">{top:.2}x</text><text x="4" y="{}">1.00x</text>"#, PAD + 4.0, PAD + H);
-        for (i, (name, color)) in [("auto", "#1f77b4"), ("tflms", "#d62728")].into_iter().enumerate() {
-            let points: Vec<String> = self
-                .points
-                .iter()
-                .filter_map(|p| {
-                    let f = if name == "auto" { &p.auto } else { &p.tflms };
-                    fits(f).map(|o| format!("{:.1},{:.1}", x(p.budget_bytes), y(o)))
-                })
-                .collect();
-            let _ = writeln!(out, r#"<polyline fill="none" stroke="{color}" points="{}"/>"#, points.join(" "));
-            for point in &points {
-                let (cx, cy) = point.split_once(',').expect("x,y");
-                let _ = writeln!(out, r#"<circle cx="{cx}" cy="{cy}" r="3" fill="{color}"/>"#);
-            }
-            let _ = writeln!(
-                out,
-                r#"<text x="{}" y="{}" fill="{color}">{name}</text>"#,
-                PAD,
-                bottom + 20.0 + 16.0 * i as f64
-            );
-        }
+        chart::background(&mut out, WIDTH, height);
+        out.push_str(&body);
         out.push_str("</svg>\n");
         out
     }
 }
 
-/// `text` with XML's special characters escaped.
-fn xml_escape(text: &str) -> String {
-    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+/// How a strategy's points are read from a [`Point`].
+type Pick = fn(&Point) -> Option<&Fitting>;
+
+/// The strategies of the chart: name, its points, colour, marker.
+const STRATEGIES: [(&str, Pick, &str, Marker); 2] = [
+    ("auto", |p| p.auto.as_ref(), "#1f77b4", Marker::Circle),
+    ("tflms", |p| p.tflms.as_ref(), "#d62728", Marker::Square),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use roxmltree::Document;
+
+    fn fitting(step_seconds: f64) -> Fitting {
+        Fitting {
+            step_seconds,
+            overhead: step_seconds / 1e-3,
+            device_peak_bytes: 1 << 20,
+            host_peak_bytes: 0,
+            device_arena_bytes: 1 << 20,
+            host_arena_bytes: 0,
+        }
+    }
+
+    /// A curve over five budgets where TFLMS fits only the upper three.
+    fn curve(graph: &str) -> PlanCurve {
+        let points = (0..5u64)
+            .map(|i| Point {
+                budget_bytes: (1 << 20) + i * (300 << 10),
+                auto: Some(fitting(1.6e-3 - i as f64 * 1e-4)),
+                tflms: (i >= 2).then(|| fitting(2.2e-3 - i as f64 * 2e-4)),
+            })
+            .collect();
+        PlanCurve {
+            graph: graph.to_string(),
+            device_profile: "h100-sxm".into(),
+            host_budget_bytes: 64 << 30,
+            unrewritten_peak_bytes: 3 << 20,
+            unrewritten_arena_bytes: 3 << 20,
+            unrewritten_step_seconds: 1e-3,
+            points,
+        }
+    }
+
+    #[test]
+    fn the_chart_has_titled_ticked_axes_a_legend_with_markers_and_marks_budgets_without_a_plan() {
+        let svg = curve("a graph with a name long enough to need a second line of title <&>").svg();
+        let doc = Document::parse(&svg).unwrap();
+        let width: f64 = doc.root_element().attribute("width").unwrap().parse().unwrap();
+        let texts = |class: &str| -> Vec<String> {
+            let axis = doc.descendants().find(|n| n.attribute("class") == Some(class)).unwrap();
+            axis.descendants().filter(|n| n.has_tag_name("text")).map(|t| t.text().unwrap().to_string()).collect()
+        };
+        let (x, y) = (texts("axis x"), texts("axis y"));
+        assert!(x.len() >= 4 && x[..x.len() - 1].iter().all(|t| t.ends_with(" MiB")), "{x:?}");
+        assert_eq!(x.last().map(String::as_str), Some("device budget (MiB)"));
+        assert!(y.len() >= 4 && y[..y.len() - 1].iter().all(|t| t.ends_with('×')), "{y:?}");
+        assert_eq!(y[0], "1×");
+        assert_eq!(y.last().map(String::as_str), Some("predicted step ÷ unrewritten step"));
+        let title: Vec<&str> = doc
+            .descendants()
+            .find(|n| n.attribute("class") == Some("title"))
+            .unwrap()
+            .children()
+            .filter_map(|t| t.text())
+            .collect();
+        assert!(title.len() >= 2, "{title:?}");
+        assert!(title.iter().all(|l| 80.0 + l.chars().count() as f64 * chart::CHAR_WIDTH <= width), "{title:?}");
+        assert!(title.concat().contains("<&>"));
+        for text in doc.descendants().filter(|n| n.has_tag_name("text")) {
+            let x: f64 = text.attribute("x").unwrap().parse().unwrap();
+            assert!((0.0..=width).contains(&x), "{:?} at {x}", text.text());
+        }
+        let class_count = |class: &str| doc.descendants().filter(|n| n.attribute("class") == Some(class)).count();
+        assert_eq!(class_count("point"), 5 + 3, "a marker at every plan");
+        assert_eq!(class_count("no-plan"), 2, "a cross at each budget TFLMS does not fit");
+        assert_eq!(class_count("swatch"), 3, "the legend's markers");
+        assert_eq!(class_count("background"), 1);
+    }
 }

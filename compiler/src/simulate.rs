@@ -7,7 +7,7 @@ use crate::analysis::footprint::Footprint;
 use crate::analysis::memory;
 use crate::analysis::profile::DeviceProfile;
 use crate::analysis::timeline::{self, Timeline};
-use crate::ir::{Graph, NodeId};
+use crate::ir::{Attr, Graph, NodeId, SPLIT_PART_OP, SPLIT_WINDOW_OP};
 use crate::passes::planner::{self, DecisionReport};
 use crate::setup::Setup;
 use crate::units::format_bytes;
@@ -82,10 +82,57 @@ pub struct SimulateReport {
     pub exposed_swaps: usize,
     /// The plan's decisions (swaps, recomputes) with their predicted extra time.
     pub decisions: Vec<DecisionReport>,
+    /// The split the graph holds (batch or spatial parts), if any.
+    pub split: Option<SplitSummary>,
     /// The predicted timeline, one event per kernel or copy (for `--trace`
     /// and the SVG).
     #[serde(skip)]
     pub trace: Vec<TraceEvent>,
+}
+
+/// The tensors a split cuts and the ops that run in parts.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct SplitSummary {
+    /// Tensors cut into parts (`SplitPart`/`SplitWindow` sets).
+    pub tensors: usize,
+    /// The most parts any tensor is cut into.
+    pub parts: usize,
+    /// Kernels that run one part each (named `<op>.part<i>` by the split pass).
+    pub ops_in_parts: usize,
+}
+
+impl SplitSummary {
+    /// The split of `g`, or `None` when nothing is cut.
+    pub fn of(g: &Graph, schedule: &[NodeId]) -> Option<SplitSummary> {
+        let int = |id: NodeId, key: &str| match g.node(id).attrs.get(key) {
+            Some(Attr::Int(v)) => usize::try_from(*v).ok(),
+            _ => None,
+        };
+        let cuts: Vec<NodeId> = schedule
+            .iter()
+            .copied()
+            .filter(|&id| [SPLIT_PART_OP, SPLIT_WINDOW_OP].contains(&g.node(id).op.as_str()))
+            .collect();
+        if cuts.is_empty() {
+            return None;
+        }
+        let is_part = |name: &str| {
+            name.split('.')
+                .skip(1)
+                .any(|s| s.strip_prefix("part").is_some_and(|i| !i.is_empty() && i.bytes().all(|b| b.is_ascii_digit())))
+        };
+        Some(SplitSummary {
+            tensors: cuts.iter().filter(|&&id| int(id, "index") == Some(0)).count(),
+            parts: cuts.iter().filter_map(|&id| int(id, "parts")).max().unwrap_or(0),
+            ops_in_parts: schedule
+                .iter()
+                .filter(|&&id| {
+                    let n = g.node(id);
+                    n.op != SPLIT_PART_OP && n.op != SPLIT_WINDOW_OP && !n.parameterized && is_part(&n.name)
+                })
+                .count(),
+        })
+    }
 }
 
 /// A tensor live at the peak.
@@ -151,6 +198,7 @@ impl SimulateReport {
             d2h_bytes: time.d2h_bytes,
             exposed_swaps: time.swaps().filter(|e| time.is_exposed(e)).count(),
             decisions: planner::report::from_plan(g, &time),
+            split: SplitSummary::of(g, schedule),
             trace: trace_events(g, &time),
         }
     }

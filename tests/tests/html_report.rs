@@ -120,6 +120,43 @@ fn resnet50_tflms_report_renders_in_headless_chromium() {
     assert!(dom.contains(&format!("{swapped} decisions: ")));
 }
 
+/// A plan that swaps, recomputes and splits (cnn_residual at 2 MiB): the page
+/// has a row for the split, says why as `--verbose` does, accounts for the
+/// step's whole growth, and draws host memory in its own panel.
+#[test]
+fn a_split_plan_explains_itself_in_headless_chromium() {
+    let Some(browser) = chromium() else { return };
+    let model = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/models/cnn_residual.onnx");
+    let (graph, page) = (scratch("split.lms"), scratch("split.html"));
+    let verbose = lms_ok(&[
+        "compile",
+        model.to_str().unwrap(),
+        "--batch",
+        "32",
+        "--strategy",
+        "auto",
+        "--budget",
+        "2MiB",
+        "-o",
+        graph.to_str().unwrap(),
+        "--html",
+        page.to_str().unwrap(),
+        "--verbose",
+    ]);
+    let dom = rendered_dom(&browser, &page);
+    assert_eq!(dom.matches("<tr class=\"decision\" data-kind=\"split\"").count(), 1, "one row for the split");
+    assert!(dom.contains("tensors in up to "), "the summary says the batch was split");
+    for kind in ["swap", "recompute"] {
+        assert!(dom.contains(&format!("data-kind=\"{kind}\"")), "no {kind} rows");
+    }
+    // The why of each planner decision is the line --verbose prints.
+    let why = verbose.lines().find(|l| l.contains("over budget at '")).expect("--verbose names the peak");
+    let reason = why.split_once(": ").unwrap().1;
+    assert!(dom.contains(&reason.replace('>', "&gt;")), "{reason} not in the page");
+    assert!(dom.contains("id=\"time-accounting\"") && dom.contains("data-part=\"split\""));
+    assert_eq!(dom.matches("class=\"frame\"").count(), 2, "device and host panels");
+}
+
 #[test]
 fn simulate_writes_the_same_report_for_the_same_graphs() {
     let graph = scratch("gpt.lms");

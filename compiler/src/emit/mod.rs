@@ -3,6 +3,7 @@
 //! trained weights, and the SVG picture and HTML report of a simulated step,
 //! each written safely ([`output`]).
 
+pub mod chart;
 pub mod html;
 pub mod onnx;
 pub mod output;

@@ -1,11 +1,14 @@
 //! The SVG picture of simulated training steps (`lms simulate --svg`, and
-//! inline in the HTML report): device and host memory of each graph on one
-//! time axis shared by all graphs (before and after a rewrite have different
-//! op counts, but one step of each has a predicted duration), with labelled
-//! axes and the device budget; under it each graph's three streams (compute,
-//! device-to-host, host-to-device) on the same axis; then a legend, inside
-//! the picture. Hovering a copy or a peak names its tensor or op.
+//! inline in the HTML report): device memory of each graph in one panel and
+//! host memory (swapped tensors) in a second panel with its own scale, on one
+//! time axis shared by all graphs that ends with the longest step (before and
+//! after a rewrite have different op counts, but one step of each has a
+//! predicted duration), each panel with its budget labelled in the margin;
+//! under them each graph's three streams (compute, device-to-host,
+//! host-to-device) on the same axis; then a legend, inside the picture.
+//! Hovering a copy or a peak names its tensor or op.
 
+use super::chart::{self, escape, LegendEntry, Marker, Plot, Scale, Swatch, Unit, LINE};
 use crate::simulate::{format_seconds, SimulateReport};
 use crate::units::format_bytes;
 use lms_proto::trace::{Lane, TraceEvent};
@@ -18,14 +21,13 @@ pub type Series<'a> = (&'a str, &'a SimulateReport);
 const WIDTH: f64 = 960.0;
 /// Left margin: the y axis's labels and the lanes' names.
 const LEFT: f64 = 110.0;
-const RIGHT: f64 = 30.0;
-/// Top of the memory plot, under the title.
-const TOP: f64 = 40.0;
-const PLOT_HEIGHT: f64 = 300.0;
-/// Space under the plot for the time axis's labels and title.
+const DEVICE_HEIGHT: f64 = 240.0;
+const HOST_HEIGHT: f64 = 140.0;
+/// Space between the panels.
+const GAP: f64 = 16.0;
+/// Space under the last panel for the time axis's labels and title.
 const X_AXIS: f64 = 50.0;
 const LANE: f64 = 14.0;
-const LINE: f64 = 18.0;
 /// Colours of the graphs' curves, in series order.
 const SERIES_COLORS: [&str; 4] = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"];
 /// Colours of the lanes, in `Lane::ALL` order.
@@ -33,64 +35,52 @@ const LANE_COLORS: [&str; 3] = ["#7f7f7f", "#ff7f0e", "#17becf"];
 
 /// The picture of `series`, one graph each, as a standalone SVG document.
 pub fn memory_and_streams(series: &[Series<'_>]) -> String {
-    let frame = Frame::new(series);
-    let mut out = String::new();
-    let lanes_top = TOP + PLOT_HEIGHT + X_AXIS;
+    let mut body = String::new();
+    let profiles = distinct(series.iter().map(|(_, r)| r.device_profile.as_str()));
+    let under_title = chart::title(
+        &mut body,
+        &format!("Memory over one training step, predicted on {}", profiles.join(" / ")),
+        LEFT,
+        WIDTH - LEFT - 10.0,
+    );
+    let frame = Frame::new(series, under_title + 10.0);
+    let lowest = frame.host.as_ref().unwrap_or(&frame.device).bottom();
+    let lanes_top = lowest + X_AXIS;
     let lanes_bottom = lanes_top + series.len() as f64 * (LINE + 3.0 * LANE + 10.0);
-    let legend = legend_entries(series, frame.budget);
-    let height = lanes_bottom + 10.0 + legend.len() as f64 * LINE + 10.0;
+    frame.device.y_axis(&mut body, "device", &format!("device memory ({})", frame.device.y.unit.name));
+    if let Some(host) = &frame.host {
+        host.y_axis(&mut body, "host", &format!("host memory ({})", host.y.unit.name));
+    }
+    frame.device.x_axis(
+        &mut body,
+        &format!("time from the start of the step ({})", frame.device.x.unit.name),
+        lanes_bottom,
+        lowest,
+    );
+    if let Some(budget) = frame.budget {
+        frame.device.reference(&mut body, "budget", budget as f64, &["device budget".into(), format_bytes(budget)]);
+    }
+    if let (Some(host), Some(budget)) = (&frame.host, frame.host_budget) {
+        host.reference(&mut body, "budget host-budget", budget as f64, &["host budget".into(), format_bytes(budget)]);
+    }
+    for ((name, report), color) in series.iter().zip(SERIES_COLORS.iter().cycle()) {
+        frame.curves(&mut body, name, report, color);
+    }
+    let mut y = lanes_top;
+    for (name, report) in series {
+        frame.lanes(&mut body, name, report, y);
+        y += LINE + 3.0 * LANE + 10.0;
+    }
+    let height = chart::legend(&mut body, &legend_entries(series, &frame), LEFT, lanes_bottom + 10.0) + 10.0;
+    let mut out = String::new();
     let _ = writeln!(
         out,
         r#"<svg xmlns="http://www.w3.org/2000/svg" class="lms-step" width="{WIDTH}" height="{height}" viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="12">"#
     );
-    let profiles = distinct(series.iter().map(|(_, r)| r.device_profile.as_str()));
-    let _ = writeln!(
-        out,
-        r#"<text class="title" x="{LEFT}" y="20">Memory over one training step, predicted on {}</text>"#,
-        escape(&profiles.join(" / "))
-    );
-    frame.axes(&mut out, lanes_bottom);
-    if let Some(budget) = frame.budget {
-        let y = frame.y(budget as f64);
-        let label = format!("device budget {}", format_bytes(budget));
-        let _ = writeln!(
-            out,
-            r##"<g class="budget"><title>{label}</title><line x1="{LEFT}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#000" stroke-dasharray="6 4"/><text x="{:.1}" y="{:.1}" text-anchor="end">{label}</text></g>"##,
-            frame.right(),
-            frame.right() - 4.0,
-            y - 4.0
-        );
-    }
-    for ((name, report), color) in series.iter().zip(SERIES_COLORS.iter().cycle()) {
-        frame.curves(&mut out, name, report, color);
-    }
-    let mut y = lanes_top;
-    for (name, report) in series {
-        frame.lanes(&mut out, name, report, y);
-        y += LINE + 3.0 * LANE + 10.0;
-    }
-    let _ = writeln!(out, r#"<g class="legend">"#);
-    for (i, entry) in legend.iter().enumerate() {
-        entry.draw(&mut out, lanes_bottom + 10.0 + i as f64 * LINE);
-    }
-    out.push_str("</g>\n</svg>\n");
+    chart::background(&mut out, WIDTH, height);
+    out.push_str(&body);
+    out.push_str("</svg>\n");
     out
-}
-
-/// Escapes text for XML and HTML.
-pub fn escape(text: &str) -> String {
-    let mut s = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => s.push_str("&amp;"),
-            '<' => s.push_str("&lt;"),
-            '>' => s.push_str("&gt;"),
-            '"' => s.push_str("&quot;"),
-            '\'' => s.push_str("&#39;"),
-            c => s.push(c),
-        }
-    }
-    s
 }
 
 /// The values of `items` in first-seen order, each once.
@@ -104,99 +94,45 @@ fn distinct<'a>(items: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
     seen
 }
 
-/// The scales: seconds to x and bytes to y, both axes ending on a tick.
+/// The panels: device memory, and host memory when any graph swaps; one
+/// time scale for both, ending with the longest step.
 struct Frame {
-    /// Tick values of the time axis, in seconds, the last one the axis's end.
-    x_ticks: Vec<f64>,
-    x_unit: (f64, &'static str),
-    /// Tick values of the memory axis, in bytes, the last one the axis's top.
-    y_ticks: Vec<f64>,
-    y_unit: (f64, &'static str),
-    /// The device budget drawn, from the first graph that has one.
+    device: Plot,
+    host: Option<Plot>,
+    /// The budgets drawn, from the first graph that has one.
     budget: Option<u64>,
+    host_budget: Option<u64>,
 }
 
 impl Frame {
-    fn new(series: &[Series<'_>]) -> Frame {
+    fn new(series: &[Series<'_>], top: f64) -> Frame {
         let budget = series.iter().find_map(|(_, r)| r.budget_device_bytes);
+        let host_budget = series.iter().find_map(|(_, r)| r.budget_host_bytes);
         let longest = series.iter().map(|(_, r)| r.predicted_step_seconds).fold(0.0, f64::max);
-        let highest =
-            series.iter().flat_map(|(_, r)| [r.peak_device_bytes, r.peak_host_bytes]).chain(budget).max().unwrap_or(0)
-                as f64;
-        let x_unit = [(1.0, "s"), (1e-3, "ms")].into_iter().find(|u| longest >= u.0).unwrap_or((1e-6, "µs"));
-        let y_unit = [(1u64 << 40, "TiB"), (1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")]
-            .into_iter()
-            .map(|(scale, name)| (scale as f64, name))
-            .find(|u| highest >= u.0)
-            .unwrap_or((1.0, "B"));
-        Frame { x_ticks: ticks(longest, x_unit.0), x_unit, y_ticks: ticks(highest, y_unit.0), y_unit, budget }
+        let x = Scale::exact(0.0, longest, Unit::seconds(longest));
+        let width = WIDTH - LEFT - chart::LABEL_MARGIN;
+        let bytes = |max: u64| Scale::to_tick(0.0, max as f64, Unit::bytes(max as f64));
+        // Headroom above the highest of peaks and budget, so a budget line never lies on the frame.
+        let device_max = series.iter().map(|(_, r)| r.peak_device_bytes).chain(budget).max().unwrap_or(0) * 21 / 20;
+        let device = Plot { left: LEFT, top, width, height: DEVICE_HEIGHT, x: x.clone(), y: bytes(device_max) };
+        let host_max = series.iter().map(|(_, r)| r.peak_host_bytes).max().unwrap_or(0);
+        let host = (host_max > 0).then(|| Plot {
+            left: LEFT,
+            top: device.bottom() + GAP,
+            width,
+            height: HOST_HEIGHT,
+            x,
+            y: bytes(host_max),
+        });
+        Frame { device, host, budget, host_budget }
     }
 
-    fn right(&self) -> f64 {
-        WIDTH - RIGHT
-    }
-
-    fn x(&self, seconds: f64) -> f64 {
-        LEFT + seconds / self.x_ticks.last().copied().unwrap_or(1.0) * (self.right() - LEFT)
-    }
-
-    fn y(&self, bytes: f64) -> f64 {
-        TOP + PLOT_HEIGHT - bytes / self.y_ticks.last().copied().unwrap_or(1.0) * PLOT_HEIGHT
-    }
-
-    /// The plot's box, both axes with their ticks, labels and titles, and
-    /// the time ticks' grid lines down through the lanes to `bottom`.
-    fn axes(&self, out: &mut String, bottom: f64) {
-        let (bottom_y, right) = (TOP + PLOT_HEIGHT, self.right());
-        let _ = writeln!(out, r#"<g class="axis y">"#);
-        for &v in &self.y_ticks {
-            let y = self.y(v);
-            let _ = writeln!(
-                out,
-                r##"<line x1="{:.1}" y1="{y:.1}" x2="{right:.1}" y2="{y:.1}" stroke="#e5e5e5"/><text x="{:.1}" y="{:.1}" text-anchor="end">{} {}</text>"##,
-                LEFT - 4.0,
-                LEFT - 8.0,
-                y + 4.0,
-                number(v / self.y_unit.0),
-                self.y_unit.1
-            );
-        }
-        let mid = TOP + PLOT_HEIGHT / 2.0;
-        let _ = writeln!(
-            out,
-            r#"<text class="axis-title" x="16" y="{mid:.1}" text-anchor="middle" transform="rotate(-90 16 {mid:.1})">memory ({})</text></g>"#,
-            self.y_unit.1
-        );
-        let _ = writeln!(out, r#"<g class="axis x">"#);
-        for &v in &self.x_ticks {
-            let x = self.x(v);
-            let _ = writeln!(
-                out,
-                r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{bottom:.1}" stroke="#e5e5e5"/><text x="{x:.1}" y="{:.1}" text-anchor="middle">{} {}</text>"##,
-                bottom_y + 16.0,
-                number(v / self.x_unit.0),
-                self.x_unit.1
-            );
-        }
-        let _ = writeln!(
-            out,
-            r#"<text class="axis-title" x="{:.1}" y="{:.1}" text-anchor="middle">time from the start of the step ({})</text></g>"#,
-            (LEFT + right) / 2.0,
-            bottom_y + 36.0,
-            self.x_unit.1
-        );
-        let _ = writeln!(
-            out,
-            r##"<rect x="{LEFT}" y="{TOP}" width="{:.1}" height="{PLOT_HEIGHT}" fill="none" stroke="#999"/>"##,
-            right - LEFT
-        );
-    }
-
-    /// A graph's device curve (solid), host curve (dashed, when anything
-    /// lives in host memory) and a marker at its device peak naming the op.
+    /// A graph's device curve (solid, in the device panel), host curve
+    /// (dashed, in the host panel, when anything lives in host memory) and
+    /// a marker at its device peak naming the op.
     fn curves(&self, out: &mut String, name: &str, report: &SimulateReport, color: &str) {
-        for (pool, timeline, dash) in
-            [("device", &report.timeline, ""), ("host", &report.host_timeline, r#" stroke-dasharray="5 3""#)]
+        let host = self.host.as_ref().map(|plot| (plot, "host", &report.host_timeline, r#" stroke-dasharray="5 3""#));
+        for (plot, pool, timeline, dash) in std::iter::once((&self.device, "device", &report.timeline, "")).chain(host)
         {
             if pool == "host" && timeline.iter().all(|&b| b == 0) {
                 continue;
@@ -206,54 +142,29 @@ impl Frame {
                 out,
                 r#"<polyline class="curve" data-series="{}" data-pool="{pool}" fill="none" stroke="{color}"{dash} points="{}"><title>{}: {pool} memory, peak {}</title></polyline>"#,
                 escape(name),
-                self.step_points(timeline, &report.timeline_seconds, report.predicted_step_seconds),
+                step_points(plot, timeline, &report.timeline_seconds, report.predicted_step_seconds),
                 escape(name),
                 format_bytes(peak)
             );
         }
         let peak_step = report.timeline.iter().position(|&b| b == report.peak_device_bytes);
         if let Some(at) = peak_step.and_then(|step| report.timeline_seconds.get(step)) {
-            let _ = writeln!(
+            Marker::Circle.draw(
                 out,
-                r#"<circle class="peak" cx="{:.1}" cy="{:.1}" r="4" fill="{color}"><title>{}: device peak {} at '{}'</title></circle>"#,
-                self.x(*at),
-                self.y(report.peak_device_bytes as f64),
-                escape(name),
-                format_bytes(report.peak_device_bytes),
-                escape(&report.peak_op)
+                self.device.x(*at),
+                self.device.y(report.peak_device_bytes as f64),
+                color,
+                "peak",
+                &format!("{name}: device peak {} at '{}'", format_bytes(report.peak_device_bytes), report.peak_op),
             );
         }
-    }
-
-    /// `bytes` at each step as a step function over the steps' times: each
-    /// value holds until the next step starts, the last until `end`.
-    fn step_points(&self, bytes: &[u64], seconds: &[f64], end: f64) -> String {
-        let mut points: Vec<String> = Vec::with_capacity(2 * bytes.len() + 1);
-        let mut push = |x: f64, y: f64| {
-            let p = format!("{x:.1},{y:.1}");
-            if points.last() != Some(&p) {
-                points.push(p);
-            }
-        };
-        let mut held = None;
-        for (&b, &t) in bytes.iter().zip(seconds) {
-            let (x, y) = (self.x(t), self.y(b as f64));
-            if let Some(previous) = held {
-                push(x, previous);
-            }
-            push(x, y);
-            held = Some(y);
-        }
-        if let (Some(y), Some(&last)) = (held, seconds.last()) {
-            push(self.x(end.max(last)), y);
-        }
-        points.join(" ")
     }
 
     /// A graph's three streams from `top`: a heading, then one lane each,
     /// named in the left margin. Kernels closer than half a pixel merge into
     /// one bar; each copy is its own bar titled with its tensor.
     fn lanes(&self, out: &mut String, name: &str, report: &SimulateReport, top: f64) {
+        let plot = &self.device;
         let _ = writeln!(
             out,
             r#"<g class="lanes" data-series="{}"><text x="{LEFT}" y="{:.1}">{}: step {} on {} (compute stalled {})</text>"#,
@@ -273,12 +184,12 @@ impl Frame {
                 LEFT - 8.0,
                 y + LANE - 4.0,
                 lane.name(),
-                self.x(report.predicted_step_seconds) - LEFT,
+                plot.x(report.predicted_step_seconds) - LEFT,
                 LANE - 2.0
             );
             let events = report.trace.iter().filter(|e| e.lane == lane && e.dur_us > 0.0);
             if lane == Lane::Compute {
-                for (x0, x1, kernels) in self.merged(events) {
+                for (x0, x1, kernels) in merged(plot, events) {
                     let _ = writeln!(
                         out,
                         r#"<rect x="{x0:.1}" y="{y:.1}" width="{:.1}" height="{:.1}" fill="{color}"><title>{kernels} kernel(s)</title></rect>"#,
@@ -288,7 +199,7 @@ impl Frame {
                 }
             } else {
                 for e in events {
-                    let (x0, x1) = (self.x(e.start_us * 1e-6), self.x((e.start_us + e.dur_us) * 1e-6));
+                    let (x0, x1) = (plot.x(e.start_us * 1e-6), plot.x((e.start_us + e.dur_us) * 1e-6));
                     let _ = writeln!(
                         out,
                         r#"<rect class="copy" x="{x0:.1}" y="{y:.1}" width="{:.1}" height="{:.1}" fill="{color}"><title>{}</title></rect>"#,
@@ -302,20 +213,45 @@ impl Frame {
         }
         out.push_str("</g>\n");
     }
+}
 
-    /// Busy spans of `events` in pixels, neighbours closer than half a pixel
-    /// merged, with the number of events in each.
-    fn merged<'e>(&self, events: impl Iterator<Item = &'e TraceEvent>) -> Vec<(f64, f64, usize)> {
-        let mut spans: Vec<(f64, f64, usize)> = Vec::new();
-        for e in events {
-            let (x0, x1) = (self.x(e.start_us * 1e-6), self.x((e.start_us + e.dur_us) * 1e-6));
-            match spans.last_mut() {
-                Some(last) if x0 - last.1 < 0.5 => (last.1, last.2) = (last.1.max(x1), last.2 + 1),
-                _ => spans.push((x0, x1, 1)),
-            }
+/// `bytes` at each step as a step function over the steps' times, in
+/// `plot`: each value holds until the next step starts, the last until `end`.
+fn step_points(plot: &Plot, bytes: &[u64], seconds: &[f64], end: f64) -> String {
+    let mut points: Vec<String> = Vec::with_capacity(2 * bytes.len() + 1);
+    let mut push = |x: f64, y: f64| {
+        let p = format!("{x:.1},{y:.1}");
+        if points.last() != Some(&p) {
+            points.push(p);
         }
-        spans
+    };
+    let mut held = None;
+    for (&b, &t) in bytes.iter().zip(seconds) {
+        let (x, y) = (plot.x(t), plot.y(b as f64));
+        if let Some(previous) = held {
+            push(x, previous);
+        }
+        push(x, y);
+        held = Some(y);
     }
+    if let (Some(y), Some(&last)) = (held, seconds.last()) {
+        push(plot.x(end.max(last)), y);
+    }
+    points.join(" ")
+}
+
+/// Busy spans of `events` in pixels, neighbours closer than half a pixel
+/// merged, with the number of events in each.
+fn merged<'e>(plot: &Plot, events: impl Iterator<Item = &'e TraceEvent>) -> Vec<(f64, f64, usize)> {
+    let mut spans: Vec<(f64, f64, usize)> = Vec::new();
+    for e in events {
+        let (x0, x1) = (plot.x(e.start_us * 1e-6), plot.x((e.start_us + e.dur_us) * 1e-6));
+        match spans.last_mut() {
+            Some(last) if x0 - last.1 < 0.5 => (last.1, last.2) = (last.1.max(x1), last.2 + 1),
+            _ => spans.push((x0, x1, 1)),
+        }
+    }
+    spans
 }
 
 /// The hover text of a copy: its tensor (when the plan names it), node and time.
@@ -329,82 +265,37 @@ fn copy_title(e: &TraceEvent) -> String {
     }
 }
 
-/// Ticks from 0 to the first one at or above `max`, in steps of 1, 2 or 5
-/// times a power of ten of `unit`, about five of them.
-fn ticks(max: f64, unit: f64) -> Vec<f64> {
-    let max = if max > 0.0 { max / unit } else { 1.0 };
-    let raw = max / 5.0;
-    let power = 10f64.powf(raw.log10().floor());
-    let step = [1.0, 2.0, 5.0, 10.0].into_iter().map(|m| m * power).find(|&s| s >= raw * (1.0 - 1e-9)).unwrap_or(raw);
-    let count = (max / step - 1e-9).ceil().max(1.0) as usize;
-    (0..=count).map(|i| i as f64 * step * unit).collect()
-}
-
-/// A tick value for people: at most three decimals, no trailing zeros.
-fn number(v: f64) -> String {
-    let s = format!("{v:.3}");
-    s.trim_end_matches('0').trim_end_matches('.').to_string()
-}
-
-/// One line of the legend: a swatch and what it stands for.
-struct LegendEntry {
-    /// SVG attributes of the swatch's line or bar.
-    swatch: Swatch,
-    text: String,
-}
-
-enum Swatch {
-    Line { color: &'static str, dash: &'static str },
-    Bar { color: &'static str },
-}
-
-impl LegendEntry {
-    fn draw(&self, out: &mut String, y: f64) {
-        let mid = y + LINE / 2.0;
-        match self.swatch {
-            Swatch::Line { color, dash } => {
-                let _ = write!(
-                    out,
-                    r#"<line x1="{LEFT}" y1="{mid:.1}" x2="{:.1}" y2="{mid:.1}" stroke="{color}" stroke-width="2"{dash}/>"#,
-                    LEFT + 28.0
-                );
-            }
-            Swatch::Bar { color } => {
-                let _ = write!(
-                    out,
-                    r#"<rect x="{LEFT}" y="{:.1}" width="28" height="{:.1}" fill="{color}"/>"#,
-                    mid - LANE / 2.0 + 1.0,
-                    LANE - 2.0
-                );
-            }
-        }
-        let _ = writeln!(out, r#"<text x="{:.1}" y="{:.1}">{}</text>"#, LEFT + 36.0, mid + 4.0, escape(&self.text));
-    }
-}
-
-/// The legend: each graph's curves, the budget line, the lanes' colours.
-fn legend_entries(series: &[Series<'_>], budget: Option<u64>) -> Vec<LegendEntry> {
+/// The legend: each graph's curves, the budget lines, the lanes' colours.
+fn legend_entries(series: &[Series<'_>], frame: &Frame) -> Vec<LegendEntry> {
+    let line =
+        |color: &str, dashed: bool, marker: Option<Marker>| Swatch::Line { color: color.to_string(), dashed, marker };
     let mut entries = Vec::new();
     for ((name, report), &color) in series.iter().zip(SERIES_COLORS.iter().cycle()) {
         entries.push(LegendEntry {
-            swatch: Swatch::Line { color, dash: "" },
+            swatch: line(color, false, Some(Marker::Circle)),
             text: format!(
-                "{name} device memory: peak {} at '{}'",
+                "{name} device memory: peak {} at '{}' (marked)",
                 format_bytes(report.peak_device_bytes),
                 report.peak_op
             ),
         });
         if report.host_timeline.iter().any(|&b| b > 0) {
             entries.push(LegendEntry {
-                swatch: Swatch::Line { color, dash: r#" stroke-dasharray="5 3""# },
+                swatch: line(color, true, None),
                 text: format!("{name} host memory (swapped tensors): peak {}", format_bytes(report.peak_host_bytes)),
             });
         }
     }
-    if let Some(budget) = budget {
+    if let Some(budget) = frame.budget {
         entries.push(LegendEntry {
-            swatch: Swatch::Line { color: "#000", dash: r#" stroke-dasharray="6 4""# },
+            swatch: line("#000", true, None),
             text: format!("device budget {}", format_bytes(budget)),
+        });
+    }
+    if let (Some(_), Some(budget)) = (&frame.host, frame.host_budget) {
+        entries.push(LegendEntry {
+            swatch: line("#000", true, None),
+            text: format!("host budget {}", format_bytes(budget)),
         });
     }
     for (lane, color) in Lane::ALL.into_iter().zip(LANE_COLORS) {
@@ -413,7 +304,7 @@ fn legend_entries(series: &[Series<'_>], budget: Option<u64>) -> Vec<LegendEntry
             Lane::DeviceToHost => "device-to-host stream: swap-outs",
             Lane::HostToDevice => "host-to-device stream: swap-ins",
         };
-        entries.push(LegendEntry { swatch: Swatch::Bar { color }, text: what.to_string() });
+        entries.push(LegendEntry { swatch: Swatch::Bar { color: color.to_string() }, text: what.to_string() });
     }
     entries
 }
@@ -527,7 +418,7 @@ pub(crate) mod tests {
         let (y, x) = (axis_texts("axis y"), axis_texts("axis x"));
         assert_eq!(
             (y.first().map(String::as_str), y.last().map(String::as_str)),
-            (Some("0 MiB"), Some("memory (MiB)"))
+            (Some("0 MiB"), Some("device memory (MiB)"))
         );
         assert!(y[1..y.len() - 1].iter().all(|t| t.ends_with(" MiB")) && y.len() >= 4, "{y:?}");
         assert!(x[..x.len() - 1].iter().all(|t| t.ends_with(" µs") || t.ends_with(" ms")) && x.len() >= 4, "{x:?}");
@@ -538,6 +429,32 @@ pub(crate) mod tests {
         let budget_y = number_attr(line, "y1");
         let peak_y = |series: &str| points(curve(&doc, series, "device")).iter().map(|p| p.1).fold(f64::MAX, f64::min);
         assert!(peak_y("before") < budget_y && peak_y("after") > budget_y, "only the rewrite fits under the line");
+    }
+
+    #[test]
+    fn time_ends_with_the_step_and_host_memory_has_its_own_panel_and_scale() {
+        let (before, after) = before_and_after();
+        let doc_text = memory_and_streams(&[("before", &before), ("after", &after)]);
+        let doc = Document::parse(&doc_text).unwrap();
+        let frames: Vec<Node<'_, '_>> =
+            elements(&doc, "rect").into_iter().filter(|n| n.attribute("class") == Some("frame")).collect();
+        assert_eq!(frames.len(), 2, "a device panel and a host panel");
+        let right = number_attr(frames[0], "x") + number_attr(frames[0], "width");
+        let end = points(curve(&doc, "after", "device")).iter().map(|p| p.0).fold(0.0, f64::max);
+        assert!((end - right).abs() < 0.2, "the longest step ends at {end}, the axis at {right}");
+        let (host_top, host_bottom) =
+            (number_attr(frames[1], "y"), number_attr(frames[1], "y") + number_attr(frames[1], "height"));
+        let host = points(curve(&doc, "after", "host"));
+        assert!(host.iter().all(|p| p.1 >= host_top - 0.1 && p.1 <= host_bottom + 0.1), "host curve outside its panel");
+        let top_of_host = host.iter().map(|p| p.1).fold(f64::MAX, f64::min);
+        assert!(top_of_host < host_top + (host_bottom - host_top) / 2.0, "the host peak fills its own scale");
+        let background = elements(&doc, "rect").into_iter().find(|n| n.attribute("class") == Some("background"));
+        assert_eq!(background.and_then(|b| b.attribute("fill")), Some("#fff"), "an opaque background");
+        // The budget's label sits in the right margin, where no curve runs.
+        let budget = doc.descendants().find(|n| n.attribute("class") == Some("budget")).unwrap();
+        for label in budget.children().filter(|n| n.has_tag_name("text")) {
+            assert!(number_attr(label, "x") > right, "budget label inside the plot");
+        }
     }
 
     #[test]

@@ -42,8 +42,7 @@ pub fn decision_reports(facts: &Facts<'_>, decisions: &[Decision]) -> Vec<Decisi
                     (SWAP, format!("swapped out after '{}', in after '{}'", name(d.gap_start), name(*trigger)))
                 }
                 Kind::Recompute { chain } => {
-                    let ops: Vec<&str> = chain.nodes.iter().map(|&n| g.node(n).op.as_str()).collect();
-                    (RECOMPUTE, format!("re-made by {} before '{}'", ops.join("→"), name(d.gap_end)))
+                    (RECOMPUTE, remade_by(chain.nodes.iter().map(|&n| g.node(n).op.as_str()), name(d.gap_end)))
                 }
             };
             DecisionReport {
@@ -69,14 +68,20 @@ pub fn from_plan(g: &Graph, time: &Timeline) -> Vec<DecisionReport> {
     let busy = |n: NodeId| event[n.index()].map_or(0.0, |e| e.end - e.start);
     let name = |n: NodeId| &g.node(n).name;
     let swaps = g.plan.swaps.iter().map(|s| {
-        let triggers: Vec<String> =
-            s.swap_ins.iter().filter_map(|i| i.trigger).map(|t| format!("'{}'", name(t))).collect();
+        let swap_ins: Vec<String> = s
+            .swap_ins
+            .iter()
+            .map(|i| match i.trigger {
+                Some(t) => format!("in after '{}'", name(t)),
+                None => "in when first read".to_string(),
+            })
+            .collect();
         DecisionReport {
             kind: SWAP,
             tensor: g.tensor(s.tensor).name.clone(),
             bytes: g.tensor(s.tensor).ty.bytes(),
             extra_seconds: stall(s.swap_out) + s.swap_ins.iter().map(|i| stall(i.node)).sum::<f64>(),
-            why: format!("swapped out by '{}', in after {}", name(s.swap_out), triggers.join(", ")),
+            why: format!("swapped out by '{}', {}", name(s.swap_out), swap_ins.join(", ")),
         }
     });
     let recomputes = g.plan.recomputes.iter().map(|r| DecisionReport {
@@ -84,15 +89,15 @@ pub fn from_plan(g: &Graph, time: &Timeline) -> Vec<DecisionReport> {
         tensor: g.tensor(r.tensor).name.clone(),
         bytes: g.tensor(r.tensor).ty.bytes(),
         extra_seconds: r.chain.iter().map(|&n| busy(n)).sum(),
-        why: remade_by(r.chain.len(), name(r.before)),
+        why: remade_by(r.chain.iter().map(|&n| g.node(n).op.as_str()), name(r.before)),
     });
     swaps.chain(recomputes).collect()
 }
 
-/// Why a recompute is there, as the plan records it: the length of its
-/// chain and the op it runs before.
-fn remade_by(ops: usize, before: &str) -> String {
-    format!("re-made by {ops} op{} before '{before}'", if ops == 1 { "" } else { "s" })
+/// Why a recompute is there, as the plan records it: the ops of its chain
+/// and the op it runs before.
+fn remade_by<'a>(ops: impl Iterator<Item = &'a str>, before: &str) -> String {
+    format!("re-made by {} before '{before}'", ops.collect::<Vec<_>>().join("→"))
 }
 
 /// One line per decision, for people.
@@ -115,8 +120,8 @@ pub fn to_text(decisions: &[DecisionReport]) -> String {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn a_chain_of_one_op_is_one_op() {
-        assert_eq!(super::remade_by(1, "conv2"), "re-made by 1 op before 'conv2'");
-        assert_eq!(super::remade_by(3, "conv2"), "re-made by 3 ops before 'conv2'");
+    fn a_recompute_names_the_ops_of_its_chain() {
+        assert_eq!(super::remade_by(["Relu"].into_iter(), "conv2"), "re-made by Relu before 'conv2'");
+        assert_eq!(super::remade_by(["Relu", "Conv"].into_iter(), "conv2"), "re-made by Relu→Conv before 'conv2'");
     }
 }

@@ -71,7 +71,7 @@ pub enum Error {
     #[error(transparent)]
     Malformed(#[from] VerifyError),
     /// A pass's patch that names something not in the graph, or whose
-    /// result breaks an invariant of the pass manager.
+    /// result breaks an invariant of the pass manager: a bug in lms (exit 1).
     #[error("pass '{pass}': {problem}")]
     Patch { pass: String, problem: String },
     /// A plan whose placed arena of `pool` ("device" or "host") exceeds its
@@ -144,7 +144,7 @@ impl Error {
             Error::Run(RuntimeError::OutOfMemory(_) | RuntimeError::Allocation { .. }) => exit::DOES_NOT_FIT,
             Error::Unproven { .. } => exit::NOT_PROVEN,
             Error::Interrupted { .. } => exit::INTERRUPTED,
-            Error::Malformed(_) => exit::INTERNAL,
+            Error::Malformed(_) | Error::Patch { .. } => exit::INTERNAL,
             #[cfg(feature = "cli")]
             Error::Run(RuntimeError::Internal(_)) => exit::INTERNAL,
             _ => exit::USAGE,
@@ -178,5 +178,11 @@ mod tests {
         let hinted = Error::Hinted { source: Box::new(e), hint: "try this".into() };
         assert!(hinted.to_string().ends_with("; try this"));
         assert_eq!(hinted.exit_code(), exit::DOES_NOT_FIT);
+    }
+
+    #[test]
+    fn a_pass_that_emits_a_malformed_graph_is_an_internal_error_not_bad_input() {
+        let e = Error::Patch { pass: "split".into(), problem: "node 'a' input 0 reads a removed producer".into() };
+        assert_eq!(e.in_file("model.onnx").exit_code(), exit::INTERNAL);
     }
 }

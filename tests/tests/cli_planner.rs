@@ -2,9 +2,12 @@
 //! needs a budget and, when nothing fits, fails with exit 3 naming the op
 //! and the smallest peak; `max-batch --strategy auto` reports an `auto`
 //! batch (recompute only with no host memory); `plan-curve` writes its
-//! table, JSON and SVG.
+//! table, JSON and SVG; at every budget from the smallest plan up a compile
+//! gives a plan or exit 3, never a bad-input error.
 
+use lms_tests::onnx_builder::ModelBuilder;
 use lms_tests::{lms, lms_ok, scratch_path};
+use prost::Message;
 
 fn scratch(name: &str) -> String {
     scratch_path("cli-planner", name).to_str().unwrap().to_string()
@@ -228,4 +231,48 @@ fn compile_at_the_max_batch_writes_the_plan_max_batch_reported() {
         }
         assert!(r["predicted_step_seconds"].as_f64().unwrap() > 0.0, "{case}: {r}");
     }
+}
+
+/// A BERT-style block with Dropout in training mode whose output a Reshape
+/// reads with a shape computed from it (`x.view(x.size())`), then a
+/// residual MLP: under the planner's batch splits the Reshape runs in parts
+/// while the Dropout stays whole. From the smallest budget any plan fits up
+/// to the unrewritten graph's arena, every compile writes a plan (exit 0) or
+/// says it does not fit (exit 3); a split the emission could not carry out
+/// was once "bad input" (exit 2).
+#[test]
+fn every_budget_from_the_smallest_plan_up_gives_a_plan_or_does_not_fit() {
+    let mut m = ModelBuilder::new("dropout_view", 13);
+    m.input("x", 1, &[8, 16, 32]).weight("w1", &[32, 64], -0.2, 0.2).weight("w2", &[64, 32], -0.2, 0.2);
+    m.node("Dropout", &["x"], &["d", "mask"], vec![])
+        .node("Shape", &["d"], &["d_shape"], vec![])
+        .node("Reshape", &["d", "d_shape"], &["view"], vec![])
+        .node("MatMul", &["view", "w1"], &["h"], vec![])
+        .node("Relu", &["h"], &["r"], vec![])
+        .node("MatMul", &["r", "w2"], &["o"], vec![])
+        .node("Add", &["o", "d"], &["y"], vec![])
+        .output("y");
+    let model = scratch("dropout_view.onnx");
+    std::fs::write(&model, m.build().encode_to_vec()).unwrap();
+    let (out, report) = (scratch("dropout_view.lms"), scratch("dropout_view.json"));
+    lms_ok(&["compile", &model, "-o", &out, "-q", "--report", &report]);
+    let whole = json(&std::fs::read_to_string(&report).unwrap());
+    let arena = whole["arena_device_bytes"].as_u64().unwrap_or_else(|| panic!("{whole}"));
+    let (mut fitted, mut split) = (0, 0);
+    for percent in (20..=100).step_by(2) {
+        let budget = (arena * percent / 100).to_string();
+        let args =
+            ["compile", &model, "--strategy", "auto", "--budget", &budget, "-o", &out, "-q", "--report", &report];
+        let run = lms(&args);
+        match run.status.code() {
+            Some(0) => {
+                fitted += 1;
+                let report = json(&std::fs::read_to_string(&report).unwrap());
+                split += usize::from(!report["auto_split"].is_null());
+            }
+            Some(3) => assert_eq!(fitted, 0, "budget {budget}: no plan above a budget that fitted: {}", stderr(&run)),
+            code => panic!("budget {budget}: exit {code:?}: {}", stderr(&run)),
+        }
+    }
+    assert!(fitted > 0 && split > 0, "{fitted} budgets fitted, {split} by a batch split");
 }

@@ -115,7 +115,8 @@ pub fn fits_quickly(g: &Graph, profile: &DeviceProfile, options: PlanOptions) ->
     }
     for parts in [MAX_PARTS, 4, 2] {
         let Some((patch, _)) = batch_patch(g, &BatchSplit { parts, min_bytes: 0 }) else { continue };
-        let (graph, _) = pipeline::apply_checked(g, &patch)?;
+        // A split the emission cannot carry out is not a candidate.
+        let Ok((graph, _)) = pipeline::apply_checked(g, &patch) else { continue };
         match super::fit(&graph, &Speeds::from_profile(&graph, profile), options) {
             Ok(_) => return Ok(true),
             Err(Error::NoPlan { .. }) => continue,

@@ -60,7 +60,8 @@ pub(super) fn split_plans(g: &Graph, profile: &DeviceProfile, options: PlanOptio
             let split = BatchSplit { parts, min_bytes };
             let Some((patch, report)) = batch_patch(g, &split) else { continue };
             found.tried += 1;
-            let (graph, _) = pipeline::apply_checked(g, &patch)?;
+            // A split the emission cannot carry out is not a candidate.
+            let Ok((graph, _)) = pipeline::apply_checked(g, &patch) else { continue };
             match fit_fastest(&graph, &Speeds::from_profile(&graph, profile), profile, options) {
                 Ok(fitted) => {
                     let choice = SplitChoice { report, step_seconds: step(&fitted), unsplit_step_seconds, tried: 0 };

@@ -227,22 +227,32 @@ fn concat_axis(
 /// The nodes that only computed the shape inputs of `covered` Reshapes,
 /// whose parts (`ReshapeTo`s) no longer read them (such as `Shape` of a
 /// whole tensor, which would otherwise read it whole): nodes without
-/// control or update edges, all of whose outputs only removed nodes read.
-/// Adds them to `removed` and removes them in `patch`.
+/// control or update edges, all of whose outputs are read only by such
+/// nodes or as the shape of a covered Reshape. (An op run in parts still
+/// reads its inputs, so a node it reads, such as a Dropout that stays whole
+/// before a split Reshape, is kept.) Adds them to `removed` and removes them
+/// in `patch`.
 pub(super) fn remove_dead_shapes(g: &Graph, covered: &[Covered], removed: &mut HashSet<NodeId>, patch: &mut Patch) {
-    let mut stack: Vec<NodeId> = covered
+    let reshapes: HashSet<NodeId> = covered
         .iter()
-        .filter(|c| split::part_op(&g.node(c.node).op, &g.node(c.node).domain).is_some())
-        .filter_map(|c| g.node(c.node).inputs.get(1).copied().flatten())
+        .map(|c| c.node)
+        .filter(|&n| split::part_op(&g.node(n).op, &g.node(n).domain).is_some())
+        .collect();
+    let mut stack: Vec<NodeId> = reshapes
+        .iter()
+        .filter_map(|&n| g.node(n).inputs.get(1).copied().flatten())
         .map(|t| g.tensor(t).producer.0)
         .collect();
+    let mut dead_shapes: HashSet<NodeId> = HashSet::new();
     while let Some(n) = stack.pop() {
         let node = g.node(n);
+        let unread = |(r, slot): (NodeId, usize)| dead_shapes.contains(&r) || (slot == 1 && reshapes.contains(&r));
         let dead = !removed.contains(&n)
             && !node.parameterized
             && g.in_edges(n).chain(g.out_edges(n)).all(|(_, e)| e.action == Action::Read)
-            && node.outputs.iter().all(|&t| !g.outputs.contains(&t) && g.readers(t).all(|(r, _)| removed.contains(&r)));
+            && node.outputs.iter().all(|&t| !g.outputs.contains(&t) && g.readers(t).all(unread));
         if dead {
+            dead_shapes.insert(n);
             removed.insert(n);
             patch.remove_node(n);
             stack.extend(node.inputs.iter().flatten().map(|&t| g.tensor(t).producer.0));

@@ -275,3 +275,49 @@ fn a_batch_norm_merge_of_the_wrong_parts_is_not_proven() {
     assert_eq!(report.items.len(), 5);
     assert!(verify(&g, &split, &Limits::default()).is_err());
 }
+
+/// A Dropout in training that stays whole feeds a Reshape whose shape is
+/// computed from the Dropout's output (as exporters write `x.view(...)`):
+/// the batch split runs the Reshape and what follows in parts, drops the
+/// shape computation its parts no longer read, and keeps the Dropout (and
+/// its mask, which the gradient reads) whole.
+#[test]
+fn a_batch_split_keeps_a_whole_dropout_whose_output_a_split_reshape_reads() {
+    use super::batch_patch;
+    use crate::ir::{DType, TensorType};
+    use crate::passes::split::BatchSplit;
+    let mut net = Net::new();
+    let x = net.input("x", &[4, 6]);
+    let dropout = net.ops(
+        "dropout",
+        "DropoutTrain",
+        "lms",
+        Attrs::new().with("ratio", Attr::Float(0.1)),
+        &[x],
+        &[&[4, 6], &[4, 6]],
+    );
+    net.g.tensor_mut(dropout[1]).ty = TensorType::new(DType::Bool, vec![4, 6]);
+    let shape = net.op("shape", "Shape", Attrs::new(), &[dropout[0]], &[2]);
+    net.g.tensor_mut(shape).ty = TensorType::new(DType::I64, vec![2]);
+    let view = net.op("view", "Reshape", Attrs::new(), &[dropout[0], shape], &[4, 6]);
+    let relu = net.op("relu", "Relu", Attrs::new(), &[view], &[4, 6]);
+    let dy = net.input("dy", &[4, 6]);
+    let dx = net.ops(
+        "dx",
+        "DropoutGrad",
+        "lms",
+        Attrs::new().with("ratio", Attr::Float(0.1)),
+        &[dy, dropout[1]],
+        &[&[4, 6]],
+    )[0];
+    net.g.outputs = vec![relu, dx];
+    let g = net.g;
+    let (p, report) = batch_patch(&g, &BatchSplit { parts: 2, min_bytes: 0 }).unwrap();
+    let (split, _) = apply_checked(&g, &p).unwrap();
+    assert!(report.ops >= 2, "{report:?}");
+    let names = ops(&split);
+    assert!(names.contains(&"dropout".to_string()), "{names:?}");
+    assert!(!names.contains(&"shape".to_string()), "{names:?}");
+    assert!(names.contains(&"view.part1".to_string()), "{names:?}");
+    verify(&g, &split, &Limits::default()).unwrap();
+}

@@ -42,7 +42,7 @@ pub enum Error {
     NoGraph,
     #[error("model imports no opset of the default ONNX domain")]
     NoOpset,
-    #[error("opset {0} of the default domain is not supported (lms reads opsets 6 to 21)")]
+    #[error("opset {0} of the default domain is not supported (lms reads opsets 6 to 23)")]
     UnsupportedOpset(i64),
     #[error("tensor '{}': {reason}", Escaped(.tensor))]
     Tensor { tensor: String, reason: String },

@@ -6,9 +6,13 @@
 use lms_compiler::frontend::{self, FrontendOptions};
 use lms_compiler::inspect::InspectReport;
 use lms_compiler::shape;
+use lms_compiler::train::TrainOptions;
 use lms_proto::onnx::TensorProto;
 use lms_proto::Message;
+use lms_tests::onnx_builder::{ModelBuilder, A};
+use lms_tests::training::{compile, session};
 use lms_tests::{list, onnx_data};
+use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Ops of a model that lms does not support, sorted and deduplicated.
@@ -92,4 +96,41 @@ fn every_supported_pytorch_case_imports_with_the_expected_output_shapes() {
         println!("  skipped {s}");
     }
     assert!(imported >= 100, "only {imported} pytorch cases imported");
+}
+
+/// A convolution, pooling and matrix product model importing `opset`.
+fn conv_model(opset: i64) -> lms_proto::onnx::ModelProto {
+    let mut m = ModelBuilder::new("opsets", opset);
+    m.input("x", 1, &[2, 3, 8, 8])
+        .weight("w", &[4, 3, 3, 3], -0.5, 0.5)
+        .weight("w2", &[64, 10], -0.3, 0.3)
+        .node("Conv", &["x", "w"], &["c"], vec![("pads", A::Is(vec![1, 1, 1, 1]))])
+        .node("Relu", &["c"], &["r"], vec![])
+        .node("MaxPool", &["r"], &["p"], vec![("kernel_shape", A::Is(vec![2, 2])), ("strides", A::Is(vec![2, 2]))])
+        .node("Flatten", &["p"], &["f"], vec![("axis", A::I(1))])
+        .node("MatMul", &["f", "w2"], &["y"], vec![])
+        .output("y");
+    m.build()
+}
+
+/// Opsets 22 and 23 only widen the type constraints of the ops lms runs:
+/// the same model at opsets 17, 22 and 23 trains to the same bits; opset 24
+/// is refused naming it and the opsets lms reads.
+#[test]
+fn opsets_22_and_23_train_as_earlier_opsets_do() {
+    let bits = |opset: i64| {
+        let graph = compile(&conv_model(opset), None, &TrainOptions::default());
+        let mut s = session(&graph, 5, &BTreeMap::new());
+        let losses: Vec<u32> = (0..3).map(|_| s.step().unwrap().loss.unwrap().to_bits()).collect();
+        let vars: BTreeMap<String, Vec<u8>> =
+            s.variables().unwrap().into_iter().map(|(n, t)| (n, t.to_le_bytes())).collect();
+        (losses, vars)
+    };
+    let reference = bits(17);
+    assert!(!reference.1.is_empty());
+    for opset in [22, 23] {
+        assert_eq!(bits(opset), reference, "opset {opset} trains differently from opset 17");
+    }
+    let refused = frontend::import(&conv_model(24), None, &FrontendOptions::default()).unwrap_err().to_string();
+    assert!(refused.contains("opset 24") && refused.contains("6 to 23"), "{refused}");
 }

@@ -19,8 +19,12 @@ use std::path::Path;
 
 pub use import::import;
 
-/// Opsets of the ONNX default domain lms reads.
-pub const OPSETS: std::ops::RangeInclusive<i64> = 6..=21;
+/// Opsets of the ONNX default domain lms reads. Opsets 22 and 23 change no
+/// op lms runs except to widen its type constraints (bfloat16, 4-bit and
+/// 8-bit floats and integers, which lms refuses by type wherever they
+/// appear); the ops they add (`Attention`, `RotaryEmbedding`,
+/// `RMSNormalization`) are refused by name like any op lms does not run.
+pub const OPSETS: std::ops::RangeInclusive<i64> = 6..=23;
 
 /// How to make a model's symbolic dimensions concrete.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

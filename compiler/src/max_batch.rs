@@ -156,7 +156,8 @@ pub fn max_batch(
         Fits::Figures(footprint, seconds) => (footprint, seconds),
         Fits::BySearch => {
             let planned = planner::search(&training_graph(lo)?, profile, auto_options).map_err(|e| e.in_file(model))?;
-            (planned.fitted.footprint, planned.step_seconds)
+            let graph = &planned.fitted.graph;
+            (Footprint::of(graph, graph.schedule()), planned.step_seconds)
         }
     };
     debug_assert!(footprint.fits(budgets), "the batch reported was placed and fits");

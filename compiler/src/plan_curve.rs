@@ -82,7 +82,10 @@ pub fn plan_curve(g: &Graph, device: &DeviceProfile, host_budget: u64, steps: us
     for i in 0..=last {
         let budget = smallest + (arena - smallest) * i / last;
         let found = match planner::search(g, device, options(budget)) {
-            Ok(planned) => Some(fitting(&planned.fitted.graph, &planned.fitted.footprint)),
+            Ok(planned) => {
+                let graph = &planned.fitted.graph;
+                Some(fitting(graph, &Footprint::of(graph, graph.schedule())))
+            }
             Err(Error::NoPlan { .. }) => None,
             Err(e) => return Err(e),
         };

@@ -55,17 +55,31 @@ impl Footprint {
 
     /// Places `g` over `schedule`, whose memory `profile` was already simulated.
     pub fn with_profile(g: &Graph, schedule: &[NodeId], profile: &MemoryProfile) -> Footprint {
-        let arena = |pool| memory::placement(g, schedule, pool).arena_bytes;
+        Footprint::placed(g, schedule, profile, Budgets { device: 0, host: 0 })
+    }
+
+    /// [`Footprint::of`], each pool's placement stopped at the first arena
+    /// within its budget ([`memory::placement_within`]): whether it fits,
+    /// and each arena over its budget, are [`Footprint::of`]'s; an arena
+    /// within its budget may be above it. For searches that only decide.
+    pub fn within(g: &Graph, schedule: &[NodeId], budgets: Budgets) -> Footprint {
+        Footprint::placed(g, schedule, &memory::simulate(g, schedule), budgets)
+    }
+
+    /// Places each pool stopped at the first arena within its budget in
+    /// `enough` (0: the placement).
+    fn placed(g: &Graph, schedule: &[NodeId], profile: &MemoryProfile, enough: Budgets) -> Footprint {
+        let arena = |pool, enough| memory::placement_within(g, schedule, pool, enough).arena_bytes;
         Footprint {
             device: PoolFootprint {
                 peak_bytes: profile.peak_bytes,
                 peak_step: profile.peak_step,
-                arena_bytes: arena(Pool::Device),
+                arena_bytes: arena(Pool::Device, enough.device),
             },
             host: PoolFootprint {
                 peak_bytes: profile.host_peak_bytes,
                 peak_step: profile.host_peak_step,
-                arena_bytes: arena(Pool::Host),
+                arena_bytes: arena(Pool::Host, enough.host),
             },
         }
     }
@@ -77,7 +91,7 @@ impl Footprint {
         let profile = memory::simulate(g, schedule);
         profile.peak_bytes <= budgets.device
             && profile.host_peak_bytes <= budgets.host
-            && Footprint::with_profile(g, schedule, &profile).fits(budgets)
+            && Footprint::placed(g, schedule, &profile, budgets).fits(budgets)
     }
 
     /// Whether the device arena is within the device budget and the host

@@ -144,6 +144,12 @@ pub fn scratch(g: &Graph, id: NodeId) -> u64 {
 /// by tensor id, then in the device pool each scheduled node's scratch block, live at its
 /// step only (index: the tensor count + its position).
 pub fn placement(g: &Graph, schedule: &[NodeId], which: Pool) -> Placement {
+    placement_within(g, schedule, which, 0)
+}
+
+/// [`placement`], stopped at the first arena of at most `enough` bytes
+/// ([`placement::place_within`]: within `enough` exactly when [`placement`]'s is).
+pub fn placement_within(g: &Graph, schedule: &[NodeId], which: Pool, enough: u64) -> Placement {
     let last = last_use(g, schedule);
     let position = positions(g, schedule);
     let end = schedule.len().saturating_sub(1);
@@ -166,7 +172,7 @@ pub fn placement(g: &Graph, schedule: &[NodeId], which: Pool) -> Placement {
             (bytes > 0).then_some(Lifetime { bytes, first: position, last: position })
         }));
     }
-    placement::place(&lifetimes)
+    placement::place_within(&lifetimes, enough)
 }
 
 /// Position of every scheduled node, indexed by `NodeId::index()`;

@@ -46,7 +46,9 @@
 //! smallest arena, within a bounded number of rounds and blocks placed. On a split plan of
 //! ResNet-50 (batch 2251, 16 GiB) this takes the arena from 5.5% over the live peak to 0.4%,
 //! where the height was set by a few batch parts placed late in the busiest stretch.
-//! The result is a pure function of the lifetimes.
+//! The result is a pure function of the lifetimes. [`place_within`] stops the same search at
+//! the first arena within a budget: whether a plan fits is decided without the rounds where
+//! a strategy already fits.
 //!
 //! The compiler (from its graph) and the runtime (from the `.lms`) compute the same
 //! placement with this one function; the plan records the arena's size so that the two can
@@ -264,8 +266,18 @@ fn busiest(load: &[u64]) -> u64 {
 /// smallest arena of [`strategies`], then of the rounds that improve the smallest skylines
 /// ([`improve`]) when none reaches the lower bound.
 pub fn place(lifetimes: &[Option<Lifetime>]) -> Placement {
+    place_within(lifetimes, 0)
+}
+
+/// [`place`], stopped at the first arena of at most `enough` bytes (a budget): the same
+/// strategies and rounds in the same order, so its arena is within `enough` exactly when
+/// [`place`]'s is (then maybe above it), and equals it otherwise. Deciding whether a plan
+/// fits a budget takes no rounds where a strategy already fits.
+pub fn place_within(lifetimes: &[Option<Lifetime>], enough: u64) -> Placement {
     let blocks = Blocks::new(lifetimes);
     let bound = busiest(&load(&blocks.items, |i| i.bytes));
+    // Bytes of the arena above the stacked blocks that stop the search.
+    let stop = bound.max(enough.saturating_sub(blocks.base));
     let mut best: Option<(u64, Vec<u64>)> = None;
     let mut skylines: Vec<(u64, Order, bool)> = Vec::new();
     for strategy in strategies() {
@@ -277,12 +289,12 @@ pub fn place(lifetimes: &[Option<Lifetime>]) -> Placement {
         if best.as_ref().is_none_or(|(b, _)| arena < *b) {
             best = Some((arena, offsets));
         }
-        if arena <= bound {
+        if arena <= stop {
             break;
         }
     }
-    if best.as_ref().is_some_and(|(arena, _)| *arena > bound) {
-        if let Some((arena, offsets)) = improve(&blocks.items, bound, &skylines) {
+    if best.as_ref().is_some_and(|(arena, _)| *arena > stop) {
+        if let Some((arena, offsets)) = improve(&blocks.items, bound, stop, &skylines) {
             if best.as_ref().is_none_or(|(b, _)| arena < *b) {
                 best = Some((arena, offsets));
             }
@@ -307,15 +319,16 @@ pub const IMPROVE_BLOCK_LIMIT: usize = 1_000_000;
 /// [`IMPROVE_ROUNDS`] rounds, then from the skyline's own order to the front, as many —
 /// where they take a stretch before the outline is high. Blocks smaller than a 64th of the
 /// excess stay where they are (they do not set the height). Stops within
-/// [`ROUNDING_PER_MILLE`] of the bound or after [`IMPROVE_BLOCK_LIMIT`] blocks placed; the smallest arena found (the earlier on ties) and its
-/// offsets, or `None` when no round completed.
-fn improve(items: &[Item], bound: u64, skylines: &[(u64, Order, bool)]) -> Option<(u64, Vec<u64>)> {
+/// [`ROUNDING_PER_MILLE`] of the bound, at an arena of at most `stop`, or after
+/// [`IMPROVE_BLOCK_LIMIT`] blocks placed; the smallest arena found (the earlier on ties) and
+/// its offsets, or `None` when no round completed.
+fn improve(items: &[Item], bound: u64, stop: u64, skylines: &[(u64, Order, bool)]) -> Option<(u64, Vec<u64>)> {
     let mut starts: Vec<(usize, &(u64, Order, bool))> = skylines.iter().enumerate().collect();
     starts.sort_by_key(|&(at, &(arena, _, _))| (arena, at));
     let mut best: Option<(u64, Vec<u64>)> = None;
     let mut placed = 0;
     // Within the slack that placing near-equal sizes as one costs, rounds stop.
-    let enough = bound + bound / 1000 * ROUNDING_PER_MILLE;
+    let enough = (bound + bound / 1000 * ROUNDING_PER_MILLE).max(stop);
     for &(_, &(_, order, backward)) in starts.iter().take(IMPROVED_SKYLINES) {
         let flipped;
         let items = if backward {
@@ -1045,6 +1058,33 @@ mod tests {
             }
         }
         assert!(improved > 0, "the rounds never improved on the strategies");
+    }
+
+    #[test]
+    fn stopping_at_a_budget_decides_as_the_full_placement() {
+        let mut next = generator(11);
+        for _ in 0..20 {
+            let lifetimes: Vec<_> = (0..200)
+                .map(|_| {
+                    let first = next(100) as usize;
+                    life(4096 << next(4), first, first + next(25) as usize)
+                })
+                .collect();
+            let full = place(&lifetimes);
+            let bound = lower_bound(&lifetimes);
+            for enough in [bound, (bound + full.arena_bytes) / 2, full.arena_bytes - 1, full.arena_bytes, u64::MAX] {
+                let within = place_within(&lifetimes, enough);
+                assert_disjoint(&lifetimes, &within);
+                assert_eq!(within.arena_bytes <= enough, full.arena_bytes <= enough, "{enough}");
+                if full.arena_bytes > enough {
+                    assert_eq!(within, full);
+                } else {
+                    assert!(within.arena_bytes >= full.arena_bytes);
+                }
+            }
+            let first = place_with(Strategy::Sweep { backward: false }, &lifetimes).expect("a sweep never gives up");
+            assert_eq!(place_within(&lifetimes, u64::MAX), first, "any arena fits: the first strategy's");
+        }
     }
 
     #[test]

@@ -457,7 +457,9 @@ pub struct Fitted {
     /// Each decision with its ΔM, ΔT and why.
     pub reports: Vec<DecisionReport>,
     /// Live peaks and placed arenas of `graph` (the memory simulator and the
-    /// placement, not the planner's estimate).
+    /// placement, not the planner's estimate); from [`fit`], arenas placed
+    /// only until they fit ([`Footprint::within`]: [`Footprint::of`] gives
+    /// the arenas the `.lms` records).
     pub footprint: Footprint,
 }
 
@@ -486,7 +488,7 @@ pub fn fit(g: &Graph, speeds: &Speeds, options: PlanOptions) -> Result<Fitted> {
             }
             break;
         }
-        let footprint = Footprint::of(&graph, graph.schedule());
+        let footprint = Footprint::within(&graph, graph.schedule(), budgets);
         if footprint.fits(budgets) {
             let reports = decision_reports(&facts, &plan.decisions);
             return Ok(Fitted { patch, graph, plan, reports, footprint });

@@ -141,7 +141,9 @@ impl Error {
             Error::InFile { source, .. } | Error::Hinted { source, .. } => source.exit_code(),
             Error::OverBudget { .. } | Error::NoPlan { .. } | Error::NoBatchFits(_) => exit::DOES_NOT_FIT,
             #[cfg(feature = "cli")]
-            Error::Run(RuntimeError::OutOfMemory(_) | RuntimeError::Allocation { .. }) => exit::DOES_NOT_FIT,
+            Error::Run(
+                RuntimeError::OutOfMemory(_) | RuntimeError::Allocation { .. } | RuntimeError::ScratchTooSmall { .. },
+            ) => exit::DOES_NOT_FIT,
             Error::Unproven { .. } => exit::NOT_PROVEN,
             Error::Interrupted { .. } => exit::INTERRUPTED,
             Error::Malformed(_) | Error::Patch { .. } => exit::INTERNAL,

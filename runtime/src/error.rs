@@ -124,6 +124,27 @@ pub enum RuntimeError {
         /// What failed.
         message: String,
     },
+    /// A library needs more scratch memory than the plan gives the node (the plan's
+    /// scratch rule, `lms_proto::contract::scratch`, is below what this device's library
+    /// takes): the node does not fit its plan.
+    #[error(
+        "node '{}' ({}): {what} needs {needed} bytes, the plan gives it {planned} bytes; compile with a device \
+         profile that records this device's convolution workspaces",
+        Escaped(.node),
+        Escaped(.op)
+    )]
+    ScratchTooSmall {
+        /// The node's name.
+        node: String,
+        /// Its op type.
+        op: String,
+        /// What needs the memory, e.g. "cuDNN forward algorithm 1's workspace".
+        what: String,
+        /// Bytes the library needs.
+        needed: u64,
+        /// Bytes the plan gives it.
+        planned: u64,
+    },
     /// An invariant of the executor does not hold: a bug in the runtime, not bad input.
     #[error("internal error: {0}")]
     Internal(String),

@@ -156,3 +156,21 @@ fn a_swap_out_without_its_wait_is_reported_as_a_hazard() {
     assert!(error.contains("hazard: ") && error.contains("cuMemcpyDtoHAsync of "), "{error}");
     assert!(error.contains(" on stream ") && error.contains("with no event wait ordering that before it"), "{error}");
 }
+
+/// A convolution runs the algorithm its plan fixes, with the planned workspace and no
+/// fallback: when the library needs more workspace than the plan gives (the emulated
+/// cuDNN's test-only `LMS_CUDA_EMULATOR_WORKSPACE_EXTRA` adds bytes to every algorithm's
+/// need), the node fails naming itself and the bytes, exit 3 (does not fit).
+#[test]
+fn a_convolution_needing_more_workspace_than_planned_does_not_fit() {
+    let plan = compile("fixtures/models/cnn_residual.onnx", "cnn-workspace", &[]);
+    let out = lms_run(&["run", &plan.file, "--device", "cuda", "--steps", "1"], true)
+        .env("LMS_CUDA_EMULATOR_WORKSPACE_EXTRA", "256")
+        .output()
+        .expect("run lms");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    let error = stderr.lines().find(|l| l.starts_with("lms: error: ")).unwrap_or_else(|| panic!("{stderr}"));
+    assert!(error.contains("(Conv): cuDNN's Forward algorithm 0 workspace needs 256 bytes"), "{error}");
+    assert!(error.contains("the plan gives it 0 bytes"), "{error}");
+}

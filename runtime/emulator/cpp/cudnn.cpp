@@ -5,10 +5,16 @@
 // backward filter — as direct loops with cuDNN's alpha/beta semantics (y = alpha·conv +
 // beta·y). Each output sums its products in double, in index order, and rounds once:
 // real cuDNN sums in float in an order its algorithm chooses, so results agree with a
-// GPU's only within rounding. One algorithm per direction is offered (deterministic, no
-// workspace); the math type is recorded, not used (no TF32).
+// GPU's only within rounding. The algorithms offered are deterministic in cuDNN: forward
+// IMPLICIT_GEMM (0, no workspace) and IMPLICIT_PRECOMP_GEMM (1, one sample's lowered
+// input as workspace: C/groups × kernel × output positions, f32), backward data ALGO_1
+// (no workspace) and backward filter ALGO_1 (one dW as workspace: the partial sums real
+// cuDNN keeps). A convolution given less workspace than its algorithm needs fails, and
+// the workspace counts as memory it writes in the hazard checks. The math type is
+// recorded, not used (no TF32).
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <functional>
@@ -231,14 +237,40 @@ struct Perf {
     int reserved[3];
 };
 
-// The one algorithm offered in each direction: index 1 (deterministic in every direction
-// in cuDNN: forward's IMPLICIT_PRECOMP_GEMM, backward's ALGO_1), no workspace.
-constexpr int ALGO = 1;
+enum Direction : int { FORWARD = 0, BACKWARD_DATA = 1, BACKWARD_FILTER = 2 };
 
-int rank(int requested, int* returned, Perf* perf, const Convolution& conv) {
+// Whether `algo` is offered in `direction`.
+bool offered(int direction, int algo) { return algo == 1 || (direction == FORWARD && algo == 0); }
+
+// Bytes every workspace needs beyond its algorithm's (`LMS_CUDA_EMULATOR_WORKSPACE_EXTRA`,
+// test only: a library that needs more than a plan gives), read once.
+size_t workspace_extra() {
+    static const size_t extra = [] {
+        const char* value = getenv("LMS_CUDA_EMULATOR_WORKSPACE_EXTRA");
+        return value ? size_t(strtoull(value, nullptr, 10)) : size_t(0);
+    }();
+    return extra;
+}
+
+// The workspace bytes `algo` needs in `direction` for `g` (an offered one).
+size_t workspace_bytes(const Geometry& g, int direction, int algo) {
+    if (direction == BACKWARD_DATA || (direction == FORWARD && algo == 0)) return workspace_extra();
+    size_t bytes = sizeof(float) * size_t(g.c / g.groups);
+    for (int d = 0; d < g.spatial; ++d)
+        bytes *= size_t(g.kernel[d]) * (direction == FORWARD ? size_t(g.out[d]) : size_t(1));
+    return (direction == BACKWARD_FILTER ? bytes * size_t(g.k) : bytes) + workspace_extra();
+}
+
+// The offered algorithms of `direction`, fastest first as cuDNN would rank them.
+int rank(int requested, int* returned, Perf* perf, const Geometry& g, int direction) {
     if (requested < 1 || returned == nullptr || perf == nullptr) return BAD_PARAM;
-    *perf = Perf{ALGO, SUCCESS, 0.0f, 0, DETERMINISTIC, conv.math, {0, 0, 0}};
-    *returned = 1;
+    int count = 0;
+    for (int algo : {1, 0}) {
+        if (count == requested || !offered(direction, algo)) continue;
+        size_t bytes = workspace_bytes(g, direction, algo);
+        perf[count++] = Perf{algo, SUCCESS, 0.0f, bytes, DETERMINISTIC, g.conv.math, {0, 0, 0}};
+    }
+    *returned = count;
     return SUCCESS;
 }
 
@@ -249,11 +281,18 @@ lms_emu::Range range(const void* p, const Tensor& t) {
 }
 
 // Queues `work` on the handle's stream, named `what`: it reads the tensors `a` and `b`
-// and writes `out` (reading it too when beta is not 0). Checks first that every operand
-// lies in device memory.
+// and writes `out` (reading it too when beta is not 0) and the `workspace` (of `given`
+// bytes, `needed` of them used). Checks first that every operand lies in device memory
+// and that the workspace is large enough.
 int issue(Handle* h, const char* what, const void* a, const Tensor& ta, const void* b, const Tensor& tb, void* out,
-          const Tensor& tout, float beta, std::function<void()> work) {
-    if (!inside(a, ta) || !inside(b, tb) || !inside(out, tout)) {
+          const Tensor& tout, float beta, void* workspace, size_t given, size_t needed, std::function<void()> work) {
+    if (given < needed) {
+        fprintf(stderr, "lms emulated device: %s given a workspace of %zu bytes, its algorithm needs %zu\n", what, given,
+                needed);
+        return BAD_PARAM;
+    }
+    bool workspace_inside = needed == 0 || lms_emu_valid_range(uint64_t(workspace), needed) != 0;
+    if (!inside(a, ta) || !inside(b, tb) || !inside(out, tout) || !workspace_inside) {
         fprintf(stderr, "lms emulated device: %s reads or writes outside the device allocations\n", what);
         return BAD_PARAM;
     }
@@ -261,6 +300,7 @@ int issue(Handle* h, const char* what, const void* a, const Tensor& ta, const vo
     access.reads = {range(a, ta), range(b, tb)};
     if (beta != 0.0f) access.reads.push_back(range(out, tout));
     access.writes = {range(out, tout)};
+    if (needed > 0) access.writes.push_back({uint64_t(workspace), uint64_t(workspace) + needed});
     return lms_emu::enqueue(h->stream, what, std::move(access), std::move(work)) == 0 ? SUCCESS : EXECUTION_FAILED;
 }
 
@@ -359,79 +399,96 @@ int cudnnSetConvolutionMathType(void* desc, int math) {
     return SUCCESS;
 }
 
+// The geometry of a query for X `x`, W `w`, Y `y` under `conv`, into `g`.
+int query(void* handle, void* x, void* w, void* conv, void* y, Geometry* g) {
+    if (handle == nullptr) return NOT_INITIALIZED;
+    if (!geometry(static_cast<Tensor*>(x), static_cast<Tensor*>(w), static_cast<Tensor*>(y),
+                  static_cast<Convolution*>(conv), g))
+        return BAD_PARAM;
+    return SUCCESS;
+}
+
 int cudnnGetConvolutionForwardAlgorithm_v7(void* handle, void* x, void* w, void* conv, void* y, int requested,
                                            int* returned, Perf* perf) {
     Geometry g;
-    if (handle == nullptr) return NOT_INITIALIZED;
-    if (!geometry(static_cast<Tensor*>(x), static_cast<Tensor*>(w), static_cast<Tensor*>(y),
-                  static_cast<Convolution*>(conv), &g))
-        return BAD_PARAM;
-    return rank(requested, returned, perf, g.conv);
+    int status = query(handle, x, w, conv, y, &g);
+    return status != SUCCESS ? status : rank(requested, returned, perf, g, FORWARD);
 }
 int cudnnGetConvolutionBackwardDataAlgorithm_v7(void* handle, void* w, void* dy, void* conv, void* dx, int requested,
                                                 int* returned, Perf* perf) {
-    return cudnnGetConvolutionForwardAlgorithm_v7(handle, dx, w, conv, dy, requested, returned, perf);
+    Geometry g;
+    int status = query(handle, dx, w, conv, dy, &g);
+    return status != SUCCESS ? status : rank(requested, returned, perf, g, BACKWARD_DATA);
 }
 int cudnnGetConvolutionBackwardFilterAlgorithm_v7(void* handle, void* x, void* dy, void* conv, void* dw,
                                                   int requested, int* returned, Perf* perf) {
-    return cudnnGetConvolutionForwardAlgorithm_v7(handle, x, dw, conv, dy, requested, returned, perf);
+    Geometry g;
+    int status = query(handle, x, dw, conv, dy, &g);
+    return status != SUCCESS ? status : rank(requested, returned, perf, g, BACKWARD_FILTER);
+}
+
+// The workspace of `algo` in `direction`, written to `bytes`.
+int workspace_size(void* handle, void* x, void* w, void* conv, void* y, int algo, int direction, size_t* bytes) {
+    Geometry g;
+    int status = query(handle, x, w, conv, y, &g);
+    if (status != SUCCESS) return status;
+    if (!offered(direction, algo)) return NOT_SUPPORTED;
+    *bytes = workspace_bytes(g, direction, algo);
+    return SUCCESS;
 }
 
 int cudnnGetConvolutionForwardWorkspaceSize(void* handle, void* x, void* w, void* conv, void* y, int algo,
                                             size_t* bytes) {
-    Geometry g;
-    if (handle == nullptr) return NOT_INITIALIZED;
-    if (algo != ALGO || !geometry(static_cast<Tensor*>(x), static_cast<Tensor*>(w), static_cast<Tensor*>(y),
-                               static_cast<Convolution*>(conv), &g))
-        return algo != ALGO ? NOT_SUPPORTED : BAD_PARAM;
-    *bytes = 0;
-    return SUCCESS;
+    return workspace_size(handle, x, w, conv, y, algo, FORWARD, bytes);
 }
 int cudnnGetConvolutionBackwardDataWorkspaceSize(void* handle, void* w, void* dy, void* conv, void* dx, int algo,
                                                  size_t* bytes) {
-    return cudnnGetConvolutionForwardWorkspaceSize(handle, dx, w, conv, dy, algo, bytes);
+    return workspace_size(handle, dx, w, conv, dy, algo, BACKWARD_DATA, bytes);
 }
 int cudnnGetConvolutionBackwardFilterWorkspaceSize(void* handle, void* x, void* dy, void* conv, void* dw, int algo,
                                                    size_t* bytes) {
-    return cudnnGetConvolutionForwardWorkspaceSize(handle, x, dw, conv, dy, algo, bytes);
+    return workspace_size(handle, x, dw, conv, dy, algo, BACKWARD_FILTER, bytes);
 }
 
 int cudnnConvolutionForward(void* handle, const float* alpha, void* xd, const float* x, void* wd, const float* w,
-                            void* conv, int algo, void*, size_t, const float* beta, void* yd, float* y) {
+                            void* conv, int algo, void* workspace, size_t given, const float* beta, void* yd, float* y) {
     Geometry g;
     if (handle == nullptr) return NOT_INITIALIZED;
-    if (algo != ALGO) return NOT_SUPPORTED;
+    if (!offered(FORWARD, algo)) return NOT_SUPPORTED;
     if (!geometry(static_cast<Tensor*>(xd), static_cast<Tensor*>(wd), static_cast<Tensor*>(yd),
                   static_cast<Convolution*>(conv), &g))
         return BAD_PARAM;
     float a = *alpha, b = *beta;
     return issue(static_cast<Handle*>(handle), "cudnnConvolutionForward", x, g.x, w, g.w, y, g.y, b,
+                 workspace, given, workspace_bytes(g, FORWARD, algo),
                  [g, a, x, w, b, y] { forward(g, a, x, w, b, y); });
 }
 int cudnnConvolutionBackwardData(void* handle, const float* alpha, void* wd, const float* w, void* dyd,
-                                 const float* dy, void* conv, int algo, void*, size_t, const float* beta, void* dxd,
-                                 float* dx) {
+                                 const float* dy, void* conv, int algo, void* workspace, size_t given,
+                                 const float* beta, void* dxd, float* dx) {
     Geometry g;
     if (handle == nullptr) return NOT_INITIALIZED;
-    if (algo != ALGO) return NOT_SUPPORTED;
+    if (!offered(BACKWARD_DATA, algo)) return NOT_SUPPORTED;
     if (!geometry(static_cast<Tensor*>(dxd), static_cast<Tensor*>(wd), static_cast<Tensor*>(dyd),
                   static_cast<Convolution*>(conv), &g))
         return BAD_PARAM;
     float a = *alpha, b = *beta;
     return issue(static_cast<Handle*>(handle), "cudnnConvolutionBackwardData", w, g.w, dy, g.y, dx, g.x, b,
+                 workspace, given, workspace_bytes(g, BACKWARD_DATA, algo),
                  [g, a, w, dy, b, dx] { backward_data(g, a, w, dy, b, dx); });
 }
 int cudnnConvolutionBackwardFilter(void* handle, const float* alpha, void* xd, const float* x, void* dyd,
-                                   const float* dy, void* conv, int algo, void*, size_t, const float* beta, void* dwd,
-                                   float* dw) {
+                                   const float* dy, void* conv, int algo, void* workspace, size_t given,
+                                   const float* beta, void* dwd, float* dw) {
     Geometry g;
     if (handle == nullptr) return NOT_INITIALIZED;
-    if (algo != ALGO) return NOT_SUPPORTED;
+    if (!offered(BACKWARD_FILTER, algo)) return NOT_SUPPORTED;
     if (!geometry(static_cast<Tensor*>(xd), static_cast<Tensor*>(dwd), static_cast<Tensor*>(dyd),
                   static_cast<Convolution*>(conv), &g))
         return BAD_PARAM;
     float a = *alpha, b = *beta;
     return issue(static_cast<Handle*>(handle), "cudnnConvolutionBackwardFilter", x, g.x, dy, g.y, dw, g.w, b,
+                 workspace, given, workspace_bytes(g, BACKWARD_FILTER, algo),
                  [g, a, x, dy, b, dw] { backward_filter(g, a, x, dy, b, dw); });
 }
 

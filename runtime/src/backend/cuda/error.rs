@@ -73,6 +73,15 @@ pub(crate) enum OpError {
     Kernel(KernelError),
     /// A CUDA call failed.
     Cuda(CudaError),
+    /// A library needs more scratch memory than the plan gives the node.
+    ScratchTooSmall {
+        /// What needs it.
+        what: String,
+        /// Bytes it needs.
+        needed: u64,
+        /// Bytes the plan gives it.
+        planned: u64,
+    },
 }
 
 impl From<KernelError> for OpError {

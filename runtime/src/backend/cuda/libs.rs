@@ -6,8 +6,7 @@ use super::memory::DeviceBlock;
 use cudarc::cublas::{result as blas, sys as blas_sys, CudaBlas};
 use cudarc::cudnn::{result as dnn, sys as dnn_sys};
 use cudarc::driver::CudaStream;
-use std::cell::RefCell;
-use std::collections::HashMap;
+use lms_proto::contract::scratch::ConvDirection;
 use std::ffi::c_int;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -129,32 +128,53 @@ pub enum Algo {
     Filter(dnn_sys::cudnnConvolutionBwdFilterAlgo_t),
 }
 
-/// Which convolution and which direction an algorithm was chosen for.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct ConvKey {
-    /// 0 forward, 1 backward data, 2 backward filter.
-    pub direction: u8,
-    /// X and W dims, then pads, strides, dilations and the group count.
-    pub geometry: Vec<i64>,
+impl Algo {
+    /// cuDNN's algorithm `number` of `direction` (the plan's record,
+    /// `lms_proto::contract::scratch::conv_algorithm`), or `None` for a number cuDNN does
+    /// not have.
+    pub fn of_plan(direction: ConvDirection, number: i32) -> Option<Algo> {
+        use dnn_sys::cudnnConvolutionBwdDataAlgo_t as D;
+        use dnn_sys::cudnnConvolutionBwdFilterAlgo_t as F;
+        use dnn_sys::cudnnConvolutionFwdAlgo_t as Y;
+        Some(match direction {
+            ConvDirection::Forward => Algo::Forward(match number {
+                0 => Y::CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM,
+                1 => Y::CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM,
+                2 => Y::CUDNN_CONVOLUTION_FWD_ALGO_GEMM,
+                3 => Y::CUDNN_CONVOLUTION_FWD_ALGO_DIRECT,
+                4 => Y::CUDNN_CONVOLUTION_FWD_ALGO_FFT,
+                5 => Y::CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING,
+                6 => Y::CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD,
+                7 => Y::CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED,
+                _ => return None,
+            }),
+            ConvDirection::BackwardData => Algo::Data(match number {
+                0 => D::CUDNN_CONVOLUTION_BWD_DATA_ALGO_0,
+                1 => D::CUDNN_CONVOLUTION_BWD_DATA_ALGO_1,
+                2 => D::CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT,
+                3 => D::CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING,
+                4 => D::CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD,
+                5 => D::CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED,
+                _ => return None,
+            }),
+            ConvDirection::BackwardFilter => Algo::Filter(match number {
+                0 => F::CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0,
+                1 => F::CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1,
+                2 => F::CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT,
+                3 => F::CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3,
+                4 => F::CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD,
+                5 => F::CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED,
+                6 => F::CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING,
+                _ => return None,
+            }),
+        })
+    }
 }
 
-/// An algorithm, the workspace it needs, and the parts the batch runs in.
-#[derive(Clone, Copy, Debug)]
-pub struct ConvChoice {
-    /// The algorithm.
-    pub algo: Algo,
-    /// Workspace bytes (of one part).
-    pub workspace: u64,
-    /// Equal parts of the batch run one after another (1: the whole batch at once).
-    pub parts: usize,
-}
-
-/// cuDNN on the compute stream, with the algorithm choices made so far.
+/// cuDNN on the compute stream.
 pub struct Dnn {
     /// The handle.
     pub handle: dnn_sys::cudnnHandle_t,
-    /// Choices per convolution geometry and workspace limit.
-    pub choices: RefCell<HashMap<ConvKey, ConvChoice>>,
 }
 
 impl Dnn {
@@ -167,7 +187,7 @@ impl Dnn {
             let handle = dnn::create_handle()?;
             // SAFETY: the handle was just created and the stream is live.
             unsafe { dnn::set_stream(handle, stream.cu_stream() as _) }?;
-            Ok(Dnn { handle, choices: RefCell::new(HashMap::new()) })
+            Ok(Dnn { handle })
         }));
         match created {
             Ok(Ok(dnn)) => Ok(dnn),

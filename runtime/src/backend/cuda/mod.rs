@@ -14,8 +14,10 @@
 //! - Numerics: f32 kernels; sums accumulate in double in a fixed order and no kernel uses
 //!   floating-point atomics, so a run is deterministic. cuBLAS runs in FP32 and cuDNN is
 //!   restricted to deterministic FMA algorithms unless [`CudaOptions::tf32`] is set;
-//!   convolution algorithms are chosen under a fixed workspace cap, so a memory rewrite of
-//!   the graph (swap, recompute) reproduces the original's results bit for bit.
+//!   each convolution runs the algorithm the plan fixes for its geometry and direction
+//!   (`lms_proto::contract::scratch::conv_algorithm`) with its workspace in the node's
+//!   planned scratch block, so a memory rewrite of the graph (swap, recompute) reproduces
+//!   the original's results bit for bit.
 //! - Small index-like tensors made from constants (shape arithmetic) are computed on the
 //!   host by the CPU backend's kernels and uploaded, so Slice starts or Reshape shapes
 //!   never need a read back.
@@ -127,8 +129,6 @@ pub(crate) struct Gpu {
     /// cuDNN, or why it cannot be used.
     dnn: Result<Dnn, String>,
     options: CudaOptions,
-    /// The device-memory budget the arena was sized for.
-    budget: u64,
     /// Wait for every node's work before issuing the next (`LMS_CUDA_SYNC=1`), so an
     /// asynchronous fault is blamed on the node that caused it.
     synchronous: bool,
@@ -137,16 +137,7 @@ pub(crate) struct Gpu {
 /// The variable that turns on the synchronous debug mode.
 pub const SYNC_VAR: &str = "LMS_CUDA_SYNC";
 
-/// The largest convolution workspace chosen regardless of free memory.
-const WORKSPACE_CAP: u64 = 1 << 30;
-
 impl Gpu {
-    /// The workspace cap of cuDNN's algorithm choices: 1/16 of the budget, at most
-    /// [`WORKSPACE_CAP`]; fixed for the run, so choices do not depend on memory pressure.
-    fn workspace_cap(&self) -> u64 {
-        (self.budget / 16).min(WORKSPACE_CAP)
-    }
-
     /// The memory of a tensor of `bytes` for work on `queue`: its planned block when the
     /// arena holds a plan and the tensor has one, else an allocation.
     fn block(&self, planned: Option<&Block>, bytes: u64, queue: Queue) -> Result<DeviceBlock, CudaError> {
@@ -185,13 +176,6 @@ impl Gpu {
             }
             _ => Ok(buffer.clone()),
         }
-    }
-
-    /// The most scratch memory an op may take now: what the budget leaves beside the
-    /// blocks in use, and what fits in one free block of the arena.
-    fn workspace_limit(&self) -> u64 {
-        let stats = self.device.arena_stats();
-        stats.largest_free.min(self.budget.saturating_sub(stats.used))
     }
 }
 
@@ -304,8 +288,7 @@ impl CudaBackend {
         let blas = Blas::new(device.stream(Queue::Compute), workspace, options.tf32)?;
         let dnn = Dnn::new(device.stream(Queue::Compute));
         let synchronous = std::env::var(SYNC_VAR).is_ok_and(|v| v == "1");
-        let budget = device_memory.min(arena);
-        Ok(CudaBackend { gpu: Gpu { device, kernels, blas, dnn, options, budget, synchronous }, name })
+        Ok(CudaBackend { gpu: Gpu { device, kernels, blas, dnn, options, synchronous }, name })
     }
 
     /// The GPU's name, e.g. `NVIDIA H100 80GB HBM3`.
@@ -433,6 +416,7 @@ impl Backend for CudaBackend {
         let outputs = program.output_types(node);
         let exec = ops::Exec {
             gpu: &self.gpu,
+            domain: &n.domain,
             op: &n.op,
             opset: program.opset(node),
             attrs: Attrs::new(&n.attributes),
@@ -440,6 +424,7 @@ impl Backend for CudaBackend {
             outputs: &outputs,
             blocks,
             scratch,
+            layout: lms_proto::contract::scratch::of_node(program, node),
             context,
         };
         let result = if ops::host_evaluable(&exec) {
@@ -453,6 +438,9 @@ impl Backend for CudaBackend {
                 source: KernelError::Op { op: n.op.clone(), error: Box::new(source) },
             },
             OpError::Cuda(e) => backend_error(format!("node '{}' ({}): {e}", n.name, n.op)),
+            OpError::ScratchTooSmall { what, needed, planned } => {
+                RuntimeError::ScratchTooSmall { node: n.name.clone(), op: n.op.clone(), what, needed, planned }
+            }
         })?;
         for input in inputs.iter().flatten() {
             input.block.touch(Queue::Compute);

@@ -3,33 +3,32 @@
 //! (backward data into the unpadded output, then cropped to the pads).
 //!
 //! cuDNN pads symmetrically; a Conv with asymmetric pads runs on an explicitly padded copy
-//! of X (its gradients likewise: the data gradient is computed padded and cropped).
+//! of X (its gradients likewise: the data gradient is computed padded and cropped), in the
+//! node's planned scratch block.
 //!
-//! Per direction and geometry the algorithm is the first of cuDNN's heuristic ranking
-//! (`cudnnGet*Algorithm_v7`, fastest first) that is deterministic and whose workspace fits
-//! a fixed cap (1/16 of the budget, at most 1 GiB). When none fits for the whole batch, the
-//! batch runs in the fewest equal parts for which one does (the weight gradient sums the
-//! parts in order), so a large batch never lacks an algorithm. The cap does not depend on
-//! how much memory is free at the moment, so a rewritten graph (swaps, recomputation) runs
-//! the same algorithms as the original and reproduces it bit for bit. The workspace is
-//! taken from the arena for the call; when it cannot be placed there at that moment, the
-//! choice is made again against what the budget leaves now. Choices under the cap are
-//! cached per geometry and direction.
+//! Each node runs the algorithm the plan fixes for it
+//! (`lms_proto::contract::scratch::conv_algorithm`: per geometry and direction, from the
+//! shapes), with the workspace part of its planned scratch block; the original graph and
+//! every rewritten one (swaps, recomputation, splits of the same geometry) therefore run
+//! the same algorithm and agree bit for bit. There is no fallback: when cuDNN needs more
+//! workspace for that algorithm than the plan gives, the node fails with
+//! `RuntimeError::ScratchTooSmall` (exit 3).
 
 use super::elementwise::{launch_binary, Binary};
 use super::movement::launch_pad;
 use super::{check_shape, Exec, OpResult, Table};
 use crate::backend::cuda::error::CudaError;
-use crate::backend::cuda::libs::{int, Algo, ConvChoice, ConvKey, Dnn};
+use crate::backend::cuda::error::OpError;
+use crate::backend::cuda::libs::{int, Algo, Dnn};
 use crate::backend::cuda::CudaBuffer;
 use crate::backend::Queue;
 use crate::cpu::kernels::conv_transpose;
 use crate::cpu::kernels::window::Window;
 use crate::error::KernelError;
 use cudarc::cudnn::{result as dnn, sys};
+use lms_proto::contract::scratch::{conv_algorithm, ConvAlgorithm, Part};
 use lms_proto::lms::DType;
 use std::ffi::{c_int, c_void};
-use std::mem::MaybeUninit;
 
 /// The ONNX convolutions.
 pub(super) const ONNX: Table = &[("Conv", conv), ("ConvTranspose", conv_transpose)];
@@ -136,33 +135,6 @@ impl Geometry {
             explicit,
         })
     }
-
-    /// This geometry with batch `n` (X's and Y's first axis).
-    fn with_batch(&self, n: c_int) -> Geometry {
-        let (mut x, mut y) = (self.x.clone(), self.y.clone());
-        x[0] = n;
-        y[0] = n;
-        Geometry {
-            x,
-            y,
-            w: self.w.clone(),
-            pads: self.pads.clone(),
-            strides: self.strides.clone(),
-            dilations: self.dilations.clone(),
-            group: self.group,
-            explicit: None,
-        }
-    }
-
-    /// The key of this geometry's algorithm choice in `direction`.
-    fn key(&self, direction: u8) -> ConvKey {
-        let geometry = [&self.x, &self.w, &self.pads, &self.strides, &self.dilations]
-            .iter()
-            .flat_map(|v| v.iter().map(|&d| i64::from(d)))
-            .chain([i64::from(self.group)])
-            .collect();
-        ConvKey { direction, geometry }
-    }
 }
 
 /// The cuDNN descriptors of a Conv geometry, destroyed on drop.
@@ -245,62 +217,6 @@ impl Drop for Descriptors {
     }
 }
 
-/// How many ranked algorithms to ask cuDNN for.
-const CANDIDATES: usize = 16;
-
-/// One ranked candidate: algorithm, usable, bytes of workspace, deterministic.
-type Candidate = (Algo, bool, usize, bool);
-
-/// cuDNN's ranking of the algorithms of `direction` for `d`.
-fn candidates(dnn: &Dnn, d: &Descriptors, direction: u8) -> Result<Vec<Candidate>, CudaError> {
-    let mut returned: c_int = 0;
-    let ok = |s: sys::cudnnStatus_t| s == sys::cudnnStatus_t::CUDNN_STATUS_SUCCESS;
-    let det = |x: sys::cudnnDeterminism_t| x == sys::cudnnDeterminism_t::CUDNN_DETERMINISTIC;
-    // One direction's query: the perf-result type, cuDNN's ranking function, the `Algo`
-    // variant, and the descriptors it takes around `d.conv` (input, filter/grad, output).
-    macro_rules! ranked {
-        ($perf:ty, $get:path, $variant:path, $a:ident, $b:ident, $c:ident) => {{
-            let mut perf = [MaybeUninit::<$perf>::uninit(); CANDIDATES];
-            $get(dnn.handle, d.$a, d.$b, d.conv, d.$c, CANDIDATES as c_int, &mut returned, perf[0].as_mut_ptr())?;
-            Ok(perf[..returned.clamp(0, CANDIDATES as c_int) as usize]
-                .iter()
-                .map(|p| p.assume_init())
-                .map(|p| ($variant(p.algo), ok(p.status), p.memory, det(p.determinism)))
-                .collect())
-        }};
-    }
-    // SAFETY: the arrays have room for CANDIDATES results, of which cuDNN initialises the
-    // first `returned`; only those are read.
-    unsafe {
-        match direction {
-            0 => ranked!(
-                sys::cudnnConvolutionFwdAlgoPerf_t,
-                dnn::get_convolution_forward_algorithm,
-                Algo::Forward,
-                x,
-                w,
-                y
-            ),
-            1 => ranked!(
-                sys::cudnnConvolutionBwdDataAlgoPerf_t,
-                dnn::get_convolution_backward_data_algorithm,
-                Algo::Data,
-                w,
-                y,
-                x
-            ),
-            _ => ranked!(
-                sys::cudnnConvolutionBwdFilterAlgoPerf_t,
-                dnn::get_convolution_backward_filter_algorithm,
-                Algo::Filter,
-                x,
-                y,
-                w
-            ),
-        }
-    }
-}
-
 /// The exact workspace of `algo` for `d`.
 fn workspace_size(dnn: &Dnn, d: &Descriptors, algo: Algo) -> Result<usize, CudaError> {
     // SAFETY: the handle and descriptors are live.
@@ -315,96 +231,57 @@ fn workspace_size(dnn: &Dnn, d: &Descriptors, algo: Algo) -> Result<usize, CudaE
     })
 }
 
-/// The first deterministic candidate for `direction` of `d` whose workspace fits `limit`.
-fn choose_for(dnn: &Dnn, d: &Descriptors, direction: u8, limit: u64) -> Result<Option<(Algo, u64)>, CudaError> {
-    for (algo, usable, memory, deterministic) in candidates(dnn, d, direction)? {
-        if !usable || !deterministic || memory as u64 > limit {
-            continue;
-        }
-        let workspace = workspace_size(dnn, d, algo)? as u64;
-        if workspace <= limit {
-            return Ok(Some((algo, workspace)));
-        }
-    }
-    Ok(None)
+/// The algorithm the plan fixes for the node, from its input and output shapes.
+fn planned_algorithm(exec: &Exec<'_>) -> OpResult<ConvAlgorithm> {
+    let inputs: Vec<Option<&[usize]>> = exec.inputs.iter().map(|b| b.map(|b| &b.shape[..])).collect();
+    let outputs: Vec<&[usize]> = exec.outputs.iter().map(|(_, shape)| &shape[..]).collect();
+    conv_algorithm(exec.domain, exec.op, &inputs, &outputs)
+        .ok_or_else(|| KernelError::invalid("the plan's convolution rule does not cover this node").into())
 }
 
-/// The first deterministic candidate for `direction` of `g` whose workspace fits `limit`,
-/// for the whole batch or else for the fewest equal parts of it.
-fn choose(dnn: &Dnn, g: &Geometry, tf32: bool, direction: u8, limit: u64) -> OpResult<ConvChoice> {
-    let batch = g.x[0];
-    for parts in (1..=batch).filter(|p| batch % p == 0) {
-        let d = Descriptors::new(&g.with_batch(batch / parts), tf32)?;
-        if let Some((algo, workspace)) = choose_for(dnn, &d, direction, limit)? {
-            return Ok(ConvChoice { algo, workspace, parts: parts as usize });
-        }
-    }
-    Err(KernelError::NoCudaKernel(format!(
-        "this convolution in cuDNN: no deterministic algorithm fits a workspace of {limit} bytes, \
-         even one sample at a time"
-    ))
-    .into())
-}
-
-/// Runs one direction: forward (x, w → y), backward data (w, dy → dx) or backward filter
-/// (x, dy → dw); `a` and `b` are the two inputs in that order and `out` the result.
-fn run(exec: &Exec<'_>, g: &Geometry, direction: u8, a: &CudaBuffer, b: &CudaBuffer, out: &CudaBuffer) -> OpResult<()> {
+/// Runs the node's direction of `g` with its planned algorithm: forward (x, w → y),
+/// backward data (w, dy → dx) or backward filter (x, dy → dw); `a` and `b` are the two
+/// inputs in that order and `out` the result.
+fn run(exec: &Exec<'_>, g: &Geometry, a: &CudaBuffer, b: &CudaBuffer, out: &CudaBuffer) -> OpResult<()> {
     let dnn = exec.gpu.dnn.as_ref().map_err(|reason| CudaError::Library(reason.clone()))?;
-    let tf32 = exec.gpu.options.tf32;
-    let key = g.key(direction);
-    let cached = dnn.choices.borrow().get(&key).copied();
-    let choice = match cached {
-        Some(choice) => choice,
-        None => {
-            let choice = choose(dnn, g, tf32, direction, exec.gpu.workspace_cap())?;
-            dnn.choices.borrow_mut().insert(key, choice);
-            choice
-        }
-    };
-    let (choice, workspace) = match exec.scratch(choice.workspace) {
-        Ok(workspace) => (choice, workspace),
-        Err(_) => {
-            let fallback = choose(dnn, g, tf32, direction, exec.gpu.workspace_limit())?;
-            (fallback, exec.scratch(fallback.workspace)?)
-        }
-    };
-    let part = g.x[0] as usize / choice.parts;
-    let d = Descriptors::new(&g.with_batch(part as c_int), tf32)?;
-    // Bytes of one part of X and of Y (f32).
-    let per_sample = |dims: &[c_int]| dims[1..].iter().map(|&v| v as u64).product::<u64>() * 4;
-    let (x_part, y_part) = (per_sample(&g.x) * part as u64, per_sample(&g.y) * part as u64);
-    let (alpha, zero_beta, one_beta) = (1.0f32, 0.0f32, 1.0f32);
-    let one = (&alpha as *const f32).cast::<c_void>();
-    let (ws, bytes) = (workspace.ptr() as *mut c_void, choice.workspace as usize);
-    for k in 0..choice.parts as u64 {
-        // Forward: X, Y in parts. Data: dY (b) and dX (out) in parts. Filter: X (a) and
-        // dY (b) in parts, the parts' dW summed into `out` in order.
-        let (da, db, dout) = match choice.algo {
-            Algo::Forward(_) => (k * x_part, 0, k * y_part),
-            Algo::Data(_) => (0, k * y_part, k * x_part),
-            Algo::Filter(_) => (k * x_part, k * y_part, 0),
-        };
-        let beta = if matches!(choice.algo, Algo::Filter(_)) && k > 0 { &one_beta } else { &zero_beta };
-        let beta = (beta as *const f32).cast::<c_void>();
-        let (pa, pb, po) =
-            ((a.ptr() + da) as *const c_void, (b.ptr() + db) as *const c_void, (out.ptr() + dout) as *mut c_void);
-        // SAFETY: descriptors describe one part of the buffers, which are live f32 blocks of
-        // the whole shapes, `parts` parts long; the workspace block is at least `bytes` long.
-        unsafe {
-            match choice.algo {
-                Algo::Forward(algo) => {
-                    dnn::convolution_forward(dnn.handle, one, d.x, pa, d.w, pb, d.conv, algo, ws, bytes, beta, d.y, po)
-                }
-                Algo::Data(algo) => dnn::convolution_backward_data(
-                    dnn.handle, one, d.w, pa, d.y, pb, d.conv, algo, ws, bytes, beta, d.x, po,
-                ),
-                Algo::Filter(algo) => dnn::convolution_backward_filter(
-                    dnn.handle, one, d.x, pa, d.y, pb, d.conv, algo, ws, bytes, beta, d.w, po,
-                ),
-            }
-        }
-        .map_err(CudaError::from)?;
+    let planned = planned_algorithm(exec)?;
+    let algo = Algo::of_plan(planned.direction, planned.algorithm).ok_or_else(|| {
+        KernelError::invalid(format!("cuDNN has no {:?} algorithm {}", planned.direction, planned.algorithm))
+    })?;
+    let d = Descriptors::new(g, exec.gpu.options.tf32)?;
+    let needed = workspace_size(dnn, &d, algo)? as u64;
+    if needed > planned.workspace_bytes {
+        return Err(OpError::ScratchTooSmall {
+            what: format!("cuDNN's {:?} algorithm {} workspace", planned.direction, planned.algorithm),
+            needed,
+            planned: planned.workspace_bytes,
+        });
     }
+    let workspace = match planned.workspace_bytes {
+        0 => None,
+        _ => Some(exec.scratch_part(Part::Workspace)?),
+    };
+    let (ws, bytes) = workspace.as_ref().map_or((std::ptr::null_mut(), 0), |w| (w.ptr() as *mut c_void, w.bytes()));
+    let bytes = usize::try_from(bytes).map_err(|_| CudaError::TooLarge(format!("a workspace of {bytes} bytes")))?;
+    let (alpha, beta) = (1.0f32, 0.0f32);
+    let (one, zero) = ((&alpha as *const f32).cast::<c_void>(), (&beta as *const f32).cast::<c_void>());
+    let (pa, pb, po) = (a.ptr() as *const c_void, b.ptr() as *const c_void, out.ptr() as *mut c_void);
+    // SAFETY: the descriptors describe the buffers, which are live f32 blocks of these
+    // shapes; the workspace block is `bytes` long, at least what the algorithm needs.
+    unsafe {
+        match algo {
+            Algo::Forward(algo) => {
+                dnn::convolution_forward(dnn.handle, one, d.x, pa, d.w, pb, d.conv, algo, ws, bytes, zero, d.y, po)
+            }
+            Algo::Data(algo) => dnn::convolution_backward_data(
+                dnn.handle, one, d.w, pa, d.y, pb, d.conv, algo, ws, bytes, zero, d.x, po,
+            ),
+            Algo::Filter(algo) => dnn::convolution_backward_filter(
+                dnn.handle, one, d.x, pa, d.y, pb, d.conv, algo, ws, bytes, zero, d.w, po,
+            ),
+        }
+    }
+    .map_err(CudaError::from)?;
     exec.gpu.device.issued(Queue::Compute);
     Ok(())
 }
@@ -415,7 +292,7 @@ fn conv(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let g = Geometry::new(exec, &x.shape, &w.shape)?;
     let y = exec.output(0)?;
     let padded = padded_input(exec, &g, x)?;
-    run(exec, &g, 0, padded.as_ref().unwrap_or(x), w, &y)?;
+    run(exec, &g, padded.as_ref().unwrap_or(x), w, &y)?;
     add_bias(exec, &y, w.shape[0])?;
     Ok(vec![y])
 }
@@ -435,7 +312,7 @@ fn add_bias(exec: &Exec<'_>, y: &CudaBuffer, channels: usize) -> OpResult<()> {
 /// X padded with zeros into the node's scratch block when `g` has asymmetric pads.
 fn padded_input(exec: &Exec<'_>, g: &Geometry, x: &CudaBuffer) -> OpResult<Option<CudaBuffer>> {
     let Some((shape, shift)) = &g.explicit else { return Ok(None) };
-    let padded = exec.scratch_buffer(DType::DtypeF32, shape)?;
+    let padded = exec.scratch_buffer(Part::Padded, DType::DtypeF32, shape)?;
     launch_pad(exec, x, &padded, shift, 0, 0)?;
     Ok(Some(padded))
 }
@@ -481,10 +358,10 @@ fn conv_transpose(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
         None,
     )?;
     if full == y.shape {
-        run(exec, &g, 1, w, x, &y)?;
+        run(exec, &g, w, x, &y)?;
     } else {
         let uncropped = exec.buffer(DType::DtypeF32, &full)?;
-        run(exec, &g, 1, w, x, &uncropped)?;
+        run(exec, &g, w, x, &uncropped)?;
         launch_pad(exec, &uncropped, &y, &shift, 0, 0)?;
     }
     add_bias(exec, &y, channels)?;
@@ -498,10 +375,10 @@ fn conv_grad_data(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let g = Geometry::new(exec, &dx.shape, &w.shape)?;
     check_conv_output(&g, dy)?;
     match &g.explicit {
-        None => run(exec, &g, 1, w, dy, &dx)?,
+        None => run(exec, &g, w, dy, &dx)?,
         Some((shape, shift)) => {
-            let padded = exec.scratch_buffer(DType::DtypeF32, shape)?;
-            run(exec, &g, 1, w, dy, &padded)?;
+            let padded = exec.scratch_buffer(Part::Padded, DType::DtypeF32, shape)?;
+            run(exec, &g, w, dy, &padded)?;
             let crop: Vec<i64> = shift.iter().map(|s| -s).collect();
             launch_pad(exec, &padded, &dx, &crop, 0, 0)?;
         }
@@ -516,7 +393,7 @@ fn conv_grad_weight(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let g = Geometry::new(exec, &x.shape, &dw.shape)?;
     check_conv_output(&g, dy)?;
     let padded = padded_input(exec, &g, x)?;
-    run(exec, &g, 2, padded.as_ref().unwrap_or(x), dy, &dw)?;
+    run(exec, &g, padded.as_ref().unwrap_or(x), dy, &dw)?;
     Ok(vec![dw])
 }
 

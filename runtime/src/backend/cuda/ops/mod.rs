@@ -18,12 +18,14 @@ mod reduce;
 use super::error::{CudaError, OpError, OpResult};
 use super::kernels::{signatures, Param};
 use super::layout::Layout;
+use super::memory::DeviceBlock;
 use super::{CudaBuffer, Gpu};
 use crate::attrs::Attrs;
 use crate::backend::{Block, KernelContext, Queue};
 use crate::error::KernelError;
 use crate::tensor::{dtype_name, dtype_size, numel, HostTensor};
 use cudarc::driver::{result, DeviceRepr};
+use lms_proto::contract::scratch::{self, Part};
 use lms_proto::contract::LMS_DOMAIN;
 use lms_proto::lms::DType;
 use std::ffi::c_void;
@@ -141,6 +143,8 @@ fn blocks(work: u64, per_block: u64) -> u32 {
 pub(crate) struct Exec<'a> {
     /// The device, its kernels and libraries.
     pub gpu: &'a Gpu,
+    /// The op's domain (`""` or `lms`).
+    pub domain: &'a str,
     /// The op type.
     pub op: &'a str,
     /// The ONNX opset of the node's domain.
@@ -155,6 +159,8 @@ pub(crate) struct Exec<'a> {
     pub blocks: &'a [Block],
     /// The node's planned scratch block, when it takes one.
     pub scratch: Option<Block>,
+    /// The parts of the node's scratch block (`lms_proto::contract::scratch::layout`).
+    pub layout: scratch::Layout,
     /// The run's seed and step.
     pub context: &'a KernelContext,
 }
@@ -215,32 +221,53 @@ impl<'a> Exec<'a> {
         Ok(CudaBuffer { block: Rc::new(block), dtype, shape: shape.to_vec(), host: None })
     }
 
-    /// A temporary of `dtype` and `shape` in the node's planned scratch block (which the
-    /// plan sized for it, `lms_proto::contract::scratch`), or allocated outside a plan.
-    pub fn scratch_buffer(&self, dtype: DType, shape: &[usize]) -> OpResult<CudaBuffer> {
-        let bytes = Self::bytes_of(dtype, shape)?;
-        if let Some(block) = self.scratch.filter(|_| self.gpu.device.has_plan()) {
-            if bytes > block.bytes {
-                return Err(KernelError::invalid(format!(
-                    "scratch of {bytes} bytes, the plan gives the node {} bytes",
-                    block.bytes
-                ))
-                .into());
-            }
+    /// Part `part` of the node's scratch block ([`Exec::layout`], the plan's rule): its
+    /// bytes in the planned block under a plan, else an allocation of its size.
+    pub fn scratch_part(&self, part: Part) -> OpResult<DeviceBlock> {
+        let (offset, bytes) = self
+            .layout
+            .part(part)
+            .ok_or_else(|| KernelError::invalid(format!("the node's scratch rule gives it no {part:?} part")))?;
+        if !self.gpu.device.has_plan() {
+            return Ok(self.gpu.device.alloc(bytes, Queue::Compute)?);
         }
-        let block = self.gpu.block(self.scratch.as_ref(), bytes, Queue::Compute)?;
+        match self.scratch {
+            Some(block) if self.layout.bytes() <= block.bytes => {
+                Ok(self.gpu.device.planned(block.offset + offset, bytes, Queue::Compute)?)
+            }
+            planned => Err(KernelError::invalid(format!(
+                "scratch of {} bytes, the plan gives the node {} bytes",
+                self.layout.bytes(),
+                planned.map_or(0, |b| b.bytes)
+            ))
+            .into()),
+        }
+    }
+
+    /// A temporary of `dtype` and `shape` in part `part` of the node's scratch block, which
+    /// the rule sized for exactly it.
+    pub fn scratch_buffer(&self, part: Part, dtype: DType, shape: &[usize]) -> OpResult<CudaBuffer> {
+        let bytes = Self::bytes_of(dtype, shape)?;
+        let block = self.scratch_part(part)?;
+        if block.bytes() != bytes {
+            return Err(KernelError::invalid(format!(
+                "a {part:?} scratch buffer of {bytes} bytes, the rule gives it {} bytes",
+                block.bytes()
+            ))
+            .into());
+        }
         Ok(CudaBuffer { block: Rc::new(block), dtype, shape: shape.to_vec(), host: None })
     }
 
     /// Scratch memory of `bytes` on the compute queue, freed when dropped.
-    pub fn scratch(&self, bytes: u64) -> OpResult<super::memory::DeviceBlock> {
+    pub fn scratch(&self, bytes: u64) -> OpResult<DeviceBlock> {
         Ok(self.gpu.device.alloc(bytes, Queue::Compute)?)
     }
 
     /// A device flag (4 bytes, zeroed) that kernels set on an error the CPU backend
     /// reports (a label outside its classes, an integer division by zero); read it back
     /// with [`Exec::raised`] after them.
-    pub fn error_flag(&self) -> OpResult<super::memory::DeviceBlock> {
+    pub fn error_flag(&self) -> OpResult<DeviceBlock> {
         let flag = self.scratch(4)?;
         self.zero(flag.ptr(), 4)?;
         Ok(flag)
@@ -248,7 +275,7 @@ impl<'a> Exec<'a> {
 
     /// Whether a kernel set `flag` (from [`Exec::error_flag`]); synchronizes the compute
     /// stream.
-    pub fn raised(&self, flag: &super::memory::DeviceBlock) -> OpResult<bool> {
+    pub fn raised(&self, flag: &DeviceBlock) -> OpResult<bool> {
         let stream = self.gpu.device.stream(Queue::Compute);
         let mut bytes = [0u8; 4];
         // SAFETY: the flag holds 4 bytes; the stream is synchronized before they are read.

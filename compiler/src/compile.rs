@@ -510,10 +510,12 @@ impl CompileReport {
             budget_host_bytes: self.host_budget_bytes,
         };
         let _ = writeln!(s, "setup           {}", setup.describe());
-        let frozen = match self.training.frozen.len() {
+        let frozen: Vec<String> =
+            self.training.frozen.iter().zip(&self.training.frozen_why).map(|(n, why)| format!("{n} ({why})")).collect();
+        let frozen = match frozen.len() {
             0 => String::new(),
-            n if n <= 8 => format!("; frozen {n}: {}", self.training.frozen.join(", ")),
-            n => format!("; frozen {n}: {}, ...", self.training.frozen[..8].join(", ")),
+            n if n <= 8 => format!("; frozen {n}: {}", frozen.join(", ")),
+            n => format!("; frozen {n}: {}, ...", frozen[..8].join(", ")),
         };
         let _ = writeln!(
             s,

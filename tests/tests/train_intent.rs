@@ -113,3 +113,103 @@ fn frozen_globs_remove_from_the_trained_set() {
     let err = train::build(&forward.graph, &unmatched).unwrap_err().to_string();
     assert_eq!(err, "--frozen 'conv*' matches no weight or buffer of the model");
 }
+
+/// Tables added to or concatenated with activations train: a ViT-style class
+/// token (broadcast to the batch by an Expand whose shape comes from the
+/// data, then concatenated with the patches), a learned position table added
+/// to them, and BatchNorm scales and shifts stored as [C,1,1] initializers
+/// after the normalisation (as in DenseNet's exports). Buffers keep their
+/// values, each with its reason: an additive mask, a rotary-style cache
+/// multiplying along two axes, a fill of one value, a float read only by a
+/// shape op. A float table that reaches the loss in no weight
+/// role is frozen with a warning.
+#[test]
+fn class_tokens_position_tables_and_stored_scales_train_and_buffers_stay() {
+    let mut m = ModelBuilder::new("vit_like", 13);
+    m.input("patches", 1, &[2, 4, 8])
+        .weight("cls_token", &[1, 1, 8], -0.5, 0.5)
+        .weight("position_table", &[1, 5, 8], -0.5, 0.5)
+        .weight("mask", &[5, 8], -1e9, -1e8)
+        .weight("rotary_cos", &[1, 5, 8], -1.0, 1.0)
+        .weight("divisor", &[8], 1.0, 2.0)
+        .weight("shape_only", &[3], 0.0, 1.0)
+        .weight("head", &[8, 3], -0.5, 0.5)
+        .ints("start", &[1], &[0])
+        .ints("end", &[1], &[1])
+        .ints("rest", &[2], &[1, 8])
+        .weight("zeros", &[1, 5, 8], 0.0, 0.0);
+    m.node("Shape", &["patches"], &["patches_shape"], vec![])
+        .node("Slice", &["patches_shape", "start", "end"], &["batch"], vec![])
+        .node("Concat", &["batch", "rest"], &["cls_shape"], vec![("axis", A::I(0))])
+        .node("Expand", &["cls_token", "cls_shape"], &["cls"], vec![])
+        .node("Concat", &["cls", "patches"], &["tokens"], vec![("axis", A::I(1))])
+        .node("Add", &["tokens", "position_table"], &["embedded"], vec![])
+        .node("Add", &["embedded", "mask"], &["masked"], vec![])
+        .node("Mul", &["masked", "rotary_cos"], &["rotated"], vec![])
+        .node("Add", &["rotated", "zeros"], &["filled"], vec![])
+        .node("Div", &["filled", "divisor"], &["scaled"], vec![])
+        .node("Shape", &["shape_only"], &["unused_shape"], vec![])
+        .node("MatMul", &["scaled", "head"], &["logits"], vec![])
+        .output("logits");
+    let forward = frontend::import(&m.build(), None, &FrontendOptions::default()).unwrap();
+    let summary = train::summary(&forward.graph, &adam(0.01)).unwrap();
+    assert_eq!(summary.trained, ["cls_token", "position_table", "head"]);
+    let frozen: Vec<(&str, &str)> =
+        summary.frozen.iter().zip(&summary.frozen_why).map(|(n, w)| (n.as_str(), w.as_str())).collect();
+    assert_eq!(
+        frozen,
+        [
+            ("mask", "a mask"),
+            ("rotary_cos", "a cache multiplying activations"),
+            ("divisor", "no weight role"),
+            ("shape_only", "no gradient path to the loss"),
+            ("zeros", "one repeated value")
+        ]
+    );
+    assert_eq!(summary.warnings.len(), 2, "{:?}", summary.warnings);
+    assert!(summary.warnings[0].starts_with("'divisor' [8] reaches the loss but is frozen (no weight role)"));
+    assert!(summary.warnings[1].starts_with("'zeros' [1, 5, 8] reaches the loss but is frozen (one repeated value)"));
+
+    let graph = compile(&m.build(), None, &adam(0.01));
+    let updated = updated_variables(&graph, "AdamUpdate");
+    let weights: Vec<&str> = updated.iter().map(String::as_str).filter(|n| !n.contains(".adam_")).collect();
+    assert_eq!(weights, ["cls_token", "head", "position_table"]);
+    let mut s = session(&graph, 0, &BTreeMap::new());
+    s.step().unwrap();
+    let variables: BTreeMap<_, _> = s.variables().unwrap().into_iter().collect();
+    let initial = |name: &str| {
+        let t = m.build().graph.unwrap().initializer.into_iter().find(|t| t.name == name).unwrap();
+        t.float_data
+    };
+    for name in ["cls_token", "position_table"] {
+        assert_ne!(variables[name].as_f32(name).unwrap(), initial(name), "{name} kept its values");
+    }
+    assert_eq!(variables["rotary_cos"].as_f32("rotary_cos").unwrap(), initial("rotary_cos"));
+}
+
+/// A DenseNet-style block: BatchNormalization, then a per-channel scale and
+/// shift stored as [C,1,1] initializers: both train, like the normalisation's
+/// own scale and bias; the running statistics keep to BatchNormTrain's updates.
+#[test]
+fn batch_norm_scales_stored_as_initializers_train() {
+    let mut m = ModelBuilder::new("densenet_like", 13);
+    m.input("x", 1, &[2, 3, 4, 4])
+        .weight("conv", &[4, 3, 3, 3], -0.5, 0.5)
+        .weight("bn.scale", &[4], 0.5, 1.5)
+        .weight("bn.bias", &[4], -0.5, 0.5)
+        .weight("bn.mean", &[4], -0.1, 0.1)
+        .weight("bn.var", &[4], 0.9, 1.1)
+        .weight("stored_scale", &[4, 1, 1], 0.5, 1.5)
+        .weight("stored_shift", &[4, 1, 1], -0.5, 0.5);
+    m.node("Conv", &["x", "conv"], &["c"], vec![("pads", A::Is(vec![1, 1, 1, 1]))])
+        .node("BatchNormalization", &["c", "bn.scale", "bn.bias", "bn.mean", "bn.var"], &["n"], vec![])
+        .node("Mul", &["n", "stored_scale"], &["scaled"], vec![])
+        .node("Add", &["scaled", "stored_shift"], &["shifted"], vec![])
+        .node("Relu", &["shifted"], &["r"], vec![])
+        .node("GlobalAveragePool", &["r"], &["pooled"], vec![])
+        .output("pooled");
+    let forward = frontend::import(&m.build(), None, &FrontendOptions::default()).unwrap();
+    let summary = train::summary(&forward.graph, &adam(0.01)).unwrap();
+    assert_eq!(summary.trained, ["conv", "bn.scale", "bn.bias", "stored_scale", "stored_shift"]);
+    assert!(summary.frozen.is_empty() && summary.warnings.is_empty(), "{summary:?}");
+}

@@ -27,7 +27,7 @@ use crate::flags;
 use crate::frontend;
 use crate::passes::split::SplitRequest;
 use crate::passes::tflms::{FreeKnobs, TflmsConfig};
-use crate::train::{Loss, Optimizer};
+use crate::train::{Loss, Optimizer, RunningVariance};
 use crate::units::parse_bytes;
 use std::path::{Path, PathBuf};
 
@@ -119,6 +119,14 @@ impl Compile {
     /// may be repeated).
     pub fn frozen(mut self, glob: &str) -> Compile {
         self.options.train.frozen.push(glob.to_string());
+        self
+    }
+
+    /// Updates BatchNorm's running variance with the biased (ONNX) or
+    /// unbiased (PyTorch) batch variance (`--running-variance`; default:
+    /// unbiased when the model's producer is pytorch, else biased).
+    pub fn running_variance(mut self, convention: RunningVariance) -> Compile {
+        self.options.train.running_variance = Some(convention);
         self
     }
 

@@ -17,7 +17,7 @@ use crate::pipeline::{self, stages, Context, Pass, PassOptions};
 use crate::provenance;
 use crate::setup::Setup;
 use crate::simulate::SimulateReport;
-use crate::train::{TrainOptions, TrainSummary};
+use crate::train::{RunningVariance, TrainOptions, TrainSummary};
 use crate::units::format_bytes;
 use lms_proto::Message;
 use serde::Serialize;
@@ -214,8 +214,14 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
     let external = frontend::external_files(&proto, base_dir);
     check_paths(options, &external)?;
     let model = options.model.clone();
+    let mut train = options.train.clone();
+    // PyTorch's convention for a model PyTorch exported, unless one is asked for.
+    let from_pytorch = train.running_variance.is_none() && proto.producer_name == "pytorch";
+    if from_pytorch {
+        train.running_variance = Some(RunningVariance::Unbiased);
+    }
     let mut import = stages::Import { model: model.clone(), options: options.frontend.clone(), proto };
-    let mut autodiff = stages::Autodiff { model: model.clone(), options: options.train.clone(), summary: None };
+    let mut autodiff = stages::Autodiff { model: model.clone(), options: train, summary: None };
     let mut optimizer = stages::Optimizer { model: model.clone(), optimizer: options.train.optimizer };
     let mut tflms = match &options.strategy {
         Strategy::None | Strategy::Auto => None,
@@ -341,7 +347,7 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
         decisions: vec![],
         predicted_step_seconds: predicted.map(|(after, _)| after),
         predicted_overhead: predicted.map(|(after, before)| after / before),
-        training: autodiff.summary.unwrap_or_default(),
+        training: TrainSummary { running_variance_from_producer: from_pytorch, ..autodiff.summary.unwrap_or_default() },
     };
     if let Some(fitted) = planner.and_then(|p| p.outcome) {
         for d in &fitted.reports {
@@ -523,6 +529,11 @@ impl CompileReport {
             self.training.trained.len(),
             self.training.trained_values
         );
+        if let Some(convention) = self.training.running_variance {
+            let why =
+                if self.training.running_variance_from_producer { ": the model's producer is pytorch" } else { "" };
+            let _ = writeln!(s, "batch norm      running variance updated with {}{why}", convention.describe());
+        }
         if let Some(fits) = self.fits_without_rewrite {
             let verdict = if fits { "fits" } else { "does not fit" };
             let _ = writeln!(s, "budget          the training graph {verdict} without rewriting");

@@ -10,7 +10,7 @@ use lms_compiler::passes::tflms::{CtrldStrategy, FreeKnobs, SwapInTrigger, Tflms
 use lms_compiler::pipeline::PassOptions;
 use lms_compiler::run::{DeviceKind, MemoryLimits, RunPlan, RunReport, SaveOnnx};
 use lms_compiler::simulate::SimulateReport;
-use lms_compiler::train::{Loss, Optimizer, TrainOptions};
+use lms_compiler::train::{Loss, Optimizer, RunningVariance, TrainOptions};
 use lms_compiler::{egraph, emit, exit, flags, Error};
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
@@ -218,6 +218,14 @@ enum OptimizerKind {
 }
 
 #[derive(Clone, Copy, clap::ValueEnum)]
+enum RunningVarianceKind {
+    /// Σ(x−mean)²/n, the ONNX operator's definition.
+    Biased,
+    /// Σ(x−mean)²/(n−1), PyTorch's BatchNorm.
+    Unbiased,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
 enum LossKind {
     /// Softmax cross-entropy on integer labels over the model's class axis.
     SoftmaxXent,
@@ -249,6 +257,9 @@ struct CompileArgs {
     /// Do not train the weights whose names match a glob (repeatable).
     #[arg(long, value_name = "GLOB")]
     frozen: Vec<String>,
+    /// The batch variance BatchNorm's running variance is updated with (default: unbiased when the model's producer is pytorch, else biased).
+    #[arg(long, value_enum)]
+    running_variance: Option<RunningVarianceKind>,
     /// Memory rewrite of the training graph.
     #[arg(long, value_enum, default_value = "none")]
     strategy: StrategyKind,
@@ -556,7 +567,16 @@ fn compile(args: &CompileArgs) -> Result<(), Error> {
     let options = CompileOptions {
         model: args.model.clone(),
         frontend: args.shapes.options(),
-        train: TrainOptions { loss, optimizer, trainable: args.trainable.clone(), frozen: args.frozen.clone() },
+        train: TrainOptions {
+            loss,
+            optimizer,
+            trainable: args.trainable.clone(),
+            frozen: args.frozen.clone(),
+            running_variance: args.running_variance.map(|kind| match kind {
+                RunningVarianceKind::Biased => RunningVariance::Biased,
+                RunningVarianceKind::Unbiased => RunningVariance::Unbiased,
+            }),
+        },
         strategy: match args.strategy {
             StrategyKind::None => Strategy::None,
             StrategyKind::Tflms => Strategy::Tflms(args.tflms.config()),

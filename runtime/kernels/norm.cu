@@ -43,8 +43,9 @@ extern "C" __global__ void channel_finish(i64 c, i64 splits, const double* parti
 
 // BatchNormTrain's statistics from the sums: `sums` holds Σx at [0, C) and Σ(x − mean)²
 // at [2C, 3C); writes coef = (mean, invstd·scale, bias) for channel_affine and the
-// outputs that are present (null pointers are skipped).
-extern "C" __global__ void bn_train_stats_f32(i64 c, double count, double eps, double momentum,
+// outputs that are present (null pointers are skipped). The running variance takes the
+// unbiased variance (·count/(count − 1)) when `unbiased` is not 0 and count > 1.
+extern "C" __global__ void bn_train_stats_f32(i64 c, double count, double eps, double momentum, int unbiased,
                                               const double* mean, const double* squares,
                                               const float* scale, const float* bias,
                                               const float* running_mean, const float* running_var,
@@ -57,7 +58,8 @@ extern "C" __global__ void bn_train_stats_f32(i64 c, double count, double eps, d
         coef[c + ch] = invstd * (double)scale[ch];
         coef[2 * c + ch] = (double)bias[ch];
         if (new_mean) new_mean[ch] = (float)((double)running_mean[ch] * momentum + m * (1.0 - momentum));
-        if (new_var) new_var[ch] = (float)((double)running_var[ch] * momentum + var * (1.0 - momentum));
+        double batch_var = unbiased && count > 1.0 ? var * count / (count - 1.0) : var;
+        if (new_var) new_var[ch] = (float)((double)running_var[ch] * momentum + batch_var * (1.0 - momentum));
         if (saved_mean) saved_mean[ch] = (float)m;
         if (saved_invstd) saved_invstd[ch] = (float)invstd;
     }
@@ -148,16 +150,18 @@ extern "C" __global__ void bn_merge_mean(i64 c, double* acc) {
 }
 
 // BatchNormMerge's outputs from acc = (mean, count, M2): running statistics, saved
-// mean and inverse std, and batch = (mean, invstd) in double.
-extern "C" __global__ void bn_merge_finish_f32(i64 c, double eps, double momentum, const double* acc,
+// mean and inverse std, and batch = (mean, invstd) in double; `unbiased` as in
+// bn_train_stats_f32.
+extern "C" __global__ void bn_merge_finish_f32(i64 c, double eps, double momentum, int unbiased, const double* acc,
                                                const float* running_mean, const float* running_var,
                                                float* new_mean, float* new_var, float* saved_mean,
                                                float* saved_invstd, double* batch) {
     GRID_STRIDE(ch, c) {
-        double m = acc[ch], var = acc[2 * c + ch] / acc[c + ch];
+        double m = acc[ch], count = acc[c + ch], var = acc[2 * c + ch] / count;
         double invstd = 1.0 / sqrt(var + eps);
+        double batch_var = unbiased && count > 1.0 ? var * count / (count - 1.0) : var;
         new_mean[ch] = (float)((double)running_mean[ch] * momentum + m * (1.0 - momentum));
-        new_var[ch] = (float)((double)running_var[ch] * momentum + var * (1.0 - momentum));
+        new_var[ch] = (float)((double)running_var[ch] * momentum + batch_var * (1.0 - momentum));
         saved_mean[ch] = (float)m;
         saved_invstd[ch] = (float)invstd;
         batch[ch] = m;

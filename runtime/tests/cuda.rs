@@ -477,14 +477,17 @@ fn normalizations_match_the_cpu() {
     let c = f32s(&[3]);
     // BatchNormTrain: Y, the running mean and variance, the saved mean and inverse std.
     let train_outs = [vec![f32s(&[4, 3, 5, 5])], vec![c.clone(); 4]].concat();
-    Case::new(
-        "BatchNormTrain",
-        vec![x.clone(), scale.clone(), bias.clone(), mean.clone(), var.clone()],
-        train_outs.clone(),
-    )
-    .lms()
-    .attrs(vec![float("epsilon", 1e-5), float("momentum", 0.9)])
-    .check();
+    // The running variance by ONNX's biased and PyTorch's unbiased batch variance.
+    for unbiased in [0, 1] {
+        Case::new(
+            "BatchNormTrain",
+            vec![x.clone(), scale.clone(), bias.clone(), mean.clone(), var.clone()],
+            train_outs.clone(),
+        )
+        .lms()
+        .attrs(vec![float("epsilon", 1e-5), float("momentum", 0.9), int("unbiased", unbiased)])
+        .check();
+    }
     Case::new("BatchNormalization", vec![x.clone(), scale.clone(), bias.clone(), mean, var], vec![f32s(&[4, 3, 5, 5])])
         .check();
     let train = Case::new(
@@ -609,13 +612,18 @@ fn batch_norm_split_ops_match_the_cpu() {
             .iter()
             .map(|part| case("BatchNormStatistics", vec![part.clone()], vec![rows(3)]).check().remove(0))
             .collect();
-        let merged = case(
-            "BatchNormMerge",
-            [vec![running_mean, running_var], stats].concat(),
-            [vec![f32s(&[c]); 4], vec![rows(2)]].concat(),
-        )
-        .attrs(vec![float("epsilon", 1e-3), float("momentum", 0.8)])
-        .check();
+        let merge = |unbiased| {
+            case(
+                "BatchNormMerge",
+                [vec![running_mean.clone(), running_var.clone()], stats.clone()].concat(),
+                [vec![f32s(&[c]); 4], vec![rows(2)]].concat(),
+            )
+            .attrs(vec![float("epsilon", 1e-3), float("momentum", 0.8), int("unbiased", unbiased)])
+            .check()
+        };
+        let unbiased = merge(1);
+        let merged = merge(0);
+        assert_ne!(unbiased[1], merged[1], "the unbiased running variance is another");
         let (saved_mean, saved_invstd, batch) = (&merged[2], &merged[3], &merged[4]);
         for part in &xs {
             let inputs = vec![part.clone(), scale.clone(), bias.clone(), batch.clone()];

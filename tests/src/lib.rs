@@ -289,6 +289,7 @@ pub mod training {
             optimizer: Optimizer::Sgd { lr: 0.01 },
             trainable: vec![],
             frozen: vec![],
+            running_variance: None,
         };
         train::build(&model.graph, &options).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
     }

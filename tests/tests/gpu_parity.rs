@@ -23,6 +23,7 @@ fn training_graph(name: &str) -> Graph {
         optimizer: Optimizer::Adam { lr: 0.01, beta1: 0.9, beta2: 0.999, epsilon: 1e-8 },
         trainable: vec![],
         frozen: vec![],
+        running_variance: None,
     };
     train::build(&model.graph, &options).unwrap()
 }

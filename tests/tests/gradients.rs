@@ -37,6 +37,7 @@ fn options(loss: Loss, trainable: &[&str]) -> TrainOptions {
         optimizer: Optimizer::Sgd { lr: 1.0 },
         trainable: trainable.iter().map(|s| s.to_string()).collect(),
         frozen: vec![],
+        running_variance: None,
     }
 }
 

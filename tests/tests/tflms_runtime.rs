@@ -21,6 +21,7 @@ fn training_graph(path: &Path, batch: usize) -> Graph {
         optimizer: Optimizer::Momentum { lr: 0.05, momentum: 0.9 },
         trainable: vec![],
         frozen: vec![],
+        running_variance: None,
     };
     train::build(&model.graph, &options).unwrap()
 }

@@ -213,3 +213,66 @@ fn batch_norm_scales_stored_as_initializers_train() {
     assert_eq!(summary.trained, ["conv", "bn.scale", "bn.bias", "stored_scale", "stored_shift"]);
     assert!(summary.frozen.is_empty() && summary.warnings.is_empty(), "{summary:?}");
 }
+
+/// BatchNorm's running variance follows ONNX (the biased batch variance) or,
+/// when asked or when the model's producer is pytorch, PyTorch (unbiased):
+/// on the same batch, the two updates' batch terms differ by n/(n − 1), n
+/// the 16 elements per channel; `lms compile` says which it used and why.
+#[test]
+fn batch_norm_running_variance_is_biased_as_onnx_or_unbiased_as_pytorch() {
+    use lms_compiler::train::RunningVariance;
+    use prost::Message;
+    let mut m = ModelBuilder::new("bn", 13);
+    m.input("x", 1, &[4, 3, 2, 2])
+        .weight("bn.scale", &[3], 0.5, 1.5)
+        .weight("bn.bias", &[3], -0.5, 0.5)
+        .weight("bn.mean", &[3], -0.1, 0.1)
+        .weight("bn.var", &[3], 0.9, 1.1)
+        .node(
+            "BatchNormalization",
+            &["x", "bn.scale", "bn.bias", "bn.mean", "bn.var"],
+            &["n"],
+            vec![("momentum", A::F(0.75))],
+        )
+        .node("GlobalAveragePool", &["n"], &["pooled"], vec![])
+        .output("pooled");
+    let running_var = |convention| {
+        let options = TrainOptions { running_variance: Some(convention), ..adam(0.01) };
+        let mut s = session(&compile(&m.build(), None, &options), 3, &BTreeMap::new());
+        s.step().unwrap();
+        let variables: BTreeMap<_, _> = s.variables().unwrap().into_iter().collect();
+        variables["bn.var"].as_f32("bn.var").unwrap().to_vec()
+    };
+    let (biased, unbiased) = (running_var(RunningVariance::Biased), running_var(RunningVariance::Unbiased));
+    let initial = m.build().graph.unwrap().initializer.into_iter().find(|t| t.name == "bn.var").unwrap().float_data;
+    for ch in 0..3 {
+        let batch_term = |updated: f32| f64::from(updated) - 0.75 * f64::from(initial[ch]);
+        let ratio = batch_term(unbiased[ch]) / batch_term(biased[ch]);
+        assert!((ratio - 16.0 / 15.0).abs() < 1e-4, "channel {ch}: ratio {ratio}");
+    }
+
+    let dir = lms_tests::scratch_path("train-intent", "bn");
+    std::fs::create_dir_all(&dir).unwrap();
+    let summary = |producer: &str, flags: &[&str]| {
+        let mut proto = m.build();
+        proto.producer_name = producer.into();
+        let path = dir.join(format!("{producer}.onnx"));
+        std::fs::write(&path, proto.encode_to_vec()).unwrap();
+        let out = dir.join("bn.lms");
+        let args = [&["compile", path.to_str().unwrap(), "-o", out.to_str().unwrap()][..], flags].concat();
+        let text = lms_tests::lms_ok(&args);
+        text.lines().find(|l| l.starts_with("batch norm")).unwrap_or_else(|| panic!("{text}")).to_string()
+    };
+    assert_eq!(
+        summary("onnx-builder", &[]),
+        "batch norm      running variance updated with the biased batch variance (ONNX's definition)"
+    );
+    assert_eq!(
+        summary("pytorch", &[]),
+        "batch norm      running variance updated with the unbiased batch variance (PyTorch's convention): the model's producer is pytorch"
+    );
+    assert_eq!(
+        summary("pytorch", &["--running-variance", "biased"]),
+        "batch norm      running variance updated with the biased batch variance (ONNX's definition)"
+    );
+}

@@ -17,6 +17,7 @@ fn adam(lr: f32) -> TrainOptions {
         optimizer: Optimizer::Adam { lr, beta1: 0.9, beta2: 0.999, epsilon: 1e-8 },
         trainable: vec![],
         frozen: vec![],
+        running_variance: None,
     }
 }
 
@@ -44,7 +45,13 @@ fn every_optimizer_trains_the_mlp() {
         Optimizer::Adam { lr: 0.01, beta1: 0.9, beta2: 0.999, epsilon: 1e-8 },
     ];
     for optimizer in optimizers {
-        let options = TrainOptions { loss: Loss::SoftmaxCrossEntropy, optimizer, trainable: vec![], frozen: vec![] };
+        let options = TrainOptions {
+            loss: Loss::SoftmaxCrossEntropy,
+            optimizer,
+            trainable: vec![],
+            frozen: vec![],
+            running_variance: None,
+        };
         let graph = compile(&fixture_model("mlp"), Some(16), &options);
         let mut s = session(&graph, 3, &BTreeMap::new());
         let losses: Vec<f32> = (0..30).map(|_| s.step().unwrap().loss.unwrap()).collect();
@@ -55,6 +62,7 @@ fn every_optimizer_trains_the_mlp() {
         optimizer: Optimizer::Sgd { lr: 0.05 },
         trainable: vec![],
         frozen: vec![],
+        running_variance: None,
     };
     let graph = compile(&fixture_model("mlp"), Some(16), &mse);
     let mut s = session(&graph, 3, &BTreeMap::new());
@@ -108,6 +116,7 @@ fn resnet50_trains_three_steps() {
         optimizer: Optimizer::Sgd { lr: 0.01 },
         trainable: vec![],
         frozen: vec![],
+        running_variance: None,
     };
     let graph = compile(&model, Some(2), &options);
     let mut s = session(&graph, 0, &BTreeMap::new());

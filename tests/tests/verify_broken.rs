@@ -26,6 +26,7 @@ fn training_graph(model: &str) -> Graph {
         optimizer: Optimizer::Sgd { lr: 0.01 },
         trainable: vec![],
         frozen: vec![],
+        running_variance: None,
     };
     train::build(&model.graph, &options).unwrap()
 }

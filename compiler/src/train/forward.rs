@@ -13,6 +13,7 @@
 
 use super::builder::Builder;
 use super::trainable::{is_initializer, Selection};
+use super::RunningVariance;
 use crate::analysis::classify::{classify, TensorClass};
 use crate::analysis::order;
 use crate::error::{Error, Result};
@@ -41,7 +42,13 @@ pub struct Logits {
 
 /// Copies `f` into `b` in training mode; `select` says which tensors are
 /// trained and which weights get a seeded initialisation.
-pub fn build(b: &mut Builder, f: &Graph, select: &Selection, fold_softmax: bool) -> Result<Forward> {
+pub fn build(
+    b: &mut Builder,
+    f: &Graph,
+    select: &Selection,
+    fold_softmax: bool,
+    running_variance: RunningVariance,
+) -> Result<Forward> {
     let schedule = order::schedule(f)?;
     let classes = classify(f, &schedule);
     let class = |t: TensorId| classes[t.index()];
@@ -86,7 +93,7 @@ pub fn build(b: &mut Builder, f: &Graph, select: &Selection, fold_softmax: bool)
         if !needed[id.index()] || f.node(id).outputs.iter().all(|t| map.contains_key(t)) {
             continue;
         }
-        copy_node(b, f, id, &mut map)?;
+        copy_node(b, f, id, &mut map, running_variance)?;
     }
     out.trainable =
         f.tensors().filter(|(t, _)| select.trained[t.index()]).filter_map(|(t, _)| map.get(&t).copied()).collect();
@@ -142,7 +149,13 @@ fn initialisation(f: &Graph, t: TensorId) -> Attrs {
 }
 
 /// Copies one node, in training mode where that differs.
-fn copy_node(b: &mut Builder, f: &Graph, id: NodeId, map: &mut HashMap<TensorId, TensorId>) -> Result<()> {
+fn copy_node(
+    b: &mut Builder,
+    f: &Graph,
+    id: NodeId,
+    map: &mut HashMap<TensorId, TensorId>,
+    running_variance: RunningVariance,
+) -> Result<()> {
     let node = f.node(id);
     let fail = |reason: String| Error::Node { node: node.name.clone(), op: node.op.clone(), reason };
     let inputs: Vec<Option<TensorId>> = copied_inputs(node)
@@ -171,7 +184,7 @@ fn copy_node(b: &mut Builder, f: &Graph, id: NodeId, map: &mut HashMap<TensorId,
             b.graph.tensor_mut(v).data = f.tensor(node.outputs[0]).data.clone();
             vec![v]
         }
-        ("BatchNormalization", _) => batch_norm(b, f, id, &inputs, &types).map_err(fail)?,
+        ("BatchNormalization", _) => batch_norm(b, f, id, &inputs, &types, running_variance).map_err(fail)?,
         ("Dropout", _) => {
             let ratio = dropout_ratio(f, id).map_err(fail)?;
             let x = inputs[0].ok_or_else(|| fail("has no input".into()))?;
@@ -206,13 +219,15 @@ fn copied_inputs(node: &crate::ir::Node) -> &[Option<TensorId>] {
 }
 
 /// BatchNormTrain in place of BatchNormalization, with update edges that
-/// write the running statistics back.
+/// write the running statistics back (the variance by `running_variance`'s
+/// convention: attribute `unbiased`).
 fn batch_norm(
     b: &mut Builder,
     f: &Graph,
     id: NodeId,
     inputs: &[Option<TensorId>],
     types: &[TensorType],
+    running_variance: RunningVariance,
 ) -> std::result::Result<Vec<TensorId>, String> {
     let node = f.node(id);
     if inputs.len() != 5 || inputs.iter().any(Option::is_none) {
@@ -233,7 +248,10 @@ fn batch_norm(
     let stat_ty = b.ty(stats[0]);
     let epsilon = node.attrs.float("epsilon", 1e-5).map_err(|e| e.to_string())?;
     let momentum = node.attrs.float("momentum", 0.9).map_err(|e| e.to_string())?;
-    let attrs = Attrs::new().with("epsilon", Attr::Float(epsilon)).with("momentum", Attr::Float(momentum));
+    let mut attrs = Attrs::new().with("epsilon", Attr::Float(epsilon)).with("momentum", Attr::Float(momentum));
+    if running_variance == RunningVariance::Unbiased {
+        attrs = attrs.with("unbiased", Attr::Int(1));
+    }
     let outs = b.lms(
         &node.name,
         "BatchNormTrain",

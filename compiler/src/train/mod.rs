@@ -32,6 +32,7 @@ use crate::analysis::order;
 use crate::error::Result;
 use crate::ir::{Graph, TensorId};
 use builder::Builder;
+use serde::Serialize;
 use std::collections::HashMap;
 
 /// The loss attached to the model's first output.
@@ -63,6 +64,30 @@ pub struct TrainOptions {
     pub trainable: Vec<String>,
     /// Glob patterns of weights not to train (applied after `trainable`).
     pub frozen: Vec<String>,
+    /// Which batch variance updates BatchNorm's running variance; `None`:
+    /// ONNX's, unless `lms compile` finds the model came from PyTorch.
+    pub running_variance: Option<RunningVariance>,
+}
+
+/// The batch variance BatchNormalization's running variance is updated with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunningVariance {
+    /// The biased variance (Σ(x−mean)²/n): the ONNX operator's definition.
+    #[default]
+    Biased,
+    /// The unbiased variance (Σ(x−mean)²/(n−1)): PyTorch's `BatchNorm`.
+    Unbiased,
+}
+
+impl RunningVariance {
+    /// The convention's name and whose it is.
+    pub fn describe(self) -> &'static str {
+        match self {
+            RunningVariance::Biased => "the biased batch variance (ONNX's definition)",
+            RunningVariance::Unbiased => "the unbiased batch variance (PyTorch's convention)",
+        }
+    }
 }
 
 impl Default for TrainOptions {
@@ -73,6 +98,7 @@ impl Default for TrainOptions {
             optimizer: Optimizer::Sgd { lr: 0.01 },
             trainable: vec![],
             frozen: vec![],
+            running_variance: None,
         }
     }
 }
@@ -92,7 +118,8 @@ pub fn differentiate(forward: &Graph, options: &TrainOptions) -> Result<(Graph, 
     let mut b = Builder::new(&forward.name, forward.opset);
     let fold_softmax = options.loss == Loss::SoftmaxCrossEntropy;
     let select = selection(forward, options)?;
-    let fwd = forward::build(&mut b, forward, &select, fold_softmax)?;
+    let running_variance = options.running_variance.unwrap_or_default();
+    let fwd = forward::build(&mut b, forward, &select, fold_softmax, running_variance)?;
     let loss = loss::attach(&mut b, &fwd, options.loss)?;
     let grads = autodiff::differentiate(&mut b, loss, &fwd.trainable)?;
     b.graph.outputs = vec![loss];
@@ -112,7 +139,11 @@ pub fn attach_optimizer(graph: Graph, gradients: &[(TensorId, TensorId)], optimi
 
 /// Which tensors of `forward` training writes and which keep their values.
 pub fn summary(forward: &Graph, options: &TrainOptions) -> Result<TrainSummary> {
-    Ok(selection(forward, options)?.summary(forward))
+    let mut summary = selection(forward, options)?.summary(forward);
+    if forward.node_ids().any(|n| forward.node(n).op == "BatchNormalization") {
+        summary.running_variance = Some(options.running_variance.unwrap_or_default());
+    }
+    Ok(summary)
 }
 
 fn selection(forward: &Graph, options: &TrainOptions) -> Result<trainable::Selection> {

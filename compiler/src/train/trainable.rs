@@ -112,6 +112,11 @@ pub struct TrainSummary {
     pub frozen_why: Vec<String>,
     /// Things about the model that make training it doubtful.
     pub warnings: Vec<String>,
+    /// The batch variance BatchNorm's running variance is updated with, for a
+    /// model with BatchNormalization.
+    pub running_variance: Option<super::RunningVariance>,
+    /// Whether `running_variance` is PyTorch's because the model's producer is pytorch.
+    pub running_variance_from_producer: bool,
 }
 
 /// Decides the trained set of `f`; `classes` from [`crate::analysis::classify`]

@@ -90,7 +90,9 @@ fn batch_norm_merge(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let mut outputs: Vec<CudaBuffer> =
         (0..4).map(|i| output_of(exec, i, DType::DtypeF32, &[c])).collect::<OpResult<_>>()?;
     outputs.push(output_of(exec, 4, DType::DtypeF64, &[2, c])?);
-    let mut args = vec![Arg::I64(c as i64), Arg::F64(eps), Arg::F64(momentum), Arg::Ptr(acc.ptr()), ptr(rm), ptr(rv)];
+    let unbiased = Arg::I32(i32::from(exec.attrs.int("unbiased", 0)? != 0));
+    let mut args =
+        vec![Arg::I64(c as i64), Arg::F64(eps), Arg::F64(momentum), unbiased, Arg::Ptr(acc.ptr()), ptr(rm), ptr(rv)];
     args.extend(outputs.iter().map(ptr));
     exec.launch("bn_merge_finish_f32", c as u64, &args)?;
     Ok(outputs)

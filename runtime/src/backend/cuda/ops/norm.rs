@@ -194,6 +194,7 @@ fn batch_norm_train(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
             Arg::F64(count),
             Arg::F64(eps),
             Arg::F64(momentum),
+            Arg::I32(i32::from(exec.attrs.int("unbiased", 0)? != 0)),
             Arg::Ptr(mean),
             Arg::Ptr(squares),
             ptr(params[0]),

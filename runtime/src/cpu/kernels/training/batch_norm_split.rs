@@ -8,7 +8,7 @@
 use super::super::norm::{channels, per_channel};
 use super::super::num::Float;
 use super::super::{dispatch_float, Ctx, Kernel};
-use super::norm_train::{grad_input, inverse_std, normalize, running_update, ChannelStats, GradSums};
+use super::norm_train::{grad_input, inverse_std, normalize, running_update, running_variance, ChannelStats, GradSums};
 use super::{from_f64s, same_shape};
 use crate::error::{KernelError, Result};
 use crate::tensor::HostTensor;
@@ -94,7 +94,8 @@ fn batch_norm_merge_typed<T: Float>(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
         .collect();
     let invstd = inverse_std(&var, eps);
     let mut outs = Vec::with_capacity(5);
-    let running = [running_update(&running_mean, &mean, momentum), running_update(&running_var, &var, momentum)];
+    let running_var = running_update(&running_var, &running_variance(ctx, &var, count)?, momentum);
+    let running = [running_update(&running_mean, &mean, momentum), running_var];
     for values in running.into_iter().chain([mean.clone(), invstd.clone()]) {
         outs.push(from_f64s::<T>(vec![c], values.into_iter())?);
     }

@@ -49,7 +49,8 @@ fn batch_norm_train_typed<T: Float>(ctx: &Ctx<'_>, x: &HostTensor) -> Result<Vec
     let invstd = inverse_std(&var, eps);
     let y = normalize(xs, c, plane, &stats.mean, &invstd, &scale, &bias);
     let mut outs = vec![HostTensor::from_vec(x.shape.clone(), y)?];
-    let running = [running_update(&running_mean, &stats.mean, momentum), running_update(&running_var, &var, momentum)];
+    let running_var = running_update(&running_var, &running_variance(ctx, &var, stats.count)?, momentum);
+    let running = [running_update(&running_mean, &stats.mean, momentum), running_var];
     for values in running.into_iter().chain([stats.mean, invstd]) {
         outs.push(from_f64s::<T>(vec![c], values.into_iter())?);
     }
@@ -103,6 +104,14 @@ pub(super) fn normalize<T: Float>(
 }
 
 /// running·momentum + batch·(1 − momentum) per channel.
+/// The batch variance the running variance is updated with: `var` (biased, over
+/// `count` elements per channel), or with attribute `unbiased` 1 var·count/(count − 1)
+/// (PyTorch's convention; `var` when count is 1).
+pub(super) fn running_variance(ctx: &Ctx<'_>, var: &[f64], count: f64) -> Result<Vec<f64>> {
+    let unbiased = ctx.attrs.int("unbiased", 0)? != 0 && count > 1.0;
+    Ok(if unbiased { var.iter().map(|v| v * count / (count - 1.0)).collect() } else { var.to_vec() })
+}
+
 pub(super) fn running_update(running: &[f64], batch: &[f64], momentum: f64) -> Vec<f64> {
     running.iter().zip(batch).map(|(r, b)| r * momentum + b * (1.0 - momentum)).collect()
 }

@@ -7,7 +7,7 @@
 //! it reads instead.
 
 use super::describe;
-use super::ops::{NodeKind, LMS_DOMAIN};
+use super::ops::NodeKind;
 use super::program::Program;
 use crate::escape::Escaped;
 use crate::ops::{self, ShapeError, Value, MAX_FOLDED_ELEMENTS};
@@ -19,7 +19,7 @@ pub fn check_output_types(program: &Program) -> Result<(), String> {
     let mut values: Vec<Option<Value>> = vec![None; program.tensor_count()];
     for &n in program.order() {
         let node = program.node(n);
-        if program.kind(n) != NodeKind::Kernel || node.domain == LMS_DOMAIN || !ops::is_supported(&node.op) {
+        if program.kind(n) != NodeKind::Kernel || !program.op(n).is_some_and(|op| op.def().is_onnx()) {
             continue;
         }
         let what = || describe::node(program.graph(), n);

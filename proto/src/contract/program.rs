@@ -11,6 +11,7 @@ use super::release::{output_pool, Pool};
 use super::schedule::{check_schedule, check_update_order};
 use super::tensors::{tensor_types, TensorType};
 use crate::lms::{Device, Graph, Node};
+use crate::ops::{registry, OpId};
 use crate::LMS_FORMAT_VERSION;
 use std::path::Path;
 
@@ -28,6 +29,7 @@ pub struct Program {
     types: Vec<TensorType>,
     pools: Vec<Pool>,
     kinds: Vec<NodeKind>,
+    op_ids: Vec<Option<OpId>>,
     inputs: Vec<Vec<Option<usize>>>,
     outputs: Vec<Vec<usize>>,
     control: Vec<Vec<usize>>,
@@ -100,6 +102,7 @@ impl Program {
             types,
             pools,
             kinds: slots.kinds,
+            op_ids: graph.nodes.iter().map(|n| registry::resolve(&n.domain, &n.op)).collect(),
             inputs: slots.inputs,
             outputs: slots.outputs,
             control: edges.control,
@@ -163,6 +166,12 @@ impl Program {
     /// What the executor does with node `node`.
     pub fn kind(&self, node: usize) -> NodeKind {
         self.kinds[node]
+    }
+
+    /// The op node `node` runs, resolved once at load from its domain and op type; `None`
+    /// for a parameterized node and for an op lms does not define (no backend runs it).
+    pub fn op(&self, node: usize) -> Option<OpId> {
+        self.op_ids[node]
     }
 
     /// The tensor of each input slot of `node` (`None`: an omitted optional input).

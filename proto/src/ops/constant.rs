@@ -16,6 +16,7 @@ pub(super) const OPS: &[(&str, InferFn)] = &[
     ("Constant", constant),
     ("ConstantOfShape", constant_of_shape),
     ("Shape", shape),
+    ("Size", size),
     ("Range", range),
     ("Cast", cast),
     ("Identity", identity),
@@ -28,6 +29,7 @@ pub(super) const COSTS: &[(&str, CostFn)] = &[
     ("Constant", fill),
     ("ConstantOfShape", fill),
     ("Shape", fill),
+    ("Size", fill),
     ("Range", fill),
     ("Cast", copy),
     ("Identity", view),
@@ -112,6 +114,14 @@ fn shape(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
     let values =
         dims[start..end].iter().map(|&d| i64::try_from(d).map_err(|_| too_large())).collect::<ShapeResult<Vec<_>>>()?;
     Ok(vec![Value::constant(TensorData::from_i64(vec![values.len()], &values))])
+}
+
+/// `Size`: the number of elements of the input, an i64 scalar.
+fn size(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
+    expect_inputs(node, 1, 1)?;
+    let n = checked_numel(&input(node, 0)?.ty.shape)?;
+    let n = i64::try_from(n).map_err(|_| too_large())?;
+    Ok(vec![Value::constant(TensorData::from_i64(vec![], &[n]))])
 }
 
 /// Names of `Range`'s inputs, for errors.
@@ -249,6 +259,8 @@ mod tests {
         assert_eq!(data(&run("Shape", 15, attrs, std::slice::from_ref(&x), 1).unwrap()[0]), vec![3, 4]);
         let attrs = Attrs::new().with("start", Attr::Int(10));
         assert_eq!(data(&run("Shape", 15, attrs, &[x], 1).unwrap()[0]), Vec::<i64>::new());
+        let x = f(&[2, 3, 4]);
+        assert_eq!(data(&run("Size", 13, Attrs::new(), &[x], 1).unwrap()[0]), vec![24]);
     }
 
     #[test]

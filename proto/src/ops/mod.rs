@@ -17,10 +17,13 @@ mod indexing;
 mod nn;
 mod pool;
 mod reduce;
+pub mod registry;
 pub mod split;
 mod tensor_ops;
 mod util;
 mod window;
+
+pub use registry::{Family, OpId};
 
 use crate::types::{AttrError, Attrs, TensorData, TensorType};
 
@@ -101,40 +104,10 @@ pub type ShapeResult<T> = Result<T, ShapeError>;
 /// keeps the ones the node declares.
 type InferFn = fn(&Node<'_>) -> ShapeResult<Vec<Value>>;
 
-/// Every supported op, by family. The single source of truth for [`infer`],
-/// [`is_supported`] and [`supported_ops`].
-const REGISTRY: &[&[(&str, InferFn)]] =
-    &[elementwise::OPS, conv::OPS, pool::OPS, nn::OPS, reduce::OPS, tensor_ops::OPS, indexing::OPS, constant::OPS];
-
-/// Every op with a cost rule, by family: the ONNX ops of each shape family,
-/// the lms ops derived from them, and the swap ops.
-const COSTS: &[&[(&str, cost::CostFn)]] = &[
-    elementwise::COSTS,
-    conv::COSTS,
-    pool::COSTS,
-    nn::COSTS,
-    reduce::COSTS,
-    tensor_ops::COSTS,
-    indexing::COSTS,
-    constant::COSTS,
-    cost::COSTS,
-];
-
-/// Every op with split rules, by family ([`split::rules`]).
-const SPLITS: &[&[(&str, split::SplitFn)]] = &[
-    elementwise::SPLITS,
-    conv::SPLITS,
-    pool::SPLITS,
-    nn::SPLITS,
-    reduce::SPLITS,
-    tensor_ops::SPLITS,
-    indexing::SPLITS,
-];
-
 /// The work (FLOPs, bytes) of a node, by its op's cost rule; `None` for an
 /// op without one.
 pub fn work(node: &cost::CostNode<'_>) -> Option<cost::Work> {
-    COSTS.iter().flat_map(|family| family.iter()).find(|(name, _)| *name == node.op).map(|&(_, f)| f(node))
+    registry::by_name(node.op).map(|id| (id.def().cost)(node))
 }
 
 /// Largest number of elements any inferred tensor may have (2^40).
@@ -142,7 +115,7 @@ const MAX_ELEMENTS: usize = 1 << 40;
 
 /// The inference rule for an op type.
 fn lookup(op: &str) -> Option<InferFn> {
-    REGISTRY.iter().flat_map(|family| family.iter()).find(|(name, _)| *name == op).map(|&(_, f)| f)
+    registry::by_name(op).and_then(|id| id.def().infer)
 }
 
 /// Infers the output values of `node`: one per declared output.
@@ -193,7 +166,7 @@ pub fn is_supported(op: &str) -> bool {
 
 /// The names of all supported ops, family by family.
 pub fn supported_ops() -> impl Iterator<Item = &'static str> {
-    REGISTRY.iter().flat_map(|family| family.iter().map(|&(name, _)| name))
+    registry::FAMILIES.iter().flat_map(|family| family.1.iter().map(|&(name, _)| name))
 }
 
 #[cfg(test)]
@@ -292,7 +265,8 @@ mod tests {
     /// (proto/OPS.md's tables) has exactly one cost rule.
     #[test]
     fn every_op_has_one_cost_rule() {
-        let costed: Vec<&str> = COSTS.iter().flat_map(|family| family.iter().map(|&(name, _)| name)).collect();
+        let costed: Vec<&str> =
+            registry::FAMILIES.iter().flat_map(|family| family.2.iter().map(|&(name, _)| name)).collect();
         let unique: BTreeSet<&str> = costed.iter().copied().collect();
         assert_eq!(unique.len(), costed.len(), "an op has two cost rules");
         let contract = include_str!("../../OPS.md");

@@ -143,7 +143,7 @@ pub type SplitFn = fn(&CostNode<'_>) -> Vec<SplitRule>;
 /// The ways the op of `node` can be split (empty when it cannot be, or has
 /// no rule), only those whose sliced axes are at least as long as 2 parts.
 pub fn rules(node: &CostNode<'_>) -> Vec<SplitRule> {
-    let Some(&(_, f)) = super::SPLITS.iter().flat_map(|family| family.iter()).find(|(op, _)| *op == node.op) else {
+    let Some(f) = super::registry::by_name(node.op).and_then(|id| id.def().split) else {
         return Vec::new();
     };
     let long_enough = |rule: &SplitRule| {

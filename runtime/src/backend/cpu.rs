@@ -1,8 +1,7 @@
 //! The CPU reference backend: a program runs inside two arenas of exactly the sizes its
 //! static placement gives, one device buffer and one host buffer allocated once
 //! ([`Backend::reserve`]), each tensor's bytes in its [`Block`]. Kernels
-//! ([`crate::cpu::kernels::forward`] for ONNX ops, [`crate::cpu::kernels::lms`] for the ops
-//! of the `lms` domain) compute into their own storage from their inputs read out of the
+//! ([`crate::cpu::kernels::run_op`], by the op the program resolved each node to at load) compute into their own storage from their inputs read out of the
 //! arena; one checked writer puts each output into its block, and an output that does not
 //! fill its block exactly is an error naming the node and the tensor, so nothing is written
 //! past a block. Variables and inputs are written into their blocks, swap-outs and swap-ins
@@ -24,10 +23,10 @@
 use super::{Backend, Block, KernelContext, Queue};
 use crate::attrs::Attrs;
 use crate::cpu::kernels;
-use crate::error::RuntimeError;
+use crate::error::{KernelError, RuntimeError};
 use crate::memory::{check_allocatable, node_and_op, Pool};
 use crate::tensor::HostTensor;
-use lms_proto::contract::{Program, LMS_DOMAIN};
+use lms_proto::contract::Program;
 use lms_proto::escape::Escaped;
 use lms_proto::lms::DType;
 use std::ops::Range;
@@ -332,9 +331,9 @@ impl Backend for CpuBackend {
         check_allocatable(bytes, || node_and_op(n))?;
         let values = inputs.iter().map(|b| b.map(|b| self.value(b)).transpose()).collect::<Result<Vec<_>, _>>()?;
         let tensors: Vec<Option<&HostTensor>> = values.iter().map(Option::as_ref).collect();
-        let made = match n.domain.as_str() {
-            LMS_DOMAIN => kernels::lms(&n.op, &attrs, &tensors, &types, context),
-            _ => kernels::forward(&n.op, program.opset(node), &attrs, &tensors, &types),
+        let made = match program.op(node) {
+            Some(op) => kernels::run_op(op, program.opset(node), &attrs, &tensors, &types, context),
+            None => Err(KernelError::UnknownOp(n.op.clone())),
         }
         .map_err(|source| RuntimeError::Kernel { node: n.name.clone(), source })?;
         drop(values);

@@ -77,6 +77,7 @@ const NO_GRADIENT: &[(&str, &str)] = &[
     ("Constant", "its output is a constant"),
     ("ConstantOfShape", "its output is a constant"),
     ("Shape", "its output is a shape (integers)"),
+    ("Size", "its output is a count of elements (an integer)"),
     ("Range", "its output is a sequence of numbers fixed by its bounds"),
     ("Not", "its output is boolean"),
     ("Equal", "its output is boolean"),

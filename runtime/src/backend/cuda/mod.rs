@@ -430,7 +430,7 @@ impl Backend for CudaBackend {
         let result = if ops::host_evaluable(&exec) {
             ops::evaluate_on_host(&exec, &n.domain)
         } else {
-            ops::find(&n.domain, &n.op).and_then(|kernel| kernel(&exec))
+            ops::find(program.op(node), &n.op).and_then(|kernel| kernel(&exec))
         };
         let made = result.map_err(|error| match error {
             OpError::Kernel(source) => RuntimeError::Kernel {

@@ -1,8 +1,9 @@
 //! Kernels of the CPU reference backend, one module per op family.
 //!
-//! [`forward`] finds an ONNX op in the families' tables, [`lms`] an op of the `lms`
-//! domain (`proto/OPS.md`) in those of [`training`]; both run it on host tensors and check
-//! that what it made has the dtypes and shapes the graph declares. Kernels are
+//! [`run_op`] runs an op, by its [`OpId`], from a table indexed by op built once from the
+//! families' tables (ONNX ops here, ops of the `lms` domain, `proto/OPS.md`, in those of
+//! [`training`]) on host tensors, and checks that what it made has the dtypes and shapes the
+//! graph declares; [`forward`] and [`lms`] run an op named by its type. Kernels are
 //! single-threaded with a fixed accumulation order, so equal inputs give bit-identical
 //! outputs. Float sums (reductions, norms, softmax, average pooling) accumulate in f64;
 //! GEMM-based ops (MatMul, Gemm, Conv, ConvTranspose) accumulate in the tensor's type.
@@ -32,7 +33,10 @@ use crate::attrs::Attrs;
 use crate::backend::KernelContext;
 use crate::error::{KernelError, Result};
 use crate::tensor::{dtype_name, numel, HostTensor};
+use lms_proto::contract::{LMS_DOMAIN, LMS_DOMAIN_VERSION};
 use lms_proto::lms::DType;
+use lms_proto::ops::{registry, OpId};
+use std::sync::OnceLock;
 
 /// A kernel: computes a node's outputs from its context.
 type Kernel = fn(&Ctx<'_>) -> Result<Vec<HostTensor>>;
@@ -176,8 +180,8 @@ pub fn forward(
     inputs: &[Option<&HostTensor>],
     outputs: &[(DType, Vec<usize>)],
 ) -> Result<Vec<HostTensor>> {
-    let ctx = Ctx { opset, attrs: *attrs, inputs, outputs, exec: &KernelContext::default() };
-    run_kernel(FAMILIES, node_op, &ctx)
+    let op = registry::resolve("", node_op).ok_or_else(|| KernelError::UnknownOp(node_op.to_string()))?;
+    run_op(op, opset, attrs, inputs, outputs, &KernelContext::default())
 }
 
 /// Runs the kernel of `node_op`, an op of the `lms` domain (`proto/OPS.md`): training-mode
@@ -192,17 +196,40 @@ pub fn lms(
     outputs: &[(DType, Vec<usize>)],
     exec: &KernelContext,
 ) -> Result<Vec<HostTensor>> {
-    let ctx = Ctx { opset: lms_proto::contract::LMS_DOMAIN_VERSION, attrs: *attrs, inputs, outputs, exec };
-    run_kernel(training::FAMILIES, node_op, &ctx)
+    let op = registry::resolve(LMS_DOMAIN, node_op).ok_or_else(|| KernelError::UnknownOp(node_op.to_string()))?;
+    run_op(op, LMS_DOMAIN_VERSION, attrs, inputs, outputs, exec)
 }
 
-/// Finds `node_op` in `families`, checks the inputs, runs it and checks its outputs.
-fn run_kernel(families: &[Table], node_op: &str, ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
-    let kernel = families
-        .iter()
-        .find_map(|f| f.iter().find(|(op, _)| *op == node_op))
-        .map(|(_, k)| *k)
-        .ok_or_else(|| KernelError::UnknownOp(node_op.to_string()))?;
+/// The CPU kernel of each op, indexed by [`OpId`] (built once from the families' tables).
+fn kernel(op: OpId) -> Option<Kernel> {
+    static TABLE: OnceLock<Vec<Option<Kernel>>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut table = vec![None; registry::all().count()];
+        for (domain, families) in [("", FAMILIES), (LMS_DOMAIN, training::FAMILIES)] {
+            for &(name, kernel) in families.iter().flat_map(|f| f.iter()) {
+                if let Some(op) = registry::resolve(domain, name) {
+                    table[op.index()] = Some(kernel);
+                }
+            }
+        }
+        table
+    })[op.index()]
+}
+
+/// Runs the kernel of `op` (a node's op, resolved when its program was loaded): checks the
+/// inputs, runs it and checks its outputs. `opset` is the node's opset, the others are as
+/// for [`forward`] and [`lms`].
+pub fn run_op(
+    op: OpId,
+    opset: i64,
+    attrs: &Attrs<'_>,
+    inputs: &[Option<&HostTensor>],
+    outputs: &[(DType, Vec<usize>)],
+    exec: &KernelContext,
+) -> Result<Vec<HostTensor>> {
+    let node_op = op.name();
+    let kernel = kernel(op).ok_or_else(|| KernelError::UnknownOp(node_op.to_string()))?;
+    let ctx = Ctx { opset, attrs: *attrs, inputs, outputs, exec };
     for (i, t) in ctx.inputs.iter().enumerate() {
         if let Some(t) = t.filter(|t| t.numel() != numel(&t.shape)) {
             let msg = format!("{} elements do not fill shape {:?}", t.numel(), t.shape);
@@ -213,7 +240,7 @@ fn run_kernel(families: &[Table], node_op: &str, ctx: &Ctx<'_>) -> Result<Vec<Ho
         }
     }
     let in_op = |error| KernelError::Op { op: node_op.to_string(), error: Box::new(error) };
-    let results = kernel(ctx).map_err(in_op)?;
+    let results = kernel(&ctx).map_err(in_op)?;
     check_outputs(&results, ctx.outputs).map_err(in_op)?;
     Ok(results)
 }
@@ -248,6 +275,21 @@ fn check_outputs(results: &[HostTensor], declared: &[(DType, Vec<usize>)]) -> Re
 mod tests {
     use super::testutil::*;
     use super::*;
+
+    /// The registry and the CPU backend agree: every table entry is an op of the registry,
+    /// and every op a backend runs as a kernel ([`lms_proto::ops::registry::OpDef::is_kernel`]) has a CPU kernel,
+    /// so a node resolved at load always finds its kernel.
+    #[test]
+    fn every_op_of_the_registry_has_a_cpu_kernel() {
+        for (domain, families) in [("", FAMILIES), (LMS_DOMAIN, training::FAMILIES)] {
+            for (name, _) in families.iter().flat_map(|f| f.iter()) {
+                assert!(registry::resolve(domain, name).is_some(), "CPU kernel {name} ({domain:?}) is no op");
+            }
+        }
+        let missing: Vec<&str> =
+            registry::all().filter(|&op| op.def().is_kernel() && kernel(op).is_none()).map(OpId::name).collect();
+        assert!(missing.is_empty(), "ops without a CPU kernel: {missing:?}");
+    }
 
     #[test]
     fn unknown_op_and_output_mismatch_are_errors() {

@@ -28,8 +28,10 @@ use cudarc::driver::{result, DeviceRepr};
 use lms_proto::contract::scratch::{self, Part};
 use lms_proto::contract::LMS_DOMAIN;
 use lms_proto::lms::DType;
+use lms_proto::ops::{registry, OpId};
 use std::ffi::c_void;
 use std::rc::Rc;
+use std::sync::OnceLock;
 
 pub(crate) use host::{evaluate_on_host, host_evaluable};
 
@@ -55,14 +57,26 @@ pub fn supported_ops(domain: &str) -> Vec<&'static str> {
     ops
 }
 
-/// The kernel of op `op` of `domain`.
-pub(crate) fn find(domain: &str, op: &str) -> OpResult<OpFn> {
-    let families = if domain == LMS_DOMAIN { LMS } else { ONNX };
-    families
-        .iter()
-        .find_map(|t| t.iter().find(|(name, _)| *name == op))
-        .map(|(_, f)| *f)
-        .ok_or_else(|| OpError::Kernel(KernelError::NoCudaKernel(op.to_string())))
+/// The CUDA kernel of each op, indexed by [`OpId`] (built once from the families' tables).
+fn kernels() -> &'static [Option<OpFn>] {
+    static TABLE: OnceLock<Vec<Option<OpFn>>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut table = vec![None; registry::all().count()];
+        for (domain, families) in [("", ONNX), (LMS_DOMAIN, LMS)] {
+            for &(name, kernel) in families.iter().flat_map(|t| t.iter()) {
+                if let Some(op) = registry::resolve(domain, name) {
+                    table[op.index()] = Some(kernel);
+                }
+            }
+        }
+        table
+    })
+}
+
+/// The kernel of `op`, the op a node named `name` was resolved to when its program was
+/// loaded (`None`: an op lms does not define).
+pub(crate) fn find(op: Option<OpId>, name: &str) -> OpResult<OpFn> {
+    op.and_then(|op| kernels()[op.index()]).ok_or_else(|| OpError::Kernel(KernelError::NoCudaKernel(name.to_string())))
 }
 
 /// A kernel argument, passed by value.
@@ -451,12 +465,30 @@ mod tests {
 
     #[test]
     fn ops_without_a_kernel_say_so() {
-        let Err(OpError::Kernel(error)) = find("", "NoSuchOp") else {
+        let Err(OpError::Kernel(error)) = find(registry::resolve("", "NoSuchOp"), "NoSuchOp") else {
             panic!("NoSuchOp has no CUDA kernel");
         };
         assert_eq!(error.to_string(), "op `NoSuchOp` has no CUDA kernel yet");
-        assert!(find(LMS_DOMAIN, "SgdUpdate").is_ok());
-        assert!(find("", "SgdUpdate").is_err());
+        assert!(find(registry::resolve(LMS_DOMAIN, "SgdUpdate"), "SgdUpdate").is_ok());
+        assert!(find(registry::resolve("", "SgdUpdate"), "SgdUpdate").is_err());
+    }
+
+    /// The registry and the CUDA backend agree: every table entry is an op of the registry,
+    /// and every op a backend runs as a kernel ([`lms_proto::ops::registry::OpDef::is_kernel`]) has a CUDA
+    /// kernel; the host-run ones (`host::ONNX`: Shape, Size, Constant) compute their values
+    /// with the CPU backend's kernel and upload them.
+    #[test]
+    fn every_op_of_the_registry_has_a_cuda_kernel() {
+        for (domain, families) in [("", ONNX), (LMS_DOMAIN, LMS)] {
+            for (name, _) in families.iter().flat_map(|t| t.iter()) {
+                assert!(registry::resolve(domain, name).is_some(), "CUDA kernel {name} ({domain:?}) is no op");
+            }
+        }
+        let missing: Vec<&str> = registry::all()
+            .filter(|&op| op.def().is_kernel() && kernels()[op.index()].is_none())
+            .map(OpId::name)
+            .collect();
+        assert!(missing.is_empty(), "ops without a CUDA kernel: {missing:?}");
     }
 
     #[test]

@@ -1,0 +1,171 @@
+//! Every op lms knows, declared once and numbered: its name, domain and family, with its
+//! shape rule (ONNX ops), cost rule and split rule. An [`OpId`] is an op's index here;
+//! the compiler's lookups and the runtime's kernel tables are indexed by it, and a
+//! program's nodes are resolved to it once, when the program is loaded.
+//!
+//! The families are the modules of [`crate::ops`]: each lists its ONNX ops' shape rules
+//! (`OPS`), the cost rules of those ops and of the lms ops derived from them (`COSTS`:
+//! training forms, gradients, optimizers, split parts), and their split rules (`SPLITS`);
+//! the swap ops are in [`super::cost`]. An op is an ONNX op when it has a shape rule, an
+//! lms op (`proto/OPS.md`) otherwise.
+
+use super::{constant, conv, cost, elementwise, indexing, nn, pool, reduce, split, tensor_ops, InferFn};
+use crate::contract::{INPUT_OP, LMS_DOMAIN, VARIABLE_OP};
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+/// The number of an op: its index in the registry (stable within a build).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct OpId(u16);
+
+impl OpId {
+    /// The op's index, for tables indexed by op.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+
+    /// The op's definition.
+    pub fn def(self) -> &'static OpDef {
+        &registry().defs[self.index()]
+    }
+
+    /// The op's name (its ONNX or lms op type).
+    pub fn name(self) -> &'static str {
+        self.def().name
+    }
+}
+
+/// The family an op belongs to: the module of [`crate::ops`] that defines it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Family {
+    Elementwise,
+    Conv,
+    Pool,
+    Nn,
+    Reduce,
+    TensorOps,
+    Indexing,
+    Constant,
+    /// The copies between device and host memory (`SwapOut`, `SwapIn`).
+    Swap,
+}
+
+/// One op's definition.
+#[derive(Debug)]
+pub struct OpDef {
+    /// The op type.
+    pub name: &'static str,
+    /// The family that defines it.
+    pub family: Family,
+    /// Its shape-and-type rule: `Some` exactly for the ONNX ops (default domain).
+    pub(super) infer: Option<InferFn>,
+    /// Its cost rule.
+    pub(super) cost: cost::CostFn,
+    /// Its split rule, where it has one.
+    pub(super) split: Option<split::SplitFn>,
+}
+
+impl OpDef {
+    /// Whether the op is an ONNX op (default domain) rather than an lms op.
+    pub fn is_onnx(&self) -> bool {
+        self.infer.is_some()
+    }
+
+    /// Whether a backend runs the op as a kernel: every op but the parameterized vertices
+    /// (`Variable`, `Input`: values the executor writes) and the swaps (copies it makes).
+    pub fn is_kernel(&self) -> bool {
+        self.family != Family::Swap && ![VARIABLE_OP, INPUT_OP].contains(&self.name)
+    }
+}
+
+/// A family's tables: shape rules, cost rules, split rules.
+type FamilyTables = (
+    Family,
+    &'static [(&'static str, InferFn)],
+    &'static [(&'static str, cost::CostFn)],
+    &'static [(&'static str, split::SplitFn)],
+);
+
+/// Every family, in registry order.
+pub(super) const FAMILIES: &[FamilyTables] = &[
+    (Family::Elementwise, elementwise::OPS, elementwise::COSTS, elementwise::SPLITS),
+    (Family::Conv, conv::OPS, conv::COSTS, conv::SPLITS),
+    (Family::Pool, pool::OPS, pool::COSTS, pool::SPLITS),
+    (Family::Nn, nn::OPS, nn::COSTS, nn::SPLITS),
+    (Family::Reduce, reduce::OPS, reduce::COSTS, reduce::SPLITS),
+    (Family::TensorOps, tensor_ops::OPS, tensor_ops::COSTS, tensor_ops::SPLITS),
+    (Family::Indexing, indexing::OPS, indexing::COSTS, indexing::SPLITS),
+    (Family::Constant, constant::OPS, constant::COSTS, &[]),
+    (Family::Swap, &[], cost::COSTS, &[]),
+];
+
+/// The definitions, and the id of each name.
+struct Registry {
+    defs: Vec<OpDef>,
+    by_name: HashMap<&'static str, OpId>,
+}
+
+/// The registry, built once from the families' tables: an op is each entry of a `COSTS`
+/// table (every op has exactly one cost rule), with the shape and split rules of its name.
+fn registry() -> &'static Registry {
+    static REGISTRY: OnceLock<Registry> = OnceLock::new();
+    REGISTRY.get_or_init(|| {
+        let rule = |name: &str| {
+            let infer = FAMILIES.iter().flat_map(|f| f.1.iter()).find(|(n, _)| *n == name).map(|&(_, f)| f);
+            let split = FAMILIES.iter().flat_map(|f| f.3.iter()).find(|(n, _)| *n == name).map(|&(_, f)| f);
+            (infer, split)
+        };
+        let defs: Vec<OpDef> = FAMILIES
+            .iter()
+            .flat_map(|&(family, _, costs, _)| costs.iter().map(move |&(name, cost)| (family, name, cost)))
+            .map(|(family, name, cost)| {
+                let (infer, split) = rule(name);
+                OpDef { name, family, infer, cost, split }
+            })
+            .collect();
+        let by_name = defs.iter().enumerate().map(|(i, d)| (d.name, OpId(i as u16))).collect();
+        Registry { defs, by_name }
+    })
+}
+
+/// The op named `name`, of either domain.
+pub fn by_name(name: &str) -> Option<OpId> {
+    registry().by_name.get(name).copied()
+}
+
+/// The op a node of `domain` (`""` or `ai.onnx` for ONNX, `lms`) with op type `name` runs;
+/// `None` when no op of that domain has the name.
+pub fn resolve(domain: &str, name: &str) -> Option<OpId> {
+    let id = by_name(name)?;
+    (id.def().is_onnx() == (domain != LMS_DOMAIN)).then_some(id)
+}
+
+/// Every op, in registry order.
+pub fn all() -> impl Iterator<Item = OpId> {
+    (0..registry().defs.len()).map(|i| OpId(i as u16))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every shape and split rule belongs to an op of the registry, and names resolve to
+    /// their own domain only.
+    #[test]
+    fn every_rule_names_an_op_and_ids_resolve_by_domain() {
+        for (_, shapes, _, splits) in FAMILIES {
+            for name in shapes.iter().map(|r| r.0).chain(splits.iter().map(|r| r.0)) {
+                assert!(by_name(name).is_some(), "{name} has a rule but no cost rule");
+            }
+        }
+        let (gemm, relu_grad) = (by_name("Gemm").unwrap(), by_name("UnaryGrad").unwrap());
+        assert_eq!((gemm.name(), gemm.def().family, gemm.def().is_onnx()), ("Gemm", Family::Nn, true));
+        assert_eq!(resolve("", "Gemm"), Some(gemm));
+        assert_eq!(resolve("ai.onnx", "Gemm"), Some(gemm));
+        assert_eq!(resolve(LMS_DOMAIN, "Gemm"), None);
+        assert_eq!(resolve(LMS_DOMAIN, "UnaryGrad"), Some(relu_grad));
+        assert_eq!(resolve("", "UnaryGrad"), None);
+        assert_eq!(resolve("", "LSTM"), None);
+        assert!(all().enumerate().all(|(i, id)| id.index() == i && by_name(id.name()) == Some(id)));
+    }
+}

@@ -11,7 +11,9 @@
 //! - the workspace of the cuDNN algorithm the convolution runs with ([`conv_algorithm`]),
 //!   fixed here from the shapes, so the original and every rewritten graph run the same
 //!   algorithm and a kernel never falls back to another (only backward filter takes one
-//!   by default).
+//!   by default);
+//! - `GatherGrad`'s sort keys, `DropoutTrain`'s mask when the node declares none, and
+//!   `PowGrad`'s gradient over the broadcast shape before it is summed back.
 
 use super::ops::LMS_DOMAIN;
 use super::program::Program;
@@ -27,6 +29,13 @@ pub enum Part {
     Padded,
     /// The workspace of the convolution's cuDNN algorithm.
     Workspace,
+    /// `GatherGrad`'s sort keys: 8 bytes per index, padded to a power of two (the bitonic sort).
+    SortKeys,
+    /// `DropoutTrain`'s mask when the node declares none: one bool per element of X.
+    Mask,
+    /// `PowGrad`'s gradient over the broadcast of X and P (f32, dY's shape), before it is
+    /// summed back to X's shape, when the two differ.
+    Broadcast,
 }
 
 /// A node's scratch block: its parts, each at an offset in the block.
@@ -146,6 +155,26 @@ pub fn layout(
     if let Some(algorithm) = conv_algorithm(domain, op, inputs, outputs) {
         layout.push(Part::Workspace, algorithm.workspace_bytes);
     }
+    let elements = |shape: &[usize]| shape.iter().fold(1u64, |n, &d| n.saturating_mul(d as u64));
+    let input = |i: usize| inputs.get(i).copied().flatten();
+    match (domain, op) {
+        (LMS_DOMAIN, "GatherGrad") => {
+            if let Some(indices) = input(1).map(elements).filter(|&n| n > 0) {
+                layout.push(Part::SortKeys, indices.checked_next_power_of_two().unwrap_or(u64::MAX).saturating_mul(8));
+            }
+        }
+        (LMS_DOMAIN, "DropoutTrain") if outputs.len() == 1 => {
+            layout.push(Part::Mask, input(0).map_or(0, elements));
+        }
+        (LMS_DOMAIN, "PowGrad") => {
+            if let (Some(dy), Some(x)) = (input(0), input(1)) {
+                if dy != x {
+                    layout.push(Part::Broadcast, elements(dy).saturating_mul(F32_BYTES));
+                }
+            }
+        }
+        _ => {}
+    }
     layout
 }
 
@@ -220,6 +249,23 @@ mod tests {
         let grad_data = layout(LMS_DOMAIN, "ConvGradData", Some(&[0, 2, 0, 0]), &[Some(dy), Some(w)], &[x]);
         assert_eq!(grad_data.parts, vec![(Part::Padded, 0, 2 * 3 * 8 * 10 * 4)], "dX padded");
         assert_eq!(scratch_bytes("", "Relu", Some(&[1, 0, 0, 0]), &[Some(x)], &[x]), 0, "not a convolution");
+    }
+
+    #[test]
+    fn sort_keys_masks_and_broadcasts_are_sized_by_the_shapes() {
+        let (idx, table): (&[usize], &[usize]) = (&[3, 5], &[10, 4]);
+        let keys = layout(LMS_DOMAIN, "GatherGrad", None, &[Some(&[3, 5, 4]), Some(idx)], &[table]);
+        assert_eq!(keys.parts, vec![(Part::SortKeys, 0, 16 * 8)], "15 indices padded to 16");
+        let empty = layout(LMS_DOMAIN, "GatherGrad", None, &[Some(&[0, 4]), Some(&[0])], &[table]);
+        assert_eq!(empty.bytes(), 0, "no indices, no keys");
+        let x: &[usize] = &[2, 3, 4];
+        let undeclared = layout(LMS_DOMAIN, "DropoutTrain", None, &[Some(x)], &[x]);
+        assert_eq!(undeclared.parts, vec![(Part::Mask, 0, 24)]);
+        assert_eq!(layout(LMS_DOMAIN, "DropoutTrain", None, &[Some(x)], &[x, x]).bytes(), 0, "a declared mask");
+        let p: &[usize] = &[5, 1, 1, 1];
+        let broadcast = layout(LMS_DOMAIN, "PowGrad", None, &[Some(&[5, 2, 3, 4]), Some(x), Some(p)], &[x]);
+        assert_eq!(broadcast.parts, vec![(Part::Broadcast, 0, 5 * 24 * 4)]);
+        assert_eq!(layout(LMS_DOMAIN, "PowGrad", None, &[Some(x), Some(x), Some(&[1])], &[x]).bytes(), 0);
     }
 
     #[test]

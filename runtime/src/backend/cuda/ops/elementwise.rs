@@ -9,6 +9,7 @@ use crate::cpu::kernels::layout::broadcast_shapes;
 use crate::error::KernelError;
 use crate::tensor::{dtype_name, dtype_size};
 use cudarc::driver::DeviceRepr;
+use lms_proto::contract::scratch::Part;
 use lms_proto::lms::DType;
 
 /// The ONNX elementwise ops.
@@ -399,7 +400,10 @@ fn pow_grad(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let shape = broadcast_shapes(&x.shape, &p.shape, "inputs X, P")?;
     check_shape(dy, &shape, "input dY")?;
     let dx = exec.output(0)?;
-    let full = if shape == x.shape { dx.clone() } else { exec.buffer(DType::DtypeF32, &shape)? };
+    let full = match shape == x.shape {
+        true => dx.clone(),
+        false => exec.scratch_buffer(Part::Broadcast, DType::DtypeF32, &shape)?,
+    };
     let layout = broadcast_layout(&shape, &[(&dy.shape, "input dY"), (&x.shape, "input X"), (&p.shape, "input P")])?;
     exec.launch("pow_grad_f32", full.numel() as u64, &[Arg::layout(&layout), ptr(&full), ptr(dy), ptr(x), ptr(p)])?;
     if shape != x.shape {
@@ -454,7 +458,12 @@ fn dropout_train(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let ratio = ratio(exec)?;
     let key = ChaChaKey::new(exec.context.run_seed, exec.attrs.int("seed", 0)?, exec.context.step);
     let y = exec.output(0)?;
-    let mask = if exec.outputs.len() > 1 { exec.output(1)? } else { exec.buffer(DType::DtypeBool, &x.shape)? };
+    // An undeclared mask is the node's scratch (none for an empty X).
+    let mask = match (exec.outputs.len() > 1, x.numel()) {
+        (true, _) => exec.output(1)?,
+        (false, 0) => exec.buffer(DType::DtypeBool, &x.shape)?,
+        (false, _) => exec.scratch_buffer(Part::Mask, DType::DtypeBool, &x.shape)?,
+    };
     check_dtype(&mask, DType::DtypeBool, "output mask")?;
     exec.launch(
         "dropout_f32",

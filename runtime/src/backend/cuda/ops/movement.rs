@@ -12,6 +12,7 @@ use crate::cpu::kernels::slice::{slice_view, split_part_range, window_range};
 use crate::error::KernelError;
 use crate::tensor::{numel, HostTensor};
 use cudarc::driver::DeviceRepr;
+use lms_proto::contract::scratch::Part;
 use lms_proto::lms::DType;
 
 /// The ONNX data-movement ops.
@@ -565,7 +566,12 @@ fn gather_grad(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
         return Ok(vec![dx]);
     }
     let padded = count.next_power_of_two();
-    let keys = exec.scratch(padded as u64 * 8)?;
+    let keys = exec.scratch_part(Part::SortKeys)?;
+    if keys.bytes() != padded as u64 * 8 {
+        return Err(
+            KernelError::invalid(format!("sort keys of {} bytes planned for {padded} keys", keys.bytes())).into()
+        );
+    }
     exec.launch(
         "index_keys",
         padded as u64,

@@ -470,6 +470,34 @@ pub struct Fitted {
 /// lowered in proportion ([`Footprint::lower`]), at most [`MAX_ROUNDS`] times. Fails with
 /// [`Error::NoPlan`] when no plan fits.
 pub fn fit(g: &Graph, speeds: &Speeds, options: PlanOptions) -> Result<Fitted> {
+    fit_faster(g, speeds, options, None).map(|fitted| fitted.expect("a fit with nothing to beat drops no plan"))
+}
+
+/// A predicted step a search already has a plan for: a plan that is not
+/// faster on `profile` is dropped before its arenas are placed (placing is
+/// most of what a plan costs, and a search keeps only the fastest plan).
+#[derive(Clone, Copy)]
+pub(crate) struct ToBeat<'p> {
+    pub profile: &'p DeviceProfile,
+    pub step_seconds: f64,
+}
+
+impl ToBeat<'_> {
+    /// Whether `graph`, run in its schedule, is predicted no faster.
+    fn not_beaten_by(&self, graph: &Graph) -> bool {
+        timeline::simulate(graph, graph.schedule(), self.profile).step_seconds >= self.step_seconds
+    }
+}
+
+/// [`fit`], dropping the plan (`Ok(None)`) as soon as a round's plan fits
+/// its live target but is predicted no faster than `to_beat` (a lower
+/// target adds decisions, so later rounds are taken to be no faster).
+pub(crate) fn fit_faster(
+    g: &Graph,
+    speeds: &Speeds,
+    options: PlanOptions,
+    to_beat: Option<ToBeat<'_>>,
+) -> Result<Option<Fitted>> {
     let schedule = g.schedule().to_vec();
     let facts = Facts::new(g, &schedule, speeds);
     let budgets = options.budgets();
@@ -488,10 +516,13 @@ pub fn fit(g: &Graph, speeds: &Speeds, options: PlanOptions) -> Result<Fitted> {
             }
             break;
         }
+        if to_beat.is_some_and(|b| b.not_beaten_by(&graph)) {
+            return Ok(None);
+        }
         let footprint = Footprint::within(&graph, graph.schedule(), budgets);
         if footprint.fits(budgets) {
             let reports = decision_reports(&facts, &plan.decisions);
-            return Ok(Fitted { patch, graph, plan, reports, footprint });
+            return Ok(Some(Fitted { patch, graph, plan, reports, footprint }));
         }
         let overshoot = footprint.overshoot(budgets);
         if closest.as_ref().is_none_or(|(o, _)| overshoot < *o) {
@@ -524,14 +555,28 @@ pub fn best_effort(g: &Graph, speeds: &Speeds, options: PlanOptions) -> Result<F
 /// transfers queue behind one another on the host link, and stall the backward pass when
 /// they do, only the timeline of the whole step shows.
 pub fn fit_fastest(g: &Graph, speeds: &Speeds, profile: &DeviceProfile, options: PlanOptions) -> Result<Fitted> {
-    let fitted = fit(g, speeds, options)?;
+    fit_fastest_below(g, speeds, profile, options, None)
+        .map(|fitted| fitted.expect("a fit with nothing to beat drops no plan"))
+}
+
+/// [`fit_fastest`], `Ok(None)` where its plan would be predicted no faster
+/// than `to_beat` seconds ([`fit_faster`]).
+pub(crate) fn fit_fastest_below(
+    g: &Graph,
+    speeds: &Speeds,
+    profile: &DeviceProfile,
+    options: PlanOptions,
+    to_beat: Option<f64>,
+) -> Result<Option<Fitted>> {
+    let beat = |step_seconds| ToBeat { profile, step_seconds };
+    let Some(fitted) = fit_faster(g, speeds, options, to_beat.map(beat))? else { return Ok(None) };
     if options.host_budget == 0 || !fitted.plan.decisions.iter().any(|d| matches!(d.kind, Kind::Swap { .. })) {
-        return Ok(fitted);
+        return Ok(Some(fitted));
     }
-    let step = |f: &Fitted| timeline::simulate(&f.graph, f.graph.schedule(), profile).step_seconds;
-    match fit(g, speeds, PlanOptions { host_budget: 0, ..options }) {
-        Ok(recompute_only) if step(&recompute_only) < step(&fitted) => Ok(recompute_only),
-        Ok(_) | Err(Error::NoPlan { .. }) => Ok(fitted),
+    let step = timeline::simulate(&fitted.graph, fitted.graph.schedule(), profile).step_seconds;
+    match fit_faster(g, speeds, PlanOptions { host_budget: 0, ..options }, Some(beat(step))) {
+        Ok(Some(recompute_only)) => Ok(Some(recompute_only)),
+        Ok(None) | Err(Error::NoPlan { .. }) => Ok(Some(fitted)),
         Err(e) => Err(e),
     }
 }

@@ -19,9 +19,14 @@
 //!
 //! The ladder is anchored at the unrewritten graph's device arena, not at
 //! the budget, so two budgets share its rungs.
+//!
+//! Placing a plan's arenas is most of what a plan costs, so every plan after
+//! the first is timed before it is placed and dropped when it is predicted no
+//! faster than the best so far ([`super::fit_faster`]): only a plan that would
+//! be kept is placed.
 
 use super::split::{self, ChosenSplit};
-use super::{fit_fastest, report, Fitted, Plan, PlanOptions, Speeds};
+use super::{fit_fastest, fit_fastest_below, report, Fitted, Plan, PlanOptions, Speeds};
 use crate::analysis::footprint::Footprint;
 use crate::analysis::profile::DeviceProfile;
 use crate::analysis::timeline;
@@ -56,10 +61,12 @@ pub fn search(g: &Graph, profile: &DeviceProfile, options: PlanOptions) -> Resul
     let speeds = Speeds::from_profile(g, profile);
     let step = |f: &Fitted| timeline::simulate(&f.graph, f.graph.schedule(), profile).step_seconds;
     let mut best: Option<Planned> = None;
-    let mut consider = |split: Option<ChosenSplit>, fitted: Fitted| {
+    // Every plan after the first is planned only to beat the best so far.
+    let to_beat = |best: &Option<Planned>| best.as_ref().map(|b| b.step_seconds);
+    let consider = |best: &mut Option<Planned>, split: Option<ChosenSplit>, fitted: Fitted| {
         let step_seconds = step(&fitted);
         if best.as_ref().is_none_or(|b| step_seconds < b.step_seconds) {
-            best = Some(Planned { split, fitted, step_seconds });
+            *best = Some(Planned { split, fitted, step_seconds });
         }
     };
     let unsplit = match fit_fastest(g, &speeds, profile, options) {
@@ -69,7 +76,7 @@ pub fn search(g: &Graph, profile: &DeviceProfile, options: PlanOptions) -> Resul
             return Ok(Planned { split: None, fitted, step_seconds });
         }
         Ok(fitted) => {
-            consider(None, fitted);
+            consider(&mut best, None, fitted);
             None
         }
         Err(e @ Error::NoPlan { .. }) => Some(e),
@@ -77,20 +84,21 @@ pub fn search(g: &Graph, profile: &DeviceProfile, options: PlanOptions) -> Resul
     };
     let arena = Footprint::of(g, g.schedule()).device.arena_bytes;
     for rung in rungs_below(arena, options.device_budget) {
-        match fit_fastest(g, &speeds, profile, PlanOptions { device_budget: rung, ..options }) {
-            Ok(fitted) => consider(None, fitted),
+        let rung_options = PlanOptions { device_budget: rung, ..options };
+        match fit_fastest_below(g, &speeds, profile, rung_options, to_beat(&best)) {
+            Ok(Some(fitted)) => consider(&mut best, None, fitted),
             // The arena is not monotone in the budget: a lower rung may fit.
-            Err(Error::NoPlan { .. }) => continue,
+            Ok(None) | Err(Error::NoPlan { .. }) => continue,
             Err(e) => return Err(e),
         }
     }
-    if let Some(fitted) = tflms_plan(g, profile, options)? {
-        consider(None, fitted);
+    if let Some(fitted) = tflms_plan(g, profile, options, to_beat(&best))? {
+        consider(&mut best, None, fitted);
     }
-    let splits = split::split_plans(g, profile, options)?;
+    let splits = split::split_plans(g, profile, options, to_beat(&best))?;
     let tried = splits.tried;
     for (chosen, fitted) in splits.fitted {
-        consider(Some(chosen), fitted);
+        consider(&mut best, Some(chosen), fitted);
     }
     match best {
         Some(mut planned) => {
@@ -141,8 +149,9 @@ fn rungs_below(arena: u64, budget: u64) -> Vec<u64> {
 }
 
 /// TFLMS's plan for `options`' budgets (its knobs searched, swap-ins
-/// triggered by count), as a plan of the search; `None` when none fits.
-fn tflms_plan(g: &Graph, profile: &DeviceProfile, options: PlanOptions) -> Result<Option<Fitted>> {
+/// triggered by count), as a plan of the search; `None` when none fits, or
+/// when it is predicted no faster than `to_beat` seconds.
+fn tflms_plan(g: &Graph, profile: &DeviceProfile, options: PlanOptions, to_beat: Option<f64>) -> Result<Option<Fitted>> {
     let config = TflmsConfig { profile: profile.clone().into(), ..TflmsConfig::default() };
     let fit = match tflms::fit(g, &config, FreeKnobs::ALL, options.device_budget, options.host_budget) {
         Ok(fit) => fit,
@@ -151,12 +160,16 @@ fn tflms_plan(g: &Graph, profile: &DeviceProfile, options: PlanOptions) -> Resul
     };
     let Some(plan) = fit.plan else { return Ok(None) };
     let (graph, _) = pipeline::apply_checked(g, &plan.patch)?;
+    let timeline = timeline::simulate(&graph, graph.schedule(), profile);
+    if to_beat.is_some_and(|step_seconds| timeline.step_seconds >= step_seconds) {
+        return Ok(None);
+    }
     // Placed over the schedule the compiled graph keeps.
     let footprint = Footprint::of(&graph, graph.schedule());
     if !footprint.fits(options.budgets()) {
         return Ok(None);
     }
-    let reports = report::from_plan(&graph, &timeline::simulate(&graph, graph.schedule(), profile));
+    let reports = report::from_plan(&graph, &timeline);
     let plan_record = Plan {
         decisions: Vec::new(),
         device_peak: footprint.device.peak_bytes,

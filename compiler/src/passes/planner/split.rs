@@ -10,7 +10,7 @@
 //! kernel launches of smaller, less efficient micro-ops; fewer parts: more
 //! swapping and recomputing).
 
-use super::{fit_fastest, Fitted, PlanOptions, Speeds};
+use super::{fit_fastest_below, Fitted, PlanOptions, Speeds};
 use crate::analysis::profile::DeviceProfile;
 use crate::analysis::timeline;
 use crate::egraph::rules::split::MAX_PARTS;
@@ -41,7 +41,7 @@ pub struct ChosenSplit {
 
 /// The split plans of `g` for `options`: for each number of parts, the
 /// split with the largest size threshold under which a plan fits, with its
-/// plan ([`fit_fastest`]); how many splits were tried; and, when none fits,
+/// plan ([`super::fit_fastest`]); how many splits were tried; and, when none fits,
 /// the closest.
 pub(super) struct SplitPlans {
     pub fitted: Vec<(ChosenSplit, Fitted)>,
@@ -50,10 +50,19 @@ pub(super) struct SplitPlans {
     pub closest: Option<(u64, &'static str, String, BatchSplit)>,
 }
 
-/// [`SplitPlans`] of `g` for `options`, timed on `profile`.
-pub(super) fn split_plans(g: &Graph, profile: &DeviceProfile, options: PlanOptions) -> Result<SplitPlans> {
-    let step = |f: &Fitted| timeline::simulate(&f.graph, f.graph.schedule(), profile).step_seconds;
-    let unsplit_step_seconds = timeline::simulate(g, g.schedule(), profile).step_seconds;
+/// [`SplitPlans`] of `g` for `options`, timed on `profile`. With a step
+/// `to_beat` (seconds; then also the fastest split plan so far), a number of
+/// parts stops at the first split whose graph, or plan, is predicted no
+/// faster (splitting more ops only adds micro-ops), before its plan is
+/// placed ([`fit_fastest_below`]): each plan found is faster than the last.
+pub(super) fn split_plans(
+    g: &Graph,
+    profile: &DeviceProfile,
+    options: PlanOptions,
+    mut to_beat: Option<f64>,
+) -> Result<SplitPlans> {
+    let step = |graph: &Graph| timeline::simulate(graph, graph.schedule(), profile).step_seconds;
+    let unsplit_step_seconds = step(g);
     let mut found = SplitPlans { fitted: Vec::new(), tried: 0, closest: None };
     for parts in 2..=MAX_PARTS {
         for min_bytes in thresholds(g) {
@@ -62,12 +71,19 @@ pub(super) fn split_plans(g: &Graph, profile: &DeviceProfile, options: PlanOptio
             found.tried += 1;
             // A split the emission cannot carry out is not a candidate.
             let Ok((graph, _)) = pipeline::apply_checked(g, &patch) else { continue };
-            match fit_fastest(&graph, &Speeds::from_profile(&graph, profile), profile, options) {
-                Ok(fitted) => {
-                    let choice = SplitChoice { report, step_seconds: step(&fitted), unsplit_step_seconds, tried: 0 };
+            if to_beat.is_some_and(|seconds| step(&graph) >= seconds) {
+                break;
+            }
+            let speeds = Speeds::from_profile(&graph, profile);
+            match fit_fastest_below(&graph, &speeds, profile, options, to_beat) {
+                Ok(Some(fitted)) => {
+                    let step_seconds = step(&fitted.graph);
+                    to_beat = Some(step_seconds);
+                    let choice = SplitChoice { report, step_seconds, unsplit_step_seconds, tried: 0 };
                     found.fitted.push((ChosenSplit { patch, choice }, fitted));
                     break;
                 }
+                Ok(None) => break,
                 Err(Error::NoPlan { pool, why, smallest, .. }) => {
                     if found.closest.as_ref().is_none_or(|(c, _, _, _)| smallest < *c) {
                         found.closest = Some((smallest, pool, why, split));

@@ -1,0 +1,100 @@
+//! One training step matches PyTorch's: small seeded PyTorch models exported to ONNX
+//! (`fixtures/make_pytorch_references.py`, run by hand; its outputs are committed in
+//! `fixtures/pytorch/`) are compiled by lms, stepped once on the recorded batch with SGD,
+//! momentum and Adam, and compared with PyTorch's step: the loss within 1e-5 relative,
+//! every parameter PyTorch's step moves beyond float32 rounding moved by lms too, and
+//! lms's parameters no further from the step computed in float64 than PyTorch's own
+//! float32 step is, give or take one float32 rounding of the parameter's largest value
+//! (Adam: or within a small share of lr, below).
+
+use lms_runtime::HostTensor;
+use lms_tests::{lms_ok, repo_root, scratch_path};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The models and their batch sizes.
+const MODELS: [(&str, usize); 2] = [("cnn", 4), ("gpt2", 2)];
+
+/// Each optimizer's name and its `lms compile` flags, as the script's PyTorch optimizers.
+const OPTIMIZERS: [(&str, &[&str]); 3] = [
+    ("sgd", &["--train", "sgd", "--lr", "0.1"]),
+    ("momentum", &["--train", "momentum", "--lr", "0.1", "--momentum", "0.9"]),
+    ("adam", &["--train", "adam", "--lr", "0.001"]),
+];
+
+/// Adam's first step moves a weight by lr·g/(|g| + ε), so where |g| is near ε a
+/// float32 rounding of the gradient moves the update by up to about lr·(rounding/ε):
+/// lms's Adam step may be further from the float64 step than PyTorch's by at most this
+/// share of lr.
+const ADAM_ALLOWANCE_OF_LR: f64 = 1e-3;
+
+fn arrays(path: &Path) -> BTreeMap<String, HostTensor> {
+    lms_compiler::npz::read(path, 1 << 30, |_, _, _| Ok(())).unwrap_or_else(|e| panic!("{e}")).into_iter().collect()
+}
+
+fn values(t: &HostTensor) -> Vec<f64> {
+    match t.as_f32("values") {
+        Ok(v) => v.iter().map(|&x| f64::from(x)).collect(),
+        Err(_) => t.view::<f64>("values").unwrap().to_vec(),
+    }
+}
+
+/// The largest elementwise distance between `a` and `b`.
+fn distance(a: &[f64], b: &[f64]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max)
+}
+
+#[test]
+fn one_step_of_sgd_momentum_and_adam_matches_pytorch() {
+    let dir = repo_root().join("fixtures/pytorch");
+    for (model, batch) in MODELS {
+        let reference = arrays(&dir.join(format!("{model}.reference.npz")));
+        let data = dir.join(format!("{model}.batch.npz"));
+        for (optimizer, flags) in OPTIMIZERS {
+            let what = format!("{model} {optimizer}");
+            let (graph, state) =
+                (scratch_path("pytorch-parity", "step.lms"), scratch_path("pytorch-parity", "state.npz"));
+            let onnx = dir.join(format!("{model}.onnx"));
+            let compile = [onnx.to_str().unwrap(), "--batch", &batch.to_string(), "-o", graph.to_str().unwrap(), "-q"];
+            lms_ok(&[&["compile"][..], &compile, flags].concat());
+            let run = ["run", graph.to_str().unwrap(), "--data", data.to_str().unwrap(), "--json"];
+            let report: serde_json::Value =
+                serde_json::from_str(&lms_ok(&[&run[..], &["--save-state", state.to_str().unwrap()]].concat()))
+                    .unwrap();
+            let losses = report["losses"].as_array().unwrap_or_else(|| panic!("{what}: {report}"));
+            assert_eq!(losses.len(), 1, "{what}: one step on the one batch");
+            let loss = losses[0].as_f64().unwrap();
+            let torch_loss = values(&reference[&format!("{optimizer}.loss")])[0];
+            assert!(((loss - torch_loss) / torch_loss).abs() <= 1e-5, "{what}: loss {loss}, PyTorch's {torch_loss}");
+
+            let trained = arrays(&state);
+            let prefix = format!("{optimizer}.torch.");
+            let updated: Vec<&str> = reference.keys().filter_map(|k| k.strip_prefix(&prefix)).collect();
+            assert!(!updated.is_empty(), "{what}: PyTorch's step updated nothing");
+            let allowance = match optimizer {
+                "adam" => 0.001 * ADAM_ALLOWANCE_OF_LR,
+                _ => 0.0,
+            };
+            for param in updated {
+                let lms = values(trained.get(param).unwrap_or_else(|| panic!("{what}: lms does not train '{param}'")));
+                let initial = values(&reference[&format!("initial.{param}")]);
+                let torch = values(&reference[&format!("{optimizer}.torch.{param}")]);
+                let exact = values(&reference[&format!("{optimizer}.f64.{param}")]);
+                // A step beyond float32 rounding (not a bias before a BatchNorm, whose
+                // gradient is zero but for rounding) is taken by lms too.
+                let scale = initial.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+                if distance(&exact, &initial) > 1e-6 * scale {
+                    assert!(distance(&lms, &initial) > 0.0, "{what}: lms left '{param}' as it was");
+                }
+                // One float32 rounding of the parameter's largest value.
+                let rounding = f64::from(f32::EPSILON) * exact.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+                let (ours, theirs) = (distance(&lms, &exact), distance(&torch, &exact));
+                assert!(
+                    ours <= theirs.max(allowance) + rounding,
+                    "{what}: '{param}' is {ours:e} from the float64 step, PyTorch's float32 step {theirs:e}"
+                );
+            }
+        }
+    }
+}

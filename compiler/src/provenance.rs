@@ -7,7 +7,6 @@
 
 use crate::compile::{CompileOptions, CompileReport, Strategy};
 use crate::train::{Loss, Optimizer};
-use sha2::{Digest, Sha256};
 
 /// The metadata of a compile of `options`, whose model file holds
 /// `model_bytes`, that produced `report`; keys in a fixed order.
@@ -84,7 +83,7 @@ pub fn model_file_name(path: &std::path::Path) -> String {
 
 /// Lower-case hex SHA-256 of `bytes`.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+    hmac_sha256::Hash::hash(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A knob's value as plain text: numbers and booleans as written, strings

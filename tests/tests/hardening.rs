@@ -305,8 +305,9 @@ fn a_zip_bomb_is_refused_before_it_is_inflated() {
 #[test]
 fn sizes_from_files_and_flags_are_checked_before_they_are_allocated() {
     let dir = scratch("huge-sizes");
-    // An input of 2^44 i64 values in a plan without a budget: the machine's
-    // memory is the device limit, so the run ends with exit 3 naming the input.
+    // An input edited to 2^44 i64 values: the op reading it would make more
+    // than 2^40 elements, so the file is refused at load (exit 2, naming the
+    // op) before anything is allocated.
     let program = compile(&dir, "m.lms", &[]);
     let mut g = pb::Graph::decode(std::fs::read(&program).unwrap().as_slice()).unwrap();
     let plan = g.plan.as_mut().unwrap();
@@ -318,8 +319,9 @@ fn sizes_from_files_and_flags_are_checked_before_they_are_allocated() {
     let huge = dir.join("huge.lms");
     std::fs::write(&huge, g.encode_to_vec()).unwrap();
     let out = lms_bounded(&["run", s(&huge), "--device", "cpu", "--steps", "1"], None);
-    fails(&out, 3, "out of device memory at node 'tokens' (Input): wants 128.00 TiB");
-    // The same with a batch the compiler accepts.
+    fails(&out, 2, "node 'tok_emb' (Gather): shape too large");
+    // A plan without a budget whose arena the machine cannot hold: the
+    // machine's memory is the device limit, so the run ends with exit 3.
     let mlp = fixture("models/mlp.onnx");
     let wide = dir.join("wide.lms");
     let compiled = lms(&["compile", s(&mlp), "--batch", "2147483648", "-o", s(&wide)]);
@@ -328,8 +330,8 @@ fn sizes_from_files_and_flags_are_checked_before_they_are_allocated() {
     // A budget above what the system gives (2^47 bytes is the whole address
     // space of a process) ends the same way when the device arena, the
     // input's block in it, is allocated.
-    let out = lms_bounded(&["run", s(&huge), "--device", "cpu", "--steps", "1", "--device-memory", "1000TiB"], None);
-    fails(&out, 3, "cannot allocate 128.00 TiB for the device arena: the system refused that much memory");
+    let out = lms_bounded(&["run", s(&wide), "--device", "cpu", "--steps", "1", "--device-memory", "1000TiB"], None);
+    fails(&out, 3, "cannot allocate 4.09 TiB for the device arena: the system refused that much memory");
     // A run without a budget says where its limit comes from.
     let small = lms_bounded(&["run", s(&program), "--device", "cpu", "--steps", "1"], None);
     let stdout = String::from_utf8_lossy(&small.stdout);

@@ -17,7 +17,6 @@
 
 use crate::ir::{Attr, Graph, INPUT_OP};
 use serde::Serialize;
-use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
@@ -122,7 +121,7 @@ fn hashes(g: &Graph) -> BTreeMap<Stored, [u8; 32]> {
             continue;
         }
         let Some(&first) = node.outputs.first() else { continue };
-        let mut h = Sha256::new();
+        let mut h = hmac_sha256::Hash::new();
         for (name, attr) in node.attrs.iter() {
             h.update(name.as_bytes());
             h.update(b"=");
@@ -146,7 +145,7 @@ fn hashes(g: &Graph) -> BTreeMap<Stored, [u8; 32]> {
         } else {
             Stored::Constant { tensor: g.tensor(first).name.clone() }
         };
-        out.insert(what, h.finalize().into());
+        out.insert(what, h.finalize());
     }
     out
 }

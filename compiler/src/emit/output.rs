@@ -10,8 +10,12 @@
 //! `/dev/null`) may take several outputs, since nothing reads them back.
 
 use crate::error::{Error, Result};
-use std::io::Write;
+use std::ffi::{OsStr, OsString};
+use std::fs::{File, OpenOptions};
+use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// Writes `bytes` to `path`: into the file itself when it is a special file
 /// (or a link to one), else through a fresh temporary sibling and a rename,
@@ -31,20 +35,40 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
             _ => Path::new("."),
         };
         let name = path.file_name().ok_or_else(|| std::io::Error::other("the path names no file"))?;
-        let mut prefix = std::ffi::OsString::from(".");
-        prefix.push(name);
-        prefix.push(".");
-        let mut builder = tempfile::Builder::new();
-        builder.prefix(&prefix).suffix(".tmp");
-        // As for any file a tool creates: read and write for all, less the umask.
-        #[cfg(unix)]
-        builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
-        let mut tmp = builder.tempfile_in(dir)?;
-        tmp.write_all(bytes)?;
-        tmp.as_file().sync_data()?;
-        tmp.persist(path).map(drop).map_err(|e| e.error)
+        let (mut file, temporary) = create_sibling(dir, name)?;
+        let written = file.write_all(bytes).and_then(|()| file.sync_data());
+        drop(file);
+        let renamed = written.and_then(|()| std::fs::rename(&temporary, path));
+        if renamed.is_err() {
+            let _ = std::fs::remove_file(&temporary);
+        }
+        renamed
     };
     write().map_err(|e| Error::Write(e).in_file(path))
+}
+
+/// Creates a new file `.NAME.<pid>.<time>.<n>.tmp` in `dir`, exclusively
+/// (`O_CREAT|O_EXCL`: never an existing file, never through a link), read
+/// and write for all less the umask, trying the next name while one exists.
+fn create_sibling(dir: &Path, name: &OsStr) -> std::io::Result<(File, PathBuf)> {
+    static CREATED: AtomicU64 = AtomicU64::new(0);
+    let time = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    for _ in 0..1000 {
+        let mut file_name = OsString::from(".");
+        file_name.push(name);
+        file_name.push(format!(".{}.{time:x}.{}.tmp", std::process::id(), CREATED.fetch_add(1, Ordering::Relaxed)));
+        let candidate = dir.join(file_name);
+        let mut options = OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o666);
+        match options.open(&candidate) {
+            Ok(file) => return Ok((file, candidate)),
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Err(std::io::Error::new(ErrorKind::AlreadyExists, "no free name for a temporary file"))
 }
 
 /// Writes `bytes` into an existing special file (a device, a FIFO, or a

@@ -23,6 +23,8 @@ pub mod inspect;
 pub mod ir;
 pub mod max_batch;
 #[cfg(feature = "cli")]
+pub mod measure;
+#[cfg(feature = "cli")]
 pub mod npz;
 pub mod passes;
 pub mod pipeline;

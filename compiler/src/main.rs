@@ -64,8 +64,26 @@ enum Command {
     PlanCurve(PlanCurveArgs),
     /// Prove that a rewritten .lms graph computes the outputs and variable updates of its original.
     Verify(VerifyArgs),
+    /// Measure a backend's kernel rates, swap copies and per-op overhead into a device profile file.
+    Profile(ProfileArgs),
     /// Whether this machine can run `--device cuda`: GPU, driver, CUDA libraries, free memory.
     Doctor,
+}
+
+#[derive(Args)]
+struct ProfileArgs {
+    /// Backend to measure.
+    #[arg(long, value_enum, default_value = "cpu")]
+    device: DeviceArg,
+    /// The profile file to write (JSON, the format `--device-profile` reads).
+    #[arg(short = 'o', long = "output", value_name = "FILE.json")]
+    output: PathBuf,
+    /// The profile's name (default: the device's, with `-measured`).
+    #[arg(long)]
+    name: Option<String>,
+    /// Small sizes and few steps: seconds instead of under a minute, rough rates.
+    #[arg(long)]
+    quick: bool,
 }
 
 #[derive(Args)]
@@ -700,6 +718,26 @@ fn simulate(args: &SimulateArgs) -> Result<(), Error> {
     Ok(())
 }
 
+fn profile(args: &ProfileArgs) -> Result<(), Error> {
+    let (device, word) = match args.device {
+        DeviceArg::Cpu => (DeviceKind::Cpu, "cpu"),
+        DeviceArg::Cuda => (DeviceKind::Cuda, "cuda"),
+    };
+    let name = args.name.clone().unwrap_or_else(|| format!("{word}-measured"));
+    let options = lms_compiler::measure::ProfileOptions { quick: args.quick };
+    let profile = lms_compiler::measure::measure(device, &name, options)?;
+    let json = serde_json::to_string_pretty(&profile).map_err(|e| Error::Usage(e.to_string()))?;
+    emit::output::write_atomically(&args.output, format!("{json}\n").as_bytes())?;
+    out!(
+        "wrote {}: per-op overhead {:.2} us, swap copies {:.2} GB/s to host and {:.2} GB/s to device\n",
+        args.output.display(),
+        profile.launch_seconds * 1e6,
+        profile.device_to_host_bytes_per_second / 1e9,
+        profile.host_to_device_bytes_per_second / 1e9
+    );
+    Ok(())
+}
+
 fn run(args: &RunArgs) -> Result<(), Error> {
     let limits = MemoryLimits { device_bytes: args.device_memory, host_bytes: args.host_memory };
     let device = match args.device {
@@ -921,6 +959,7 @@ fn main() -> ExitCode {
         Command::MaxBatch(args) => max_batch(args),
         Command::PlanCurve(args) => plan_curve(args),
         Command::Verify(args) => verify(args),
+        Command::Profile(args) => profile(args),
         Command::Doctor => {
             let diagnosis = lms_runtime::backend::cuda::doctor();
             out!("{}", diagnosis.facts);

@@ -12,10 +12,14 @@
 //! - Swap-outs and swap-ins: the tensor's bytes / the host link's bandwidth
 //!   in that direction.
 //! - Views and parameterized vertices (variables, inputs): no time.
+//!
+//! A profile measured by `lms profile` replaces the roofline with its
+//! measured rates per kernel class and size ([`CostModel::seconds_as`]) and
+//! adds a time per input and output of every kernel and copy.
 
 use super::profile::{op_key, DeviceProfile};
 use crate::ir::{Graph, NodeId};
-use crate::shape::cost::{CostNode, Engine, Work};
+use crate::shape::cost::{CostNode, Engine, KernelClass, Work};
 use crate::shape::{self};
 
 /// Work and predicted time of one op.
@@ -59,7 +63,14 @@ impl<'p> CostModel<'p> {
         OpCost {
             flops: work.flops,
             bytes: work.bytes_read + work.bytes_written,
-            seconds: measured.unwrap_or_else(|| self.seconds(&work)),
+            seconds: measured.unwrap_or_else(|| {
+                let node = g.node(id);
+                let images = node.inputs.first().copied().flatten().and_then(|t| g.tensor(t).ty.shape.first().copied());
+                let tensors = node.inputs.iter().flatten().count() + node.outputs.len();
+                let per_tensor = if work.engine == Engine::View { 0.0 } else { self.profile.tensor_seconds };
+                self.seconds_as(shape::kernel_class(&node.op, work.engine), &work, images.unwrap_or(1) as u64)
+                    + per_tensor * tensors as f64
+            }),
             engine: work.engine,
         }
     }
@@ -78,15 +89,31 @@ impl<'p> CostModel<'p> {
     /// Roofline time of `work`, plus the launch latency for anything that
     /// runs a kernel or a copy.
     pub fn seconds(&self, work: &Work) -> f64 {
+        self.seconds_as(KernelClass::Elementwise, work, 1)
+    }
+
+    /// [`CostModel::seconds`] of a kernel of `class` over `images` images
+    /// (the leading dimension of a convolution's input): with measured
+    /// kernel rates, a matrix op takes the longer of its FLOPs at the rate
+    /// for its size (per image where the profile says convolutions run
+    /// image by image) and its bytes at the elementwise rate, any other
+    /// kernel its bytes at its class's rate; without, the roofline.
+    pub fn seconds_as(&self, class: KernelClass, work: &Work, images: u64) -> f64 {
         let p = self.profile;
         let bytes = (work.bytes_read + work.bytes_written) as f64;
         let flops = work.flops as f64;
-        let body = match work.engine {
-            Engine::View => return 0.0,
-            Engine::Matrix => (flops / p.matrix_flops()).max(bytes / p.memory_bytes_per_second),
-            Engine::Vector => (flops / p.peak_flops.fp32).max(bytes / p.memory_bytes_per_second),
-            Engine::DeviceToHost => work.bytes_read as f64 / p.device_to_host_bytes_per_second,
-            Engine::HostToDevice => work.bytes_read as f64 / p.host_to_device_bytes_per_second,
+        let body = match (work.engine, &p.kernel_rates) {
+            (Engine::View, _) => return 0.0,
+            (Engine::Matrix, Some(rates)) => {
+                let per = if class == KernelClass::Conv && rates.conv_by_image { images.max(1) as f64 } else { 1.0 };
+                let streaming = bytes / rates.rate(KernelClass::Elementwise, bytes.max(1.0));
+                (flops / rates.rate(class, (flops / per).max(1.0))).max(streaming)
+            }
+            (Engine::Vector, Some(rates)) => bytes / rates.rate(class, bytes.max(1.0)),
+            (Engine::Matrix, None) => (flops / p.matrix_flops()).max(bytes / p.memory_bytes_per_second),
+            (Engine::Vector, None) => (flops / p.peak_flops.fp32).max(bytes / p.memory_bytes_per_second),
+            (Engine::DeviceToHost, _) => work.bytes_read as f64 / p.device_to_host_bytes_per_second,
+            (Engine::HostToDevice, _) => work.bytes_read as f64 / p.host_to_device_bytes_per_second,
         };
         body + p.launch_seconds
     }
@@ -109,7 +136,7 @@ pub fn work(g: &Graph, id: NodeId) -> Work {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::profile::DEFAULT_PROFILE;
+    use crate::analysis::profile::{KernelRates, DEFAULT_PROFILE};
 
     #[test]
     fn roofline_picks_the_bound_and_adds_the_launch() {
@@ -127,5 +154,39 @@ mod tests {
         assert!((m.seconds(&swap) - (1e-3 + launch)).abs() < 1e-12);
         let view = Work { flops: 0, bytes_read: 0, bytes_written: 0, engine: Engine::View };
         assert_eq!(m.seconds(&view), 0.0);
+    }
+
+    #[test]
+    fn measured_kernel_rates_replace_the_roofline_by_class() {
+        let mut p = DeviceProfile::load("cpu").unwrap();
+        p.format_version = 2;
+        p.kernel_rates = Some(KernelRates {
+            matmul: vec![[1e6, 1e10]],
+            conv: vec![[1e5, 1e8], [1e6, 1e9]],
+            conv_by_image: true,
+            elementwise: vec![[1e3, 1e9]],
+            reduction: vec![[1e3, 1e8]],
+        });
+        let m = CostModel::new(&p);
+        let launch = p.launch_seconds;
+        let matrix = Work { flops: 1_000_000, bytes_read: 8, bytes_written: 8, engine: Engine::Matrix };
+        assert!((m.seconds_as(KernelClass::MatMul, &matrix, 1) - (1e-4 + launch)).abs() < 1e-12);
+        assert!((m.seconds_as(KernelClass::Conv, &matrix, 1) - (1e-3 + launch)).abs() < 1e-12);
+        // Ten images of 1e5 FLOPs each run at the rate of 1e5 FLOPs.
+        assert!((m.seconds_as(KernelClass::Conv, &matrix, 10) - (1e-2 + launch)).abs() < 1e-12);
+        // A product that streams 1e8 bytes takes their time at the elementwise rate.
+        let skinny = Work { bytes_read: 100_000_000, ..matrix };
+        assert!((m.seconds_as(KernelClass::MatMul, &skinny, 1) - (0.1 + launch)).abs() < 1e-7);
+        let vector = Work { flops: 1_000_000, bytes_read: 500, bytes_written: 500, engine: Engine::Vector };
+        assert!((m.seconds_as(KernelClass::Elementwise, &vector, 1) - (1e-6 + launch)).abs() < 1e-12);
+        assert!((m.seconds_as(KernelClass::Reduction, &vector, 1) - (1e-5 + launch)).abs() < 1e-12);
+        assert_eq!(
+            (shape::kernel_class("Softmax", Engine::Vector), shape::kernel_class("Add", Engine::Vector)),
+            (KernelClass::Reduction, KernelClass::Elementwise)
+        );
+        assert_eq!(
+            (shape::kernel_class("ConvGradData", Engine::Matrix), shape::kernel_class("Gemm", Engine::Matrix)),
+            (KernelClass::Conv, KernelClass::MatMul)
+        );
     }
 }

@@ -4,9 +4,14 @@
 //! built into the binary, and any other file of the same format can be
 //! given by path. A measured profile adds `op_seconds`, the time of ops keyed
 //! by [`op_key`], which then replaces the roofline estimate for those ops.
+//!
+//! Format versions: 1, the peaks and bandwidths; 2 adds `kernel_rates`, the
+//! rates `lms profile` measures per kernel class and size, which replace the
+//! roofline for every kernel (a file without `format_version` is version 1).
 
 use crate::error::{Error, Result};
 use crate::ir::{Graph, NodeId};
+use crate::shape::cost::KernelClass;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -27,6 +32,77 @@ pub const SHIPPED: &[(&str, &str)] = &[
     ("a100", include_str!("../../profiles/a100.json")),
     ("cpu", include_str!("../../profiles/cpu.json")),
 ];
+
+/// The newest profile format this lms reads and the one `lms profile` writes.
+pub const FORMAT_VERSION: u32 = 2;
+
+/// Measured rates of a backend's kernels, per class and size: each a list of
+/// `[size, rate]` points in increasing size — FLOPs and FLOP/s for the matrix
+/// classes, bytes moved (read + written) and bytes/s for the others. A
+/// kernel's rate is interpolated between the points on log scales, and held
+/// at the first and last point beyond them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KernelRates {
+    pub matmul: Vec<[f64; 2]>,
+    pub conv: Vec<[f64; 2]>,
+    /// True when the backend runs a convolution one image at a time (the
+    /// CPU backend: a matrix product per image): its rate is then the rate
+    /// at the FLOPs of one image.
+    #[serde(default)]
+    pub conv_by_image: bool,
+    pub elementwise: Vec<[f64; 2]>,
+    pub reduction: Vec<[f64; 2]>,
+}
+
+impl KernelRates {
+    /// The points of `class`.
+    pub fn points(&self, class: KernelClass) -> &[[f64; 2]] {
+        match class {
+            KernelClass::MatMul => &self.matmul,
+            KernelClass::Conv => &self.conv,
+            KernelClass::Elementwise => &self.elementwise,
+            KernelClass::Reduction => &self.reduction,
+        }
+    }
+
+    /// The rate of a `class` kernel of `size` (FLOPs or bytes).
+    pub fn rate(&self, class: KernelClass, size: f64) -> f64 {
+        let points = self.points(class);
+        let i = points.partition_point(|p| p[0] <= size);
+        if i == 0 {
+            return points[0][1];
+        }
+        if i == points.len() {
+            return points[i - 1][1];
+        }
+        let ([s0, r0], [s1, r1]) = (points[i - 1], points[i]);
+        let at = (size.ln() - s0.ln()) / (s1.ln() - s0.ln());
+        (r0.ln() + at * (r1.ln() - r0.ln())).exp()
+    }
+
+    /// Every class has points, sizes rising, every size and rate positive.
+    fn check(&self, profile: &str) -> Result<()> {
+        let classes = [
+            ("matmul", KernelClass::MatMul),
+            ("conv", KernelClass::Conv),
+            ("elementwise", KernelClass::Elementwise),
+            ("reduction", KernelClass::Reduction),
+        ];
+        for (field, class) in classes {
+            let points = self.points(class);
+            let positive = points.iter().flatten().all(|v| v.is_finite() && *v > 0.0);
+            let rising = points.windows(2).all(|w| w[0][0] < w[1][0]);
+            if points.is_empty() || !positive || !rising {
+                return Err(Error::Usage(format!(
+                    "profile '{profile}': kernel_rates.{field} must be [size, rate] points of positive numbers, \
+                     sizes rising"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
 
 /// Peak arithmetic rates, FLOP/s (2 FLOPs per multiply-add), dense.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -50,6 +126,9 @@ pub enum Precision {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DeviceProfile {
+    /// The profile format ([`FORMAT_VERSION`]); 1 when the file has none.
+    #[serde(default = "first_format")]
+    pub format_version: u32,
     /// Short name, written into the plan (e.g. `h100-sxm`).
     pub name: String,
     /// What the device is and where the figures come from.
@@ -72,6 +151,11 @@ pub struct DeviceProfile {
     pub device_to_host_bytes_per_second: f64,
     /// Fixed time added to every kernel launch and copy, seconds.
     pub launch_seconds: f64,
+    /// Time added per input and output of a kernel or copy, seconds (format
+    /// 2; the CPU backend reads each input out of its arena block and writes
+    /// each output into its own).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub tensor_seconds: f64,
     /// True when copies run on their own streams beside compute (GPUs);
     /// false when the backend runs them in line with compute, in schedule
     /// order (the CPU backend).
@@ -80,6 +164,19 @@ pub struct DeviceProfile {
     /// roofline estimate.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub op_seconds: BTreeMap<String, f64>,
+    /// Measured kernel rates (format 2): they replace the roofline of the
+    /// peaks and memory bandwidth for every kernel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_rates: Option<KernelRates>,
+}
+
+fn is_zero(value: &f64) -> bool {
+    *value == 0.0
+}
+
+/// The format of a profile file that names none.
+fn first_format() -> u32 {
+    1
 }
 
 impl DeviceProfile {
@@ -155,7 +252,8 @@ impl DeviceProfile {
                 return Err(Error::Usage(format!("profile '{}': {field} must be a positive number", self.name)));
             }
         }
-        let times = std::iter::once(("launch_seconds", self.launch_seconds))
+        let times = [("launch_seconds", self.launch_seconds), ("tensor_seconds", self.tensor_seconds)]
+            .into_iter()
             .chain(self.op_seconds.iter().map(|(key, &s)| (key.as_str(), s)));
         for (what, value) in times {
             if !(value.is_finite() && value >= 0.0) {
@@ -167,6 +265,18 @@ impl DeviceProfile {
         }
         if self.name.is_empty() {
             return Err(Error::Usage("profile has an empty name".into()));
+        }
+        if !(1..=FORMAT_VERSION).contains(&self.format_version) {
+            return Err(Error::Usage(format!(
+                "profile '{}': format_version {} is not one this lms reads (1 to {FORMAT_VERSION})",
+                self.name, self.format_version
+            )));
+        }
+        if let Some(rates) = &self.kernel_rates {
+            if self.format_version < 2 {
+                return Err(Error::Usage(format!("profile '{}': kernel_rates need format_version 2", self.name)));
+            }
+            rates.check(&self.name)?;
         }
         Ok(())
     }
@@ -211,12 +321,42 @@ mod tests {
         for (name, _) in SHIPPED {
             let p = DeviceProfile::load(name).unwrap();
             assert_eq!(p.name, *name);
+            assert_eq!(p.format_version, 1, "{name}: the shipped profiles are roofline profiles");
             assert!(p.peak_flops.fp32 <= p.peak_flops.tf32 || p.name == "cpu", "{name}: TF32 below FP32");
         }
         let h100 = DeviceProfile::load(DEFAULT_PROFILE).unwrap();
         assert_eq!((h100.matrix_precision, h100.matrix_flops()), (Precision::Fp32, 67e12));
         assert!(h100.copies_overlap_compute);
         assert!(!DeviceProfile::load("cpu").unwrap().copies_overlap_compute);
+    }
+
+    #[test]
+    fn kernel_rates_interpolate_on_log_scales_and_hold_at_the_ends() {
+        let rates = KernelRates {
+            matmul: vec![[1e3, 1e9], [1e5, 1e11]],
+            conv: vec![[1.0, 5.0]],
+            conv_by_image: false,
+            elementwise: vec![[1e3, 2e9], [1e6, 2e9]],
+            reduction: vec![[1e3, 1e8], [1e5, 4e8]],
+        };
+        assert_eq!(rates.rate(KernelClass::MatMul, 10.0), 1e9);
+        assert!((rates.rate(KernelClass::MatMul, 1e4) - 1e10).abs() < 1.0);
+        assert_eq!(rates.rate(KernelClass::MatMul, 1e9), 1e11);
+        assert!((rates.rate(KernelClass::Reduction, 1e4) - 2e8).abs() < 1e-3);
+        assert_eq!(rates.rate(KernelClass::Conv, 1e9), 5.0);
+
+        let mut value: serde_json::Value = serde_json::from_str(SHIPPED[4].1).unwrap();
+        value["kernel_rates"] = serde_json::to_value(&rates).unwrap();
+        let err = DeviceProfile::parse(&value.to_string()).unwrap_err().to_string();
+        assert_eq!(err, "profile 'cpu': kernel_rates need format_version 2");
+        value["format_version"] = serde_json::json!(2);
+        assert_eq!(DeviceProfile::parse(&value.to_string()).unwrap().kernel_rates, Some(rates.clone()));
+        value["kernel_rates"]["reduction"] = serde_json::json!([[1e5, 1e8], [1e3, 4e8]]);
+        let err = DeviceProfile::parse(&value.to_string()).unwrap_err().to_string();
+        assert!(err.starts_with("profile 'cpu': kernel_rates.reduction must be [size, rate] points"), "{err}");
+        value["format_version"] = serde_json::json!(3);
+        let err = DeviceProfile::parse(&value.to_string()).unwrap_err().to_string();
+        assert_eq!(err, "profile 'cpu': format_version 3 is not one this lms reads (1 to 2)");
     }
 
     #[test]

@@ -29,6 +29,20 @@ pub enum Engine {
     HostToDevice,
 }
 
+/// The kernels a measured device profile gives rates for, by size
+/// ([`super::kernel_class`] says which an op runs as).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KernelClass {
+    /// Matrix products (`MatMul`, `Gemm` and their gradients): FLOP/s.
+    MatMul,
+    /// Convolutions and their gradients: FLOP/s.
+    Conv,
+    /// Elementwise, copies and data movement: bytes/s.
+    Elementwise,
+    /// Reductions, normalisations, softmax, pooling, losses: bytes/s.
+    Reduction,
+}
+
 /// FLOPs and bytes of one execution of an op.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Work {

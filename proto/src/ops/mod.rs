@@ -26,6 +26,7 @@ mod window;
 pub use registry::{Family, OpId};
 
 use crate::types::{AttrError, Attrs, TensorData, TensorType};
+use cost::KernelClass;
 
 /// A value flowing into or out of a node during inference: its type and,
 /// when known at compile time, its contents.
@@ -108,6 +109,19 @@ type InferFn = fn(&Node<'_>) -> ShapeResult<Vec<Value>>;
 /// op without one.
 pub fn work(node: &cost::CostNode<'_>) -> Option<cost::Work> {
     registry::by_name(node.op).map(|id| (id.def().cost)(node))
+}
+
+/// The class of kernel `op` runs as, for the rates a measured profile gives
+/// by class: convolutions and matrix products (by the matrix `engine`) by
+/// their family, normalisations, pooling and reductions as reductions, the
+/// rest (and an op without a cost rule) as elementwise kernels.
+pub fn kernel_class(op: &str, engine: cost::Engine) -> KernelClass {
+    match (registry::by_name(op).map(|id| id.def().family), engine) {
+        (Some(Family::Conv), cost::Engine::Matrix) => KernelClass::Conv,
+        (_, cost::Engine::Matrix) => KernelClass::MatMul,
+        (Some(Family::Pool | Family::Nn | Family::Reduce), _) => KernelClass::Reduction,
+        _ => KernelClass::Elementwise,
+    }
 }
 
 /// Largest number of elements any inferred tensor may have (2^40).

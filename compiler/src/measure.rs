@@ -1,0 +1,355 @@
+//! `lms profile`: measures a backend — the CPU reference backend or the CUDA
+//! backend — and writes what it measured as a device profile (format 2,
+//! [`crate::analysis::profile`]) the planner and `lms simulate` read: the
+//! rate of each kernel class (matrix product, convolution, elementwise,
+//! reduction) at a few sizes, the bandwidth of a swap's copy each way and the
+//! time of an op beyond its kernel's work (the per-op overhead).
+//!
+//! Each figure comes from a chain of identical ops built as a program and
+//! run through the runtime exactly as `lms run` runs a compiled graph: one
+//! warm-up step, then the median step of several, divided by the ops in the
+//! chain. An op's time thus includes all the executor and backend do around
+//! its kernel (on the CPU backend: reading the inputs out of their arena
+//! blocks and writing the outputs into theirs). The overheads are an op's and each
+//! of its inputs' and outputs' (from ops on one element with one and eight
+//! inputs); a kernel's rate at a size is its work over its time
+//! less the overhead, as the time model adds them back.
+
+use crate::analysis::profile::{DeviceProfile, KernelRates, PeakFlops, Precision, FORMAT_VERSION};
+use crate::emit::serialize;
+use crate::error::{Error, Result};
+use crate::ir::{Attr, Attrs, DType, Device, Graph, Node, Phase, TensorId, TensorType, INPUT_OP};
+use crate::ir::{SWAP_IN_OP, SWAP_OUT_OP};
+use crate::run::DeviceKind;
+use crate::train::LMS_DOMAIN;
+use lms_runtime::{Backend, CpuBackend, CudaBackend, Program, RunOptions, RuntimeError, Session};
+use std::collections::BTreeMap;
+
+/// How much to measure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProfileOptions {
+    /// Small sizes and few steps (seconds, for tests); the rates then say
+    /// little about large kernels.
+    pub quick: bool,
+}
+
+/// Memory each probe may use on either side: 2 GiB (the largest probe needs
+/// about 100 MiB).
+const PROBE_MEMORY: u64 = 2 << 30;
+
+/// One chain of identical ops and what one of its ops does.
+struct Probe {
+    graph: Graph,
+    /// Ops in the chain (the inputs left out).
+    ops: usize,
+    /// FLOPs (matrix classes) or bytes read and written (the others) of one op.
+    size: f64,
+    /// Inputs and outputs of one op.
+    tensors: usize,
+}
+
+/// Measures `device` and returns its profile, named `name`.
+pub fn measure(device: DeviceKind, name: &str, options: ProfileOptions) -> Result<DeviceProfile> {
+    match device {
+        DeviceKind::Cpu => Measurer { options, backend: || Ok(CpuBackend::new()) }.profile(device, name),
+        DeviceKind::Cuda => Measurer { options, backend: || CudaBackend::new(0, PROBE_MEMORY) }.profile(device, name),
+    }
+}
+
+/// Runs probes on fresh backends of one kind.
+struct Measurer<F> {
+    options: ProfileOptions,
+    backend: F,
+}
+
+impl<B: Backend, F: Fn() -> std::result::Result<B, RuntimeError>> Measurer<F> {
+    /// Median step seconds of `graph` over the measured steps, after one warm-up step.
+    fn step_seconds(&self, graph: &Graph) -> Result<f64> {
+        let proto = serialize::to_proto(graph, &[])?;
+        let source = format!("probe '{}'", graph.name);
+        let program = Program::new(proto, &source).map_err(|e| Error::Run(e.into()))?;
+        let memory = RunOptions { device_memory: PROBE_MEMORY, host_memory: PROBE_MEMORY, seed: 0 };
+        let mut session = Session::new(program, (self.backend)().map_err(Error::Run)?, memory).map_err(Error::Run)?;
+        session.step().map_err(Error::Run)?;
+        let steps = if self.options.quick { 3 } else { 7 };
+        let mut seconds = (0..steps)
+            .map(|_| session.step().map(|s| s.report.step_seconds).map_err(Error::Run))
+            .collect::<Result<Vec<f64>>>()?;
+        seconds.sort_by(f64::total_cmp);
+        Ok(seconds[seconds.len() / 2])
+    }
+
+    /// Seconds of one op of `probe`.
+    fn op_seconds(&self, probe: &Probe) -> Result<f64> {
+        Ok(self.step_seconds(&probe.graph)? / probe.ops as f64)
+    }
+
+    /// `[size, rate]` points of `probes`, each rate the size over the op's
+    /// time less its `overhead` (at least a tenth of the op's time).
+    fn rates(&self, probes: Vec<Probe>, overhead: impl Fn(&Probe) -> f64) -> Result<Vec<[f64; 2]>> {
+        probes
+            .iter()
+            .map(|probe| {
+                let seconds = self.op_seconds(probe)?;
+                Ok([probe.size, significant(probe.size / (seconds - overhead(probe)).max(seconds / 10.0))])
+            })
+            .collect()
+    }
+
+    fn profile(&self, device: DeviceKind, name: &str) -> Result<DeviceProfile> {
+        let quick = self.options.quick;
+        // One op of one input and one output, and of eight inputs and one output.
+        let (one, eight) = (self.op_seconds(&overhead(1))?, self.op_seconds(&overhead(8))?);
+        let tensor = ((eight - one) / 7.0).max(0.0);
+        let launch = (one - 2.0 * tensor).max(one / 10.0);
+        let overhead = |probe: &Probe| launch + tensor * probe.tensors as f64;
+        fn big<T: Copy>(quick: bool, sizes: &[T]) -> Vec<T> {
+            sizes[..if quick { 2 } else { sizes.len() }].to_vec()
+        }
+        let vector_sizes = big(quick, &[1 << 10, 1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22]);
+        let kernel_rates = KernelRates {
+            matmul: self.rates(big(quick, &[16, 64, 256, 512]).into_iter().map(matmul).collect(), &overhead)?,
+            conv: self.rates(
+                big(quick, &[(8, 8), (16, 16), (32, 28), (64, 56)]).into_iter().map(conv).collect(),
+                &overhead,
+            )?,
+            conv_by_image: device == DeviceKind::Cpu,
+            elementwise: self.rates(vector_sizes.iter().map(|&n| elementwise(n)).collect(), &overhead)?,
+            reduction: self.rates(vector_sizes.iter().map(|&n| normalisation(n)).collect(), &overhead)?,
+        };
+        let (to_host, to_device) =
+            self.copy_bandwidths(if quick { 1 << 18 } else { 1 << 23 }, launch + 2.0 * tensor)?;
+        let best = |points: &[[f64; 2]]| points.iter().map(|p| p[1]).fold(0.0, f64::max);
+        let matrix = best(&kernel_rates.matmul).max(best(&kernel_rates.conv));
+        let (what, host_link, overlap) = match device {
+            DeviceKind::Cpu => {
+                let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+                (
+                    format!("lms's CPU reference backend ({threads} hardware threads)"),
+                    "none: device and host arenas are both host memory; a swap copies between them, in line \
+                     with the kernels",
+                    false,
+                )
+            }
+            DeviceKind::Cuda => {
+                let gpu = CudaBackend::new(0, PROBE_MEMORY).map_err(Error::Run)?.device_name().to_string();
+                (format!("lms's CUDA backend ({gpu})"), "the GPU's link to pinned host memory", true)
+            }
+        };
+        Ok(DeviceProfile {
+            format_version: FORMAT_VERSION,
+            name: name.to_string(),
+            description: format!(
+                "{what}, measured by `lms profile --device {}{}`: kernel rates by class and size, swap copies \
+                 each way, per-op overhead; the peaks are the best measured rates",
+                device_name(device),
+                if quick { " --quick" } else { "" }
+            ),
+            peak_flops: PeakFlops { fp32: matrix, tf32: matrix, bf16: matrix },
+            matrix_precision: Precision::Fp32,
+            matrix_precision_note: "measured in f32, the precision the backend computes in".into(),
+            memory_bytes_per_second: best(&kernel_rates.elementwise),
+            host_link: host_link.into(),
+            host_to_device_bytes_per_second: to_device,
+            device_to_host_bytes_per_second: to_host,
+            launch_seconds: significant(launch),
+            tensor_seconds: significant(tensor),
+            copies_overlap_compute: overlap,
+            op_seconds: BTreeMap::new(),
+            kernel_rates: Some(kernel_rates),
+        })
+    }
+
+    /// Bandwidths (device to host, host to device) of swaps of `elements`
+    /// f32: a chain of swap-out/swap-in pairs whose time is shared between
+    /// the two copies by their traced durations.
+    fn copy_bandwidths(&self, elements: usize, overhead: f64) -> Result<(f64, f64)> {
+        let pairs = 4;
+        let probe = swaps(elements, pairs);
+        let proto = serialize::to_proto(&probe.graph, &[])?;
+        let program = Program::new(proto, "probe 'swaps'").map_err(|e| Error::Run(e.into()))?;
+        let memory = RunOptions { device_memory: PROBE_MEMORY, host_memory: PROBE_MEMORY, seed: 0 };
+        let mut session = Session::new(program, (self.backend)().map_err(Error::Run)?, memory).map_err(Error::Run)?;
+        session.set_tracing(true);
+        session.step().map_err(Error::Run)?;
+        let steps = if self.options.quick { 3 } else { 7 };
+        let mut measured = Vec::with_capacity(steps);
+        for _ in 0..steps {
+            let step = session.step().map_err(Error::Run)?;
+            let traced = |op: &str| step.report.trace.iter().filter(|e| e.op == op).map(|e| e.dur_us).sum::<f64>();
+            let (out, back) = (traced(SWAP_OUT_OP), traced(SWAP_IN_OP));
+            measured.push((step.report.step_seconds, out / (out + back).max(f64::MIN_POSITIVE)));
+        }
+        measured.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let (step, out_share) = measured[measured.len() / 2];
+        let copies = (step / pairs as f64 - 2.0 * overhead).max(step / pairs as f64 / 10.0);
+        let bytes = probe.size;
+        let out_share = out_share.clamp(0.1, 0.9);
+        Ok((significant(bytes / (copies * out_share)), significant(bytes / (copies * (1.0 - out_share)))))
+    }
+}
+
+/// The word `--device` takes for `device`.
+fn device_name(device: DeviceKind) -> &'static str {
+    match device {
+        DeviceKind::Cpu => "cpu",
+        DeviceKind::Cuda => "cuda",
+    }
+}
+
+/// `value` to 4 significant digits, so a profile's figures read plainly.
+fn significant(value: f64) -> f64 {
+    if !(value.is_finite() && value > 0.0) {
+        return value;
+    }
+    format!("{value:.3e}").parse().unwrap_or(value)
+}
+
+fn f32s(shape: &[usize]) -> TensorType {
+    TensorType::new(DType::F32, shape.to_vec())
+}
+
+/// Adds a node computing one output of `ty` on the device.
+fn add(g: &mut Graph, op: &str, attrs: Attrs, inputs: &[TensorId], ty: TensorType) -> TensorId {
+    let name = format!("{}{}", op.to_lowercase(), g.node_count());
+    let (domain, device) = match op {
+        SWAP_OUT_OP | SWAP_IN_OP => (LMS_DOMAIN.to_string(), Device::Cpu),
+        _ => (String::new(), Device::Gpu),
+    };
+    let node = Node {
+        name: name.clone(),
+        op: op.into(),
+        domain,
+        attrs,
+        parameterized: op == INPUT_OP,
+        phase: Phase::Forward,
+        device,
+        inputs: inputs.iter().map(|&t| Some(t)).collect(),
+        outputs: vec![],
+    };
+    let id = g.add_node(node, vec![(name, ty)]);
+    let out = g.node(id).outputs[0];
+    if op == INPUT_OP {
+        g.inputs.push(out);
+    }
+    out
+}
+
+/// A graph of `ops` nodes, each `step` applied to the previous output,
+/// from an input of type `ty`; the last output is the graph's.
+fn chain(name: &str, ty: TensorType, ops: usize, step: impl Fn(&mut Graph, TensorId) -> TensorId) -> Graph {
+    let mut g = Graph::new(name, 17);
+    let mut x = add(&mut g, INPUT_OP, Attrs::new(), &[], ty);
+    for _ in 0..ops {
+        x = step(&mut g, x);
+    }
+    g.outputs.push(x);
+    g
+}
+
+/// 256 sums of `inputs` one-element f32 tensors (the last sum and
+/// `inputs - 1` graph inputs; one input: Relus): the per-op and per-tensor
+/// overheads.
+fn overhead(inputs: usize) -> Probe {
+    let (ty, ops) = (f32s(&[1]), 256);
+    let mut g = chain("overhead", ty.clone(), 0, |_, x| x);
+    let mut x = g.outputs.pop().expect("the chain's input");
+    let others: Vec<TensorId> = (1..inputs).map(|_| add(&mut g, INPUT_OP, Attrs::new(), &[], ty.clone())).collect();
+    for _ in 0..ops {
+        x = match inputs {
+            1 => add(&mut g, "Relu", Attrs::new(), &[x], ty.clone()),
+            _ => add(&mut g, "Sum", Attrs::new(), &[&[x][..], &others].concat(), ty.clone()),
+        };
+    }
+    g.outputs.push(x);
+    Probe { graph: g, ops, size: (4 * (inputs + 1)) as f64, tensors: inputs + 1 }
+}
+
+/// 16 sums of two tensors of `n` f32 elements (the last sum and the input).
+fn elementwise(n: usize) -> Probe {
+    let (ty, ops) = (f32s(&[n]), 16);
+    let mut g = chain("add", ty.clone(), 0, |_, x| x);
+    let input = g.outputs.pop().expect("the chain's input");
+    let mut x = input;
+    for _ in 0..ops {
+        x = add(&mut g, "Add", Attrs::new(), &[x, input], ty.clone());
+    }
+    g.outputs.push(x);
+    Probe { graph: g, ops, size: (12 * n) as f64, tensors: 3 }
+}
+
+/// 16 layer normalisations over rows of 64 of `n` f32 elements.
+fn normalisation(n: usize) -> Probe {
+    let (ty, ops) = (f32s(&[n / 64, 64]), 16);
+    let mut g = chain("layernorm", ty.clone(), 0, |_, x| x);
+    let mut x = g.outputs.pop().expect("the chain's input");
+    let scale = add(&mut g, INPUT_OP, Attrs::new(), &[], f32s(&[64]));
+    let bias = add(&mut g, INPUT_OP, Attrs::new(), &[], f32s(&[64]));
+    for _ in 0..ops {
+        x = add(&mut g, "LayerNormalization", Attrs::new(), &[x, scale, bias], ty.clone());
+    }
+    g.outputs.push(x);
+    Probe { graph: g, ops, size: (8 * n) as f64, tensors: 4 }
+}
+
+/// Products of `n`×`n` matrices: x·w, then that times w, ...
+fn matmul(n: usize) -> Probe {
+    let ops = if n >= 256 { 8 } else { 32 };
+    let ty = f32s(&[n, n]);
+    let mut g = chain("matmul", ty.clone(), 0, |_, x| x);
+    let w = add(&mut g, INPUT_OP, Attrs::new(), &[], ty.clone());
+    let mut x = g.outputs.pop().unwrap_or(w);
+    for _ in 0..ops {
+        x = add(&mut g, "MatMul", Attrs::new(), &[x, w], ty.clone());
+    }
+    g.outputs.push(x);
+    Probe { graph: g, ops, size: 2.0 * (n * n * n) as f64, tensors: 3 }
+}
+
+/// 3×3 convolutions of `c` channels to `c` on `h`×`h` images (batch 1,
+/// pads 1), for `(c, h)`.
+fn conv((c, h): (usize, usize)) -> Probe {
+    let ops = 8;
+    let ty = f32s(&[1, c, h, h]);
+    let mut g = chain("conv", ty.clone(), 0, |_, x| x);
+    let w = add(&mut g, INPUT_OP, Attrs::new(), &[], f32s(&[c, c, 3, 3]));
+    let mut x = g.outputs.pop().unwrap_or(w);
+    let attrs = Attrs::new().with("pads", Attr::Ints(vec![1; 4])).with("kernel_shape", Attr::Ints(vec![3, 3]));
+    for _ in 0..ops {
+        x = add(&mut g, "Conv", attrs.clone(), &[x, w], ty.clone());
+    }
+    g.outputs.push(x);
+    Probe { graph: g, ops, size: 2.0 * (c * c * 9 * h * h) as f64, tensors: 3 }
+}
+
+/// `pairs` swap-outs of `n` f32 elements, each swapped back in; `size` is the
+/// bytes one copy moves.
+fn swaps(n: usize, pairs: usize) -> Probe {
+    let ty = f32s(&[n]);
+    let graph = chain("swaps", ty.clone(), pairs, |g, x| {
+        let host = add(g, SWAP_OUT_OP, Attrs::new(), &[x], ty.clone());
+        add(g, SWAP_IN_OP, Attrs::new(), &[host], ty.clone())
+    });
+    Probe { graph, ops: 2 * pairs, size: (4 * n) as f64, tensors: 2 }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn figures_keep_four_significant_digits() {
+        assert_eq!(significant(123_456_789.0), 123_500_000.0);
+        assert_eq!(significant(2.345_678e-6), 2.346e-6);
+        assert_eq!(significant(0.0), 0.0);
+    }
+
+    #[test]
+    fn probes_count_their_work() {
+        assert_eq!((matmul(16).size, matmul(16).ops), (8192.0, 32));
+        assert_eq!(conv((8, 8)).size, 2.0 * 64.0 * 9.0 * 64.0);
+        assert_eq!(elementwise(1024).size, 12288.0);
+        let probe = swaps(16, 4);
+        assert_eq!((probe.ops, probe.graph.node_count()), (8, 9));
+    }
+}

@@ -18,6 +18,7 @@ use crate::analysis::classify::{classify, TensorClass};
 use crate::analysis::order;
 use crate::error::{Error, Result};
 use crate::ir::{Attr, Attrs, DType, Graph, NodeId, TensorId, TensorType, INPUT_OP, VARIABLE_OP};
+use crate::shape::SoftmaxAxis;
 use std::collections::HashMap;
 
 /// The training-mode forward graph inside a [`Builder`].
@@ -101,8 +102,7 @@ pub fn build(
         let node = f.node(s);
         let x = map[&node.inputs[0].expect("Softmax has an input")];
         let rank = b.ty(x).rank() as i64;
-        // Before opset 13 Softmax works on the input coerced to 2-D at `axis` (default 1).
-        let (default, coerced) = if f.opset < 13 { (1, true) } else { (-1, false) };
+        let SoftmaxAxis { default, coerced } = SoftmaxAxis::at_opset(f.opset);
         let axis = node.attrs.int("axis", default).map_err(|e| Error::Node {
             node: node.name.clone(),
             op: node.op.clone(),

@@ -23,6 +23,7 @@ mod tensor_ops;
 mod util;
 mod window;
 
+pub use nn::SoftmaxAxis;
 pub use registry::{Family, OpId};
 
 use crate::types::{AttrError, Attrs, TensorData, TensorType};

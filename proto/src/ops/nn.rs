@@ -218,14 +218,37 @@ fn layer_norm(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
     Ok(vec![Value::of_type(x.ty.clone()), typed(stash_dtype, stats_shape.clone()), typed(stash_dtype, stats_shape)])
 }
 
-/// `Softmax`, `LogSoftmax`: same shape; `axis` defaults to 1 before opset 13
-/// (where it flattens the input to 2-D, which does not change the output
-/// shape) and to -1 from opset 13.
+/// How `Softmax` and `LogSoftmax` read their `axis`, the one statement of ONNX's rule that
+/// the shape rule, the compiler's training forms, gradients and independence facts and both
+/// backends' kernels follow: before opset 13 the op works on the input coerced to 2-D at
+/// `axis` (default 1), from opset 13 along `axis` alone (default -1). The gradients
+/// (`SoftmaxGrad`, `LogSoftmaxGrad`) carry the form in their `coerce` attribute.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SoftmaxAxis {
+    /// The axis when the node has no `axis` attribute.
+    pub default: i64,
+    /// Whether the input is coerced to 2-D at the axis (normalized over it and every later axis).
+    pub coerced: bool,
+}
+
+impl SoftmaxAxis {
+    /// The form of a softmax node at ONNX opset `opset`.
+    pub fn at_opset(opset: i64) -> SoftmaxAxis {
+        SoftmaxAxis::new(opset < 13)
+    }
+
+    /// The form coerced to 2-D or not (a gradient's `coerce` attribute).
+    pub fn new(coerced: bool) -> SoftmaxAxis {
+        SoftmaxAxis { default: if coerced { 1 } else { -1 }, coerced }
+    }
+}
+
+/// `Softmax`, `LogSoftmax`: same shape, whatever its [`SoftmaxAxis`] form (coercing to
+/// 2-D does not change the output shape).
 fn softmax(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
     expect_inputs(node, 1, 1)?;
     let x = input_of(node, 0, Accepts::Float)?;
-    let default_axis = if node.opset < 13 { 1 } else { -1 };
-    normalize_axis(node.attrs.int("axis", default_axis)?, x.ty.rank())?;
+    normalize_axis(node.attrs.int("axis", SoftmaxAxis::at_opset(node.opset).default)?, x.ty.rank())?;
     Ok(vec![Value::of_type(x.ty.clone())])
 }
 

@@ -20,6 +20,7 @@
 
 use crate::egraph::lang::{axis as onnx_axis, Head};
 use crate::ir::Shape;
+use crate::shape::SoftmaxAxis;
 
 /// For each input: the axis along which it is split, or `None` when every
 /// part reads it whole.
@@ -229,11 +230,12 @@ fn normalized_axes(head: &Head, rank: usize, opset: i64) -> Option<(usize, bool)
     if head.is("LayerNormalization") {
         return Some((onnx_axis(head.int("axis", -1), rank)?, true));
     }
-    if head.is("SoftmaxGrad") || head.is("LogSoftmaxGrad") {
-        return Some((onnx_axis(head.int("axis", -1), rank)?, head.int("coerce", 0) == 1));
-    }
-    let coerced = opset < 13;
-    Some((onnx_axis(head.int("axis", if coerced { 1 } else { -1 }), rank)?, coerced))
+    let form = if head.is("SoftmaxGrad") || head.is("LogSoftmaxGrad") {
+        SoftmaxAxis::new(head.int("coerce", 0) == 1)
+    } else {
+        SoftmaxAxis::at_opset(opset)
+    };
+    Some((onnx_axis(head.int("axis", form.default), rank)?, form.coerced))
 }
 
 /// MatMul `[..., M, K] @ [..., K, N]`: independent along the batch axes

@@ -4,6 +4,7 @@
 use super::{only_needed, Ctx};
 use crate::error::Result;
 use crate::ir::{Attr, AttrError, Attrs, TensorId, TensorType};
+use crate::shape::SoftmaxAxis;
 use crate::train::builder::Builder;
 
 /// The rule for an ONNX `op` of this family; `None` otherwise.
@@ -23,10 +24,9 @@ pub fn rule(b: &mut Builder, ctx: &Ctx<'_>, op: &str) -> Result<Option<Vec<Optio
             vec![Some(b.lms1(&ctx.name("lrn"), "LRNGrad", attrs, &[ctx.dy(0)?, x], ty))]
         }
         "Softmax" | "LogSoftmax" => {
-            let default_axis = if b.graph.opset < 13 { 1 } else { -1 };
-            let axis = ctx.node.attrs.int("axis", default_axis).map_err(|e| attr_fail(ctx, e))?;
-            let attrs =
-                Attrs::new().with("axis", Attr::Int(axis)).with("coerce", Attr::Int((b.graph.opset < 13) as i64));
+            let form = SoftmaxAxis::at_opset(b.graph.opset);
+            let axis = ctx.node.attrs.int("axis", form.default).map_err(|e| attr_fail(ctx, e))?;
+            let attrs = Attrs::new().with("axis", Attr::Int(axis)).with("coerce", Attr::Int(form.coerced as i64));
             let y = ctx.node.outputs[0];
             let ty = b.ty(y);
             let grad_op = if op == "Softmax" { "SoftmaxGrad" } else { "LogSoftmaxGrad" };

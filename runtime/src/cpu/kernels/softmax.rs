@@ -8,6 +8,7 @@ use super::num::Float;
 use super::{dispatch_float, Ctx, Kernel};
 use crate::error::Result;
 use crate::tensor::{numel, HostTensor};
+use lms_proto::ops::SoftmaxAxis;
 
 /// The softmax kernels.
 pub(super) const KERNELS: &[(&str, Kernel)] =
@@ -22,9 +23,9 @@ pub(crate) fn softmax_layout(shape: &[usize], axis: i64, coerce: bool) -> Result
 
 fn softmax(ctx: &Ctx<'_>, log: bool) -> Result<Vec<HostTensor>> {
     let x = ctx.input(0, "input")?;
-    let coerce = ctx.opset < 13;
-    let axis = ctx.attrs.int("axis", if coerce { 1 } else { -1 })?;
-    let (outer, n, inner) = softmax_layout(&x.shape, axis, coerce)?;
+    let form = SoftmaxAxis::at_opset(ctx.opset);
+    let axis = ctx.attrs.int("axis", form.default)?;
+    let (outer, n, inner) = softmax_layout(&x.shape, axis, form.coerced)?;
     let out = dispatch_float!(x.dtype(), "input input", T => {
         HostTensor::from_vec(x.shape.clone(), softmax_typed(x.view::<T>("input input")?, (outer, n, inner), log))
     })?;

@@ -12,6 +12,7 @@ use crate::error::KernelError;
 use crate::tensor::numel;
 use cudarc::driver::DeviceRepr;
 use lms_proto::lms::DType;
+use lms_proto::ops::SoftmaxAxis;
 
 /// The ONNX reductions.
 pub(super) const ONNX: Table = &[
@@ -266,10 +267,10 @@ fn row_threads(n: usize) -> u32 {
 }
 
 /// The (outer, n, inner) rows of a softmax over `shape` along the `axis` attribute
-/// (default 1 when `coerce`, as ONNX before opset 13, else -1).
-fn softmax_rows(exec: &Exec<'_>, shape: &[usize], coerce: bool) -> OpResult<(usize, usize, usize)> {
-    let axis = exec.attrs.int("axis", if coerce { 1 } else { -1 })?;
-    Ok(softmax_layout(shape, axis, coerce)?)
+/// in the node's [`SoftmaxAxis`] form.
+fn softmax_rows(exec: &Exec<'_>, shape: &[usize], form: SoftmaxAxis) -> OpResult<(usize, usize, usize)> {
+    let axis = exec.attrs.int("axis", form.default)?;
+    Ok(softmax_layout(shape, axis, form.coerced)?)
 }
 
 /// Launches softmax kernel `name` with one block per row of `rows`, passing the row
@@ -289,7 +290,7 @@ fn launch_softmax(
 
 fn softmax(exec: &Exec<'_>, log: bool) -> OpResult<Vec<CudaBuffer>> {
     let x = exec.f32_input(0, "input")?;
-    let rows = softmax_rows(exec, &x.shape, exec.opset < 13)?;
+    let rows = softmax_rows(exec, &x.shape, SoftmaxAxis::at_opset(exec.opset))?;
     let y = exec.output(0)?;
     launch_softmax(exec, "softmax_f32", rows, log, &[x, &y])?;
     Ok(vec![y])
@@ -298,7 +299,7 @@ fn softmax(exec: &Exec<'_>, log: bool) -> OpResult<Vec<CudaBuffer>> {
 fn softmax_grad(exec: &Exec<'_>, log: bool) -> OpResult<Vec<CudaBuffer>> {
     let (dy, y) = (exec.f32_input(0, "dY")?, exec.f32_input(1, "Y")?);
     check_shape(dy, &y.shape, "input dY")?;
-    let rows = softmax_rows(exec, &y.shape, exec.attrs.int("coerce", 0)? != 0)?;
+    let rows = softmax_rows(exec, &y.shape, SoftmaxAxis::new(exec.attrs.int("coerce", 0)? != 0))?;
     let dx = exec.output(0)?;
     launch_softmax(exec, "softmax_grad_f32", rows, log, &[dy, y, &dx])?;
     Ok(vec![dx])

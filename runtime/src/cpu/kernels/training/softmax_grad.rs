@@ -8,6 +8,7 @@ use super::super::{dispatch_float, Ctx, Kernel};
 use super::same_shape;
 use crate::error::Result;
 use crate::tensor::HostTensor;
+use lms_proto::ops::SoftmaxAxis;
 
 /// The softmax gradient kernels.
 pub(super) const KERNELS: &[(&str, Kernel)] =
@@ -17,9 +18,8 @@ pub(super) const KERNELS: &[(&str, Kernel)] =
 fn softmax_grad(ctx: &Ctx<'_>, log: bool) -> Result<Vec<HostTensor>> {
     let (dy, y) = (ctx.input(0, "dY")?, ctx.input(1, "Y")?);
     same_shape(dy, &y.shape, "dY")?;
-    let coerce = ctx.attrs.int("coerce", 0)? != 0;
-    let axis = ctx.attrs.int("axis", if coerce { 1 } else { -1 })?;
-    let layout = softmax_layout(&y.shape, axis, coerce)?;
+    let form = SoftmaxAxis::new(ctx.attrs.int("coerce", 0)? != 0);
+    let layout = softmax_layout(&y.shape, ctx.attrs.int("axis", form.default)?, form.coerced)?;
     let out = dispatch_float!(y.dtype(), "input Y", T => {
         let dx = softmax_grad_typed(dy.view::<T>("input dY")?, y.view::<T>("input Y")?, layout, log);
         HostTensor::from_vec(y.shape.clone(), dx)

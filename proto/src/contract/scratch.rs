@@ -12,8 +12,9 @@
 //!   fixed here from the shapes, so the original and every rewritten graph run the same
 //!   algorithm and a kernel never falls back to another (only backward filter takes one
 //!   by default);
-//! - `GatherGrad`'s sort keys, `DropoutTrain`'s mask when the node declares none, and
-//!   `PowGrad`'s gradient over the broadcast shape before it is summed back.
+//! - `GatherGrad`'s sort keys, `DropoutTrain`'s mask when the node declares none,
+//!   `PowGrad`'s gradient over the broadcast shape before it is summed back, and the losses'
+//!   per-position values, partial sums and label-error flag.
 
 use super::ops::LMS_DOMAIN;
 use super::program::Program;
@@ -36,6 +37,20 @@ pub enum Part {
     /// `PowGrad`'s gradient over the broadcast of X and P (f32, dY's shape), before it is
     /// summed back to X's shape, when the two differ.
     Broadcast,
+    /// `SoftmaxCrossEntropy`'s loss per position (f64).
+    Rows,
+    /// The partial sums of a total over n values: one f64 per block of 256, at most 1024
+    /// blocks (`SoftmaxCrossEntropy` over its positions, `MeanSquaredError` over its elements).
+    Partials,
+    /// The 4-byte flag a kernel sets on a label outside its classes
+    /// (`SoftmaxCrossEntropy`, `SoftmaxCrossEntropyGrad`).
+    Flag,
+}
+
+/// Bytes of the partial sums of a total over `n` values ([`Part::Partials`]): the grid
+/// the CUDA kernel `sum_partial` runs, one f64 per block.
+pub fn total_partials_bytes(n: u64) -> u64 {
+    n.div_ceil(256).clamp(1, 1024) * 8
 }
 
 /// A node's scratch block: its parts, each at an offset in the block.
@@ -173,6 +188,16 @@ pub fn layout(
                 }
             }
         }
+        (LMS_DOMAIN, "SoftmaxCrossEntropy") => {
+            let rows = input(0).and_then(|logits| logits.split_last()).map_or(0, |(_, rows)| elements(rows));
+            layout.push(Part::Rows, rows.saturating_mul(8));
+            layout.push(Part::Partials, total_partials_bytes(rows));
+            layout.push(Part::Flag, 4);
+        }
+        (LMS_DOMAIN, "SoftmaxCrossEntropyGrad") => layout.push(Part::Flag, 4),
+        (LMS_DOMAIN, "MeanSquaredError") => {
+            layout.push(Part::Partials, total_partials_bytes(input(0).map_or(0, elements)))
+        }
         _ => {}
     }
     layout
@@ -266,6 +291,18 @@ mod tests {
         let broadcast = layout(LMS_DOMAIN, "PowGrad", None, &[Some(&[5, 2, 3, 4]), Some(x), Some(p)], &[x]);
         assert_eq!(broadcast.parts, vec![(Part::Broadcast, 0, 5 * 24 * 4)]);
         assert_eq!(layout(LMS_DOMAIN, "PowGrad", None, &[Some(x), Some(x), Some(&[1])], &[x]).bytes(), 0);
+    }
+
+    #[test]
+    fn losses_take_their_rows_partials_and_flag() {
+        let (logits, labels): (&[usize], &[usize]) = (&[4, 300, 10], &[4, 300]);
+        let xent = layout(LMS_DOMAIN, "SoftmaxCrossEntropy", None, &[Some(logits), Some(labels)], &[&[]]);
+        // 1200 rows: 9600 bytes, then 5 blocks' partials at 9728, the flag at 9984.
+        assert_eq!(xent.parts, vec![(Part::Rows, 0, 9600), (Part::Partials, 9728, 5 * 8), (Part::Flag, 9984, 4)]);
+        let grad = layout(LMS_DOMAIN, "SoftmaxCrossEntropyGrad", None, &[Some(logits), Some(labels)], &[logits]);
+        assert_eq!(grad.parts, vec![(Part::Flag, 0, 4)]);
+        let mse = layout(LMS_DOMAIN, "MeanSquaredError", None, &[Some(&[1 << 20]), Some(&[1 << 20])], &[&[]]);
+        assert_eq!(mse.parts, vec![(Part::Partials, 0, 1024 * 8)], "at most 1024 blocks");
     }
 
     #[test]

@@ -281,8 +281,12 @@ impl<'a> Exec<'a> {
     /// A device flag (4 bytes, zeroed) that kernels set on an error the CPU backend
     /// reports (a label outside its classes, an integer division by zero); read it back
     /// with [`Exec::raised`] after them.
+    /// The flag is the node's planned [`Part::Flag`] where its scratch rule gives it one.
     pub fn error_flag(&self) -> OpResult<DeviceBlock> {
-        let flag = self.scratch(4)?;
+        let flag = match self.layout.part(Part::Flag) {
+            Some(_) => self.scratch_part(Part::Flag)?,
+            None => self.scratch(4)?,
+        };
         self.zero(flag.ptr(), 4)?;
         Ok(flag)
     }

@@ -11,6 +11,7 @@ use crate::cpu::kernels::softmax::softmax_layout;
 use crate::error::KernelError;
 use crate::tensor::numel;
 use cudarc::driver::DeviceRepr;
+use lms_proto::contract::scratch::{total_partials_bytes, Part};
 use lms_proto::lms::DType;
 use lms_proto::ops::SoftmaxAxis;
 
@@ -316,7 +317,14 @@ enum SumMode {
 /// out[0] = (Σ over n elements of mode's terms) / divisor, in a fixed order.
 fn total(exec: &Exec<'_>, mode: SumMode, n: u64, operands: [u64; 3], out: &CudaBuffer, divisor: f64) -> OpResult<()> {
     let grid = n.div_ceil(256).clamp(1, 1024);
-    let partial = exec.scratch(grid * 8)?;
+    let partial = exec.scratch_part(Part::Partials)?;
+    if partial.bytes() != total_partials_bytes(n) || partial.bytes() != grid * 8 {
+        return Err(KernelError::invalid(format!(
+            "{} bytes of partial sums planned for {grid} blocks",
+            partial.bytes()
+        ))
+        .into());
+    }
     exec.launch_blocks(
         "sum_partial",
         grid,
@@ -376,7 +384,10 @@ fn cross_entropy_divisor(exec: &Exec<'_>, rows: usize) -> OpResult<f64> {
 fn cross_entropy(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let (logits, labels, rows, k, wide) = cross_entropy_operands(exec)?;
     let loss = exec.output(0)?;
-    let per_row = exec.scratch(rows as u64 * 8)?;
+    let per_row = exec.scratch_part(Part::Rows)?;
+    if per_row.bytes() != rows as u64 * 8 {
+        return Err(KernelError::invalid(format!("{} bytes planned for {rows} rows", per_row.bytes())).into());
+    }
     let flag = exec.error_flag()?;
     exec.launch_blocks(
         "xent_rows_f32",

@@ -50,7 +50,6 @@ pub(super) fn emit(g: &Graph, covered: &[Covered], removed: &HashSet<NodeId>, pa
                 }
             }
             None if removed.contains(&n) => {}
-            None if removed.contains(&n) => {}
             None => {
                 if emitter.must_flush_before(&pending, n) {
                     emitter.flush(&std::mem::take(&mut pending), last_kept, patch);

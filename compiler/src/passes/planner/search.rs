@@ -151,7 +151,12 @@ fn rungs_below(arena: u64, budget: u64) -> Vec<u64> {
 /// TFLMS's plan for `options`' budgets (its knobs searched, swap-ins
 /// triggered by count), as a plan of the search; `None` when none fits, or
 /// when it is predicted no faster than `to_beat` seconds.
-fn tflms_plan(g: &Graph, profile: &DeviceProfile, options: PlanOptions, to_beat: Option<f64>) -> Result<Option<Fitted>> {
+fn tflms_plan(
+    g: &Graph,
+    profile: &DeviceProfile,
+    options: PlanOptions,
+    to_beat: Option<f64>,
+) -> Result<Option<Fitted>> {
     let config = TflmsConfig { profile: profile.clone().into(), ..TflmsConfig::default() };
     let fit = match tflms::fit(g, &config, FreeKnobs::ALL, options.device_budget, options.host_budget) {
         Ok(fit) => fit,

@@ -1037,6 +1037,16 @@ mod tests {
         assert!(looks > 0);
     }
 
+    /// 200 batch parts of a few sizes with interleaved lifetimes, like a split plan's.
+    fn batch_parts(next: &mut impl FnMut(u64) -> u64) -> Vec<Option<Lifetime>> {
+        (0..200)
+            .map(|_| {
+                let first = next(100) as usize;
+                life(4096 << next(4), first, first + next(25) as usize)
+            })
+            .collect()
+    }
+
     #[test]
     fn squeaky_wheel_rounds_beat_every_strategy_on_some_lifetimes() {
         // Batch parts of a few sizes with interleaved lifetimes, like a split plan's: some
@@ -1044,12 +1054,7 @@ mod tests {
         let mut next = generator(7);
         let mut improved = 0;
         for _ in 0..40 {
-            let lifetimes: Vec<_> = (0..200)
-                .map(|_| {
-                    let first = next(100) as usize;
-                    life(4096 << next(4), first, first + next(25) as usize)
-                })
-                .collect();
+            let lifetimes = batch_parts(&mut next);
             let p = place(&lifetimes);
             assert_disjoint(&lifetimes, &p);
             let strategies = strategies().into_iter().filter_map(|s| place_with(s, &lifetimes)).map(|q| q.arena_bytes);
@@ -1064,12 +1069,7 @@ mod tests {
     fn stopping_at_a_budget_decides_as_the_full_placement() {
         let mut next = generator(11);
         for _ in 0..20 {
-            let lifetimes: Vec<_> = (0..200)
-                .map(|_| {
-                    let first = next(100) as usize;
-                    life(4096 << next(4), first, first + next(25) as usize)
-                })
-                .collect();
+            let lifetimes = batch_parts(&mut next);
             let full = place(&lifetimes);
             let bound = lower_bound(&lifetimes);
             for enough in [bound, (bound + full.arena_bytes) / 2, full.arena_bytes - 1, full.arena_bytes, u64::MAX] {

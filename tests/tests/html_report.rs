@@ -35,8 +35,11 @@ fn chromium() -> Option<PathBuf> {
 }
 
 /// The DOM of `page` after its scripts ran, as headless Chromium dumps it.
+/// Each page gets its own profile folder: two browsers sharing one (tests run
+/// in parallel) make the second exit with Chromium's "profile in use" code 21.
 fn rendered_dom(browser: &Path, page: &Path) -> String {
-    let profile = scratch("chromium-profile");
+    let stem = page.file_stem().unwrap().to_string_lossy();
+    let profile = scratch(&format!("chromium-profile-{stem}"));
     let mut child = Command::new(browser)
         .args([
             "--headless",

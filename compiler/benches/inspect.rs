@@ -5,7 +5,7 @@
 //! in release.
 
 use lms_compiler::frontend::{self, FrontendOptions};
-use lms_compiler::inspect::InspectReport;
+use lms_compiler::commands::inspect::InspectReport;
 use lms_proto::Message;
 use std::time::Instant;
 

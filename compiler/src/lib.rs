@@ -9,37 +9,23 @@
 //! without them.
 
 pub mod analysis;
-pub mod builder;
-pub mod compile;
-#[cfg(feature = "cli")]
-pub mod dataset;
+pub mod commands;
 pub mod egraph;
 pub mod emit;
 mod error;
 pub mod flags;
 pub mod frontend;
 pub mod glob;
-pub mod inspect;
 pub mod ir;
-pub mod max_batch;
-#[cfg(feature = "cli")]
-pub mod measure;
 #[cfg(feature = "cli")]
 pub mod npz;
 pub mod passes;
 pub mod pipeline;
-pub mod plan_curve;
-pub mod process;
-pub mod provenance;
-#[cfg(feature = "cli")]
-pub mod run;
-pub mod setup;
 pub mod shape;
-pub mod show;
-pub mod simulate;
 pub mod testing;
 pub mod train;
 pub mod units;
 
-pub use builder::Compile;
+pub use commands::builder::Compile;
+pub use commands::{compile, provenance};
 pub use error::{exit, Error, Result};

@@ -2,14 +2,14 @@
 
 use clap::{Args, Parser, Subcommand};
 use lms_compiler::analysis::profile::{DeviceProfile, DEFAULT_PROFILE};
-use lms_compiler::compile::{Budget, CompileOptions, Strategy, DEFAULT_HOST_BUDGET_BYTES};
+use lms_compiler::commands::compile::{Budget, CompileOptions, Strategy, DEFAULT_HOST_BUDGET_BYTES};
 use lms_compiler::frontend::{self, FrontendOptions};
-use lms_compiler::inspect::InspectReport;
+use lms_compiler::commands::inspect::InspectReport;
 use lms_compiler::passes::split::SplitRequest;
 use lms_compiler::passes::tflms::{CtrldStrategy, FreeKnobs, SwapInTrigger, TflmsConfig};
 use lms_compiler::pipeline::PassOptions;
-use lms_compiler::run::{DeviceKind, MemoryLimits, RunPlan, RunReport, SaveOnnx};
-use lms_compiler::simulate::SimulateReport;
+use lms_compiler::commands::run::{DeviceKind, MemoryLimits, RunPlan, RunReport, SaveOnnx};
+use lms_compiler::commands::simulate::SimulateReport;
 use lms_compiler::train::{Loss, Optimizer, RunningVariance, TrainOptions};
 use lms_compiler::{egraph, emit, exit, flags, Error};
 use std::collections::BTreeMap;
@@ -17,11 +17,11 @@ use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-/// `print!` through [`process::print`](lms_compiler::process::print): a
+/// `print!` through [`process::print`](lms_compiler::commands::process::print): a
 /// failed write to stdout returns its error (status 2) from the function.
 macro_rules! out {
     ($($arg:tt)*) => {
-        lms_compiler::process::print(&format!($($arg)*))?
+        lms_compiler::commands::process::print(&format!($($arg)*))?
     };
 }
 
@@ -625,16 +625,16 @@ fn compile(args: &CompileArgs) -> Result<(), Error> {
     };
     let started = std::time::Instant::now();
     let spinner = (!args.quiet).then(|| spinner(format!("compiling {}", args.model.display())));
-    let report = lms_compiler::compile::compile(&options);
+    let report = lms_compiler::commands::compile::compile(&options);
     if let Some(s) = spinner {
         s.finish_and_clear();
     }
     let report = report?;
     for warning in &report.training.warnings {
-        eprintln!("lms: warning: {}", lms_compiler::process::one_line(warning));
+        eprintln!("lms: warning: {}", lms_compiler::commands::process::one_line(warning));
     }
     if let Some(over) = &report.written_over_budget {
-        eprintln!("lms: warning: --force: wrote a plan over its budget: {}", lms_compiler::process::one_line(over));
+        eprintln!("lms: warning: --force: wrote a plan over its budget: {}", lms_compiler::commands::process::one_line(over));
     }
     if !args.quiet {
         out!("{}", report.summary());
@@ -647,7 +647,7 @@ fn compile(args: &CompileArgs) -> Result<(), Error> {
 }
 
 fn show(args: &ShowArgs) -> Result<(), Error> {
-    let report = lms_compiler::show::ShowReport::read(&args.graph)?;
+    let report = lms_compiler::commands::show::ShowReport::read(&args.graph)?;
     if args.json {
         out!("{}\n", serde_json::to_string_pretty(&report).map_err(|e| Error::Usage(e.to_string()))?);
     } else {
@@ -694,7 +694,7 @@ fn simulate(args: &SimulateArgs) -> Result<(), Error> {
         emit::output::write_atomically(path, emit::svg::memory_and_streams(&series).as_bytes())?;
     }
     if let Some(path) = &args.html {
-        let title = format!("{} ({})", after.graph, lms_compiler::provenance::model_file_name(&args.graph));
+        let title = format!("{} ({})", after.graph, lms_compiler::commands::provenance::model_file_name(&args.graph));
         emit::output::write_atomically(path, emit::html::report(&title, &series).as_bytes())?;
     }
     if let Some(path) = &args.trace {
@@ -724,8 +724,8 @@ fn profile(args: &ProfileArgs) -> Result<(), Error> {
         DeviceArg::Cuda => (DeviceKind::Cuda, "cuda"),
     };
     let name = args.name.clone().unwrap_or_else(|| format!("{word}-measured"));
-    let options = lms_compiler::measure::ProfileOptions { quick: args.quick };
-    let profile = lms_compiler::measure::measure(device, &name, options)?;
+    let options = lms_compiler::commands::profile::ProfileOptions { quick: args.quick };
+    let profile = lms_compiler::commands::profile::measure(device, &name, options)?;
     let json = serde_json::to_string_pretty(&profile).map_err(|e| Error::Usage(e.to_string()))?;
     emit::output::write_atomically(&args.output, format!("{json}\n").as_bytes())?;
     out!(
@@ -753,7 +753,7 @@ fn run(args: &RunArgs) -> Result<(), Error> {
         save_onnx: args.save_onnx.clone().map(|output| SaveOnnx { output, model: args.model.clone() }),
         trace: args.trace.clone(),
     };
-    lms_compiler::process::stop_on_interrupt();
+    lms_compiler::commands::process::stop_on_interrupt();
     // A progress bar on a terminal's stderr; with text, each step's line on
     // stdout as it completes (the bar cleared around it), else one JSON
     // document at the end.
@@ -761,14 +761,14 @@ fn run(args: &RunArgs) -> Result<(), Error> {
     bar.set_style(
         indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} steps, loss {msg}").expect("valid template"),
     );
-    let report = lms_compiler::run::run(&args.graph, device, &plan, limits, args.seed, |total, number, step| {
+    let report = lms_compiler::commands::run::run(&args.graph, device, &plan, limits, args.seed, |total, number, step| {
         bar.set_length(total as u64);
         bar.set_message(step.loss.map_or_else(String::new, |l| format!("{l:.4}")));
         bar.inc(1);
         if !args.json {
-            bar.suspend(|| lms_compiler::process::print(&RunReport::step_line(number, step)))?;
+            bar.suspend(|| lms_compiler::commands::process::print(&RunReport::step_line(number, step)))?;
         }
-        Ok(if lms_compiler::process::interrupted() { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
+        Ok(if lms_compiler::commands::process::interrupted() { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
     });
     bar.finish_and_clear();
     let report = report?;
@@ -807,7 +807,7 @@ fn spinner(message: String) -> indicatif::ProgressBar {
 }
 
 fn max_batch(args: &MaxBatchArgs) -> Result<(), Error> {
-    use lms_compiler::max_batch::{MaxBatch, Rewrite};
+    use lms_compiler::commands::max_batch::{MaxBatch, Rewrite};
     let frontend = FrontendOptions { batch: None, dims: args.dims.iter().cloned().collect() };
     let train =
         TrainOptions { loss: loss(args.loss), optimizer: optimizer(args.train, None, None), ..TrainOptions::default() };
@@ -829,7 +829,7 @@ fn max_batch(args: &MaxBatchArgs) -> Result<(), Error> {
                 if fits { "fits" } else { "does not fit" }
             ))
         };
-        let found = lms_compiler::max_batch::max_batch(
+        let found = lms_compiler::commands::max_batch::max_batch(
             &args.model,
             &frontend,
             &train,
@@ -849,7 +849,7 @@ fn max_batch(args: &MaxBatchArgs) -> Result<(), Error> {
         }
     }
     progress.finish_and_clear();
-    let optimizer = lms_compiler::setup::describe_optimizer(&train.optimizer);
+    let optimizer = lms_compiler::commands::setup::describe_optimizer(&train.optimizer);
     if args.json {
         let mut json = serde_json::json!({ "budget_bytes": args.budget, "host_budget_bytes": host,
             "device_profile": args.device_profile, "optimizer": optimizer, "limit": args.limit });
@@ -873,7 +873,7 @@ fn max_batch(args: &MaxBatchArgs) -> Result<(), Error> {
                     "{name:<12} max batch {bound:>2}{b:>6}  (peak device {}, host {}; step {} on {}){}\n",
                     lms_compiler::units::format_bytes(r.peak_device_bytes),
                     lms_compiler::units::format_bytes(r.peak_host_bytes),
-                    lms_compiler::simulate::format_seconds(r.predicted_step_seconds),
+                    lms_compiler::commands::simulate::format_seconds(r.predicted_step_seconds),
                     profile.name,
                     if r.at_limit { "; stopped at --limit, raise it to search further" } else { "" }
                 ),
@@ -907,7 +907,7 @@ fn plan_curve(args: &PlanCurveArgs) -> Result<(), Error> {
         .and_then(|model| lms_compiler::train::build(&model.graph, &train))
         .and_then(|graph| {
             let host = args.host_budget.unwrap_or(DEFAULT_HOST_BUDGET_BYTES);
-            lms_compiler::plan_curve::plan_curve(&graph, &device, host, args.budget_steps)
+            lms_compiler::commands::plan_curve::plan_curve(&graph, &device, host, args.budget_steps)
         })
         .map_err(|e| e.in_file(&args.model));
     progress.finish_and_clear();
@@ -937,7 +937,7 @@ fn verify(args: &VerifyArgs) -> Result<(), Error> {
 }
 
 fn main() -> ExitCode {
-    lms_compiler::process::die_quietly_on_closed_stdout();
+    lms_compiler::commands::process::die_quietly_on_closed_stdout();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         // Help and version (stdout, status 0), and help for a bare `lms` (status 2).
@@ -946,11 +946,11 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { exit::USAGE } else { exit::OK });
         }
         Err(e) => {
-            eprintln!("lms: error: {}", lms_compiler::process::one_line(&e.to_string()));
+            eprintln!("lms: error: {}", lms_compiler::commands::process::one_line(&e.to_string()));
             return ExitCode::from(exit::USAGE);
         }
     };
-    let result = lms_compiler::process::internal_on_panic(|| match &cli.command {
+    let result = lms_compiler::commands::process::internal_on_panic(|| match &cli.command {
         Command::Inspect(args) => inspect(args),
         Command::Compile(args) => compile(args),
         Command::Show(args) => show(args),
@@ -969,7 +969,7 @@ fn main() -> ExitCode {
     match result {
         Some(Ok(())) => ExitCode::SUCCESS,
         Some(Err(e)) => {
-            eprintln!("lms: error: {}", lms_compiler::process::one_line(&e.to_string()));
+            eprintln!("lms: error: {}", lms_compiler::commands::process::one_line(&e.to_string()));
             ExitCode::from(e.exit_code())
         }
         None => ExitCode::from(exit::INTERNAL),

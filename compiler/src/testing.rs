@@ -14,7 +14,7 @@
 //! # Ok::<(), lms_compiler::Error>(())
 //! ```
 
-use crate::builder::Compile;
+use crate::commands::builder::Compile;
 use crate::error::{Error, Result};
 use std::sync::atomic::{AtomicUsize, Ordering};
 

@@ -4,7 +4,7 @@
 //! activation bytes match ONNX's own shape inference within 1%.
 
 use lms_compiler::frontend::{self, FrontendOptions};
-use lms_compiler::inspect::InspectReport;
+use lms_compiler::commands::inspect::InspectReport;
 use lms_compiler::shape;
 use lms_compiler::train::TrainOptions;
 use lms_proto::onnx::TensorProto;

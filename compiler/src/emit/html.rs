@@ -11,7 +11,7 @@
 
 use super::chart::escape;
 use super::svg::{self, Series};
-use crate::simulate::{format_seconds, SimulateReport};
+use crate::commands::simulate::{format_seconds, SimulateReport};
 use crate::units::format_bytes;
 use serde::Serialize;
 use std::borrow::Cow;

@@ -9,7 +9,7 @@
 //! Hovering a copy or a peak names its tensor or op.
 
 use super::chart::{self, escape, LegendEntry, Marker, Plot, Scale, Swatch, Unit, LINE};
-use crate::simulate::{format_seconds, SimulateReport};
+use crate::commands::simulate::{format_seconds, SimulateReport};
 use crate::units::format_bytes;
 use lms_proto::trace::{Lane, TraceEvent};
 use std::fmt::Write;

@@ -13,7 +13,7 @@ use crate::fixture;
 use lms_compiler::emit::serialize;
 use lms_compiler::frontend::{self, FrontendOptions};
 use lms_compiler::npz;
-use lms_compiler::run::{self, DeviceKind, MemoryLimits, RunPlan};
+use lms_compiler::commands::run::{self, DeviceKind, MemoryLimits, RunPlan};
 use lms_compiler::train::{self, TrainOptions};
 use lms_proto::contract::{NodeKind, INPUT_OP};
 use lms_proto::Message;

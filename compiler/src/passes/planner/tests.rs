@@ -226,7 +226,7 @@ fn more_budget_is_never_slower_and_auto_never_slower_than_tflms() {
     for &(model, batches, steps) in cases {
         for &batch in batches {
             let g = training_graph_of(model, batch);
-            let curve = crate::plan_curve::plan_curve(&g, &profile, host, steps).unwrap();
+            let curve = crate::commands::plan_curve::plan_curve(&g, &profile, host, steps).unwrap();
             let mut fitted_below: Option<f64> = None;
             for point in &curve.points {
                 let at = format!("{model} batch {batch} at {} bytes", point.budget_bytes);

@@ -5,7 +5,7 @@
 //! debug strings, and the model is named by its file name only, so the path
 //! as typed (`dn.onnx`, `./dn.onnx`) never changes the bytes written.
 
-use crate::compile::{CompileOptions, CompileReport, Strategy};
+use crate::commands::compile::{CompileOptions, CompileReport, Strategy};
 use crate::train::{Loss, Optimizer};
 
 /// The metadata of a compile of `options`, whose model file holds

@@ -7,12 +7,12 @@
 //! input or another output, and `--save-onnx` writes only into the model
 //! the graph was compiled from (the sha256 its metadata records).
 
-use crate::dataset::Dataset;
+use crate::commands::dataset::Dataset;
 use crate::emit::{output, trained_onnx};
 use crate::error::{Error, Result};
 use crate::npz;
-use crate::provenance;
-use crate::setup::Setup;
+use crate::commands::provenance;
+use crate::commands::setup::Setup;
 use crate::units::format_bytes;
 use lms_proto::contract::{NodeKind, TensorType, VARIABLE_OP};
 use lms_proto::lms::DType;

@@ -17,7 +17,7 @@ use crate::ir::Graph;
 use crate::passes::planner::{self, PlanOptions, Speeds, DEFAULT_MAX_CHAIN};
 use crate::passes::tflms::{self, FreeKnobs, TflmsConfig};
 use crate::pipeline;
-use crate::simulate::format_seconds;
+use crate::commands::simulate::format_seconds;
 use crate::units::format_bytes;
 use serde::Serialize;
 use std::fmt::Write;

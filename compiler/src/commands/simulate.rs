@@ -9,7 +9,7 @@ use crate::analysis::profile::DeviceProfile;
 use crate::analysis::timeline::{self, Timeline};
 use crate::ir::{Attr, Graph, NodeId, SPLIT_PART_OP, SPLIT_WINDOW_OP};
 use crate::passes::planner::{self, DecisionReport};
-use crate::setup::Setup;
+use crate::commands::setup::Setup;
 use crate::units::format_bytes;
 use lms_proto::trace::{Lane, TraceEvent};
 use serde::Serialize;

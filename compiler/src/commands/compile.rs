@@ -14,9 +14,9 @@ use crate::passes::planner::{self, DecisionReport};
 use crate::passes::split::{SplitReport, SplitRequest};
 use crate::passes::tflms::{FreeKnobs, SwapInTrigger, SwappedTensor, TflmsConfig};
 use crate::pipeline::{self, stages, Context, Pass, PassOptions};
-use crate::provenance;
-use crate::setup::Setup;
-use crate::simulate::SimulateReport;
+use crate::commands::provenance;
+use crate::commands::setup::Setup;
+use crate::commands::simulate::SimulateReport;
 use crate::train::{RunningVariance, TrainOptions, TrainSummary};
 use crate::units::format_bytes;
 use lms_proto::Message;
@@ -599,9 +599,9 @@ impl CompileReport {
             s,
             "arena           device {} (+{:.2}% over the peak), host {} (+{:.2}%)",
             format_bytes(self.arena_device_bytes),
-            crate::simulate::overhead_percent(self.arena_device_bytes, self.peak_device_bytes_after),
+            crate::commands::simulate::overhead_percent(self.arena_device_bytes, self.peak_device_bytes_after),
             format_bytes(self.arena_host_bytes),
-            crate::simulate::overhead_percent(self.arena_host_bytes, self.peak_host_bytes_after)
+            crate::commands::simulate::overhead_percent(self.arena_host_bytes, self.peak_host_bytes_after)
         );
         for split in &self.splits {
             let _ = writeln!(
@@ -635,7 +635,7 @@ impl CompileReport {
             let _ = writeln!(
                 s,
                 "predicted step  {} on {profile}, {overhead:.3}x the unrewritten graph with no memory limit",
-                crate::simulate::format_seconds(step)
+                crate::commands::simulate::format_seconds(step)
             );
         }
         if let Some(n) = self.verified {

@@ -7,8 +7,8 @@ use crate::analysis::profile::DeviceProfile;
 use crate::analysis::timeline;
 use crate::emit::serialize;
 use crate::error::Result;
-use crate::setup::Setup;
-use crate::simulate::format_seconds;
+use crate::commands::setup::Setup;
+use crate::commands::simulate::format_seconds;
 use crate::units::format_bytes;
 use lms_proto::contract::{placement, Pool, Program, SPLIT_PART_OP, SPLIT_WINDOW_OP};
 use lms_proto::escape::Escaped;
@@ -23,7 +23,7 @@ pub struct ShowReport {
     pub ops: usize,
     pub tensors: usize,
     /// The metadata `lms compile` recorded, in the file's order (see
-    /// [`crate::provenance`]).
+    /// [`crate::commands::provenance`]).
     pub provenance: Vec<Fact>,
     pub setup: Setup,
     /// The plan's device profile: a shipped profile's name or the name of

@@ -21,7 +21,7 @@
 //! }
 //! ```
 
-use crate::compile::{self, Budget, CompileOptions, CompileReport, Strategy};
+use crate::commands::compile::{self, Budget, CompileOptions, CompileReport, Strategy};
 use crate::error::{Error, Result};
 use crate::flags;
 use crate::frontend;

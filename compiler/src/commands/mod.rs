@@ -1,0 +1,21 @@
+//! The `lms` commands and what they report: each module is one command (or
+//! the library face of one, [`builder`]) over the compiler's layers below
+//! (`frontend`, `train`, `passes`, `analysis`, `emit`), which never import
+//! this module.
+
+pub mod builder;
+pub mod compile;
+#[cfg(feature = "cli")]
+pub mod dataset;
+pub mod inspect;
+pub mod max_batch;
+pub mod plan_curve;
+pub mod process;
+#[cfg(feature = "cli")]
+pub mod profile;
+pub mod provenance;
+#[cfg(feature = "cli")]
+pub mod run;
+pub mod setup;
+pub mod show;
+pub mod simulate;

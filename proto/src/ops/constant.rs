@@ -38,6 +38,16 @@ pub(super) const COSTS: &[(&str, CostFn)] = &[
     ("Input", view),
 ];
 
+/// The ops of this family lms cannot differentiate, and why (every other op a model may
+/// hold has a gradient rule in the compiler).
+pub(super) const NO_GRADIENT: &[(&str, &str)] = &[
+    ("Constant", "its output is a constant"),
+    ("ConstantOfShape", "its output is a constant"),
+    ("Shape", "its output is a shape (integers)"),
+    ("Size", "its output is a count of elements (an integer)"),
+    ("Range", "its output is a sequence of numbers fixed by its bounds"),
+];
+
 /// Checks that a constant tensor holds as many bytes as its type needs.
 fn check_bytes(data: &TensorData, name: &str) -> ShapeResult<()> {
     let expected = checked_numel(&data.ty.shape)?.checked_mul(data.ty.dtype.size()).ok_or_else(too_large)?;

@@ -29,6 +29,12 @@ pub(super) const COSTS: &[(&str, CostFn)] = &[
     ("ConvGradBias", |n| n.per_input(1)),
 ];
 
+/// The ops of this family lms cannot differentiate, and why (every other op a model may
+/// hold has a gradient rule in the compiler).
+pub(super) const NO_GRADIENT: &[(&str, &str)] = &[
+    ("ConvTranspose", "the gradient of ConvTranspose is not implemented"),
+];
+
 /// Split rules of the convolutions (`ConvTranspose` has none): batch;
 /// output channels (weights and bias sliced) and reduced input channels
 /// (partial sums; without a bias, which would be added once per part) when

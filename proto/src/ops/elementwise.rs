@@ -156,6 +156,27 @@ pub(super) const COSTS: &[(&str, CostFn)] = &[
     ("AdamUpdate", |n| n.per_output(14)),
 ];
 
+/// The ops of this family lms cannot differentiate, and why (every other op a model may
+/// hold has a gradient rule in the compiler).
+pub(super) const NO_GRADIENT: &[(&str, &str)] = &[
+    ("Not", "its output is boolean"),
+    ("Equal", "its output is boolean"),
+    ("Less", "its output is boolean"),
+    ("Greater", "its output is boolean"),
+    ("GreaterOrEqual", "its output is boolean"),
+    ("LessOrEqual", "its output is boolean"),
+    ("And", "its output is boolean"),
+    ("Or", "its output is boolean"),
+    ("Xor", "its output is boolean"),
+    ("Floor", "it is piecewise constant, so its gradient is zero wherever it is defined"),
+    ("Ceil", "it is piecewise constant, so its gradient is zero wherever it is defined"),
+    ("Max", "the gradient of an elementwise maximum is not implemented"),
+    ("Min", "the gradient of an elementwise minimum is not implemented"),
+    ("PRelu", "the gradient of PRelu is not implemented (LeakyRelu has one)"),
+    ("Gelu", "the gradient of Gelu is not implemented"),
+    ("HardSigmoid", "the gradient of HardSigmoid is not implemented"),
+];
+
 /// `Sum`, `Max`, `Min` of n inputs: n − 1 operations per output element.
 fn variadic_cost(node: &CostNode<'_>) -> Work {
     node.per_output(node.inputs.len().saturating_sub(1).max(1) as u64)

@@ -62,6 +62,12 @@ pub(super) const COSTS: &[(&str, CostFn)] = &[
     ("GatherGrad", gather_grad_cost),
 ];
 
+/// The ops of this family lms cannot differentiate, and why (every other op a model may
+/// hold has a gradient rule in the compiler).
+pub(super) const NO_GRADIENT: &[(&str, &str)] = &[
+    ("Pad", "the gradient of Pad is not implemented"),
+];
+
 /// `GatherGrad`: zeros of data's shape, dY scatter-added at the indices.
 fn gather_grad_cost(node: &CostNode<'_>) -> Work {
     node.per_input(1)

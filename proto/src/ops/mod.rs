@@ -181,7 +181,7 @@ pub fn is_supported(op: &str) -> bool {
 
 /// The names of all supported ops, family by family.
 pub fn supported_ops() -> impl Iterator<Item = &'static str> {
-    registry::FAMILIES.iter().flat_map(|family| family.1.iter().map(|&(name, _)| name))
+    registry::FAMILIES.iter().flat_map(|family| family.ops.iter().map(|&(name, _)| name))
 }
 
 #[cfg(test)]
@@ -281,7 +281,7 @@ mod tests {
     #[test]
     fn every_op_has_one_cost_rule() {
         let costed: Vec<&str> =
-            registry::FAMILIES.iter().flat_map(|family| family.2.iter().map(|&(name, _)| name)).collect();
+            registry::FAMILIES.iter().flat_map(|family| family.costs.iter().map(|&(name, _)| name)).collect();
         let unique: BTreeSet<&str> = costed.iter().copied().collect();
         assert_eq!(unique.len(), costed.len(), "an op has two cost rules");
         let contract = include_str!("../../OPS.md");

@@ -25,6 +25,13 @@ pub(super) const COSTS: &[(&str, CostFn)] = &[
     ("ReduceGrad", |n| n.per_output(1)),
 ];
 
+/// The ops of this family lms cannot differentiate, and why (every other op a model may
+/// hold has a gradient rule in the compiler).
+pub(super) const NO_GRADIENT: &[(&str, &str)] = &[
+    ("ReduceMax", "the gradient of a maximum reduction is not implemented"),
+    ("ReduceMin", "the gradient of a minimum reduction is not implemented"),
+];
+
 /// Splits: `SumTo` that sums away the leading (batch) axis adds up its
 /// parts' partial sums (weight gradients of batched matrix products); one
 /// that keeps the axis whole concatenates its parts.

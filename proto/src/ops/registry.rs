@@ -1,12 +1,14 @@
 //! Every op lms knows, declared once and numbered: its name, domain and family, with its
-//! shape rule (ONNX ops), cost rule and split rule. An [`OpId`] is an op's index here;
+//! shape rule (ONNX ops), cost rule, split rule and, for an op lms cannot differentiate,
+//! why. An [`OpId`] is an op's index here;
 //! the compiler's lookups and the runtime's kernel tables are indexed by it, and a
 //! program's nodes are resolved to it once, when the program is loaded.
 //!
 //! The families are the modules of [`crate::ops`]: each lists its ONNX ops' shape rules
 //! (`OPS`), the cost rules of those ops and of the lms ops derived from them (`COSTS`:
-//! training forms, gradients, optimizers, split parts), and their split rules (`SPLITS`);
-//! the swap ops are in [`super::cost`]. An op is an ONNX op when it has a shape rule, an
+//! training forms, gradients, optimizers, split parts), their split rules (`SPLITS`) and
+//! the ops without a gradient, with the reason (`NO_GRADIENT`; the compiler's gradient
+//! rules are keyed by [`OpId`]); the swap ops are in [`super::cost`]. An op is an ONNX op when it has a shape rule, an
 //! lms op (`proto/OPS.md`) otherwise.
 
 use super::{constant, conv, cost, elementwise, indexing, nn, pool, reduce, split, tensor_ops, InferFn};
@@ -63,6 +65,8 @@ pub struct OpDef {
     pub(super) cost: cost::CostFn,
     /// Its split rule, where it has one.
     pub(super) split: Option<split::SplitFn>,
+    /// Why lms cannot differentiate it, for an op a model may hold that has no gradient rule.
+    pub no_gradient: Option<&'static str>,
 }
 
 impl OpDef {
@@ -78,26 +82,37 @@ impl OpDef {
     }
 }
 
-/// A family's tables: shape rules, cost rules, split rules.
-type FamilyTables = (
-    Family,
-    &'static [(&'static str, InferFn)],
-    &'static [(&'static str, cost::CostFn)],
-    &'static [(&'static str, split::SplitFn)],
-);
+/// A family's tables: shape rules, cost rules, split rules, ops without a gradient.
+pub(super) struct FamilyTables {
+    pub family: Family,
+    pub ops: &'static [(&'static str, InferFn)],
+    pub costs: &'static [(&'static str, cost::CostFn)],
+    pub splits: &'static [(&'static str, split::SplitFn)],
+    pub no_gradient: &'static [(&'static str, &'static str)],
+}
 
 /// Every family, in registry order.
 pub(super) const FAMILIES: &[FamilyTables] = &[
-    (Family::Elementwise, elementwise::OPS, elementwise::COSTS, elementwise::SPLITS),
-    (Family::Conv, conv::OPS, conv::COSTS, conv::SPLITS),
-    (Family::Pool, pool::OPS, pool::COSTS, pool::SPLITS),
-    (Family::Nn, nn::OPS, nn::COSTS, nn::SPLITS),
-    (Family::Reduce, reduce::OPS, reduce::COSTS, reduce::SPLITS),
-    (Family::TensorOps, tensor_ops::OPS, tensor_ops::COSTS, tensor_ops::SPLITS),
-    (Family::Indexing, indexing::OPS, indexing::COSTS, indexing::SPLITS),
-    (Family::Constant, constant::OPS, constant::COSTS, &[]),
-    (Family::Swap, &[], cost::COSTS, &[]),
+    family(Family::Elementwise, elementwise::OPS, elementwise::COSTS, elementwise::SPLITS, elementwise::NO_GRADIENT),
+    family(Family::Conv, conv::OPS, conv::COSTS, conv::SPLITS, conv::NO_GRADIENT),
+    family(Family::Pool, pool::OPS, pool::COSTS, pool::SPLITS, pool::NO_GRADIENT),
+    family(Family::Nn, nn::OPS, nn::COSTS, nn::SPLITS, nn::NO_GRADIENT),
+    family(Family::Reduce, reduce::OPS, reduce::COSTS, reduce::SPLITS, reduce::NO_GRADIENT),
+    family(Family::TensorOps, tensor_ops::OPS, tensor_ops::COSTS, tensor_ops::SPLITS, tensor_ops::NO_GRADIENT),
+    family(Family::Indexing, indexing::OPS, indexing::COSTS, indexing::SPLITS, indexing::NO_GRADIENT),
+    family(Family::Constant, constant::OPS, constant::COSTS, &[], constant::NO_GRADIENT),
+    family(Family::Swap, &[], cost::COSTS, &[], &[]),
 ];
+
+const fn family(
+    family: Family,
+    ops: &'static [(&'static str, InferFn)],
+    costs: &'static [(&'static str, cost::CostFn)],
+    splits: &'static [(&'static str, split::SplitFn)],
+    no_gradient: &'static [(&'static str, &'static str)],
+) -> FamilyTables {
+    FamilyTables { family, ops, costs, splits, no_gradient }
+}
 
 /// The definitions, and the id of each name.
 struct Registry {
@@ -110,17 +125,18 @@ struct Registry {
 fn registry() -> &'static Registry {
     static REGISTRY: OnceLock<Registry> = OnceLock::new();
     REGISTRY.get_or_init(|| {
-        let rule = |name: &str| {
-            let infer = FAMILIES.iter().flat_map(|f| f.1.iter()).find(|(n, _)| *n == name).map(|&(_, f)| f);
-            let split = FAMILIES.iter().flat_map(|f| f.3.iter()).find(|(n, _)| *n == name).map(|&(_, f)| f);
-            (infer, split)
+        let named = |name: &str| {
+            let infer = FAMILIES.iter().flat_map(|f| f.ops).find(|(n, _)| *n == name).map(|&(_, r)| r);
+            let split = FAMILIES.iter().flat_map(|f| f.splits).find(|(n, _)| *n == name).map(|&(_, r)| r);
+            let no_gradient = FAMILIES.iter().flat_map(|f| f.no_gradient).find(|(n, _)| *n == name).map(|&(_, why)| why);
+            (infer, split, no_gradient)
         };
         let defs: Vec<OpDef> = FAMILIES
             .iter()
-            .flat_map(|&(family, _, costs, _)| costs.iter().map(move |&(name, cost)| (family, name, cost)))
+            .flat_map(|f| f.costs.iter().map(move |&(name, cost)| (f.family, name, cost)))
             .map(|(family, name, cost)| {
-                let (infer, split) = rule(name);
-                OpDef { name, family, infer, cost, split }
+                let (infer, split, no_gradient) = named(name);
+                OpDef { name, family, infer, cost, split, no_gradient }
             })
             .collect();
         let by_name = defs.iter().enumerate().map(|(i, d)| (d.name, OpId(i as u16))).collect();
@@ -149,15 +165,18 @@ pub fn all() -> impl Iterator<Item = OpId> {
 mod tests {
     use super::*;
 
-    /// Every shape and split rule belongs to an op of the registry, and names resolve to
-    /// their own domain only.
+    /// Every shape rule, split rule and missing gradient belongs to an op of the registry,
+    /// and names resolve to their own domain only.
     #[test]
     fn every_rule_names_an_op_and_ids_resolve_by_domain() {
-        for (_, shapes, _, splits) in FAMILIES {
-            for name in shapes.iter().map(|r| r.0).chain(splits.iter().map(|r| r.0)) {
+        for f in FAMILIES {
+            let names = f.ops.iter().map(|r| r.0).chain(f.splits.iter().map(|r| r.0));
+            for name in names.chain(f.no_gradient.iter().map(|r| r.0)) {
                 assert!(by_name(name).is_some(), "{name} has a rule but no cost rule");
             }
         }
+        assert_eq!(by_name("Tile").unwrap().def().no_gradient, Some("the gradient of Tile is not implemented (Expand has one)"));
+        assert_eq!(by_name("Relu").unwrap().def().no_gradient, None);
         let (gemm, relu_grad) = (by_name("Gemm").unwrap(), by_name("UnaryGrad").unwrap());
         assert_eq!((gemm.name(), gemm.def().family, gemm.def().is_onnx()), ("Gemm", Family::Nn, true));
         assert_eq!(resolve("", "Gemm"), Some(gemm));

@@ -1,153 +1,168 @@
 //! Gradients of elementwise ops: unary activations and math, Clip,
 //! broadcasting arithmetic, Sum, Mean, Where, Pow, Identity and Cast.
 
-use super::{only_needed, sum_to, Ctx};
+use super::{sum_to, Ctx, GradFn};
 use crate::error::Result;
 use crate::ir::TensorId;
 use crate::ir::{Attr, Attrs};
 use crate::train::builder::Builder;
 
-/// Unary ops whose gradient is `UnaryGrad(dY, X)`, and the attributes it needs.
-const UNARY: &[(&str, &[&str])] = &[
-    ("Relu", &[]),
-    ("LeakyRelu", &["alpha"]),
-    ("Sigmoid", &[]),
-    ("Tanh", &[]),
-    ("Elu", &["alpha"]),
-    ("Selu", &["alpha", "gamma"]),
-    ("Softplus", &[]),
-    ("Softsign", &[]),
-    ("Exp", &[]),
-    ("Log", &[]),
-    ("Sqrt", &[]),
-    ("Erf", &[]),
-    ("Abs", &[]),
-    ("Neg", &[]),
-    ("Reciprocal", &[]),
+/// The rules of the elementwise ops. A unary op whose gradient is `UnaryGrad(dY, X)`
+/// names the attributes that op needs.
+pub(super) const RULES: &[(&str, GradFn)] = &[
+    ("Relu", |b, c| unary(b, c, &[])),
+    ("LeakyRelu", |b, c| unary(b, c, &["alpha"])),
+    ("Sigmoid", |b, c| unary(b, c, &[])),
+    ("Tanh", |b, c| unary(b, c, &[])),
+    ("Elu", |b, c| unary(b, c, &["alpha"])),
+    ("Selu", |b, c| unary(b, c, &["alpha", "gamma"])),
+    ("Softplus", |b, c| unary(b, c, &[])),
+    ("Softsign", |b, c| unary(b, c, &[])),
+    ("Exp", |b, c| unary(b, c, &[])),
+    ("Log", |b, c| unary(b, c, &[])),
+    ("Sqrt", |b, c| unary(b, c, &[])),
+    ("Erf", |b, c| unary(b, c, &[])),
+    ("Abs", |b, c| unary(b, c, &[])),
+    ("Neg", |b, c| unary(b, c, &[])),
+    ("Reciprocal", |b, c| unary(b, c, &[])),
+    ("Clip", clip),
+    ("Mean", mean),
+    ("Where", where_),
+    ("Identity", |_, c| Ok(vec![Some(c.dy(0)?)])),
+    ("Cast", cast),
+    ("Add", add),
+    ("Sum", add),
+    ("Sub", sub),
+    ("Mul", mul),
+    ("Div", div),
+    ("Pow", pow),
 ];
 
-/// The rule for `op` when it is elementwise; `None` otherwise.
-pub fn rule(b: &mut Builder, ctx: &Ctx<'_>, op: &str) -> Result<Option<Vec<Option<TensorId>>>> {
-    if let Some((_, attr_names)) = UNARY.iter().find(|(name, _)| *name == op) {
-        let (dy, x) = (ctx.dy(0)?, ctx.input(0)?);
-        let mut attrs = Attrs::new().with("op", Attr::String(op.to_string()));
-        for &a in attr_names.iter() {
-            if let Some(v) = ctx.node.attrs.get(a) {
-                attrs.set(a, v.clone());
-            }
+/// `UnaryGrad(dY, X)` with the op's name and its attributes `attr_names`.
+fn unary(b: &mut Builder, ctx: &Ctx<'_>, attr_names: &[&str]) -> Result<Vec<Option<TensorId>>> {
+    let (dy, x) = (ctx.dy(0)?, ctx.input(0)?);
+    let mut attrs = Attrs::new().with("op", Attr::String(ctx.node.op.clone()));
+    for &a in attr_names {
+        if let Some(v) = ctx.node.attrs.get(a) {
+            attrs.set(a, v.clone());
         }
-        let ty = b.ty(x);
-        return Ok(Some(vec![Some(b.lms1(&ctx.name("unary"), "UnaryGrad", attrs, &[dy, x], ty))]));
     }
-    let dxs = match op {
-        "Clip" => {
-            let (dy, x) = (ctx.dy(0)?, ctx.input(0)?);
-            let mut attrs = Attrs::new().with("op", Attr::String("Clip".into()));
-            for (slot, name) in [(1, "min"), (2, "max")] {
-                if let Some(bound) = clip_bound(b, ctx, slot, name)? {
-                    attrs.set(name, Attr::Float(bound));
-                }
-            }
-            let ty = b.ty(x);
-            vec![Some(b.lms1(&ctx.name("clip"), "UnaryGrad", attrs, &[dy, x], ty))]
+    let ty = b.ty(x);
+    Ok(vec![Some(b.lms1(&ctx.name("unary"), "UnaryGrad", attrs, &[dy, x], ty))])
+}
+
+fn clip(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
+    let (dy, x) = (ctx.dy(0)?, ctx.input(0)?);
+    let mut attrs = Attrs::new().with("op", Attr::String("Clip".into()));
+    for (slot, name) in [(1, "min"), (2, "max")] {
+        if let Some(bound) = clip_bound(b, ctx, slot, name)? {
+            attrs.set(name, Attr::Float(bound));
         }
-        "Mean" => {
-            let n = ctx.node.inputs.len();
-            let weight = scalar(b, ctx, 1.0 / n as f32)?;
-            let share = b.onnx1(&ctx.name("mean"), "Mul", Attrs::new(), &[ctx.dy(0)?, weight])?;
-            let mut dxs = Vec::with_capacity(n);
-            for i in 0..n {
-                dxs.push(if ctx.needs(i) { Some(sum_to(b, ctx, share, ctx.input(i)?)) } else { None });
-            }
-            dxs
-        }
-        "Where" => {
-            // y = cond ? a : c: da = dy where cond, dc = dy elsewhere.
-            let (cond, dy) = (ctx.input(0)?, ctx.dy(0)?);
-            let zero = scalar(b, ctx, 0.0)?;
-            let mut dxs = vec![None];
-            for (slot, picked) in [(1, [dy, zero]), (2, [zero, dy])] {
-                dxs.push(if ctx.needs(slot) {
-                    let g = b.onnx1(&ctx.name("where"), "Where", Attrs::new(), &[cond, picked[0], picked[1]])?;
-                    Some(sum_to(b, ctx, g, ctx.input(slot)?))
-                } else {
-                    None
-                });
-            }
-            dxs
-        }
-        "Identity" => vec![Some(ctx.dy(0)?)],
-        "Cast" => {
-            let x = ctx.input(0)?;
-            let to = Attrs::new().with("to", Attr::Int(b.ty(x).dtype.code() as i64));
-            vec![Some(b.onnx1(&ctx.name("cast"), "Cast", to, &[ctx.dy(0)?])?)]
-        }
-        "Add" | "Sum" => {
-            let dy = ctx.dy(0)?;
-            let mut dxs = Vec::new();
-            for i in 0..ctx.node.inputs.len() {
-                dxs.push(if ctx.needs(i) { Some(sum_to(b, ctx, dy, ctx.input(i)?)) } else { None });
-            }
-            dxs
-        }
-        "Sub" => {
-            let dy = ctx.dy(0)?;
-            let da = if ctx.needs(0) { Some(sum_to(b, ctx, dy, ctx.input(0)?)) } else { None };
-            let db = if ctx.needs(1) {
-                let neg = b.onnx1(&ctx.name("neg"), "Neg", Attrs::new(), &[dy])?;
-                Some(sum_to(b, ctx, neg, ctx.input(1)?))
-            } else {
-                None
-            };
-            vec![da, db]
-        }
-        "Mul" => {
-            let (dy, a, c) = (ctx.dy(0)?, ctx.input(0)?, ctx.input(1)?);
-            let da = if ctx.needs(0) {
-                let p = b.onnx1(&ctx.name("mul"), "Mul", Attrs::new(), &[dy, c])?;
-                Some(sum_to(b, ctx, p, a))
-            } else {
-                None
-            };
-            let dc = if ctx.needs(1) {
-                let p = b.onnx1(&ctx.name("mul"), "Mul", Attrs::new(), &[dy, a])?;
-                Some(sum_to(b, ctx, p, c))
-            } else {
-                None
-            };
-            vec![da, dc]
-        }
-        "Div" => {
-            // y = a / c: da = dy / c, dc = −dy·y / c.
-            let (dy, a, c) = (ctx.dy(0)?, ctx.input(0)?, ctx.input(1)?);
-            let da = if ctx.needs(0) {
-                let q = b.onnx1(&ctx.name("div"), "Div", Attrs::new(), &[dy, c])?;
-                Some(sum_to(b, ctx, q, a))
-            } else {
-                None
-            };
-            let dc = if ctx.needs(1) {
-                let y = ctx.node.outputs[0];
-                let y_over_c = b.onnx1(&ctx.name("div"), "Div", Attrs::new(), &[y, c])?;
-                let p = b.onnx1(&ctx.name("mul"), "Mul", Attrs::new(), &[dy, y_over_c])?;
-                let n = b.onnx1(&ctx.name("neg"), "Neg", Attrs::new(), &[p])?;
-                Some(sum_to(b, ctx, n, c))
-            } else {
-                None
-            };
-            vec![da, dc]
-        }
-        "Pow" => {
-            if ctx.needs(1) {
-                return Err(ctx.fail("lms has no gradient of Pow with respect to its exponent".into()));
-            }
-            let (dy, x, p) = (ctx.dy(0)?, ctx.input(0)?, ctx.input(1)?);
-            let ty = b.ty(x);
-            vec![Some(b.lms1(&ctx.name("pow"), "PowGrad", Attrs::new(), &[dy, x, p], ty)), None]
-        }
-        _ => return Ok(None),
+    }
+    let ty = b.ty(x);
+    Ok(vec![Some(b.lms1(&ctx.name("clip"), "UnaryGrad", attrs, &[dy, x], ty))])
+}
+
+fn mean(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
+    let n = ctx.node.inputs.len();
+    let weight = scalar(b, ctx, 1.0 / n as f32)?;
+    let share = b.onnx1(&ctx.name("mean"), "Mul", Attrs::new(), &[ctx.dy(0)?, weight])?;
+    let mut dxs = Vec::with_capacity(n);
+    for i in 0..n {
+        dxs.push(if ctx.needs(i) { Some(sum_to(b, ctx, share, ctx.input(i)?)) } else { None });
+    }
+    Ok(dxs)
+}
+
+/// y = cond ? a : c: da = dy where cond, dc = dy elsewhere.
+fn where_(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
+    let (cond, dy) = (ctx.input(0)?, ctx.dy(0)?);
+    let zero = scalar(b, ctx, 0.0)?;
+    let mut dxs = vec![None];
+    for (slot, picked) in [(1, [dy, zero]), (2, [zero, dy])] {
+        dxs.push(if ctx.needs(slot) {
+            let g = b.onnx1(&ctx.name("where"), "Where", Attrs::new(), &[cond, picked[0], picked[1]])?;
+            Some(sum_to(b, ctx, g, ctx.input(slot)?))
+        } else {
+            None
+        });
+    }
+    Ok(dxs)
+}
+
+fn cast(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
+    let x = ctx.input(0)?;
+    let to = Attrs::new().with("to", Attr::Int(b.ty(x).dtype.code() as i64));
+    Ok(vec![Some(b.onnx1(&ctx.name("cast"), "Cast", to, &[ctx.dy(0)?])?)])
+}
+
+/// Add and Sum: every input gets dY, summed to its shape.
+fn add(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
+    let dy = ctx.dy(0)?;
+    let mut dxs = Vec::new();
+    for i in 0..ctx.node.inputs.len() {
+        dxs.push(if ctx.needs(i) { Some(sum_to(b, ctx, dy, ctx.input(i)?)) } else { None });
+    }
+    Ok(dxs)
+}
+
+fn sub(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
+    let dy = ctx.dy(0)?;
+    let da = if ctx.needs(0) { Some(sum_to(b, ctx, dy, ctx.input(0)?)) } else { None };
+    let db = if ctx.needs(1) {
+        let neg = b.onnx1(&ctx.name("neg"), "Neg", Attrs::new(), &[dy])?;
+        Some(sum_to(b, ctx, neg, ctx.input(1)?))
+    } else {
+        None
     };
-    Ok(Some(only_needed(ctx, dxs)))
+    Ok(vec![da, db])
+}
+
+fn mul(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
+    let (dy, a, c) = (ctx.dy(0)?, ctx.input(0)?, ctx.input(1)?);
+    let da = if ctx.needs(0) {
+        let p = b.onnx1(&ctx.name("mul"), "Mul", Attrs::new(), &[dy, c])?;
+        Some(sum_to(b, ctx, p, a))
+    } else {
+        None
+    };
+    let dc = if ctx.needs(1) {
+        let p = b.onnx1(&ctx.name("mul"), "Mul", Attrs::new(), &[dy, a])?;
+        Some(sum_to(b, ctx, p, c))
+    } else {
+        None
+    };
+    Ok(vec![da, dc])
+}
+
+/// y = a / c: da = dy / c, dc = −dy·y / c.
+fn div(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
+    let (dy, a, c) = (ctx.dy(0)?, ctx.input(0)?, ctx.input(1)?);
+    let da = if ctx.needs(0) {
+        let q = b.onnx1(&ctx.name("div"), "Div", Attrs::new(), &[dy, c])?;
+        Some(sum_to(b, ctx, q, a))
+    } else {
+        None
+    };
+    let dc = if ctx.needs(1) {
+        let y = ctx.node.outputs[0];
+        let y_over_c = b.onnx1(&ctx.name("div"), "Div", Attrs::new(), &[y, c])?;
+        let p = b.onnx1(&ctx.name("mul"), "Mul", Attrs::new(), &[dy, y_over_c])?;
+        let n = b.onnx1(&ctx.name("neg"), "Neg", Attrs::new(), &[p])?;
+        Some(sum_to(b, ctx, n, c))
+    } else {
+        None
+    };
+    Ok(vec![da, dc])
+}
+
+fn pow(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
+    if ctx.needs(1) {
+        return Err(ctx.fail("lms has no gradient of Pow with respect to its exponent".into()));
+    }
+    let (dy, x, p) = (ctx.dy(0)?, ctx.input(0)?, ctx.input(1)?);
+    let ty = b.ty(x);
+    Ok(vec![Some(b.lms1(&ctx.name("pow"), "PowGrad", Attrs::new(), &[dy, x, p], ty)), None])
 }
 
 /// Clip's bound `name`: the attribute (before opset 11) or the constant input

@@ -1,18 +1,12 @@
 //! Gradients of MatMul and Gemm, written with MatMul, Gemm and Transpose.
 
-use super::{only_needed, sum_to, Ctx};
+use super::{sum_to, Ctx, GradFn};
 use crate::error::Result;
 use crate::ir::{Attr, Attrs, TensorData, TensorId, VARIABLE_OP};
 use crate::train::builder::Builder;
 
-/// The rule for `op` when it is MatMul or Gemm; `None` otherwise.
-pub fn rule(b: &mut Builder, ctx: &Ctx<'_>, op: &str) -> Result<Option<Vec<Option<TensorId>>>> {
-    Ok(Some(match op {
-        "MatMul" => matmul(b, ctx)?,
-        "Gemm" => gemm(b, ctx)?,
-        _ => return Ok(None),
-    }))
-}
+/// The rules of MatMul and Gemm.
+pub(super) const RULES: &[(&str, GradFn)] = &[("MatMul", matmul), ("Gemm", gemm)];
 
 /// X with its last two axes swapped.
 fn swap_last(b: &mut Builder, ctx: &Ctx<'_>, x: TensorId) -> Result<TensorId> {
@@ -120,5 +114,5 @@ fn gemm(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
     } else {
         None
     };
-    Ok(only_needed(ctx, vec![da, dm, dc]))
+    Ok(vec![da, dm, dc])
 }

@@ -1,7 +1,10 @@
-//! Gradient rules, one module per op family. A rule gets the forward node,
-//! the gradient of each output (`None` where nothing downstream needs it, and
-//! for the loss, whose gradient is 1) and which inputs need a gradient; it
-//! adds backward ops and returns a gradient for each input that needs one.
+//! Gradient rules, one module per op family, each listing its rules by op name
+//! (`RULES`); [`rule`] finds a node's by its [`OpId`] in one table built from
+//! them. A rule gets the forward node, the gradient of each output (`None`
+//! where nothing downstream needs it, and for the loss, whose gradient is 1) and
+//! which inputs need a gradient; it adds backward ops and returns a gradient for
+//! each input that needs one. An op without a rule says why in its definition
+//! (`OpDef::no_gradient`).
 
 mod elementwise;
 mod linalg;
@@ -11,6 +14,8 @@ mod shape_ops;
 use super::builder::{Builder, LMS_DOMAIN};
 use crate::error::{Error, Result};
 use crate::ir::{Attrs, Node, TensorId, TensorType};
+use crate::shape::{registry, OpId};
+use std::sync::OnceLock;
 
 /// What a rule sees.
 pub struct Ctx<'a> {
@@ -48,65 +53,49 @@ impl Ctx<'_> {
     }
 }
 
+/// A gradient rule: the gradients of the node's inputs (one entry per input slot).
+pub type GradFn = fn(&mut Builder, &Ctx<'_>) -> Result<Vec<Option<TensorId>>>;
+
+/// Every family's rules, by op name.
+const FAMILIES: &[&[(&str, GradFn)]] = &[elementwise::RULES, linalg::RULES, nn::RULES, shape_ops::RULES];
+
+/// The gradient rule of each op, indexed by [`OpId`], built once.
+fn rules() -> &'static [Option<GradFn>] {
+    static RULES: OnceLock<Vec<Option<GradFn>>> = OnceLock::new();
+    RULES.get_or_init(|| {
+        let mut table = vec![None; registry::all().count()];
+        for &(name, rule) in FAMILIES.iter().copied().flatten() {
+            if let Some(id) = registry::by_name(name) {
+                table[id.index()] = Some(rule);
+            }
+        }
+        table
+    })
+}
+
+/// The gradient rule of `op`, where lms has one.
+pub fn rule_of(op: OpId) -> Option<GradFn> {
+    rules()[op.index()]
+}
+
 /// Gradients of the node's inputs (one entry per input slot).
 pub fn rule(b: &mut Builder, node: &Node, dys: &[Option<TensorId>], needs: &[bool]) -> Result<Vec<Option<TensorId>>> {
     let ctx = Ctx { node, dys, needs };
     let op = node.op.as_str();
+    let id = registry::resolve(&node.domain, op);
+    if let Some(rule) = id.and_then(rule_of) {
+        return Ok(only_needed(&ctx, rule(b, &ctx)?));
+    }
     if node.domain == LMS_DOMAIN {
-        return nn::lms_op(b, &ctx);
+        return Err(ctx.fail(format!("lms has no gradient for op 'lms::{op}'")));
     }
-    if let Some(dxs) = elementwise::rule(b, &ctx, op)? {
-        return Ok(dxs);
-    }
-    if let Some(dxs) = linalg::rule(b, &ctx, op)? {
-        return Ok(dxs);
-    }
-    if let Some(dxs) = nn::rule(b, &ctx, op)? {
-        return Ok(dxs);
-    }
-    if let Some(dxs) = shape_ops::rule(b, &ctx, op)? {
-        return Ok(dxs);
-    }
-    let why = no_gradient(op).unwrap_or("lms has no gradient rule for it");
+    let why = id.and_then(|id| id.def().no_gradient).unwrap_or("lms has no gradient rule for it");
     Err(ctx.fail(format!("cannot train through '{op}': {why}")))
 }
 
-/// Ops the frontend accepts that have no gradient rule, and why. Every other
-/// accepted op has one (a test walks the op registry to keep it so).
-const NO_GRADIENT: &[(&str, &str)] = &[
-    ("Constant", "its output is a constant"),
-    ("ConstantOfShape", "its output is a constant"),
-    ("Shape", "its output is a shape (integers)"),
-    ("Size", "its output is a count of elements (an integer)"),
-    ("Range", "its output is a sequence of numbers fixed by its bounds"),
-    ("Not", "its output is boolean"),
-    ("Equal", "its output is boolean"),
-    ("Less", "its output is boolean"),
-    ("Greater", "its output is boolean"),
-    ("GreaterOrEqual", "its output is boolean"),
-    ("LessOrEqual", "its output is boolean"),
-    ("And", "its output is boolean"),
-    ("Or", "its output is boolean"),
-    ("Xor", "its output is boolean"),
-    ("Floor", "it is piecewise constant, so its gradient is zero wherever it is defined"),
-    ("Ceil", "it is piecewise constant, so its gradient is zero wherever it is defined"),
-    ("Max", "the gradient of an elementwise maximum is not implemented"),
-    ("Min", "the gradient of an elementwise minimum is not implemented"),
-    ("ReduceMax", "the gradient of a maximum reduction is not implemented"),
-    ("ReduceMin", "the gradient of a minimum reduction is not implemented"),
-    ("GlobalMaxPool", "the gradient of global max pooling is not implemented (MaxPool has one)"),
-    ("PRelu", "the gradient of PRelu is not implemented (LeakyRelu has one)"),
-    ("Pad", "the gradient of Pad is not implemented"),
-    ("Tile", "the gradient of Tile is not implemented (Expand has one)"),
-    ("ConvTranspose", "the gradient of ConvTranspose is not implemented"),
-    ("InstanceNormalization", "the gradient of InstanceNormalization is not implemented"),
-    ("Gelu", "the gradient of Gelu is not implemented"),
-    ("HardSigmoid", "the gradient of HardSigmoid is not implemented"),
-];
-
-/// Why lms cannot differentiate `op`, when it cannot.
+/// Why lms cannot differentiate the ONNX op `op`, when it cannot.
 pub fn no_gradient(op: &str) -> Option<&'static str> {
-    NO_GRADIENT.iter().find(|(name, _)| *name == op).map(|&(_, why)| why)
+    registry::resolve("", op).and_then(|id| id.def().no_gradient)
 }
 
 /// `dy` summed down to `shape` (numpy unbroadcast); `dy` itself when the
@@ -121,6 +110,26 @@ pub fn sum_to(b: &mut Builder, ctx: &Ctx<'_>, dy: TensorId, like: TensorId) -> T
 }
 
 /// Only the gradients of the inputs that need one.
-pub fn only_needed(ctx: &Ctx<'_>, dxs: Vec<Option<TensorId>>) -> Vec<Option<TensorId>> {
+fn only_needed(ctx: &Ctx<'_>, dxs: Vec<Option<TensorId>>) -> Vec<Option<TensorId>> {
     dxs.into_iter().enumerate().map(|(i, dx)| dx.filter(|_| ctx.needs(i))).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every rule names an op of the registry, once, and no op both has a rule and says
+    /// why it has none.
+    #[test]
+    fn gradient_rules_are_keyed_by_registry_ops() {
+        let names: Vec<&str> = FAMILIES.iter().copied().flatten().map(|r| r.0).collect();
+        for (i, name) in names.iter().enumerate() {
+            let id = registry::by_name(name).unwrap_or_else(|| panic!("{name} has a gradient rule but is no op"));
+            assert!(!names[..i].contains(name), "{name} has two gradient rules");
+            assert_eq!(id.def().no_gradient, None, "{name} has a gradient rule and a reason it has none");
+        }
+        assert!(rule_of(registry::by_name("Relu").unwrap()).is_some());
+        assert!(rule_of(registry::by_name("BatchNormTrain").unwrap()).is_some());
+        assert!(rule_of(registry::by_name("Tile").unwrap()).is_none());
+    }
 }

@@ -1,110 +1,112 @@
 //! Gradients of neural-network ops: convolution, pooling, LRN, softmax,
 //! normalisation, Gather, and lms's training-mode ops and losses.
 
-use super::{only_needed, Ctx};
+use super::{Ctx, GradFn};
 use crate::error::Result;
 use crate::ir::{Attr, AttrError, Attrs, TensorId, TensorType};
 use crate::shape::SoftmaxAxis;
 use crate::train::builder::Builder;
 
-/// The rule for an ONNX `op` of this family; `None` otherwise.
-pub fn rule(b: &mut Builder, ctx: &Ctx<'_>, op: &str) -> Result<Option<Vec<Option<TensorId>>>> {
-    Ok(Some(match op {
-        "Conv" => conv(b, ctx)?,
-        "MaxPool" | "AveragePool" => pool(b, ctx, op)?,
-        "GlobalAveragePool" => {
-            let ty = b.ty(ctx.input(0)?);
-            vec![Some(b.lms1(&ctx.name("gap"), "GlobalAveragePoolGrad", Attrs::new(), &[ctx.dy(0)?], ty))]
-        }
-        "LRN" => {
-            let x = ctx.input(0)?;
-            let mut attrs = Attrs::new();
-            copy_attrs(ctx, &mut attrs, &["size", "alpha", "beta", "bias"]);
-            let ty = b.ty(x);
-            vec![Some(b.lms1(&ctx.name("lrn"), "LRNGrad", attrs, &[ctx.dy(0)?, x], ty))]
-        }
-        "Softmax" | "LogSoftmax" => {
-            let form = SoftmaxAxis::at_opset(b.graph.opset);
-            let axis = ctx.node.attrs.int("axis", form.default).map_err(|e| attr_fail(ctx, e))?;
-            let attrs = Attrs::new().with("axis", Attr::Int(axis)).with("coerce", Attr::Int(form.coerced as i64));
-            let y = ctx.node.outputs[0];
-            let ty = b.ty(y);
-            let grad_op = if op == "Softmax" { "SoftmaxGrad" } else { "LogSoftmaxGrad" };
-            vec![Some(b.lms1(&ctx.name("softmax"), grad_op, attrs, &[ctx.dy(0)?, y], ty))]
-        }
-        "LayerNormalization" => {
-            let (x, scale) = (ctx.input(0)?, ctx.input(1)?);
-            let [_, mean, invstd] = ctx.node.outputs[..] else {
-                return Err(ctx.fail("training needs LayerNormalization's mean and inverse deviation outputs".into()));
-            };
-            let axis = ctx.node.attrs.int("axis", -1).map_err(|e| attr_fail(ctx, e))?;
-            let (tx, ts) = (b.ty(x), b.ty(scale));
-            let outs = b.lms(
-                &ctx.name("layernorm"),
-                "LayerNormGrad",
-                Attrs::new().with("axis", Attr::Int(axis)),
-                &[Some(ctx.dy(0)?), Some(x), Some(scale), Some(mean), Some(invstd)],
-                vec![tx, ts.clone(), ts],
-            );
-            let bias = ctx.node.inputs.get(2).copied().flatten().map(|_| outs[2]);
-            vec![Some(outs[0]), Some(outs[1]), bias]
-        }
-        "Gather" => {
-            if ctx.needs(1) {
-                return Err(ctx.fail("indices of Gather are not differentiable".into()));
-            }
-            let (data, indices) = (ctx.input(0)?, ctx.input(1)?);
-            let rank = b.ty(data).rank() as i64;
-            let axis = ctx.node.attrs.int("axis", 0).map_err(|e| attr_fail(ctx, e))?;
-            let axis = if axis < 0 { axis + rank } else { axis };
-            let ty = b.ty(data);
-            vec![
-                Some(b.lms1(
-                    &ctx.name("gather"),
-                    "GatherGrad",
-                    Attrs::new().with("axis", Attr::Int(axis)),
-                    &[ctx.dy(0)?, indices],
-                    ty,
-                )),
-                None,
-            ]
-        }
-        _ => return Ok(None),
-    }))
+/// The rules of the neural-network ops and of lms's training-mode ops and losses.
+pub(super) const RULES: &[(&str, GradFn)] = &[
+    ("Conv", conv),
+    ("MaxPool", pool),
+    ("AveragePool", pool),
+    ("GlobalAveragePool", global_average_pool),
+    ("LRN", lrn),
+    ("Softmax", softmax),
+    ("LogSoftmax", softmax),
+    ("LayerNormalization", layer_normalization),
+    ("Gather", gather),
+    ("SoftmaxCrossEntropy", loss),
+    ("MeanSquaredError", loss),
+    ("BatchNormTrain", batch_norm_train),
+    ("DropoutTrain", dropout_train),
+];
+
+fn global_average_pool(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
+    let ty = b.ty(ctx.input(0)?);
+    Ok(vec![Some(b.lms1(&ctx.name("gap"), "GlobalAveragePoolGrad", Attrs::new(), &[ctx.dy(0)?], ty))])
 }
 
-/// Rules for lms's own forward ops (training mode and losses).
-pub fn lms_op(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
-    let dxs = match ctx.node.op.as_str() {
-        "SoftmaxCrossEntropy" | "MeanSquaredError" => {
-            let (pred, target) = (ctx.input(0)?, ctx.input(1)?);
-            let grad_op = format!("{}Grad", ctx.node.op);
-            let ty = b.ty(pred);
-            vec![Some(b.lms1(&ctx.name("loss"), &grad_op, Attrs::new(), &[pred, target], ty)), None]
-        }
-        "BatchNormTrain" => {
-            let (x, scale) = (ctx.input(0)?, ctx.input(1)?);
-            let outs = &ctx.node.outputs;
-            let (tx, ts) = (b.ty(x), b.ty(scale));
-            let grads = b.lms(
-                &ctx.name("batchnorm"),
-                "BatchNormGrad",
-                Attrs::new(),
-                &[Some(ctx.dy(0)?), Some(x), Some(scale), Some(outs[3]), Some(outs[4])],
-                vec![tx, ts.clone(), ts],
-            );
-            vec![Some(grads[0]), Some(grads[1]), Some(grads[2]), None, None]
-        }
-        "DropoutTrain" => {
-            let x = ctx.input(0)?;
-            let mut attrs = Attrs::new();
-            copy_attrs(ctx, &mut attrs, &["ratio"]);
-            let ty = b.ty(x);
-            vec![Some(b.lms1(&ctx.name("dropout"), "DropoutGrad", attrs, &[ctx.dy(0)?, ctx.node.outputs[1]], ty))]
-        }
-        op => return Err(ctx.fail(format!("lms has no gradient for op 'lms::{op}'"))),
+fn lrn(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
+    let x = ctx.input(0)?;
+    let mut attrs = Attrs::new();
+    copy_attrs(ctx, &mut attrs, &["size", "alpha", "beta", "bias"]);
+    let ty = b.ty(x);
+    Ok(vec![Some(b.lms1(&ctx.name("lrn"), "LRNGrad", attrs, &[ctx.dy(0)?, x], ty))])
+}
+
+/// Softmax and LogSoftmax.
+fn softmax(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
+    let form = SoftmaxAxis::at_opset(b.graph.opset);
+    let axis = ctx.node.attrs.int("axis", form.default).map_err(|e| attr_fail(ctx, e))?;
+    let attrs = Attrs::new().with("axis", Attr::Int(axis)).with("coerce", Attr::Int(form.coerced as i64));
+    let y = ctx.node.outputs[0];
+    let ty = b.ty(y);
+    let grad_op = if ctx.node.op == "Softmax" { "SoftmaxGrad" } else { "LogSoftmaxGrad" };
+    Ok(vec![Some(b.lms1(&ctx.name("softmax"), grad_op, attrs, &[ctx.dy(0)?, y], ty))])
+}
+
+fn layer_normalization(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
+    let (x, scale) = (ctx.input(0)?, ctx.input(1)?);
+    let [_, mean, invstd] = ctx.node.outputs[..] else {
+        return Err(ctx.fail("training needs LayerNormalization's mean and inverse deviation outputs".into()));
     };
-    Ok(only_needed(ctx, dxs))
+    let axis = ctx.node.attrs.int("axis", -1).map_err(|e| attr_fail(ctx, e))?;
+    let (tx, ts) = (b.ty(x), b.ty(scale));
+    let outs = b.lms(
+        &ctx.name("layernorm"),
+        "LayerNormGrad",
+        Attrs::new().with("axis", Attr::Int(axis)),
+        &[Some(ctx.dy(0)?), Some(x), Some(scale), Some(mean), Some(invstd)],
+        vec![tx, ts.clone(), ts],
+    );
+    let bias = ctx.node.inputs.get(2).copied().flatten().map(|_| outs[2]);
+    Ok(vec![Some(outs[0]), Some(outs[1]), bias])
+}
+
+fn gather(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
+    if ctx.needs(1) {
+        return Err(ctx.fail("indices of Gather are not differentiable".into()));
+    }
+    let (data, indices) = (ctx.input(0)?, ctx.input(1)?);
+    let rank = b.ty(data).rank() as i64;
+    let axis = ctx.node.attrs.int("axis", 0).map_err(|e| attr_fail(ctx, e))?;
+    let axis = if axis < 0 { axis + rank } else { axis };
+    let ty = b.ty(data);
+    let attrs = Attrs::new().with("axis", Attr::Int(axis));
+    Ok(vec![Some(b.lms1(&ctx.name("gather"), "GatherGrad", attrs, &[ctx.dy(0)?, indices], ty)), None])
+}
+
+/// The losses: `SoftmaxCrossEntropyGrad`, `MeanSquaredErrorGrad`.
+fn loss(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
+    let (pred, target) = (ctx.input(0)?, ctx.input(1)?);
+    let grad_op = format!("{}Grad", ctx.node.op);
+    let ty = b.ty(pred);
+    Ok(vec![Some(b.lms1(&ctx.name("loss"), &grad_op, Attrs::new(), &[pred, target], ty)), None])
+}
+
+fn batch_norm_train(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
+    let (x, scale) = (ctx.input(0)?, ctx.input(1)?);
+    let outs = &ctx.node.outputs;
+    let (tx, ts) = (b.ty(x), b.ty(scale));
+    let grads = b.lms(
+        &ctx.name("batchnorm"),
+        "BatchNormGrad",
+        Attrs::new(),
+        &[Some(ctx.dy(0)?), Some(x), Some(scale), Some(outs[3]), Some(outs[4])],
+        vec![tx, ts.clone(), ts],
+    );
+    Ok(vec![Some(grads[0]), Some(grads[1]), Some(grads[2]), None, None])
+}
+
+fn dropout_train(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
+    let x = ctx.input(0)?;
+    let mut attrs = Attrs::new();
+    copy_attrs(ctx, &mut attrs, &["ratio"]);
+    let ty = b.ty(x);
+    Ok(vec![Some(b.lms1(&ctx.name("dropout"), "DropoutGrad", attrs, &[ctx.dy(0)?, ctx.node.outputs[1]], ty))])
 }
 
 fn attr_fail(ctx: &Ctx<'_>, e: AttrError) -> crate::error::Error {
@@ -183,7 +185,8 @@ fn conv(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
     Ok(vec![dx, dw, db])
 }
 
-fn pool(b: &mut Builder, ctx: &Ctx<'_>, op: &str) -> Result<Vec<Option<TensorId>>> {
+/// MaxPool and AveragePool.
+fn pool(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
     if ctx.dys.iter().skip(1).any(Option::is_some) {
         return Err(ctx.fail("lms has no gradient through MaxPool's indices".into()));
     }
@@ -204,7 +207,7 @@ fn pool(b: &mut Builder, ctx: &Ctx<'_>, op: &str) -> Result<Vec<Option<TensorId>
             attrs.set(name, v.clone());
         }
     }
-    let dx = if op == "MaxPool" {
+    let dx = if ctx.node.op == "MaxPool" {
         b.lms1(&ctx.name("maxpool"), "MaxPoolGrad", attrs, &[dy, x], tx)
     } else {
         b.lms1(&ctx.name("avgpool"), "AveragePoolGrad", attrs, &[dy], tx)

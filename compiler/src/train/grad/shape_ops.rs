@@ -1,79 +1,78 @@
 //! Gradients of ops that move or select elements: reshapes, Transpose,
 //! Concat, Split, Slice, Expand and the reductions.
 
-use super::{only_needed, sum_to, Ctx};
+use super::{sum_to, Ctx, GradFn};
 use crate::error::Result;
 use crate::ir::{Attr, Attrs, TensorId};
 use crate::train::builder::Builder;
 
-/// The rule for `op` when it is in this family; `None` otherwise.
-pub fn rule(b: &mut Builder, ctx: &Ctx<'_>, op: &str) -> Result<Option<Vec<Option<TensorId>>>> {
-    let dxs = match op {
-        "Reshape" | "Flatten" | "Squeeze" | "Unsqueeze" => {
-            let ty = b.ty(ctx.input(0)?);
-            vec![Some(b.lms1(&ctx.name("reshape"), "ReshapeTo", Attrs::new(), &[ctx.dy(0)?], ty))]
-        }
-        "Expand" => vec![Some(sum_to(b, ctx, ctx.dy(0)?, ctx.input(0)?))],
-        "Transpose" => {
-            let rank = b.ty(ctx.input(0)?).rank();
-            let perm =
-                ctx.node.attrs.ints("perm", (0..rank as i64).rev().collect()).map_err(|e| ctx.fail(e.to_string()))?;
-            let mut inverse = vec![0i64; perm.len()];
-            for (i, &p) in perm.iter().enumerate() {
-                let slot = usize::try_from(p)
-                    .ok()
-                    .and_then(|p| inverse.get_mut(p))
-                    .ok_or_else(|| ctx.fail(format!("bad perm {perm:?}")))?;
-                *slot = i as i64;
+/// The rules of the ops that move or select elements, and of the reductions.
+pub(super) const RULES: &[(&str, GradFn)] = &[
+    ("Reshape", reshape),
+    ("Flatten", reshape),
+    ("Squeeze", reshape),
+    ("Unsqueeze", reshape),
+    ("Expand", |b, c| Ok(vec![Some(sum_to(b, c, c.dy(0)?, c.input(0)?))])),
+    ("Transpose", transpose),
+    ("Concat", concat),
+    ("Split", split),
+    ("Slice", slice),
+    ("ReduceMean", |b, c| reduce(b, c, true)),
+    ("ReduceSum", |b, c| reduce(b, c, false)),
+];
+
+/// Reshape, Flatten, Squeeze, Unsqueeze: `ReshapeTo` the input's shape.
+fn reshape(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
+    let ty = b.ty(ctx.input(0)?);
+    Ok(vec![Some(b.lms1(&ctx.name("reshape"), "ReshapeTo", Attrs::new(), &[ctx.dy(0)?], ty))])
+}
+
+fn transpose(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
+    let rank = b.ty(ctx.input(0)?).rank();
+    let perm = ctx.node.attrs.ints("perm", (0..rank as i64).rev().collect()).map_err(|e| ctx.fail(e.to_string()))?;
+    let mut inverse = vec![0i64; perm.len()];
+    for (i, &p) in perm.iter().enumerate() {
+        let slot = usize::try_from(p)
+            .ok()
+            .and_then(|p| inverse.get_mut(p))
+            .ok_or_else(|| ctx.fail(format!("bad perm {perm:?}")))?;
+        *slot = i as i64;
+    }
+    let attrs = Attrs::new().with("perm", Attr::Ints(inverse));
+    Ok(vec![Some(b.onnx1(&ctx.name("transpose"), "Transpose", attrs, &[ctx.dy(0)?])?)])
+}
+
+fn concat(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
+    let rank = b.ty(ctx.node.outputs[0]).rank() as i64;
+    let axis = normalize(ctx, ctx.node.attrs.req_int("axis").map_err(|e| ctx.fail(e.to_string()))?, rank)?;
+    let types = ctx
+        .node
+        .inputs
+        .iter()
+        .map(|t| t.map(|t| b.ty(t)).ok_or_else(|| ctx.fail("missing input".into())))
+        .collect::<Result<Vec<_>>>()?;
+    let attrs = Attrs::new().with("axis", Attr::Int(axis));
+    let outs = b.lms(&ctx.name("concat"), "ConcatGrad", attrs, &[Some(ctx.dy(0)?)], types);
+    Ok(outs.into_iter().map(Some).collect())
+}
+
+fn split(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
+    let rank = b.ty(ctx.input(0)?).rank() as i64;
+    let axis = normalize(ctx, ctx.node.attrs.int("axis", 0).map_err(|e| ctx.fail(e.to_string()))?, rank)?;
+    let mut parts = Vec::with_capacity(ctx.node.outputs.len());
+    for (i, &out) in ctx.node.outputs.iter().enumerate() {
+        parts.push(match ctx.dys[i] {
+            Some(dy) => dy,
+            None => {
+                let ty = b.ty(out);
+                b.lms1(&ctx.name("zeros"), "Zeros", Attrs::new(), &[], ty)
             }
-            vec![Some(b.onnx1(
-                &ctx.name("transpose"),
-                "Transpose",
-                Attrs::new().with("perm", Attr::Ints(inverse)),
-                &[ctx.dy(0)?],
-            )?)]
-        }
-        "Concat" => {
-            let rank = b.ty(ctx.node.outputs[0]).rank() as i64;
-            let axis = normalize(ctx, ctx.node.attrs.req_int("axis").map_err(|e| ctx.fail(e.to_string()))?, rank)?;
-            let types = ctx
-                .node
-                .inputs
-                .iter()
-                .map(|t| t.map(|t| b.ty(t)).ok_or_else(|| ctx.fail("missing input".into())))
-                .collect::<Result<Vec<_>>>()?;
-            let outs = b.lms(
-                &ctx.name("concat"),
-                "ConcatGrad",
-                Attrs::new().with("axis", Attr::Int(axis)),
-                &[Some(ctx.dy(0)?)],
-                types,
-            );
-            outs.into_iter().map(Some).collect()
-        }
-        "Split" => {
-            let rank = b.ty(ctx.input(0)?).rank() as i64;
-            let axis = normalize(ctx, ctx.node.attrs.int("axis", 0).map_err(|e| ctx.fail(e.to_string()))?, rank)?;
-            let mut parts = Vec::with_capacity(ctx.node.outputs.len());
-            for (i, &out) in ctx.node.outputs.iter().enumerate() {
-                parts.push(match ctx.dys[i] {
-                    Some(dy) => dy,
-                    None => {
-                        let ty = b.ty(out);
-                        b.lms1(&ctx.name("zeros"), "Zeros", Attrs::new(), &[], ty)
-                    }
-                });
-            }
-            let dx = b.onnx1(&ctx.name("split"), "Concat", Attrs::new().with("axis", Attr::Int(axis)), &parts)?;
-            let mut dxs = vec![Some(dx)];
-            dxs.resize(ctx.node.inputs.len(), None);
-            dxs
-        }
-        "Slice" => slice(b, ctx)?,
-        "ReduceMean" | "ReduceSum" => reduce(b, ctx, op == "ReduceMean")?,
-        _ => return Ok(None),
-    };
-    Ok(Some(only_needed(ctx, dxs)))
+        });
+    }
+    let dx = b.onnx1(&ctx.name("split"), "Concat", Attrs::new().with("axis", Attr::Int(axis)), &parts)?;
+    let mut dxs = vec![Some(dx)];
+    dxs.resize(ctx.node.inputs.len(), None);
+    Ok(dxs)
 }
 
 fn normalize(ctx: &Ctx<'_>, axis: i64, rank: i64) -> Result<i64> {

@@ -31,9 +31,8 @@ pub(super) const COSTS: &[(&str, CostFn)] = &[
 
 /// The ops of this family lms cannot differentiate, and why (every other op a model may
 /// hold has a gradient rule in the compiler).
-pub(super) const NO_GRADIENT: &[(&str, &str)] = &[
-    ("ConvTranspose", "the gradient of ConvTranspose is not implemented"),
-];
+pub(super) const NO_GRADIENT: &[(&str, &str)] =
+    &[("ConvTranspose", "the gradient of ConvTranspose is not implemented")];
 
 /// Split rules of the convolutions (`ConvTranspose` has none): batch;
 /// output channels (weights and bias sliced) and reduced input channels

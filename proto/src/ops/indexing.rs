@@ -64,9 +64,7 @@ pub(super) const COSTS: &[(&str, CostFn)] = &[
 
 /// The ops of this family lms cannot differentiate, and why (every other op a model may
 /// hold has a gradient rule in the compiler).
-pub(super) const NO_GRADIENT: &[(&str, &str)] = &[
-    ("Pad", "the gradient of Pad is not implemented"),
-];
+pub(super) const NO_GRADIENT: &[(&str, &str)] = &[("Pad", "the gradient of Pad is not implemented")];
 
 /// `GatherGrad`: zeros of data's shape, dY scatter-added at the indices.
 fn gather_grad_cost(node: &CostNode<'_>) -> Work {

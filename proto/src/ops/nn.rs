@@ -134,9 +134,8 @@ pub(super) const COSTS: &[(&str, CostFn)] = &[
 
 /// The ops of this family lms cannot differentiate, and why (every other op a model may
 /// hold has a gradient rule in the compiler).
-pub(super) const NO_GRADIENT: &[(&str, &str)] = &[
-    ("InstanceNormalization", "the gradient of InstanceNormalization is not implemented"),
-];
+pub(super) const NO_GRADIENT: &[(&str, &str)] =
+    &[("InstanceNormalization", "the gradient of InstanceNormalization is not implemented")];
 
 /// `Gemm`: A [M, K] (or [K, M] with `transA`) by B gives [M, N]: 2·M·N·K,
 /// plus M·N when C is added.

@@ -37,9 +37,8 @@ pub(super) const COSTS: &[(&str, CostFn)] = &[
 
 /// The ops of this family lms cannot differentiate, and why (every other op a model may
 /// hold has a gradient rule in the compiler).
-pub(super) const NO_GRADIENT: &[(&str, &str)] = &[
-    ("GlobalMaxPool", "the gradient of global max pooling is not implemented (MaxPool has one)"),
-];
+pub(super) const NO_GRADIENT: &[(&str, &str)] =
+    &[("GlobalMaxPool", "the gradient of global max pooling is not implemented (MaxPool has one)")];
 
 /// Split rules of the pools: batch and channel (each plane pooled alone);
 /// the windowed pools and their gradients also height and width with halos,

@@ -128,7 +128,8 @@ fn registry() -> &'static Registry {
         let named = |name: &str| {
             let infer = FAMILIES.iter().flat_map(|f| f.ops).find(|(n, _)| *n == name).map(|&(_, r)| r);
             let split = FAMILIES.iter().flat_map(|f| f.splits).find(|(n, _)| *n == name).map(|&(_, r)| r);
-            let no_gradient = FAMILIES.iter().flat_map(|f| f.no_gradient).find(|(n, _)| *n == name).map(|&(_, why)| why);
+            let no_gradient =
+                FAMILIES.iter().flat_map(|f| f.no_gradient).find(|(n, _)| *n == name).map(|&(_, why)| why);
             (infer, split, no_gradient)
         };
         let defs: Vec<OpDef> = FAMILIES
@@ -175,7 +176,10 @@ mod tests {
                 assert!(by_name(name).is_some(), "{name} has a rule but no cost rule");
             }
         }
-        assert_eq!(by_name("Tile").unwrap().def().no_gradient, Some("the gradient of Tile is not implemented (Expand has one)"));
+        assert_eq!(
+            by_name("Tile").unwrap().def().no_gradient,
+            Some("the gradient of Tile is not implemented (Expand has one)")
+        );
         assert_eq!(by_name("Relu").unwrap().def().no_gradient, None);
         let (gemm, relu_grad) = (by_name("Gemm").unwrap(), by_name("UnaryGrad").unwrap());
         assert_eq!((gemm.name(), gemm.def().family, gemm.def().is_onnx()), ("Gemm", Family::Nn, true));

@@ -40,9 +40,7 @@ pub(super) const COSTS: &[(&str, CostFn)] = &[
 
 /// The ops of this family lms cannot differentiate, and why (every other op a model may
 /// hold has a gradient rule in the compiler).
-pub(super) const NO_GRADIENT: &[(&str, &str)] = &[
-    ("Tile", "the gradient of Tile is not implemented (Expand has one)"),
-];
+pub(super) const NO_GRADIENT: &[(&str, &str)] = &[("Tile", "the gradient of Tile is not implemented (Expand has one)")];
 
 /// Split rules: a Reshape that keeps axis 0 (each sample one contiguous
 /// block of the same length before and after) splits along the batch, its

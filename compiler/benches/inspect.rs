@@ -4,8 +4,8 @@
 //! Run with `cargo bench -p lms-compiler --bench inspect`. Target: under 1 s
 //! in release.
 
-use lms_compiler::frontend::{self, FrontendOptions};
 use lms_compiler::commands::inspect::InspectReport;
+use lms_compiler::frontend::{self, FrontendOptions};
 use lms_proto::Message;
 use std::time::Instant;
 

@@ -3,13 +3,13 @@
 use clap::{Args, Parser, Subcommand};
 use lms_compiler::analysis::profile::{DeviceProfile, DEFAULT_PROFILE};
 use lms_compiler::commands::compile::{Budget, CompileOptions, Strategy, DEFAULT_HOST_BUDGET_BYTES};
-use lms_compiler::frontend::{self, FrontendOptions};
 use lms_compiler::commands::inspect::InspectReport;
+use lms_compiler::commands::run::{DeviceKind, MemoryLimits, RunPlan, RunReport, SaveOnnx};
+use lms_compiler::commands::simulate::SimulateReport;
+use lms_compiler::frontend::{self, FrontendOptions};
 use lms_compiler::passes::split::SplitRequest;
 use lms_compiler::passes::tflms::{CtrldStrategy, FreeKnobs, SwapInTrigger, TflmsConfig};
 use lms_compiler::pipeline::PassOptions;
-use lms_compiler::commands::run::{DeviceKind, MemoryLimits, RunPlan, RunReport, SaveOnnx};
-use lms_compiler::commands::simulate::SimulateReport;
 use lms_compiler::train::{Loss, Optimizer, RunningVariance, TrainOptions};
 use lms_compiler::{egraph, emit, exit, flags, Error};
 use std::collections::BTreeMap;
@@ -634,7 +634,10 @@ fn compile(args: &CompileArgs) -> Result<(), Error> {
         eprintln!("lms: warning: {}", lms_compiler::commands::process::one_line(warning));
     }
     if let Some(over) = &report.written_over_budget {
-        eprintln!("lms: warning: --force: wrote a plan over its budget: {}", lms_compiler::commands::process::one_line(over));
+        eprintln!(
+            "lms: warning: --force: wrote a plan over its budget: {}",
+            lms_compiler::commands::process::one_line(over)
+        );
     }
     if !args.quiet {
         out!("{}", report.summary());
@@ -691,11 +694,17 @@ fn simulate(args: &SimulateArgs) -> Result<(), Error> {
     }
     series.push((if before.is_some() { "after" } else { "graph" }, &after));
     if let Some(path) = &args.svg {
-        emit::output::write_atomically(path, emit::svg::memory_and_streams(&series).as_bytes())?;
+        emit::output::write_atomically(
+            path,
+            lms_compiler::commands::simulate::svg::memory_and_streams(&series).as_bytes(),
+        )?;
     }
     if let Some(path) = &args.html {
         let title = format!("{} ({})", after.graph, lms_compiler::commands::provenance::model_file_name(&args.graph));
-        emit::output::write_atomically(path, emit::html::report(&title, &series).as_bytes())?;
+        emit::output::write_atomically(
+            path,
+            lms_compiler::commands::simulate::html::report(&title, &series).as_bytes(),
+        )?;
     }
     if let Some(path) = &args.trace {
         let json = lms_proto::trace::to_chrome_json(&after.graph, &after.trace);
@@ -761,15 +770,20 @@ fn run(args: &RunArgs) -> Result<(), Error> {
     bar.set_style(
         indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} steps, loss {msg}").expect("valid template"),
     );
-    let report = lms_compiler::commands::run::run(&args.graph, device, &plan, limits, args.seed, |total, number, step| {
-        bar.set_length(total as u64);
-        bar.set_message(step.loss.map_or_else(String::new, |l| format!("{l:.4}")));
-        bar.inc(1);
-        if !args.json {
-            bar.suspend(|| lms_compiler::commands::process::print(&RunReport::step_line(number, step)))?;
-        }
-        Ok(if lms_compiler::commands::process::interrupted() { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
-    });
+    let report =
+        lms_compiler::commands::run::run(&args.graph, device, &plan, limits, args.seed, |total, number, step| {
+            bar.set_length(total as u64);
+            bar.set_message(step.loss.map_or_else(String::new, |l| format!("{l:.4}")));
+            bar.inc(1);
+            if !args.json {
+                bar.suspend(|| lms_compiler::commands::process::print(&RunReport::step_line(number, step)))?;
+            }
+            Ok(if lms_compiler::commands::process::interrupted() {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            })
+        });
     bar.finish_and_clear();
     let report = report?;
     if args.json {

@@ -1,8 +1,8 @@
 //! Robustness: truncated and byte-mutated versions of the fixture models
 //! never make the frontend (decode, import, inspect) panic.
 
-use lms_compiler::frontend::{self, FrontendOptions};
 use lms_compiler::commands::inspect::InspectReport;
+use lms_compiler::frontend::{self, FrontendOptions};
 use lms_tests::{fixture, list, onnx_data};
 
 /// Deterministic xorshift generator: the same mutations every run.

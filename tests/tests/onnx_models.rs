@@ -3,8 +3,8 @@
 //! and shape-infers; inferred output shapes equal the expected outputs'; and
 //! activation bytes match ONNX's own shape inference within 1%.
 
-use lms_compiler::frontend::{self, FrontendOptions};
 use lms_compiler::commands::inspect::InspectReport;
+use lms_compiler::frontend::{self, FrontendOptions};
 use lms_compiler::shape;
 use lms_compiler::train::TrainOptions;
 use lms_proto::onnx::TensorProto;

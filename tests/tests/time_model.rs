@@ -4,9 +4,9 @@
 
 use lms_compiler::analysis::order;
 use lms_compiler::analysis::profile::DeviceProfile;
+use lms_compiler::commands::simulate::SimulateReport;
 use lms_compiler::frontend::{self, FrontendOptions};
 use lms_compiler::ir::Graph;
-use lms_compiler::commands::simulate::SimulateReport;
 use lms_compiler::train::{self, Optimizer, TrainOptions};
 use lms_tests::onnx_data;
 use std::path::PathBuf;

@@ -6,6 +6,9 @@
 use crate::analysis::footprint::Footprint;
 use crate::analysis::profile::{DeviceProfile, DEFAULT_PROFILE};
 use crate::analysis::timeline;
+use crate::commands::provenance;
+use crate::commands::setup::Setup;
+use crate::commands::simulate::SimulateReport;
 use crate::emit;
 use crate::error::{Error, Result};
 use crate::frontend::{self, FrontendOptions};
@@ -14,9 +17,6 @@ use crate::passes::planner::{self, DecisionReport};
 use crate::passes::split::{SplitReport, SplitRequest};
 use crate::passes::tflms::{FreeKnobs, SwapInTrigger, SwappedTensor, TflmsConfig};
 use crate::pipeline::{self, stages, Context, Pass, PassOptions};
-use crate::commands::provenance;
-use crate::commands::setup::Setup;
-use crate::commands::simulate::SimulateReport;
 use crate::train::{RunningVariance, TrainOptions, TrainSummary};
 use crate::units::format_bytes;
 use lms_proto::Message;
@@ -467,7 +467,7 @@ fn html_report(
     series.extend(before.as_ref().map(|b| ("before", b)));
     series.push((if before.is_some() { "after" } else { "graph" }, &after));
     let title = format!("{} ({})", after.graph, provenance::model_file_name(&options.model));
-    Ok(emit::html::report(&title, &series))
+    Ok(super::simulate::html::report(&title, &series))
 }
 
 /// A Makefile rule: `target: input input ...` with spaces escaped.

@@ -11,13 +11,13 @@
 use crate::analysis::footprint::Footprint;
 use crate::analysis::profile::DeviceProfile;
 use crate::analysis::timeline;
+use crate::commands::simulate::format_seconds;
 use crate::emit::chart::{self, LegendEntry, Marker, Plot, Scale, Swatch, Unit};
 use crate::error::{Error, Result};
 use crate::ir::Graph;
 use crate::passes::planner::{self, PlanOptions, Speeds, DEFAULT_MAX_CHAIN};
 use crate::passes::tflms::{self, FreeKnobs, TflmsConfig};
 use crate::pipeline;
-use crate::commands::simulate::format_seconds;
 use crate::units::format_bytes;
 use serde::Serialize;
 use std::fmt::Write;

@@ -16,11 +16,11 @@
 //! less the overhead, as the time model adds them back.
 
 use crate::analysis::profile::{DeviceProfile, KernelRates, PeakFlops, Precision, FORMAT_VERSION};
+use crate::commands::run::DeviceKind;
 use crate::emit::serialize;
 use crate::error::{Error, Result};
 use crate::ir::{Attr, Attrs, DType, Device, Graph, Node, Phase, TensorId, TensorType, INPUT_OP};
 use crate::ir::{SWAP_IN_OP, SWAP_OUT_OP};
-use crate::commands::run::DeviceKind;
 use crate::train::LMS_DOMAIN;
 use lms_runtime::{Backend, CpuBackend, CudaBackend, Program, RunOptions, RuntimeError, Session};
 use std::collections::BTreeMap;

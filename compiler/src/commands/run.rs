@@ -8,11 +8,11 @@
 //! the graph was compiled from (the sha256 its metadata records).
 
 use crate::commands::dataset::Dataset;
+use crate::commands::provenance;
+use crate::commands::setup::Setup;
 use crate::emit::{output, trained_onnx};
 use crate::error::{Error, Result};
 use crate::npz;
-use crate::commands::provenance;
-use crate::commands::setup::Setup;
 use crate::units::format_bytes;
 use lms_proto::contract::{NodeKind, TensorType, VARIABLE_OP};
 use lms_proto::lms::DType;

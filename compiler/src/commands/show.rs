@@ -5,10 +5,10 @@
 
 use crate::analysis::profile::DeviceProfile;
 use crate::analysis::timeline;
-use crate::emit::serialize;
-use crate::error::Result;
 use crate::commands::setup::Setup;
 use crate::commands::simulate::format_seconds;
+use crate::emit::serialize;
+use crate::error::Result;
 use crate::units::format_bytes;
 use lms_proto::contract::{placement, Pool, Program, SPLIT_PART_OP, SPLIT_WINDOW_OP};
 use lms_proto::escape::Escaped;

@@ -7,13 +7,16 @@ use crate::analysis::footprint::Footprint;
 use crate::analysis::memory;
 use crate::analysis::profile::DeviceProfile;
 use crate::analysis::timeline::{self, Timeline};
+use crate::commands::setup::Setup;
 use crate::ir::{Attr, Graph, NodeId, SPLIT_PART_OP, SPLIT_WINDOW_OP};
 use crate::passes::planner::{self, DecisionReport};
-use crate::commands::setup::Setup;
 use crate::units::format_bytes;
 use lms_proto::trace::{Lane, TraceEvent};
 use serde::Serialize;
 use std::fmt::Write;
+
+pub mod html;
+pub mod svg;
 
 /// What `lms simulate` reports; serialized as its `--json` output.
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -378,9 +381,9 @@ pub fn sparkline(timeline: &[u64], scale: u64) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::svg::tests::before_and_after;
     use super::SimulateReport;
     use crate::analysis::profile::DeviceProfile;
-    use crate::emit::svg::tests::before_and_after;
     use crate::frontend::{self, FrontendOptions};
     use crate::train::{self, TrainOptions};
 

@@ -9,9 +9,9 @@
 //! by a small script from the decisions embedded as JSON, sortable by any
 //! column. Hovering a row, a copy or a peak names its tensor or op.
 
-use super::chart::escape;
 use super::svg::{self, Series};
-use crate::commands::simulate::{format_seconds, SimulateReport};
+use super::{format_seconds, SimulateReport};
+use crate::emit::chart::escape;
 use crate::units::format_bytes;
 use serde::Serialize;
 use std::borrow::Cow;
@@ -254,8 +254,8 @@ const SCRIPT: &str = r##"
 
 #[cfg(test)]
 mod tests {
+    use super::super::svg::tests::before_and_after;
     use super::*;
-    use crate::emit::svg::tests::before_and_after;
 
     #[test]
     fn the_page_is_self_contained_and_embeds_every_decision() {

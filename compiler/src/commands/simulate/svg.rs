@@ -8,8 +8,8 @@
 //! host-to-device) on the same axis; then a legend, inside the picture.
 //! Hovering a copy or a peak names its tensor or op.
 
-use super::chart::{self, escape, LegendEntry, Marker, Plot, Scale, Swatch, Unit, LINE};
-use crate::commands::simulate::{format_seconds, SimulateReport};
+use super::{format_seconds, SimulateReport};
+use crate::emit::chart::{self, escape, LegendEntry, Marker, Plot, Scale, Swatch, Unit, LINE};
 use crate::units::format_bytes;
 use lms_proto::trace::{Lane, TraceEvent};
 use std::fmt::Write;

@@ -4,6 +4,8 @@
 //! this module.
 
 pub mod builder;
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod compile;
 #[cfg(feature = "cli")]
 pub mod dataset;

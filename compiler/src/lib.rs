@@ -27,5 +27,5 @@ pub mod train;
 pub mod units;
 
 pub use commands::builder::Compile;
-pub use commands::{compile, provenance};
+pub use commands::{builder, compile, provenance};
 pub use error::{exit, Error, Result};

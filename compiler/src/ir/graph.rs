@@ -16,6 +16,7 @@ use petgraph::stable_graph::{EdgeIndex, NodeIndex, StableDiGraph};
 use petgraph::visit::{EdgeRef, IntoEdgeReferences, NodeIndexable};
 use petgraph::Direction;
 use std::fmt;
+use std::sync::Arc;
 
 /// Identifies a vertex of a [`Graph`]; stable across removals.
 pub type NodeId = NodeIndex<u32>;
@@ -146,8 +147,11 @@ pub struct Graph {
     pub name: String,
     /// Opset version of the ONNX default domain the graph was written against.
     pub opset: i64,
-    graph: StableDiGraph<Node, Edge, u32>,
-    tensors: Vec<Tensor>,
+    /// Nodes and tensors are shared between clones and copied on their first
+    /// write ([`Graph::node_mut`], [`Graph::tensor_mut`]), so a clone costs a
+    /// pointer per node and tensor, not their names, attributes and data.
+    graph: StableDiGraph<Arc<Node>, Edge, u32>,
+    tensors: Vec<Arc<Tensor>>,
     /// Tensors fed from outside, in declaration order.
     pub inputs: Vec<TensorId>,
     /// Tensors returned to the caller, in declaration order.
@@ -198,12 +202,12 @@ impl Graph {
     pub fn add_node(&mut self, mut node: Node, outputs: Vec<(String, TensorType)>) -> NodeId {
         node.outputs.clear();
         let inputs = node.inputs.clone();
-        let id = self.graph.add_node(node);
+        let id = self.graph.add_node(Arc::new(node));
         self.schedule.push(id);
         for (slot, (name, ty)) in outputs.into_iter().enumerate() {
             let t = TensorId(self.tensors.len() as u32);
-            self.tensors.push(Tensor { name, ty, producer: (id, slot), data: None });
-            self.graph[id].outputs.push(t);
+            self.tensors.push(Arc::new(Tensor { name, ty, producer: (id, slot), data: None }));
+            Arc::make_mut(&mut self.graph[id]).outputs.push(t);
         }
         for (dst_slot, input) in inputs.into_iter().enumerate() {
             if let Some(t) = input {
@@ -219,7 +223,16 @@ impl Graph {
     /// them, and a node still reading one is a dangling read.
     pub fn remove_node(&mut self, id: NodeId) -> Option<Node> {
         self.schedule.retain(|&n| n != id);
-        self.graph.remove_node(id)
+        self.graph.remove_node(id).map(Arc::unwrap_or_clone)
+    }
+
+    /// [`Graph::remove_node`] for each of `ids`, the schedule filtered once.
+    pub fn remove_nodes(&mut self, ids: &[NodeId]) {
+        let gone: std::collections::HashSet<NodeId> = ids.iter().copied().collect();
+        self.schedule.retain(|n| !gone.contains(n));
+        for &id in ids {
+            self.graph.remove_node(id);
+        }
     }
 
     /// Whether `id` names a node of the graph.
@@ -238,7 +251,7 @@ impl Graph {
         if let Some(edge) = old {
             self.graph.remove_edge(edge);
         }
-        self.graph[node].inputs[slot] = tensor;
+        Arc::make_mut(&mut self.graph[node]).inputs[slot] = tensor;
         if let Some(t) = tensor {
             let (src, src_slot) = self.tensors[t.index()].producer;
             self.graph.add_edge(src, node, Edge { action: Action::Read, tensor: Some(t), src_slot, dst_slot: slot });
@@ -279,7 +292,7 @@ impl Graph {
 
     /// Mutable access to a node's attributes, phase and device.
     pub fn node_mut(&mut self, id: NodeId) -> &mut Node {
-        &mut self.graph[id]
+        Arc::make_mut(&mut self.graph[id])
     }
 
     /// The tensor with this id.
@@ -289,13 +302,13 @@ impl Graph {
 
     /// Mutable access to a tensor.
     pub fn tensor_mut(&mut self, id: TensorId) -> &mut Tensor {
-        &mut self.tensors[id.index()]
+        Arc::make_mut(&mut self.tensors[id.index()])
     }
 
     /// The tensors whose producer is in the graph, in [`TensorId`] order: a
     /// removed node's outputs are not, even once a new node reuses its index.
     pub fn tensors(&self) -> impl Iterator<Item = (TensorId, &Tensor)> {
-        self.tensors.iter().enumerate().map(|(i, t)| (TensorId(i as u32), t)).filter(|&(id, t)| {
+        self.tensors.iter().enumerate().map(|(i, t)| (TensorId(i as u32), &**t)).filter(|&(id, t)| {
             let (node, slot) = t.producer;
             self.graph.node_weight(node).is_some_and(|n| n.outputs.get(slot) == Some(&id))
         })

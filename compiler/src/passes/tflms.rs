@@ -46,6 +46,7 @@
 
 mod control;
 mod fit;
+mod peaks;
 mod select;
 mod splice;
 #[cfg(test)]
@@ -326,6 +327,19 @@ impl<'g> Analysis<'g> {
 
     /// Plans the first `cfg.n_tensors` candidates as a patch.
     fn patch(&self, cfg: &TflmsConfig) -> Result<(Patch, TflmsReport)> {
+        let (plans, queue) = self.plans(cfg);
+        Ok(splice::splice(self.g, &self.order, &plans, &queue))
+    }
+
+    /// The live peaks of the rewrite with `cfg`'s knobs, without applying it.
+    fn peaks(&self, sweep: &peaks::Sweep, cfg: &TflmsConfig) -> peaks::Peaks {
+        let (plans, queue) = self.plans(cfg);
+        sweep.peaks(&self.order, &plans, &queue)
+    }
+
+    /// The swaps of the first `cfg.n_tensors` candidates with their control
+    /// ops, and the order their swap-ins are added: (plan, swap-in) pairs.
+    fn plans(&self, cfg: &TflmsConfig) -> (Vec<SwapPlan<'_>>, Vec<(usize, usize)>) {
         let count = cfg.n_tensors.unwrap_or(self.candidates.len());
         let mut plans: Vec<SwapPlan<'_>> = self
             .candidates
@@ -351,6 +365,6 @@ impl<'g> Analysis<'g> {
             }
             SwapInTrigger::Time => timed::place(self.g, &self.order, &cfg.profile, &mut plans),
         };
-        Ok(splice::splice(self.g, &self.order, &plans, &queue))
+        (plans, queue)
     }
 }

@@ -276,9 +276,7 @@ pub fn apply(g: &mut Graph, patch: &Patch) -> Result<Applied> {
         order.append(&mut after[id.index()]);
     }
     g.set_schedule(order);
-    for &id in &patch.removals {
-        g.remove_node(id);
-    }
+    g.remove_nodes(&patch.removals);
     for swap in &patch.swaps {
         g.plan.swaps.push(SwapDecision {
             tensor: tensor(&resolved, swap.tensor),

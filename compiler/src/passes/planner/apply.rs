@@ -80,9 +80,12 @@ struct Builder<'f, 'g> {
     facts: &'f Facts<'g>,
     decisions: &'f [Decision],
     patch: Patch,
-    /// Names of nodes and of tensors, so added ones get new names.
-    node_names: HashSet<String>,
-    tensor_names: HashSet<String>,
+    /// Names of the graph's nodes and tensors (borrowed, so a plan does not
+    /// copy every name) and of those added, so added ones get new names.
+    node_names: HashSet<&'g str>,
+    tensor_names: HashSet<&'g str>,
+    added_node_names: HashSet<String>,
+    added_tensor_names: HashSet<String>,
     /// Decisions on each tensor (one per gap at most), in schedule order.
     decided: HashMap<TensorId, Vec<usize>>,
     /// Per decision: the swap-out and the copy it reads, and the swap-in's
@@ -99,8 +102,10 @@ impl<'f, 'g> Builder<'f, 'g> {
             facts,
             decisions,
             patch: Patch::new(PASS),
-            node_names: g.node_ids().map(|id| g.node(id).name.clone()).collect(),
-            tensor_names: g.tensors().map(|(_, t)| t.name.clone()).collect(),
+            node_names: g.node_ids().map(|id| g.node(id).name.as_str()).collect(),
+            tensor_names: g.tensors().map(|(_, t)| t.name.as_str()).collect(),
+            added_node_names: HashSet::new(),
+            added_tensor_names: HashSet::new(),
             decided: decided(facts, decisions),
             swap_out: vec![None; decisions.len()],
             swapped: vec![None; decisions.len()],
@@ -115,8 +120,12 @@ impl<'f, 'g> Builder<'f, 'g> {
     /// `wanted`, or `wanted_2`, `wanted_3`, ...: a name no node (with
     /// `node`) and no tensor (with `tensor`) has yet; taken from then on.
     fn unique(&mut self, wanted: String, node: bool, tensor: bool) -> String {
-        let free =
-            |b: &Self, name: &String| !(node && b.node_names.contains(name) || tensor && b.tensor_names.contains(name));
+        let free = |b: &Self, name: &String| {
+            let taken =
+                |graph: &HashSet<&str>, added: &HashSet<String>| graph.contains(name.as_str()) || added.contains(name);
+            !(node && taken(&b.node_names, &b.added_node_names)
+                || tensor && taken(&b.tensor_names, &b.added_tensor_names))
+        };
         let mut name = wanted.clone();
         let mut n = 1;
         while !free(self, &name) {
@@ -124,10 +133,10 @@ impl<'f, 'g> Builder<'f, 'g> {
             name = format!("{wanted}_{n}");
         }
         if node {
-            self.node_names.insert(name.clone());
+            self.added_node_names.insert(name.clone());
         }
         if tensor {
-            self.tensor_names.insert(name.clone());
+            self.added_tensor_names.insert(name.clone());
         }
         name
     }

@@ -21,9 +21,10 @@
 //! [`MAX_ROUNDS`] times. (Where the device peak does rise with more swaps,
 //! the plan returned still fits, but a smaller one might too.)
 
+use super::peaks::{Peaks, Sweep};
 use super::{Analysis, SwapInTrigger, TflmsConfig, TflmsReport};
 use crate::analysis::footprint::{Budgets, Footprint, MAX_ROUNDS};
-use crate::analysis::{memory, order};
+use crate::analysis::order;
 use crate::error::{Error, Result};
 use crate::ir::Graph;
 use crate::pipeline::Patch;
@@ -81,8 +82,10 @@ pub fn fit(g: &Graph, cfg: &TflmsConfig, free: FreeKnobs, budget_bytes: u64, hos
     if before.fits(budgets) {
         return Ok(Fit { plan: None, before, after: before });
     }
+    let analysis = Analysis::new(g, cfg)?;
     let mut search = Search {
-        analysis: Analysis::new(g, cfg)?,
+        sweep: Sweep::new(g, &analysis.order),
+        analysis,
         base: cfg,
         budgets,
         target: budgets,
@@ -137,34 +140,13 @@ pub fn fit(g: &Graph, cfg: &TflmsConfig, free: FreeKnobs, budget_bytes: u64, hos
     })
 }
 
-/// Simulated live peaks of a graph.
-#[derive(Clone, Copy, Debug)]
-struct Peaks {
-    device: u64,
-    host: u64,
-}
-
-impl Peaks {
-    fn of(g: &Graph) -> Result<Peaks> {
-        let profile = memory::simulate(g, &order::schedule(g)?);
-        Ok(Peaks { device: profile.peak_bytes, host: profile.host_peak_bytes })
-    }
-
-    fn within(&self, target: Budgets) -> bool {
-        self.device <= target.device && self.host <= target.host
-    }
-
-    /// Bytes over `budgets`, both memories together.
-    fn overshoot(&self, budgets: Budgets) -> u64 {
-        self.device.saturating_sub(budgets.device) + self.host.saturating_sub(budgets.host)
-    }
-}
-
 /// The search's state: one analysis, the live target, the peaks of the
 /// plans simulated so far, and the knobs of the plan closest to fitting
 /// the budgets by its live peaks.
 struct Search<'g, 'c> {
     analysis: Analysis<'g>,
+    /// The input's memory, for the peaks of each rewrite probed.
+    sweep: Sweep<'g>,
     base: &'c TflmsConfig,
     /// The budgets to fit.
     budgets: Budgets,
@@ -221,7 +203,7 @@ impl Search<'_, '_> {
         Ok(Some(high))
     }
 
-    /// The live peaks of the plan with these knobs; simulates it once.
+    /// The live peaks of the plan with these knobs; computes them once.
     /// `None` for a plan that swaps nothing.
     fn peaks(&mut self, n_tensors: usize, lb: u32) -> Result<Option<Peaks>> {
         if n_tensors == 0 {
@@ -230,8 +212,7 @@ impl Search<'_, '_> {
         if let Some(peaks) = self.tried.get(&(n_tensors, lb)) {
             return Ok(Some(*peaks));
         }
-        let (graph, _) = self.analysis.rewrite(&self.config(n_tensors, lb))?;
-        let peaks = Peaks::of(&graph)?;
+        let peaks = self.analysis.peaks(&self.sweep, &self.config(n_tensors, lb));
         // Closest to the budgets the search started from, not to a lowered target.
         let overshoot = peaks.overshoot(self.budgets);
         if overshoot < self.closest.1 {

@@ -92,12 +92,14 @@ struct Names {
 
 impl Names {
     fn new(g: &Graph, plans: &[SwapPlan<'_>]) -> Names {
-        let mut taken: HashSet<String> = g.node_ids().map(|id| g.node(id).name.clone()).collect();
-        taken.extend(g.tensors().map(|(_, t)| t.name.clone()));
+        // Borrowed, so a plan does not copy every name of the graph.
+        let mut taken: HashSet<&str> = g.node_ids().map(|id| g.node(id).name.as_str()).collect();
+        taken.extend(g.tensors().map(|(_, t)| t.name.as_str()));
+        let mut added: HashSet<String> = HashSet::new();
         let mut unique = |wanted: String| {
             let mut name = wanted.clone();
             let mut n = 1;
-            while !taken.insert(name.clone()) {
+            while taken.contains(name.as_str()) || !added.insert(name.clone()) {
                 n += 1;
                 name = format!("{wanted}_{n}");
             }

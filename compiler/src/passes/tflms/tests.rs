@@ -550,3 +550,55 @@ fn fit_with_the_time_trigger_chooses_only_n_tensors() {
     assert_eq!(plan.config.lb, 3, "lb is not searched");
     assert!(plan.report.tensors.iter().all(|t| t.swap_ins.iter().all(|s| s.trigger != Trigger::Consumer)));
 }
+
+/// The SGD training graph of a model under `fixtures/models`.
+fn fixture_training_graph(model: &str, batch: usize) -> Graph {
+    use crate::frontend::{self, FrontendOptions};
+    use crate::train::{self, Loss, Optimizer, TrainOptions};
+    let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/models").join(model);
+    let model = frontend::load(&path, &FrontendOptions { batch: Some(batch), ..Default::default() }).unwrap();
+    let options =
+        TrainOptions { loss: Loss::SoftmaxCrossEntropy, optimizer: Optimizer::Sgd { lr: 0.1 }, ..Default::default() };
+    train::build(&model.graph, &options).unwrap()
+}
+
+#[test]
+fn the_sweep_gives_the_peaks_of_the_applied_rewrite() {
+    let graphs = [
+        ("chain".to_string(), training_graph()),
+        ("cnn_residual".into(), fixture_training_graph("cnn_residual.onnx", 8)),
+        ("tiny_gpt".into(), fixture_training_graph("tiny_gpt.onnx", 4)),
+    ];
+    let slow_link = profile_with_link(1e6);
+    let variants = [(false, CtrldStrategy::ChainRule, false), (true, CtrldStrategy::DirectOrder, true)];
+    for ((name, g), (fuse_swapins, strategy, swap_branches)) in graphs.iter().flat_map(|g| variants.map(|v| (g, v))) {
+        let base = TflmsConfig { swap_branches, ..TflmsConfig::default() };
+        let analysis = super::Analysis::new(g, &base).unwrap();
+        let sweep = super::peaks::Sweep::new(g, &analysis.order);
+        let total = analysis.candidates.len();
+        assert!(total > 0, "{name}: no candidates");
+        for trigger in [SwapInTrigger::Count, SwapInTrigger::Time] {
+            for lb in 1..=super::MAX_LB {
+                for n_tensors in 1..=total {
+                    let cfg = TflmsConfig {
+                        n_tensors: Some(n_tensors),
+                        lb,
+                        trigger,
+                        fuse_swapins,
+                        ctrld_strategy: strategy,
+                        profile: slow_link.clone().into(),
+                        ..base.clone()
+                    };
+                    let (rewritten, _) = analysis.rewrite(&cfg).unwrap();
+                    let simulated = memory::simulate(&rewritten, &order::schedule(&rewritten).unwrap());
+                    let swept = analysis.peaks(&sweep, &cfg);
+                    let at = format!(
+                        "{name}, {trigger:?}, fuse {fuse_swapins}, branches {swap_branches}, lb {lb}, n {n_tensors}"
+                    );
+                    assert_eq!(swept.device, simulated.peak_bytes, "device peak: {at}");
+                    assert_eq!(swept.host, simulated.host_peak_bytes, "host peak: {at}");
+                }
+            }
+        }
+    }
+}

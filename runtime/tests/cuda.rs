@@ -434,6 +434,12 @@ fn convolutions_and_pools_match_the_cpu() {
         .attrs(transpose)
         .tolerance(1e-3)
         .check();
+    // Symmetric pads: cuDNN writes Y directly, with the same pads.
+    let symmetric = vec![ints("strides", &[2, 2]), ints("pads", &[1, 1, 1, 1]), ints("output_padding", &[1, 0])];
+    Case::new("ConvTranspose", vec![x.clone(), rng.floats(&[4, 3, 4, 4], -0.5, 0.5)], vec![f32s(&[2, 3, 19, 18])])
+        .attrs(symmetric)
+        .tolerance(1e-3)
+        .check();
     let x1d = rng.floats(&[2, 4, 7], -1.0, 1.0);
     Case::new("ConvTranspose", vec![x1d, rng.floats(&[4, 2, 3], -0.5, 0.5)], vec![f32s(&[2, 2, 9])])
         .tolerance(1e-3)

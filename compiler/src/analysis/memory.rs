@@ -133,10 +133,9 @@ pub fn simulate(g: &Graph, schedule: &[NodeId]) -> MemoryProfile {
 /// [`lms_proto::contract::scratch::scratch_bytes`]).
 pub fn scratch(g: &Graph, id: NodeId) -> u64 {
     let node = g.node(id);
-    let pads = node.attrs.ints_opt("pads").ok().flatten();
     let inputs: Vec<Option<&[usize]>> = node.inputs.iter().map(|t| t.map(|t| &g.tensor(t).ty.shape[..])).collect();
     let outputs: Vec<&[usize]> = node.outputs.iter().map(|&t| &g.tensor(t).ty.shape[..]).collect();
-    scratch_bytes(&node.domain, &node.op, pads.as_deref(), &inputs, &outputs)
+    scratch_bytes(&node.domain, &node.op, &node.attrs, &inputs, &outputs)
 }
 
 /// The static placement of the tensors of `pool` along `schedule` (the contract's

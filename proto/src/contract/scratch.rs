@@ -14,11 +14,21 @@
 //!   by default);
 //! - `GatherGrad`'s sort keys, `DropoutTrain`'s mask when the node declares none,
 //!   `PowGrad`'s gradient over the broadcast shape before it is summed back, and the losses'
-//!   per-position values, partial sums and label-error flag.
+//!   per-position values, partial sums and label-error flag;
+//! - the partial results of a reduction of few outputs over many elements (the reductions,
+//!   `SumTo`, `ConvGradBias`, the global pools, and the sums back of `PowGrad` and
+//!   `LayerNormGrad`), the batch normalizations' per-channel statistics, coefficients and
+//!   partial sums, `LayerNormalization`'s broadcast Scale and B, `LayerNormGrad`'s
+//!   per-column partial sums and its dscale and dbias before they are summed back, and
+//!   `ConvTranspose`'s output before its asymmetric pads are cropped.
+//!
+//! The CUDA kernels take each part by [`Part`] and size it with the same functions
+//! ([`reduce_splits`], [`channel_splits`], [`column_splits`]), so rule and kernel agree.
 
 use super::ops::LMS_DOMAIN;
 use super::program::Program;
 use crate::lms::attribute::Value;
+use crate::types::{Attr, Attrs};
 
 /// Alignment of each part of a scratch block (cuDNN's and the kernels' widest access).
 pub const PART_ALIGN: u64 = 256;
@@ -45,12 +55,69 @@ pub enum Part {
     /// The 4-byte flag a kernel sets on a label outside its classes
     /// (`SoftmaxCrossEntropy`, `SoftmaxCrossEntropyGrad`).
     Flag,
+    /// A reduction's partial results: [`reduce_splits`] f64 per output, when it has few
+    /// outputs over many elements each.
+    ReducePartials,
+    /// Per-channel f64 statistics of a batch normalization (means, inverse deviations, sums).
+    Statistics,
+    /// Per-channel f64 coefficients of a batch normalization's affine map (3 per channel).
+    Coefficients,
+    /// Per-channel partial sums of a batch normalization: [`channel_splits`] pairs of f64
+    /// per channel.
+    ChannelPartials,
+    /// `LayerNormalization`'s or `LayerNormGrad`'s Scale broadcast to the normalized shape (f32).
+    Scale,
+    /// `LayerNormalization`'s B broadcast to the normalized shape (f32).
+    Bias,
+    /// `LayerNormGrad`'s dscale over the normalized shape before it is summed back (f32).
+    ScaleGrad,
+    /// `LayerNormGrad`'s dbias over the normalized shape before it is summed back (f32).
+    BiasGrad,
+    /// `LayerNormGrad`'s per-column partial sums: [`column_splits`] pairs of f64 per column.
+    ColumnPartials,
+    /// `ConvTranspose`'s f32 output before its pads are cropped, when they are asymmetric.
+    Uncropped,
 }
 
 /// Bytes of the partial sums of a total over `n` values ([`Part::Partials`]): the grid
 /// the CUDA kernel `sum_partial` runs, one f64 per block.
 pub fn total_partials_bytes(n: u64) -> u64 {
     n.div_ceil(256).clamp(1, 1024) * 8
+}
+
+/// Splits of a reduction of `outputs` outputs over `elements` elements each when it takes
+/// partial results (few outputs, many elements: each output's elements are split among
+/// warps, then summed in a second pass), else `None`. Its [`Part::ReducePartials`] hold
+/// `outputs · splits` f64.
+pub fn reduce_splits(outputs: u64, elements: u64) -> Option<u64> {
+    (outputs > 0 && outputs < 1024 && elements > 1 << 16).then(|| (2048 / outputs).clamp(1, elements / 4096))
+}
+
+/// Bytes of the partial results of a reduction of `input` down to `output` (shapes):
+/// [`reduce_splits`] of the output count and the elements each output sums.
+fn reduce_partials_bytes(input: &[usize], output: &[usize]) -> u64 {
+    let outputs = elements(output);
+    match outputs {
+        0 => 0,
+        _ => reduce_splits(outputs, elements(input) / outputs).map_or(0, |splits| outputs * splits * 8),
+    }
+}
+
+/// Splits of the per-channel sums over X [n, c, s...] with `elements` (n · s) values per
+/// channel; its [`Part::ChannelPartials`] hold `c · splits` pairs of f64.
+pub fn channel_splits(channels: u64, elements: u64) -> u64 {
+    (1056 / channels.max(1)).clamp(1, elements.div_ceil(4096).max(1))
+}
+
+/// Splits of `LayerNormGrad`'s per-column sums over `rows` rows of `columns` values; its
+/// [`Part::ColumnPartials`] hold `columns · splits` pairs of f64.
+pub fn column_splits(rows: u64, columns: u64) -> u64 {
+    rows.div_ceil(256).clamp(1, (4096 / columns.max(1)).max(1))
+}
+
+/// Elements of `shape`.
+fn elements(shape: &[usize]) -> u64 {
+    shape.iter().fold(1u64, |n, &d| n.saturating_mul(d as u64))
 }
 
 /// A node's scratch block: its parts, each at an offset in the block.
@@ -147,32 +214,100 @@ pub fn conv_algorithm(
     Some(ConvAlgorithm { direction, algorithm: default_algorithm(direction), workspace_bytes })
 }
 
-/// The scratch block of a node with op `op` in `domain`, explicit `pads` (ONNX order:
-/// every spatial axis's begin, then every end), input shapes `inputs` (`None`: an absent
-/// optional input) and output shapes `outputs`: empty for ops that take none.
-pub fn layout(
-    domain: &str,
-    op: &str,
-    pads: Option<&[i64]>,
-    inputs: &[Option<&[usize]>],
-    outputs: &[&[usize]],
-) -> Layout {
+/// The scratch block of a node with op `op` in `domain`, attributes `attrs` (of which
+/// the rule reads `pads`, `axis` and `ConvTranspose`'s window), input shapes `inputs`
+/// (`None`: an absent optional input) and output shapes `outputs`: empty for ops that take
+/// none.
+pub fn layout(domain: &str, op: &str, attrs: &Attrs, inputs: &[Option<&[usize]>], outputs: &[&[usize]]) -> Layout {
+    let input = |i: usize| inputs.get(i).copied().flatten();
+    let output = |i: usize| outputs.get(i).copied();
+    let pads = attrs.ints_opt("pads").ok().flatten();
     let padded = match (domain, op) {
-        ("" | "ai.onnx", "Conv") => inputs.first().copied().flatten(),
-        (LMS_DOMAIN, "ConvGradWeight") => inputs.get(1).copied().flatten(),
-        (LMS_DOMAIN, "ConvGradData") => outputs.first().copied(),
+        ("" | "ai.onnx", "Conv") => input(0),
+        (LMS_DOMAIN, "ConvGradWeight") => input(1),
+        (LMS_DOMAIN, "ConvGradData") => output(0),
         _ => None,
     };
     let mut layout = Layout::default();
-    if let (Some(shape), Some(pads)) = (padded, pads) {
+    if let (Some(shape), Some(pads)) = (padded, &pads) {
         layout.push(Part::Padded, padded_copy_bytes(shape, pads));
     }
     if let Some(algorithm) = conv_algorithm(domain, op, inputs, outputs) {
         layout.push(Part::Workspace, algorithm.workspace_bytes);
     }
-    let elements = |shape: &[usize]| shape.iter().fold(1u64, |n, &d| n.saturating_mul(d as u64));
-    let input = |i: usize| inputs.get(i).copied().flatten();
+    // Per channel of X [N, C, ...]: C, and N times the elements of a channel plane.
+    let channels = |x: Option<&[usize]>| match x {
+        Some([n, c, plane @ ..]) => (*c as u64, (*n as u64).saturating_mul(elements(plane))),
+        _ => (0, 0),
+    };
+    let channel_partials = |x: Option<&[usize]>| {
+        let (c, per_channel) = channels(x);
+        c.saturating_mul(channel_splits(c, per_channel)).saturating_mul(16)
+    };
+    let reduced = |layout: &mut Layout| {
+        if let (Some(x), Some(y)) = (input(0), output(0)) {
+            layout.push(Part::ReducePartials, reduce_partials_bytes(x, y));
+        }
+    };
     match (domain, op) {
+        ("" | "ai.onnx", "ReduceSum" | "ReduceMean" | "ReduceMax" | "ReduceMin")
+        | ("" | "ai.onnx", "GlobalAveragePool" | "GlobalMaxPool")
+        | (LMS_DOMAIN, "SumTo" | "ConvGradBias") => reduced(&mut layout),
+        ("" | "ai.onnx", "BatchNormalization") | (LMS_DOMAIN, "BatchNormApply") => {
+            layout.push(Part::Coefficients, channels(input(0)).0.saturating_mul(24));
+        }
+        (LMS_DOMAIN, "BatchNormTrain") => {
+            layout.push(Part::Statistics, channels(input(0)).0.saturating_mul(32));
+            layout.push(Part::Coefficients, channels(input(0)).0.saturating_mul(24));
+            layout.push(Part::ChannelPartials, channel_partials(input(0)));
+        }
+        (LMS_DOMAIN, "BatchNormGrad") => {
+            layout.push(Part::Statistics, channels(input(1)).0.saturating_mul(32));
+            layout.push(Part::ChannelPartials, channel_partials(input(1)));
+        }
+        (LMS_DOMAIN, "BatchNormStatistics") => {
+            layout.push(Part::Statistics, channels(input(0)).0.saturating_mul(16));
+            layout.push(Part::ChannelPartials, channel_partials(input(0)));
+        }
+        (LMS_DOMAIN, "BatchNormGradSums") => {
+            layout.push(Part::Statistics, channels(input(1)).0.saturating_mul(16));
+            layout.push(Part::ChannelPartials, channel_partials(input(1)));
+        }
+        (LMS_DOMAIN, "BatchNormGradData") => layout.push(Part::Statistics, channels(input(1)).0.saturating_mul(16)),
+        (LMS_DOMAIN, "BatchNormMerge") => {
+            let c = input(0).and_then(|mean| mean.first()).map_or(0, |&c| c as u64);
+            layout.push(Part::Statistics, c.saturating_mul(24));
+        }
+        ("" | "ai.onnx", "LayerNormalization") => {
+            if let Some((_, dims)) = input(0).and_then(|x| normalized(attrs, x)) {
+                let n = elements(dims);
+                for (i, part) in [(1, Part::Scale), (2, Part::Bias)] {
+                    if input(i).is_some_and(|t| elements(t) != n) {
+                        layout.push(part, n.saturating_mul(F32_BYTES));
+                    }
+                }
+            }
+        }
+        (LMS_DOMAIN, "LayerNormGrad") => {
+            if let (Some((rows, dims)), Some(scale)) = (input(1).and_then(|x| normalized(attrs, x)), input(2)) {
+                let n = elements(dims);
+                let broadcast = elements(scale) != n;
+                if broadcast {
+                    layout.push(Part::Scale, n.saturating_mul(F32_BYTES));
+                    layout.push(Part::ScaleGrad, n.saturating_mul(F32_BYTES));
+                    layout.push(Part::BiasGrad, n.saturating_mul(F32_BYTES));
+                }
+                layout.push(Part::ColumnPartials, n.saturating_mul(column_splits(rows, n)).saturating_mul(16));
+                if broadcast {
+                    layout.push(Part::ReducePartials, reduce_partials_bytes(dims, scale));
+                }
+            }
+        }
+        ("" | "ai.onnx", "ConvTranspose") => {
+            if let (Some(x), Some(w), Some(y)) = (input(0), input(1), output(0)) {
+                layout.push(Part::Uncropped, uncropped_bytes(attrs, x, w, y));
+            }
+        }
         (LMS_DOMAIN, "GatherGrad") => {
             if let Some(indices) = input(1).map(elements).filter(|&n| n > 0) {
                 layout.push(Part::SortKeys, indices.checked_next_power_of_two().unwrap_or(u64::MAX).saturating_mul(8));
@@ -185,6 +320,7 @@ pub fn layout(
             if let (Some(dy), Some(x)) = (input(0), input(1)) {
                 if dy != x {
                     layout.push(Part::Broadcast, elements(dy).saturating_mul(F32_BYTES));
+                    layout.push(Part::ReducePartials, reduce_partials_bytes(dy, x));
                 }
             }
         }
@@ -203,15 +339,74 @@ pub fn layout(
     layout
 }
 
+/// The rows (elements before `axis`) and the normalized dimensions (from `axis` on) of a
+/// layer normalization of X `x` with attribute `axis` (default −1); `None` when the axis
+/// is outside X's rank.
+fn normalized<'x>(attrs: &Attrs, x: &'x [usize]) -> Option<(u64, &'x [usize])> {
+    let axis = attrs.int("axis", -1).ok()?;
+    let axis = usize::try_from(if axis < 0 { axis + x.len() as i64 } else { axis }).ok().filter(|&a| a < x.len())?;
+    Some((elements(&x[..axis]), &x[axis..]))
+}
+
+/// Bytes of `ConvTranspose`'s uncropped output: Y [N, M, D...] with each spatial axis at
+/// its full size `stride·(X−1) + output_padding + dilation·(kernel−1) + 1` (the backward
+/// data of the forward convolution from it to X), when its pads begin and end differently
+/// on some axis; 0 when they are symmetric (the backward data then writes Y directly).
+fn uncropped_bytes(attrs: &Attrs, x: &[usize], w: &[usize], y: &[usize]) -> u64 {
+    let spatial = x.len().saturating_sub(2);
+    if x.len() < 3 || w.len() != x.len() || y.len() != x.len() {
+        return 0;
+    }
+    let per_axis = |name: &str, default: i64| -> Option<Vec<u64>> {
+        match attrs.ints_opt(name).ok()? {
+            Some(v) if v.len() == spatial => v.iter().map(|&d| u64::try_from(d).ok()).collect(),
+            Some(_) => None,
+            None => Some(vec![default as u64; spatial]),
+        }
+    };
+    let (Some(strides), Some(dilations), Some(output_padding)) =
+        (per_axis("strides", 1), per_axis("dilations", 1), per_axis("output_padding", 0))
+    else {
+        return 0;
+    };
+    let mut full = (y[0] as u64).saturating_mul(y[1] as u64);
+    let mut symmetric = true;
+    for d in 0..spatial {
+        let size = strides[d].saturating_mul((x[2 + d] as u64).max(1) - 1)
+            + output_padding[d]
+            + dilations[d].saturating_mul((w[2 + d] as u64).saturating_sub(1))
+            + 1;
+        let total = size.saturating_sub(y[2 + d] as u64);
+        let begin = conv_transpose_pad_begin(attrs, d, spatial, total);
+        symmetric &= begin.is_some_and(|begin| 2 * begin == total);
+        full = full.saturating_mul(size);
+    }
+    if symmetric {
+        0
+    } else {
+        full.saturating_mul(F32_BYTES)
+    }
+}
+
+/// The pads `ConvTranspose` crops before axis `d` of its `spatial` axes, of `total` cropped
+/// on it: from `output_shape` or `auto_pad` (`SAME_UPPER` crops the smaller half before,
+/// else the larger), or the explicit `pads`.
+fn conv_transpose_pad_begin(attrs: &Attrs, d: usize, spatial: usize, total: u64) -> Option<u64> {
+    let auto_pad = attrs.string("auto_pad", "NOTSET".into()).ok()?;
+    if attrs.has("output_shape") || auto_pad != "NOTSET" {
+        let half = total / 2;
+        return Some(if auto_pad == "SAME_UPPER" { half } else { total - half });
+    }
+    match attrs.ints_opt("pads").ok()? {
+        Some(pads) if pads.len() == 2 * spatial => u64::try_from(pads[d]).ok(),
+        Some(_) => None,
+        None => Some(0),
+    }
+}
+
 /// Scratch bytes of a node (the bytes of its [`layout`]); 0 for ops that take none.
-pub fn scratch_bytes(
-    domain: &str,
-    op: &str,
-    pads: Option<&[i64]>,
-    inputs: &[Option<&[usize]>],
-    outputs: &[&[usize]],
-) -> u64 {
-    layout(domain, op, pads, inputs, outputs).bytes()
+pub fn scratch_bytes(domain: &str, op: &str, attrs: &Attrs, inputs: &[Option<&[usize]>], outputs: &[&[usize]]) -> u64 {
+    layout(domain, op, attrs, inputs, outputs).bytes()
 }
 
 /// Bytes of `shape` (N, C, spatial axes...) padded by `pads` in f32 when the pads are
@@ -235,14 +430,18 @@ fn padded_copy_bytes(shape: &[usize], pads: &[i64]) -> u64 {
 /// The scratch block of node `n` of `program`.
 pub fn of_node(program: &Program, n: usize) -> Layout {
     let node = program.node(n);
-    let pads = node.attributes.iter().find(|a| a.name == "pads").and_then(|a| match &a.value {
-        Some(Value::Ints(ints)) => Some(&ints.values[..]),
-        _ => None,
-    });
+    // The rule reads ints and strings only: tensor values are not copied.
+    let attrs = Attrs(
+        node.attributes
+            .iter()
+            .filter(|a| !matches!(a.value, Some(Value::Tensor(_))))
+            .filter_map(|a| Some((a.name.clone(), Attr::from_proto(a)?)))
+            .collect(),
+    );
     let inputs: Vec<Option<&[usize]>> =
         program.node_inputs(n).iter().map(|t| t.map(|t| &program.tensor_type(t).shape[..])).collect();
     let outputs: Vec<&[usize]> = program.node_outputs(n).iter().map(|&t| &program.tensor_type(t).shape[..]).collect();
-    layout(&node.domain, &node.op, pads, &inputs, &outputs)
+    layout(&node.domain, &node.op, &attrs, &inputs, &outputs)
 }
 
 /// Scratch bytes of every node of `program`, by node index.
@@ -254,55 +453,139 @@ pub fn of_program(program: &Program) -> Vec<u64> {
 mod tests {
     use super::*;
 
+    fn pads(pads: &[i64]) -> Attrs {
+        Attrs::new().with("pads", Attr::Ints(pads.to_vec()))
+    }
+
     #[test]
     fn asymmetric_pads_take_a_padded_copy_before_the_workspace() {
         let (x, w): (&[usize], &[usize]) = (&[2, 3, 8, 8], &[4, 3, 3, 3]);
         let dw_bytes = 4 * 3 * 3 * 3 * 4;
-        assert_eq!(layout("", "Conv", Some(&[1, 1, 1, 1]), &[Some(x), Some(w)], &[&[2, 4, 8, 8]]).bytes(), 0);
+        assert_eq!(layout("", "Conv", &pads(&[1, 1, 1, 1]), &[Some(x), Some(w)], &[&[2, 4, 8, 8]]).bytes(), 0);
         let padded: u64 = 2 * 3 * 9 * 8 * 4;
-        let conv = layout("", "Conv", Some(&[1, 0, 0, 0]), &[Some(x), Some(w)], &[&[2, 4, 8, 7]]);
+        let conv = layout("", "Conv", &pads(&[1, 0, 0, 0]), &[Some(x), Some(w)], &[&[2, 4, 8, 7]]);
         assert_eq!(conv.parts, vec![(Part::Padded, 0, padded)], "forward takes no workspace");
         let dy: &[usize] = &[2, 4, 9, 8];
-        let grad_weight = layout(LMS_DOMAIN, "ConvGradWeight", Some(&[1, 0, 1, 1]), &[Some(dy), Some(x)], &[w]);
+        let grad_weight = layout(LMS_DOMAIN, "ConvGradWeight", &pads(&[1, 0, 1, 1]), &[Some(dy), Some(x)], &[w]);
         let padded: u64 = 2 * 3 * 10 * 9 * 4;
         let at = padded.div_ceil(PART_ALIGN) * PART_ALIGN;
         assert_eq!(grad_weight.parts, vec![(Part::Padded, 0, padded), (Part::Workspace, at, dw_bytes)], "X padded");
         assert_eq!(grad_weight.bytes(), at + dw_bytes);
         assert_eq!(grad_weight.part(Part::Workspace), Some((at, dw_bytes)));
-        let symmetric = layout(LMS_DOMAIN, "ConvGradWeight", Some(&[1, 1, 1, 1]), &[Some(dy), Some(x)], &[w]);
+        let symmetric = layout(LMS_DOMAIN, "ConvGradWeight", &pads(&[1, 1, 1, 1]), &[Some(dy), Some(x)], &[w]);
         assert_eq!(symmetric.parts, vec![(Part::Workspace, 0, dw_bytes)]);
-        let grad_data = layout(LMS_DOMAIN, "ConvGradData", Some(&[0, 2, 0, 0]), &[Some(dy), Some(w)], &[x]);
+        let grad_data = layout(LMS_DOMAIN, "ConvGradData", &pads(&[0, 2, 0, 0]), &[Some(dy), Some(w)], &[x]);
         assert_eq!(grad_data.parts, vec![(Part::Padded, 0, 2 * 3 * 8 * 10 * 4)], "dX padded");
-        assert_eq!(scratch_bytes("", "Relu", Some(&[1, 0, 0, 0]), &[Some(x)], &[x]), 0, "not a convolution");
+        assert_eq!(scratch_bytes("", "Relu", &pads(&[1, 0, 0, 0]), &[Some(x)], &[x]), 0, "not a convolution");
     }
 
     #[test]
     fn sort_keys_masks_and_broadcasts_are_sized_by_the_shapes() {
         let (idx, table): (&[usize], &[usize]) = (&[3, 5], &[10, 4]);
-        let keys = layout(LMS_DOMAIN, "GatherGrad", None, &[Some(&[3, 5, 4]), Some(idx)], &[table]);
+        let keys = layout(LMS_DOMAIN, "GatherGrad", &Attrs::new(), &[Some(&[3, 5, 4]), Some(idx)], &[table]);
         assert_eq!(keys.parts, vec![(Part::SortKeys, 0, 16 * 8)], "15 indices padded to 16");
-        let empty = layout(LMS_DOMAIN, "GatherGrad", None, &[Some(&[0, 4]), Some(&[0])], &[table]);
+        let empty = layout(LMS_DOMAIN, "GatherGrad", &Attrs::new(), &[Some(&[0, 4]), Some(&[0])], &[table]);
         assert_eq!(empty.bytes(), 0, "no indices, no keys");
         let x: &[usize] = &[2, 3, 4];
-        let undeclared = layout(LMS_DOMAIN, "DropoutTrain", None, &[Some(x)], &[x]);
+        let undeclared = layout(LMS_DOMAIN, "DropoutTrain", &Attrs::new(), &[Some(x)], &[x]);
         assert_eq!(undeclared.parts, vec![(Part::Mask, 0, 24)]);
-        assert_eq!(layout(LMS_DOMAIN, "DropoutTrain", None, &[Some(x)], &[x, x]).bytes(), 0, "a declared mask");
+        assert_eq!(
+            layout(LMS_DOMAIN, "DropoutTrain", &Attrs::new(), &[Some(x)], &[x, x]).bytes(),
+            0,
+            "a declared mask"
+        );
         let p: &[usize] = &[5, 1, 1, 1];
-        let broadcast = layout(LMS_DOMAIN, "PowGrad", None, &[Some(&[5, 2, 3, 4]), Some(x), Some(p)], &[x]);
+        let broadcast = layout(LMS_DOMAIN, "PowGrad", &Attrs::new(), &[Some(&[5, 2, 3, 4]), Some(x), Some(p)], &[x]);
         assert_eq!(broadcast.parts, vec![(Part::Broadcast, 0, 5 * 24 * 4)]);
-        assert_eq!(layout(LMS_DOMAIN, "PowGrad", None, &[Some(x), Some(x), Some(&[1])], &[x]).bytes(), 0);
+        assert_eq!(layout(LMS_DOMAIN, "PowGrad", &Attrs::new(), &[Some(x), Some(x), Some(&[1])], &[x]).bytes(), 0);
     }
 
     #[test]
     fn losses_take_their_rows_partials_and_flag() {
         let (logits, labels): (&[usize], &[usize]) = (&[4, 300, 10], &[4, 300]);
-        let xent = layout(LMS_DOMAIN, "SoftmaxCrossEntropy", None, &[Some(logits), Some(labels)], &[&[]]);
+        let xent = layout(LMS_DOMAIN, "SoftmaxCrossEntropy", &Attrs::new(), &[Some(logits), Some(labels)], &[&[]]);
         // 1200 rows: 9600 bytes, then 5 blocks' partials at 9728, the flag at 9984.
         assert_eq!(xent.parts, vec![(Part::Rows, 0, 9600), (Part::Partials, 9728, 5 * 8), (Part::Flag, 9984, 4)]);
-        let grad = layout(LMS_DOMAIN, "SoftmaxCrossEntropyGrad", None, &[Some(logits), Some(labels)], &[logits]);
+        let grad =
+            layout(LMS_DOMAIN, "SoftmaxCrossEntropyGrad", &Attrs::new(), &[Some(logits), Some(labels)], &[logits]);
         assert_eq!(grad.parts, vec![(Part::Flag, 0, 4)]);
-        let mse = layout(LMS_DOMAIN, "MeanSquaredError", None, &[Some(&[1 << 20]), Some(&[1 << 20])], &[&[]]);
+        let mse = layout(LMS_DOMAIN, "MeanSquaredError", &Attrs::new(), &[Some(&[1 << 20]), Some(&[1 << 20])], &[&[]]);
         assert_eq!(mse.parts, vec![(Part::Partials, 0, 1024 * 8)], "at most 1024 blocks");
+    }
+
+    #[test]
+    fn reductions_take_partials_only_for_few_outputs_over_many_elements() {
+        let (x, y): (&[usize], &[usize]) = (&[4, 1 << 17], &[4, 1]);
+        // 4 outputs of 131,072 elements: min(2048 / 4, 131,072 / 4096) = 32 splits each.
+        assert_eq!(reduce_splits(4, 1 << 17), Some(32));
+        let sum = layout("", "ReduceSum", &Attrs::new(), &[Some(x)], &[y]);
+        assert_eq!(sum.parts, vec![(Part::ReducePartials, 0, 4 * 32 * 8)]);
+        assert_eq!(layout(LMS_DOMAIN, "SumTo", &Attrs::new(), &[Some(x)], &[y]), sum);
+        assert_eq!(layout("", "ReduceMax", &Attrs::new(), &[Some(&[2048, 1 << 17])], &[&[2048]]).bytes(), 0);
+        assert_eq!(layout("", "ReduceMean", &Attrs::new(), &[Some(&[4, 1 << 16])], &[&[4]]).bytes(), 0);
+        assert_eq!(layout("", "ReduceMin", &Attrs::new(), &[Some(&[0, 1 << 17])], &[&[0]]).bytes(), 0, "empty");
+        let dy: &[usize] = &[1 << 17, 3];
+        let pow = layout(LMS_DOMAIN, "PowGrad", &Attrs::new(), &[Some(dy), Some(&[3]), Some(dy)], &[&[3]]);
+        let broadcast = 3 << 19;
+        assert_eq!(pow.parts, vec![(Part::Broadcast, 0, broadcast), (Part::ReducePartials, broadcast, 3 * 32 * 8)]);
+    }
+
+    #[test]
+    fn normalizations_take_statistics_coefficients_partials_and_covering_parameters() {
+        let x: &[usize] = &[8, 16, 32, 32];
+        let c: &[usize] = &[16];
+        // 8 · 1024 values per channel: min(1056 / 16, ⌈8192 / 4096⌉) = 2 splits.
+        let train = layout(LMS_DOMAIN, "BatchNormTrain", &Attrs::new(), &[Some(x), Some(c), Some(c)], &[x]);
+        let expected = vec![
+            (Part::Statistics, 0, 16 * 32),
+            (Part::Coefficients, 512, 16 * 24),
+            (Part::ChannelPartials, 1024, 512),
+        ];
+        assert_eq!(train.parts, expected);
+        let grad = layout(LMS_DOMAIN, "BatchNormGrad", &Attrs::new(), &[Some(x), Some(x), Some(c)], &[x, c, c]);
+        assert_eq!(grad.parts, vec![(Part::Statistics, 0, 512), (Part::ChannelPartials, 512, 512)]);
+        let infer = layout("", "BatchNormalization", &Attrs::new(), &[Some(x), Some(c)], &[x]);
+        assert_eq!(infer.parts, vec![(Part::Coefficients, 0, 384)]);
+        let merge = layout(LMS_DOMAIN, "BatchNormMerge", &Attrs::new(), &[Some(c), Some(c), Some(&[3, 16])], &[c]);
+        assert_eq!(merge.parts, vec![(Part::Statistics, 0, 384)]);
+
+        let (x, mean): (&[usize], &[usize]) = (&[6, 4, 8], &[6, 4, 1]);
+        let inputs = [Some(x), Some(x), Some(&[1][..]), Some(mean), Some(mean)];
+        let grad = layout(LMS_DOMAIN, "LayerNormGrad", &Attrs::new(), &inputs, &[x, &[1], &[1]]);
+        // 24 rows of 8 columns: one split; dscale and dbias summed from 8 values to 1.
+        let expected = vec![
+            (Part::Scale, 0, 32),
+            (Part::ScaleGrad, 256, 32),
+            (Part::BiasGrad, 512, 32),
+            (Part::ColumnPartials, 768, 8 * 16),
+        ];
+        assert_eq!(grad.parts, expected);
+        let full = [Some(x), Some(x), Some(&[8][..]), Some(mean), Some(mean)];
+        let grad = layout(LMS_DOMAIN, "LayerNormGrad", &Attrs::new(), &full, &[x, &[8], &[8]]);
+        assert_eq!(grad.parts, vec![(Part::ColumnPartials, 0, 8 * 16)]);
+        let axis = Attrs::new().with("axis", Attr::Int(1));
+        let norm = layout("", "LayerNormalization", &axis, &[Some(x), Some(&[1]), Some(&[4, 8])], &[x]);
+        assert_eq!(norm.parts, vec![(Part::Scale, 0, 32 * 4)], "B covers [4, 8] already");
+        let outside = Attrs::new().with("axis", Attr::Int(3));
+        assert_eq!(layout("", "LayerNormalization", &outside, &[Some(x), Some(&[1])], &[x]).bytes(), 0);
+    }
+
+    #[test]
+    fn a_transposed_convolution_takes_its_uncropped_output_only_for_asymmetric_pads() {
+        let (x, w): (&[usize], &[usize]) = (&[1, 4, 5, 5], &[4, 2, 3, 3]);
+        let strides = |attrs: Attrs| attrs.with("strides", Attr::Ints(vec![2, 2]));
+        // Full size 2·4 + 2 + 1 = 11 on each axis.
+        let asymmetric =
+            layout("", "ConvTranspose", &strides(pads(&[1, 1, 0, 0])), &[Some(x), Some(w)], &[&[1, 2, 10, 10]]);
+        assert_eq!(asymmetric.parts, vec![(Part::Uncropped, 0, 2 * 11 * 11 * 4)]);
+        let symmetric =
+            layout("", "ConvTranspose", &strides(pads(&[1, 1, 1, 1])), &[Some(x), Some(w)], &[&[1, 2, 9, 9]]);
+        assert_eq!(symmetric.bytes(), 0);
+        let same = strides(Attrs::new()).with("auto_pad", Attr::String("SAME_UPPER".into()));
+        let same = layout("", "ConvTranspose", &same, &[Some(x), Some(w)], &[&[1, 2, 10, 10]]);
+        assert_eq!(same.parts, vec![(Part::Uncropped, 0, 2 * 11 * 11 * 4)], "one pad cropped after");
+        let uncropped = layout("", "ConvTranspose", &strides(Attrs::new()), &[Some(x), Some(w)], &[&[1, 2, 11, 11]]);
+        assert_eq!(uncropped.bytes(), 0, "nothing cropped");
     }
 
     #[test]

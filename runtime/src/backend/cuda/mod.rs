@@ -4,10 +4,11 @@
 //! [`CudaBackend::new`] where no driver or GPU is present.
 //!
 //! - Memory: one `cuMemAlloc` of the budget (plus a small alignment allowance) holds every
-//!   device buffer, placed by a best-fit offset allocator ([`arena`]); host buffers are
-//!   page-locked and pooled. The executor's accounting enforces the budget exactly; the
-//!   arena enforces that what the accounting allows physically fits, and reports
-//!   fragmentation when it does not.
+//!   device buffer. Under a plan ([`Backend::reserve`]) one region of it holds every tensor
+//!   and every node's scratch parts at their planned offsets; beside it a best-fit offset
+//!   allocator ([`arena`]) holds only the backend's fixed buffers (cuBLAS's workspace,
+//!   integer `Div`'s error flag) and buffers made without a plan. Host buffers are
+//!   page-locked and pooled.
 //! - Queues: three CUDA streams (compute, device-to-host, host-to-device); events are CUDA
 //!   events. A buffer freed while a queue may still use it is reused only after that
 //!   queue's work on it (see [`memory`]).
@@ -129,6 +130,9 @@ pub(crate) struct Gpu {
     /// cuDNN, or why it cannot be used.
     dnn: Result<Dnn, String>,
     options: CudaOptions,
+    /// The 4-byte flag an integer `Div` raises on a division by zero (read back before the
+    /// next node runs, so one serves every node).
+    flag: Rc<DeviceBlock>,
     /// Wait for every node's work before issuing the next (`LMS_CUDA_SYNC=1`), so an
     /// asynchronous fault is blamed on the node that caused it.
     synchronous: bool,
@@ -287,8 +291,9 @@ impl CudaBackend {
         let workspace = device.alloc(CUBLAS_WORKSPACE, Queue::Compute)?;
         let blas = Blas::new(device.stream(Queue::Compute), workspace, options.tf32)?;
         let dnn = Dnn::new(device.stream(Queue::Compute));
+        let flag = Rc::new(device.alloc(4, Queue::Compute)?);
         let synchronous = std::env::var(SYNC_VAR).is_ok_and(|v| v == "1");
-        Ok(CudaBackend { gpu: Gpu { device, kernels, blas, dnn, options, synchronous }, name })
+        Ok(CudaBackend { gpu: Gpu { device, kernels, blas, dnn, options, flag, synchronous }, name })
     }
 
     /// The GPU's name, e.g. `NVIDIA H100 80GB HBM3`.

@@ -7,6 +7,7 @@ use super::norm::{channel_affine, channel_sums, channels, per_channel, NULL};
 use super::{check_dtype, check_shape, ptr, Arg, Exec, OpResult, Table};
 use crate::backend::cuda::CudaBuffer;
 use crate::error::KernelError;
+use lms_proto::contract::scratch::Part;
 use lms_proto::lms::DType;
 
 /// The batch-norm split ops (`lms` domain).
@@ -60,7 +61,7 @@ fn batch_norm_statistics(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     // Σx into rows 1 and 2 (0), then the mean in row 1; Σ(x − mean)² via scratch into row 2.
     channel_sums(exec, 0, dims, x, None, mean, mean)?;
     exec.launch("scale_stats", c as u64, &[Arg::I64(c as i64), Arg::F64(count), Arg::Ptr(mean)])?;
-    let squares = exec.scratch(c as u64 * 16)?;
+    let squares = exec.scratch_sized(Part::Statistics, c as u64 * 16)?;
     channel_sums(exec, 1, dims, x, None, mean, squares.ptr())?;
     let args = [Arg::I64(c as i64), Arg::F64(count), Arg::Ptr(squares.ptr()), ptr(&out)];
     exec.launch("bn_part_rows", c as u64, &args)?;
@@ -76,7 +77,7 @@ fn batch_norm_merge(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let eps = exec.float_attr("epsilon", 1e-5)?;
     let momentum = exec.float_attr("momentum", 0.9)?;
     // acc: Σn·mean then the mean at [0, c); N at [c, 2c); M2 at [2c, 3c).
-    let acc = exec.scratch(c as u64 * 24)?;
+    let acc = exec.scratch_sized(Part::Statistics, c as u64 * 24)?;
     let over_parts = |kernel: &'static str| -> OpResult<()> {
         for (k, part) in parts.iter().enumerate() {
             let args = [Arg::I64(c as i64), Arg::I32(i32::from(k == 0)), ptr(part), Arg::Ptr(acc.ptr())];
@@ -105,7 +106,7 @@ fn batch_norm_apply(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let c = dims.1;
     let (scale, bias) = (per_channel(exec, 1, "scale", c)?, per_channel(exec, 2, "bias", c)?);
     let batch = rows_input(exec, 3, "batch", 2, c)?;
-    let coef = exec.scratch(c as u64 * 24)?;
+    let coef = exec.scratch_sized(Part::Coefficients, c as u64 * 24)?;
     let args = [Arg::I64(c as i64), ptr(batch), ptr(scale), ptr(bias), Arg::Ptr(coef.ptr())];
     exec.launch("bn_apply_coef_f32", c as u64, &args)?;
     let y = output_of(exec, 0, DType::DtypeF32, &x.shape)?;
@@ -120,7 +121,7 @@ fn batch_norm_grad_sums(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let dims = channels(x)?;
     let (n, c, s) = dims;
     let (mean, invstd) = (per_channel(exec, 2, "saved_mean", c)?, per_channel(exec, 3, "saved_invstd", c)?);
-    let stats = exec.scratch(c as u64 * 16)?;
+    let stats = exec.scratch_sized(Part::Statistics, c as u64 * 16)?;
     exec.launch("widen_stats_f32", c as u64, &[Arg::I64(c as i64), ptr(mean), ptr(invstd), Arg::Ptr(stats.ptr())])?;
     let out = output_of(exec, 0, DType::DtypeF64, &[3, c])?;
     channel_sums(exec, 2, dims, x, Some(dy), stats.ptr(), row(out.ptr(), 1, c))?;
@@ -152,7 +153,7 @@ fn batch_norm_grad_data(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let scale = per_channel(exec, 2, "scale", c)?;
     let (mean, invstd) = (per_channel(exec, 3, "saved_mean", c)?, per_channel(exec, 4, "saved_invstd", c)?);
     let total = rows_input(exec, 5, "sums", 3, c)?;
-    let stats = exec.scratch(c as u64 * 16)?;
+    let stats = exec.scratch_sized(Part::Statistics, c as u64 * 16)?;
     exec.launch("widen_stats_f32", c as u64, &[Arg::I64(c as i64), ptr(mean), ptr(invstd), Arg::Ptr(stats.ptr())])?;
     let dx = output_of(exec, 0, DType::DtypeF32, &x.shape)?;
     let args = [

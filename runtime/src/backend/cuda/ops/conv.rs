@@ -318,7 +318,8 @@ fn padded_input(exec: &Exec<'_>, g: &Geometry, x: &CudaBuffer) -> OpResult<Optio
 }
 
 /// ConvTranspose(X, W, B?) → Y: cuDNN's backward data of the forward conv whose input is
-/// Y before cropping (no pads) and whose output is X, then the pads cropped off.
+/// Y and whose output is X: with Y's pads when they are symmetric, else into the
+/// uncropped Y (no pads, the node's scratch) and the pads cropped off.
 fn conv_transpose(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let (x, w) = (exec.f32_input(0, "X")?, exec.f32_input(1, "W")?);
     if x.shape.len() < 3 || w.shape.len() != x.shape.len() || w.shape[0] != x.shape[1] {
@@ -346,22 +347,14 @@ fn conv_transpose(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let mut want = vec![x.shape[0], channels];
     want.extend_from_slice(&tail(&win.input));
     check_shape(&y, &want, "output 0")?;
-    let zeros = vec![0; spatial];
-    let g = Geometry::from_parts(
-        &full,
-        &w.shape,
-        &x.shape,
-        &zeros,
-        &tail(&win.stride),
-        &tail(&win.dilation),
-        groups,
-        None,
-    )?;
-    if full == y.shape {
-        run(exec, &g, w, x, &y)?;
+    let geometry = |input: &[usize], pads: &[usize]| {
+        Geometry::from_parts(input, &w.shape, &x.shape, pads, &tail(&win.stride), &tail(&win.dilation), groups, None)
+    };
+    if win.pad_begin == win.pad_end {
+        run(exec, &geometry(&y.shape, &tail(&win.pad_begin))?, w, x, &y)?;
     } else {
-        let uncropped = exec.buffer(DType::DtypeF32, &full)?;
-        run(exec, &g, w, x, &uncropped)?;
+        let uncropped = exec.scratch_buffer(Part::Uncropped, DType::DtypeF32, &full)?;
+        run(exec, &geometry(&full, &vec![0; spatial])?, w, x, &uncropped)?;
         launch_pad(exec, &uncropped, &y, &shift, 0, 0)?;
     }
     add_bias(exec, &y, channels)?;

@@ -252,7 +252,8 @@ fn prelu(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
 }
 
 /// Sum, Max, Min, Mean over any number of inputs, folded left to right with
-/// broadcasting; Mean divides the sum by the count.
+/// broadcasting into Y (each partial result broadcast to Y's shape, so no temporary);
+/// Mean divides the sum by the count.
 fn variadic(exec: &Exec<'_>, op: Binary) -> OpResult<Vec<CudaBuffer>> {
     let first = exec.input(0, "data_0")?;
     let n = exec.inputs.len();
@@ -261,16 +262,19 @@ fn variadic(exec: &Exec<'_>, op: Binary) -> OpResult<Vec<CudaBuffer>> {
         return Ok(vec![first.view(&first.shape)]);
     }
     let y = exec.output(0)?;
-    let mut acc = first.clone();
+    let mut shape = first.shape.clone();
     for i in 1..n {
         let next = exec.input(i, &format!("data_{i}"))?;
-        let shape = broadcast_shapes(&acc.shape, &next.shape, &format!("input data_{i}"))?;
-        let out = if i + 1 == n { y.clone() } else { exec.buffer(acc.dtype, &shape)? };
-        launch_binary(exec, op, &acc, next, &out)?;
-        acc = out;
+        shape = broadcast_shapes(&shape, &next.shape, &format!("input data_{i}"))?;
+    }
+    check_shape(&y, &shape, "output 0")?;
+    // Y = data_0 op data_1, then Y = Y op data_i: elementwise, so in place.
+    for i in 1..n {
+        let acc = if i == 1 { first } else { &y };
+        launch_binary(exec, op, acc, exec.input(i, &format!("data_{i}"))?, &y)?;
     }
     if mean {
-        check_dtype(&acc, DType::DtypeF32, "input data_0")?;
+        check_dtype(&y, DType::DtypeF32, "input data_0")?;
         if n == 1 {
             launch_unary(exec, Unary::DivBy, first, &y, 1.0, 0.0)?;
         } else {
@@ -458,10 +462,10 @@ fn dropout_train(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let ratio = ratio(exec)?;
     let key = ChaChaKey::new(exec.context.run_seed, exec.attrs.int("seed", 0)?, exec.context.step);
     let y = exec.output(0)?;
-    // An undeclared mask is the node's scratch (none for an empty X).
+    // An undeclared mask is the node's scratch (none for an empty X, with nothing to draw).
     let mask = match (exec.outputs.len() > 1, x.numel()) {
         (true, _) => exec.output(1)?,
-        (false, 0) => exec.buffer(DType::DtypeBool, &x.shape)?,
+        (false, 0) => return Ok(vec![y]),
         (false, _) => exec.scratch_buffer(Part::Mask, DType::DtypeBool, &x.shape)?,
     };
     check_dtype(&mask, DType::DtypeBool, "output mask")?;

@@ -10,7 +10,7 @@ use crate::backend::cuda::{CudaBuffer, CudaError};
 use crate::backend::Queue;
 use crate::cpu::kernels;
 use crate::error::KernelError;
-use crate::tensor::{numel, HostTensor};
+use crate::tensor::{dtype_name, numel, HostTensor};
 use cudarc::driver::result;
 use lms_proto::contract::LMS_DOMAIN;
 use std::rc::Rc;
@@ -43,14 +43,28 @@ pub(crate) fn evaluate_on_host(exec: &Exec<'_>, domain: &str) -> OpResult<Vec<Cu
         KernelError::Op { error, .. } => *error,
         other => other,
     })?;
-    results.into_iter().map(|t| upload(exec, t)).collect()
+    results.into_iter().enumerate().map(|(i, t)| upload(exec, i, t)).collect()
 }
 
-/// A device buffer holding `value`, which it keeps as its host value.
-pub(super) fn upload(exec: &Exec<'_>, value: HostTensor) -> OpResult<CudaBuffer> {
+/// Output `i` (at its planned block) holding `value`, which it keeps as its host value;
+/// `value` must have the output's declared dtype and shape.
+pub(super) fn upload(exec: &Exec<'_>, i: usize, value: HostTensor) -> OpResult<CudaBuffer> {
     let device = &exec.gpu.device;
     let bytes = value.to_le_bytes();
-    let mut out = exec.buffer(value.dtype(), &value.shape)?;
+    let mut out = exec.output(i)?;
+    if out.dtype != value.dtype() || out.shape != value.shape {
+        return Err(KernelError::shape(
+            &format!("output {i}"),
+            format!(
+                "the host kernel made {} {:?}, the node declares {} {:?}",
+                dtype_name(value.dtype()),
+                value.shape,
+                dtype_name(out.dtype),
+                out.shape
+            ),
+        )
+        .into());
+    }
     if !bytes.is_empty() {
         let mut staging = device.alloc_host(bytes.len() as u64)?;
         staging.bytes_mut()?.copy_from_slice(&bytes);
@@ -74,13 +88,13 @@ fn shape(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let (start, end) = (clamp(exec.attrs.int("start", 0)?), clamp(exec.attrs.int("end", r)?));
     let dims: Vec<i64> = x.shape[start..end.max(start)].iter().map(|&d| d as i64).collect();
     let value = HostTensor::from_vec(vec![dims.len()], dims)?;
-    Ok(vec![upload(exec, value)?])
+    Ok(vec![upload(exec, 0, value)?])
 }
 
 /// Size: the input's element count, as an i64 scalar.
 fn size(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let x = exec.input(0, "data")?;
-    Ok(vec![upload(exec, HostTensor::scalar(x.numel() as i64))?])
+    Ok(vec![upload(exec, 0, HostTensor::scalar(x.numel() as i64))?])
 }
 
 /// Constant: the value of its attribute.
@@ -89,5 +103,5 @@ fn constant(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
         KernelError::Op { error, .. } => *error,
         other => other,
     })?;
-    values.into_iter().map(|v| upload(exec, v)).collect()
+    values.into_iter().enumerate().map(|(i, v)| upload(exec, i, v)).collect()
 }

@@ -228,13 +228,6 @@ impl<'a> Exec<'a> {
             .ok_or_else(|| KernelError::invalid(format!("shape {shape:?} overflows")))?)
     }
 
-    /// A new buffer of `dtype` and `shape` on the compute queue (an output or a temporary).
-    pub fn buffer(&self, dtype: DType, shape: &[usize]) -> OpResult<CudaBuffer> {
-        let bytes = Self::bytes_of(dtype, shape)?;
-        let block = self.gpu.device.alloc(bytes, Queue::Compute)?;
-        Ok(CudaBuffer { block: Rc::new(block), dtype, shape: shape.to_vec(), host: None })
-    }
-
     /// Part `part` of the node's scratch block ([`Exec::layout`], the plan's rule): its
     /// bytes in the planned block under a plan, else an allocation of its size.
     pub fn scratch_part(&self, part: Part) -> OpResult<DeviceBlock> {
@@ -258,34 +251,37 @@ impl<'a> Exec<'a> {
         }
     }
 
-    /// A temporary of `dtype` and `shape` in part `part` of the node's scratch block, which
-    /// the rule sized for exactly it.
-    pub fn scratch_buffer(&self, part: Part, dtype: DType, shape: &[usize]) -> OpResult<CudaBuffer> {
-        let bytes = Self::bytes_of(dtype, shape)?;
+    /// Part `part` of the node's scratch block, which the rule sized for exactly `bytes`
+    /// (a difference is an error: the rule and the kernel disagree).
+    pub fn scratch_sized(&self, part: Part, bytes: u64) -> OpResult<DeviceBlock> {
         let block = self.scratch_part(part)?;
         if block.bytes() != bytes {
             return Err(KernelError::invalid(format!(
-                "a {part:?} scratch buffer of {bytes} bytes, the rule gives it {} bytes",
+                "a {part:?} scratch part of {bytes} bytes, the rule gives it {} bytes",
                 block.bytes()
             ))
             .into());
         }
-        Ok(CudaBuffer { block: Rc::new(block), dtype, shape: shape.to_vec(), host: None })
+        Ok(block)
     }
 
-    /// Scratch memory of `bytes` on the compute queue, freed when dropped.
-    pub fn scratch(&self, bytes: u64) -> OpResult<DeviceBlock> {
-        Ok(self.gpu.device.alloc(bytes, Queue::Compute)?)
+    /// A temporary of `dtype` and `shape` in part `part` of the node's scratch block, which
+    /// the rule sized for exactly it.
+    pub fn scratch_buffer(&self, part: Part, dtype: DType, shape: &[usize]) -> OpResult<CudaBuffer> {
+        let block = self.scratch_sized(part, Self::bytes_of(dtype, shape)?)?;
+        Ok(CudaBuffer { block: Rc::new(block), dtype, shape: shape.to_vec(), host: None })
     }
 
     /// A device flag (4 bytes, zeroed) that kernels set on an error the CPU backend
     /// reports (a label outside its classes, an integer division by zero); read it back
-    /// with [`Exec::raised`] after them.
-    /// The flag is the node's planned [`Part::Flag`] where its scratch rule gives it one.
-    pub fn error_flag(&self) -> OpResult<DeviceBlock> {
+    /// with [`Exec::raised`] after them. The flag is the node's planned [`Part::Flag`]
+    /// where its scratch rule gives it one, else the backend's fixed flag (integer `Div`,
+    /// whose rule cannot see the dtype), which [`Exec::raised`] reads back before the next
+    /// node runs.
+    pub fn error_flag(&self) -> OpResult<Rc<DeviceBlock>> {
         let flag = match self.layout.part(Part::Flag) {
-            Some(_) => self.scratch_part(Part::Flag)?,
-            None => self.scratch(4)?,
+            Some(_) => Rc::new(self.scratch_part(Part::Flag)?),
+            None => Rc::clone(&self.gpu.flag),
         };
         self.zero(flag.ptr(), 4)?;
         Ok(flag)

@@ -170,7 +170,7 @@ fn range(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let values = [exec.host_value(0, "start")?, exec.host_value(1, "limit")?, exec.host_value(2, "delta")?];
     let inputs: Vec<Option<&HostTensor>> = values.iter().map(Some).collect();
     let made = kernels::forward("Range", exec.opset, &exec.attrs, &inputs, exec.outputs)?;
-    made.into_iter().map(|t| super::host::upload(exec, t)).collect()
+    made.into_iter().enumerate().map(|(i, t)| super::host::upload(exec, i, t)).collect()
 }
 
 fn transpose(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {

@@ -11,6 +11,7 @@ use crate::cpu::kernels::layout::norm_axis;
 use crate::cpu::kernels::pool::Lrn;
 use crate::error::KernelError;
 use crate::tensor::numel;
+use lms_proto::contract::scratch::{channel_splits, column_splits, Part};
 use lms_proto::lms::DType;
 
 /// The ONNX normalizations.
@@ -87,9 +88,9 @@ pub(super) fn channel_sums(
     out: u64,
 ) -> OpResult<()> {
     let elements = (n * s) as u64;
-    let splits = (1056 / c.max(1) as u64).clamp(1, elements.div_ceil(4096).max(1));
+    let splits = channel_splits(c as u64, elements);
     let chunk = elements.div_ceil(splits).max(1);
-    let partial = exec.scratch(c as u64 * splits * 16)?;
+    let partial = exec.scratch_sized(Part::ChannelPartials, c as u64 * splits * 16)?;
     exec.launch_warps(
         "channel_partials_f32",
         c as u64 * splits,
@@ -145,7 +146,7 @@ fn batch_norm(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
         .iter()
         .map(|&(i, name)| per_channel(exec, i, name, c))
         .collect::<OpResult<_>>()?;
-    let coef = exec.scratch(c as u64 * 24)?;
+    let coef = exec.scratch_sized(Part::Coefficients, c as u64 * 24)?;
     exec.launch(
         "bn_infer_coef_f32",
         c as u64,
@@ -178,14 +179,14 @@ fn batch_norm_train(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
         .collect::<OpResult<_>>()?;
     let count = (n * s).max(1) as f64;
     // stats: Σx → mean at [0, c); Σ(x − mean)² at [2c, 3c).
-    let stats = exec.scratch(c as u64 * 32)?;
+    let stats = exec.scratch_sized(Part::Statistics, c as u64 * 32)?;
     let (mean, squares) = (stats.ptr(), stats.ptr() + c as u64 * 16);
     channel_sums(exec, 0, dims, x, None, mean, mean)?;
     exec.launch("scale_stats", c as u64, &[Arg::I64(c as i64), Arg::F64(count), Arg::Ptr(mean)])?;
     channel_sums(exec, 1, dims, x, None, mean, squares)?;
     let outputs: Vec<CudaBuffer> = (0..exec.outputs.len().min(5)).map(|i| exec.output(i)).collect::<OpResult<_>>()?;
     let out = |i: usize| outputs.get(i).map_or(NULL, ptr);
-    let coef = exec.scratch(c as u64 * 24)?;
+    let coef = exec.scratch_sized(Part::Coefficients, c as u64 * 24)?;
     exec.launch(
         "bn_train_stats_f32",
         c as u64,
@@ -222,7 +223,7 @@ fn batch_norm_grad(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let scale = per_channel(exec, 2, "scale", c)?;
     let (mean, invstd) = (per_channel(exec, 3, "saved_mean", c)?, per_channel(exec, 4, "saved_invstd", c)?);
     // stats: mean, invstd (double) at [0, 2c); sums Σdy, Σdy·xhat at [2c, 4c).
-    let stats = exec.scratch(c as u64 * 32)?;
+    let stats = exec.scratch_sized(Part::Statistics, c as u64 * 32)?;
     let sums = stats.ptr() + c as u64 * 16;
     exec.launch("widen_stats_f32", c as u64, &[Arg::I64(c as i64), ptr(mean), ptr(invstd), Arg::Ptr(stats.ptr())])?;
     channel_sums(exec, 2, dims, x, Some(dy), stats.ptr(), sums)?;
@@ -285,13 +286,13 @@ fn row_norm(
 }
 
 /// LayerNormalization's `t` (Scale or B) over the normalized shape `dims`: itself when it
-/// has their element count, else broadcast (numpy rules) into a scratch buffer of `dims`.
-fn covering(exec: &Exec<'_>, t: &CudaBuffer, dims: &[usize], name: &str) -> OpResult<CudaBuffer> {
+/// has their element count, else broadcast (numpy rules) into the scratch part `part` of `dims`.
+fn covering(exec: &Exec<'_>, t: &CudaBuffer, dims: &[usize], name: &str, part: Part) -> OpResult<CudaBuffer> {
     if t.numel() == numel(dims) {
         return Ok(t.clone());
     }
     let strides = broadcast(&t.shape, dims, name)?;
-    let full = exec.buffer(DType::DtypeF32, dims)?;
+    let full = exec.scratch_buffer(part, DType::DtypeF32, dims)?;
     copy_strided(exec, dims, &full, View::new(&contiguous(dims)), t, View::new(&strides))?;
     Ok(full)
 }
@@ -302,8 +303,8 @@ fn layer_norm(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let scale = exec.f32_input(1, "Scale")?;
     let bias = exec.opt_input(2);
     let dims = &x.shape[axis..];
-    let scale = &covering(exec, scale, dims, "input Scale")?;
-    let bias = bias.map(|b| covering(exec, b, dims, "input B")).transpose()?;
+    let scale = &covering(exec, scale, dims, "input Scale", Part::Scale)?;
+    let bias = bias.map(|b| covering(exec, b, dims, "input B", Part::Bias)).transpose()?;
     let bias = bias.as_ref();
     let (rows, n) = (numel(&x.shape[..axis]), numel(dims));
     let outputs: Vec<CudaBuffer> = (0..exec.outputs.len().min(3)).map(|i| exec.output(i)).collect::<OpResult<_>>()?;
@@ -328,7 +329,7 @@ fn layer_norm_grad(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let axis = norm_axis(exec.attrs.int("axis", -1)?, x.shape.len(), "axis")?;
     let given_scale = exec.f32_input(2, "scale")?;
     let dims = &x.shape[axis..];
-    let scale = &covering(exec, given_scale, dims, "input scale")?;
+    let scale = &covering(exec, given_scale, dims, "input scale", Part::Scale)?;
     let (rows, n) = (numel(&x.shape[..axis]), numel(dims));
     let (mean, invstd) = (exec.f32_input(3, "mean")?, exec.f32_input(4, "invstd")?);
     let mut stat_shape = x.shape[..axis].to_vec();
@@ -339,7 +340,10 @@ fn layer_norm_grad(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     // With a broadcast scale, dscale and dbias are summed down to its shape at the end.
     let broadcast_scale = given_scale.numel() != n;
     let (dscale, dbias) = if broadcast_scale {
-        (exec.buffer(DType::DtypeF32, dims)?, exec.buffer(DType::DtypeF32, dims)?)
+        (
+            exec.scratch_buffer(Part::ScaleGrad, DType::DtypeF32, dims)?,
+            exec.scratch_buffer(Part::BiasGrad, DType::DtypeF32, dims)?,
+        )
     } else {
         (given_dscale.clone(), given_dbias.clone())
     };
@@ -349,9 +353,9 @@ fn layer_norm_grad(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
         row_threads(n),
         &[Arg::I64(rows as i64), Arg::I64(n as i64), ptr(dy), ptr(x), ptr(scale), ptr(mean), ptr(invstd), ptr(&dx)],
     )?;
-    let splits = (rows as u64).div_ceil(256).clamp(1, (4096 / n.max(1) as u64).max(1));
+    let splits = column_splits(rows as u64, n as u64);
     let chunk = (rows as u64).div_ceil(splits).max(1);
-    let partial = exec.scratch(n as u64 * splits * 16)?;
+    let partial = exec.scratch_sized(Part::ColumnPartials, n as u64 * splits * 16)?;
     exec.launch(
         "layer_norm_partials_f32",
         n as u64 * splits,

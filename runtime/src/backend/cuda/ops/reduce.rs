@@ -11,7 +11,7 @@ use crate::cpu::kernels::softmax::softmax_layout;
 use crate::error::KernelError;
 use crate::tensor::numel;
 use cudarc::driver::DeviceRepr;
-use lms_proto::contract::scratch::{total_partials_bytes, Part};
+use lms_proto::contract::scratch::{reduce_splits, total_partials_bytes, Part};
 use lms_proto::lms::DType;
 use lms_proto::ops::SoftmaxAxis;
 
@@ -121,11 +121,10 @@ fn launch_reduce(
         // An empty output: nothing to write (and no split of zero outputs).
         return Ok(());
     }
-    if outputs < 1024 && elements > 1 << 16 {
+    if let Some(splits) = reduce_splits(outputs, elements) {
         // Few outputs, many elements each: split each output's elements among warps.
-        let splits = (2048 / outputs).clamp(1, elements / 4096);
         let chunk = elements.div_ceil(splits);
-        let partial = exec.scratch(outputs * splits * 8)?;
+        let partial = exec.scratch_sized(Part::ReducePartials, outputs * splits * 8)?;
         exec.launch_warps(
             "reduce_partial_f32",
             outputs * splits,

@@ -7,7 +7,8 @@
 enum UnaryOp {
     U_RELU = 0, U_NEG, U_ABS, U_LEAKY_RELU, U_SIGMOID, U_TANH, U_ELU, U_SELU, U_SOFTPLUS,
     U_SOFTSIGN, U_HARD_SIGMOID, U_GELU_ERF, U_GELU_TANH, U_EXP, U_LOG, U_RECIPROCAL, U_ERF,
-    U_SQRT, U_FLOOR, U_CEIL, U_CLIP, U_DIV_BY
+    U_SQRT, U_FLOOR, U_CEIL, U_CLIP, U_DIV_BY, U_COS, U_SIN,
+    U_HARD_SWISH
 };
 
 __device__ __forceinline__ float sigmoid_of(float x) {
@@ -40,6 +41,9 @@ __device__ float unary_op(int op, float x, float a, float b) {
     case U_CEIL: return ceilf(x);
     case U_CLIP: return min_nan(max_nan(x, a), b);
     case U_DIV_BY: return x / a;
+    case U_COS: return cosf(x);
+    case U_SIN: return sinf(x);
+    case U_HARD_SWISH: return x * min_nan(max_nan((1.0f / 6.0f) * x + 0.5f, 0.0f), 1.0f);
     default: return x;
     }
 }
@@ -50,6 +54,14 @@ extern "C" __global__ void unary_f32(int op, i64 n, const float* x, float* y, fl
 
 extern "C" __global__ void not_bool(i64 n, const u8* x, u8* y) {
     GRID_STRIDE(i, n) y[i] = x[i] ? 0 : 1;
+}
+
+// IsNaN and IsInf: y = x is NaN (when nan), +inf (when positive) or -inf (when negative).
+extern "C" __global__ void classify_f32(i64 n, const float* x, u8* y, int nan, int positive, int negative) {
+    GRID_STRIDE(i, n) {
+        float v = x[i];
+        y[i] = (nan && is_nan(v)) || (positive && v == LMS_INF) || (negative && v == -LMS_INF) ? 1 : 0;
+    }
 }
 
 // f'(x) for UnaryGrad, in double like the CPU backend.
@@ -74,6 +86,10 @@ __device__ double unary_derivative(int op, double x, double alpha, double gamma)
     case U_NEG: return -1.0;
     case U_RECIPROCAL: return -1.0 / (x * x);
     case U_CLIP: return x >= alpha && x <= gamma ? 1.0 : 0.0;  // alpha = min, gamma = max
+    case U_COS: return -sin(x);
+    case U_HARD_SIGMOID: { double v = alpha * x + gamma; return v > 0.0 && v < 1.0 ? alpha : 0.0; }  // gamma = beta
+    case U_HARD_SWISH: return x < -3.0 ? 0.0 : (x <= 3.0 ? x / 3.0 + 0.5 : 1.0);
+    case U_SIN: return cos(x);
     default: return 0.0;
     }
 }

@@ -74,6 +74,46 @@ GATHER(gather_2, u16)
 GATHER(gather_4, u32)
 GATHER(gather_8, u64)
 
+// ---- GatherElements: the indices' shape iterated by l (operand 0: indices and out,
+// operand 1: data with stride 0 along the axis); data is read at index * stride along
+// it; an out-of-range index reads zeros ----
+
+#define GATHER_ELEMENTS(NAME, T)                                                                \
+    extern "C" __global__ void NAME(const Layout l, i64 dim, i64 stride, const void* idx, int idx64, \
+                                    const T* x, T* y) {                                         \
+        GRID_STRIDE(e, l.count) {                                                               \
+            i64 off[2];                                                                         \
+            layout_offsets<2>(l, e, off);                                                       \
+            i64 r = load_index(idx, idx64, off[0]);                                             \
+            if (r < 0) r += dim;                                                                \
+            y[off[0]] = (r >= 0 && r < dim) ? x[off[1] + r * stride] : (T)0;                    \
+        }                                                                                       \
+    }
+GATHER_ELEMENTS(gather_elements_1, u8)
+GATHER_ELEMENTS(gather_elements_2, u16)
+GATHER_ELEMENTS(gather_elements_4, u32)
+GATHER_ELEMENTS(gather_elements_8, u64)
+
+// GatherElementsGrad over the elements of dData the indices reach (operand 0: dData,
+// operand 1: indices and dY with stride 0 along the axis, operand 2: the coordinate
+// along the axis): each sums in index order, in double, the dY positions along the
+// axis whose index names it. dData must be zeroed first.
+extern "C" __global__ void gather_elements_grad_f32(const Layout l, i64 dim, i64 count, i64 stride,
+                                                    const void* idx, int idx64, const float* dy, float* dx) {
+    GRID_STRIDE(e, l.count) {
+        i64 off[3];
+        layout_offsets<3>(l, e, off);
+        double sum = 0.0;
+        for (i64 i = 0; i < count; ++i) {
+            i64 at = off[1] + i * stride;
+            i64 r = load_index(idx, idx64, at);
+            if (r < 0) r += dim;
+            if (r == off[2]) sum += (double)dy[at];
+        }
+        dx[off[0]] = (float)sum;
+    }
+}
+
 // ---- GatherGrad ----
 
 // keys[j] = (wrapped index << 32) | j for j < count, and all ones for the padding up to

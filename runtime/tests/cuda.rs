@@ -305,6 +305,9 @@ fn unary_ops_and_their_gradients_match_the_cpu() {
         "Gelu",
         "LeakyRelu",
         "Elu",
+        "Cos",
+        "Sin",
+        "HardSwish",
     ] {
         Case::new(op, vec![x.clone()], vec![f32s(&[3, 50])]).check();
     }
@@ -312,12 +315,36 @@ fn unary_ops_and_their_gradients_match_the_cpu() {
         Case::new(op, vec![positive.clone()], vec![f32s(&[3, 50])]).check();
     }
     Case::new("Gelu", vec![x.clone()], vec![f32s(&[3, 50])]).attrs(vec![string("approximate", "tanh")]).check();
+    let special =
+        HostTensor::from_vec(vec![2, 3], vec![f32::NAN, f32::INFINITY, -f32::INFINITY, 0.0, -1.5, f32::MAX]).unwrap();
+    let bools = (DType::DtypeBool, vec![2, 3]);
+    Case::new("IsNaN", vec![special.clone()], vec![bools.clone()]).check();
+    for (positive, negative) in [(1, 1), (1, 0), (0, 1)] {
+        Case::new("IsInf", vec![special.clone()], vec![bools.clone()])
+            .attrs(vec![int("detect_positive", positive), int("detect_negative", negative)])
+            .check();
+    }
     Case::new("Clip", vec![x.clone()], vec![f32s(&[3, 50])])
         .attrs(vec![float("min", -1.0), float("max", 0.5)])
         .opset(6)
         .check();
     let dy = rng.floats(&[3, 50], -1.0, 1.0);
-    for op in ["Relu", "Sigmoid", "Tanh", "Erf", "Exp", "Softplus", "Selu", "LeakyRelu", "Abs", "Neg"] {
+    for op in [
+        "Relu",
+        "Sigmoid",
+        "Tanh",
+        "Erf",
+        "Exp",
+        "Softplus",
+        "Selu",
+        "LeakyRelu",
+        "Abs",
+        "Neg",
+        "Cos",
+        "Sin",
+        "HardSigmoid",
+        "HardSwish",
+    ] {
         Case::new("UnaryGrad", vec![dy.clone(), x.clone()], vec![f32s(&[3, 50])])
             .lms()
             .attrs(vec![string("op", op)])
@@ -862,6 +889,21 @@ fn data_movement_matches_the_cpu_exactly() {
     let big_idx = rng.indices(&[64, 33], 50);
     let dy = rng.floats(&[64, 33, 8], -1.0, 1.0);
     Case::new("GatherGrad", vec![dy, big_idx], vec![f32s(&[50, 8])]).lms().tolerance(0.0).check();
+    // GatherElements along axis 1 with indices shorter than data on axis 2, repeats and negatives.
+    let data = rng.floats(&[3, 5, 4], -1.0, 1.0);
+    let idx = rng.indices(&[3, 7, 2], 5);
+    let idx = HostTensor::from_vec(
+        vec![3, 7, 2],
+        idx.as_i64("idx").unwrap().iter().enumerate().map(|(i, &j)| if i % 3 == 0 { j - 5 } else { j }).collect(),
+    )
+    .unwrap();
+    Case::new("GatherElements", vec![data, idx.clone()], vec![f32s(&[3, 7, 2])]).attrs(vec![int("axis", 1)]).check();
+    let dy = rng.floats(&[3, 7, 2], -1.0, 1.0);
+    Case::new("GatherElementsGrad", vec![dy, to_i32(&idx)], vec![f32s(&[3, 5, 4])])
+        .lms()
+        .attrs(vec![int("axis", -2)])
+        .tolerance(0.0)
+        .check();
     Case::new("Reshape", vec![x.clone(), HostTensor::from_vec(vec![2], vec![6i64, 4]).unwrap()], vec![f32s(&[6, 4])])
         .check();
 }
@@ -896,6 +938,8 @@ fn one_four_and_eight_byte_elements_move_fill_and_compare_like_the_cpu() {
             .attrs(vec![string("mode", "edge")])
             .check();
         Case::new("Gather", vec![x.clone(), idx.clone()], vec![(dtype, vec![2, 2, 3, 4])]).check();
+        let elements = HostTensor::from_vec(vec![1, 3, 2], vec![1i64, 0, -1, 1, 0, 0]).unwrap();
+        Case::new("GatherElements", vec![x.clone(), elements], vec![(dtype, vec![1, 3, 2])]).check();
         Case::new("Where", vec![condition.clone(), x, other], vec![(dtype, vec![2, 3, 4])]).check();
     }
     let shape = HostTensor::from_vec(vec![2], vec![3i64, 5]).unwrap();
@@ -1104,7 +1148,7 @@ const HOST_RUN: [&str; 4] = ["Constant", "Range", "Shape", "Size"];
 /// neither a kernel nor an op can silently stop being tested.
 #[test]
 fn the_other_tests_run_every_kernel_and_op_of_the_cpu_backend_on_the_emulated_device() {
-    const KERNELS: usize = 78;
+    const KERNELS: usize = 84;
     if std::env::var(REQUIRE_GPU_VAR).is_ok_and(|v| v == "1") {
         println!("skipped: kernel coverage is counted on the emulated device, and this run asks for a GPU");
         return;

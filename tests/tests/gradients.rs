@@ -117,6 +117,10 @@ fn unary_ops() {
         ("Log", 0.5, 2.0, vec![]),
         ("Sqrt", 0.5, 2.0, vec![]),
         ("Erf", -1.5, 1.5, vec![]),
+        ("Cos", -3.0, 3.0, vec![]),
+        ("Sin", -3.0, 3.0, vec![]),
+        ("HardSigmoid", -3.0, 3.0, vec![("alpha", A::F(0.25)), ("beta", A::F(0.4))]),
+        ("HardSwish", -4.0, 4.0, vec![]),
         ("Abs", -1.0, 1.0, vec![]),
         ("Neg", -1.0, 1.0, vec![]),
         ("Reciprocal", 0.5, 2.0, vec![]),
@@ -269,6 +273,12 @@ fn data_movement() {
         .node("Gather", &["table", "ids"], &["y"], vec![])
         .output("y");
     check("Gather", &m.build(), None, Loss::MeanSquaredError, EPS);
+    let mut m = ModelBuilder::new("GatherElements", 17);
+    m.trained("x", &[2, 4, 3], -1.0, 1.0)
+        .input("ids", 7, &[2, 6, 2])
+        .node("GatherElements", &["x", "ids"], &["y"], vec![("axis", A::I(1))])
+        .output("y");
+    check("GatherElements", &m.build(), None, Loss::MeanSquaredError, EPS);
     let mut m = ModelBuilder::new("Reshape", 17);
     m.trained("x", &[2, 3, 4], -1.0, 1.0)
         .ints("shape", &[2], &[4, -1])
@@ -392,6 +402,10 @@ const CHECKED: &[&str] = &[
     "Log",
     "Sqrt",
     "Erf",
+    "Cos",
+    "Sin",
+    "HardSigmoid",
+    "HardSwish",
     "Abs",
     "Neg",
     "Reciprocal",
@@ -418,6 +432,7 @@ const CHECKED: &[&str] = &[
     "LayerNormalization",
     "Dropout",
     "Gather",
+    "GatherElements",
     "Reshape",
     "Concat",
     "Split",

@@ -274,14 +274,14 @@ fn dropout_ratio(f: &Graph, id: NodeId) -> std::result::Result<f32, String> {
     node.attrs.float("ratio", 0.5).map_err(|e| e.to_string())
 }
 
-/// For an integer input that indexes a Gather: the size of the gathered axis.
+/// For an integer input that indexes a Gather or GatherElements: the size of the gathered axis.
 fn input_range(f: &Graph, t: TensorId) -> Option<usize> {
     if !f.tensor(t).ty.dtype.is_int() {
         return None;
     }
     f.readers(t).find_map(|(r, slot)| {
         let node = f.node(r);
-        if node.op != "Gather" || slot != 1 {
+        if !matches!(node.op.as_str(), "Gather" | "GatherElements") || slot != 1 {
             return None;
         }
         let data = f.tensor(node.inputs[0]?);

@@ -302,7 +302,7 @@ fn role(f: &Graph, t: TensorId, data_dependent: &[bool]) -> Role {
                 "MatMul" => weight(from_data(other)),
                 "BatchNormalization" | "InstanceNormalization" | "LayerNormalization" => weight(slot == 1 || slot == 2),
                 "PRelu" => weight(slot == 1),
-                "Gather" => weight(slot == 0 && from_data(node.inputs.get(1))),
+                "Gather" | "GatherElements" => weight(slot == 0 && from_data(node.inputs.get(1))),
                 "Add" | "Sub" | "Mul" if slot <= 1 && from_data(other) => {
                     let lookup = other
                         .copied()

@@ -28,12 +28,17 @@ pub(super) const OPS: &[(&str, InferFn)] = &[
     ("Log", |n| unary(n, Accepts::Float)),
     ("Reciprocal", |n| unary(n, Accepts::Float)),
     ("Erf", |n| unary(n, Accepts::Float)),
+    ("Cos", |n| unary(n, Accepts::Float)),
+    ("Sin", |n| unary(n, Accepts::Float)),
     ("Gelu", |n| unary(n, Accepts::Float)),
     ("HardSigmoid", |n| unary(n, Accepts::Float)),
+    ("HardSwish", |n| unary(n, Accepts::Float)),
     ("Sqrt", |n| unary(n, Accepts::Float)),
     ("Floor", |n| unary(n, Accepts::Float)),
     ("Ceil", |n| unary(n, Accepts::Float)),
     ("Not", |n| unary(n, Accepts::Bool)),
+    ("IsNaN", classify),
+    ("IsInf", classify),
     ("Clip", clip),
     ("PRelu", prelu),
     ("Add", |n| binary(n, Arith::Add)),
@@ -68,7 +73,11 @@ pub(super) const SPLITS: &[(&str, SplitFn)] = &[
     ("Exp", pointwise),
     ("Sqrt", pointwise),
     ("Erf", pointwise),
+    ("Cos", pointwise),
+    ("Sin", pointwise),
     ("Gelu", pointwise),
+    ("HardSigmoid", pointwise),
+    ("HardSwish", pointwise),
     ("Clip", pointwise),
     ("Add", pointwise),
     ("Sub", pointwise),
@@ -76,6 +85,8 @@ pub(super) const SPLITS: &[(&str, SplitFn)] = &[
     ("Div", pointwise),
     ("Pow", pointwise),
     ("Where", pointwise),
+    ("IsNaN", pointwise),
+    ("IsInf", pointwise),
     ("UnaryGrad", pointwise),
     ("DropoutGrad", pointwise),
 ];
@@ -117,12 +128,17 @@ pub(super) const COSTS: &[(&str, CostFn)] = &[
     ("Log", |n| n.per_output(1)),
     ("Reciprocal", |n| n.per_output(1)),
     ("Erf", |n| n.per_output(1)),
+    ("Cos", |n| n.per_output(1)),
+    ("Sin", |n| n.per_output(1)),
     ("Gelu", |n| n.per_output(1)),
     ("HardSigmoid", |n| n.per_output(1)),
+    ("HardSwish", |n| n.per_output(2)),
     ("Sqrt", |n| n.per_output(1)),
     ("Floor", |n| n.per_output(1)),
     ("Ceil", |n| n.per_output(1)),
     ("Not", |n| n.per_output(1)),
+    ("IsNaN", |n| n.per_output(1)),
+    ("IsInf", |n| n.per_output(1)),
     ("Clip", |n| n.per_output(2)),
     ("PRelu", |n| n.per_output(2)),
     ("Add", |n| n.per_output(1)),
@@ -168,13 +184,14 @@ pub(super) const NO_GRADIENT: &[(&str, &str)] = &[
     ("And", "its output is boolean"),
     ("Or", "its output is boolean"),
     ("Xor", "its output is boolean"),
+    ("IsNaN", "its output is boolean"),
+    ("IsInf", "its output is boolean"),
     ("Floor", "it is piecewise constant, so its gradient is zero wherever it is defined"),
     ("Ceil", "it is piecewise constant, so its gradient is zero wherever it is defined"),
     ("Max", "the gradient of an elementwise maximum is not implemented"),
     ("Min", "the gradient of an elementwise minimum is not implemented"),
     ("PRelu", "the gradient of PRelu is not implemented (LeakyRelu has one)"),
     ("Gelu", "the gradient of Gelu is not implemented"),
-    ("HardSigmoid", "the gradient of HardSigmoid is not implemented"),
 ];
 
 /// `Sum`, `Max`, `Min` of n inputs: n − 1 operations per output element.
@@ -186,6 +203,13 @@ fn variadic_cost(node: &CostNode<'_>) -> Work {
 fn unary(node: &Node<'_>, accepts: Accepts) -> ShapeResult<Vec<Value>> {
     expect_inputs(node, 1, 1)?;
     Ok(vec![Value::of_type(input_of(node, 0, accepts)?.ty.clone())])
+}
+
+/// `IsNaN`, `IsInf`: a float input; a bool output of its shape.
+fn classify(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
+    expect_inputs(node, 1, 1)?;
+    let x = input_of(node, 0, Accepts::Float)?;
+    Ok(vec![typed(DType::Bool, x.ty.shape.clone())])
 }
 
 /// `Clip`: bounds are attributes before opset 11 and optional scalar inputs after.

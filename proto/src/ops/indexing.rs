@@ -1,5 +1,5 @@
 //! Shape inference for ops that select or join parts of tensors: `Concat`,
-//! `Split`, `Slice`, `Gather` and `Pad`. Integer contents are folded
+//! `Split`, `Slice`, `Gather`, `GatherElements` and `Pad`. Integer contents are folded
 //! (except for `Pad`). Their cost, and that of their gradients.
 
 use super::cost::{copy, CostFn, CostNode, Work};
@@ -13,8 +13,14 @@ use super::{InferFn, Node, ShapeError, ShapeResult, Value};
 use crate::types::{AttrError, TensorType};
 
 /// The selecting and joining ops.
-pub(super) const OPS: &[(&str, InferFn)] =
-    &[("Concat", concat), ("Split", split), ("Slice", slice), ("Gather", gather), ("Pad", pad)];
+pub(super) const OPS: &[(&str, InferFn)] = &[
+    ("Concat", concat),
+    ("Split", split),
+    ("Slice", slice),
+    ("Gather", gather),
+    ("GatherElements", gather_elements),
+    ("Pad", pad),
+];
 
 /// Split rules: a Split along an axis other than the batch splits along the
 /// batch, each part cutting its slice into the same chunks; a Concat along
@@ -60,6 +66,8 @@ pub(super) const COSTS: &[(&str, CostFn)] = &[
     ("ConcatGrad", copy),
     ("SliceGrad", copy),
     ("GatherGrad", gather_grad_cost),
+    ("GatherElements", |n| n.partial_copy(n.bytes_out() + n.input(1).map_or(0, |t| t.bytes()))),
+    ("GatherElementsGrad", gather_elements_grad_cost),
 ];
 
 /// The ops of this family lms cannot differentiate, and why (every other op a model may
@@ -69,6 +77,17 @@ pub(super) const NO_GRADIENT: &[(&str, &str)] = &[("Pad", "the gradient of Pad i
 /// `GatherGrad`: zeros of data's shape, dY scatter-added at the indices.
 fn gather_grad_cost(node: &CostNode<'_>) -> Work {
     node.per_input(1)
+}
+
+/// `GatherElementsGrad`: zeros of data's shape; each element sums the dY
+/// positions along the axis whose index names it (one compare and one add per
+/// index along the axis).
+fn gather_elements_grad_cost(node: &CostNode<'_>) -> Work {
+    let along = node
+        .input(1)
+        .zip(node.attrs.int("axis", 0).ok())
+        .and_then(|(t, axis)| normalize_axis(axis, t.shape.len()).ok().map(|a| t.shape[a] as u64));
+    node.streaming(2 * node.out_numel(0) * along.unwrap_or(1))
 }
 
 /// `Concat`: inputs of one dtype and rank, equal except along `axis`.
@@ -304,6 +323,48 @@ fn gather(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
     Ok(vec![out])
 }
 
+/// `GatherElements`: indices of data's rank, no longer than data on every
+/// axis but `axis`; the output has the indices' shape: out[i] = data[i with
+/// its `axis` coordinate replaced by indices[i]] (negative indices wrap).
+fn gather_elements(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
+    expect_inputs(node, 2, 2)?;
+    let data = input(node, 0)?;
+    let indices = input_of(node, 1, Accepts::Index)?;
+    let (shape, index_shape) = (&data.ty.shape, &indices.ty.shape);
+    let axis = normalize_axis(node.attrs.int("axis", 0)?, shape.len())?;
+    if index_shape.len() != shape.len()
+        || index_shape.iter().zip(shape).enumerate().any(|(d, (&i, &n))| d != axis && i > n)
+    {
+        return Err(ShapeError::Invalid(format!(
+            "indices {} must have the rank of data {} and be no longer on every axis but {axis}",
+            fmt_shape(index_shape),
+            fmt_shape(shape)
+        )));
+    }
+    let out = fold(TensorType::new(data.ty.dtype, index_shape.clone()), || {
+        let (Some(values), Some(picks)) = (int_data(data), int_data(indices)) else {
+            return Ok(None);
+        };
+        let (data_strides, index_strides) = (strides(shape), strides(index_shape));
+        let dim = shape[axis] as i64;
+        let mut out = Vec::with_capacity(picks.len());
+        for (flat, &pick) in picks.iter().enumerate() {
+            let j = if pick < 0 { pick + dim } else { pick };
+            if !(0..dim).contains(&j) {
+                return Err(ShapeError::Invalid(format!("index {pick} is out of range for axis {axis} of size {dim}")));
+            }
+            let mut at = 0;
+            for d in 0..shape.len() {
+                let coord = if d == axis { j as usize } else { flat / index_strides[d] % index_shape[d] };
+                at += coord * data_strides[d];
+            }
+            out.push(values[at]);
+        }
+        Ok(Some(out))
+    })?;
+    Ok(vec![out])
+}
+
 /// `Pad`: `pads` (begins then ends; negative ones crop) is an attribute
 /// before opset 11 and a constant input from it, with optional
 /// `constant_value` and (opset 18) `axes` inputs.
@@ -373,6 +434,28 @@ mod tests {
             error("Gather", 13, Attrs::new(), &[f(&[3]), f(&[1])]),
             "input 1 must be an i32 or i64 tensor, got f32"
         );
+    }
+
+    #[test]
+    fn gather_elements_takes_the_indices_shape_and_folds() {
+        // BERT's token-type buffer: a constant table gathered at constant positions.
+        let table = Value::constant(TensorData::from_i64(vec![2, 3], &[1, 2, 3, 4, 5, 6]));
+        let picks = Value::constant(TensorData::from_i64(vec![2, 2], &[2, 0, -1, 1]));
+        let axis = |a| Attrs::new().with("axis", Attr::Int(a));
+        let out = run("GatherElements", 13, axis(1), &[table.clone(), picks], 1).unwrap().remove(0);
+        assert_eq!((out.ty.shape.clone(), data(&out)), (vec![2, 2], vec![3, 1, 6, 5]));
+        assert_eq!(shape("GatherElements", 13, axis(0), &[f(&[4, 5]), t(DType::I64, &[7, 2])]), vec![7, 2]);
+        assert_eq!(
+            error("GatherElements", 13, axis(0), &[f(&[4, 5]), t(DType::I64, &[7, 6])]),
+            "indices [7,6] must have the rank of data [4,5] and be no longer on every axis but 0"
+        );
+        assert_eq!(
+            error("GatherElements", 13, axis(1), &[table, ints(&[0, 3])]),
+            "indices [2] must have the rank of data [2,3] and be no longer on every axis but 1"
+        );
+        let far = Value::constant(TensorData::from_i64(vec![1, 1], &[3]));
+        let table = Value::constant(TensorData::from_i64(vec![1, 3], &[1, 2, 3]));
+        assert_eq!(error("GatherElements", 13, axis(1), &[table, far]), "index 3 is out of range for axis 1 of size 3");
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! Gradients of neural-network ops: convolution, pooling, LRN, softmax,
-//! normalisation, Gather, and lms's training-mode ops and losses.
+//! normalisation, Gather, GatherElements, and lms's training-mode ops and losses.
 
 use super::{Ctx, GradFn};
 use crate::error::Result;
@@ -18,6 +18,7 @@ pub(super) const RULES: &[(&str, GradFn)] = &[
     ("LogSoftmax", softmax),
     ("LayerNormalization", layer_normalization),
     ("Gather", gather),
+    ("GatherElements", gather),
     ("SoftmaxCrossEntropy", loss),
     ("MeanSquaredError", loss),
     ("BatchNormTrain", batch_norm_train),
@@ -66,9 +67,12 @@ fn layer_normalization(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<Tens
     Ok(vec![Some(outs[0]), Some(outs[1]), bias])
 }
 
+/// Gather and GatherElements: dY scatter-added into zeros of data's shape
+/// (`GatherGrad`, `GatherElementsGrad`).
 fn gather(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
+    let op = ctx.node.op.as_str();
     if ctx.needs(1) {
-        return Err(ctx.fail("indices of Gather are not differentiable".into()));
+        return Err(ctx.fail(format!("indices of {op} are not differentiable")));
     }
     let (data, indices) = (ctx.input(0)?, ctx.input(1)?);
     let rank = b.ty(data).rank() as i64;
@@ -76,7 +80,8 @@ fn gather(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
     let axis = if axis < 0 { axis + rank } else { axis };
     let ty = b.ty(data);
     let attrs = Attrs::new().with("axis", Attr::Int(axis));
-    Ok(vec![Some(b.lms1(&ctx.name("gather"), "GatherGrad", attrs, &[ctx.dy(0)?, indices], ty)), None])
+    let grad = if op == "Gather" { "GatherGrad" } else { "GatherElementsGrad" };
+    Ok(vec![Some(b.lms1(&ctx.name("gather"), grad, attrs, &[ctx.dy(0)?, indices], ty)), None])
 }
 
 /// The losses: `SoftmaxCrossEntropyGrad`, `MeanSquaredErrorGrad`.

@@ -1,4 +1,4 @@
-//! Data movement on any dtype: Transpose, Concat, Split, Gather, Expand, Tile.
+//! Data movement on any dtype: Transpose, Concat, Split, Gather, GatherElements, Expand, Tile.
 
 use super::layout::{broadcast_shapes, broadcast_strides, norm_axis, split_at_axis, strided_copy, strides, to_dim};
 use super::{Ctx, Kernel};
@@ -10,6 +10,7 @@ pub(super) const KERNELS: &[(&str, Kernel)] = &[
     ("Concat", concat),
     ("Expand", expand),
     ("Gather", gather),
+    ("GatherElements", gather_elements),
     ("Split", split),
     ("Tile", tile),
     ("Transpose", transpose),
@@ -139,6 +140,54 @@ fn gather(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     Ok(vec![HostTensor::new(shape, data)?])
 }
 
+/// GatherElements: out[i] = data[i with its `axis` coordinate replaced by indices[i]].
+fn gather_elements(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
+    let (x, idx) = (ctx.input(0, "data")?, ctx.input(1, "indices")?);
+    let axis = norm_axis(ctx.attrs.int("axis", 0)?, x.rank(), "axis")?;
+    let offsets = element_offsets(&x.shape, &idx.shape, axis, &idx.to_i64s("input indices")?)?;
+    let data = dispatch!(x.dtype(), T => {
+        let xs = x.view::<T>("input data")?;
+        Ok(T::wrap(offsets.iter().map(|&at| xs[at]).collect()))
+    })?;
+    Ok(vec![HostTensor::new(idx.shape.clone(), data)?])
+}
+
+/// For each position of `indices` (row major over `index_shape`), the flat offset in a
+/// tensor of `shape` that GatherElements along `axis` reads there (negative indices
+/// wrap); an error when the shapes disagree or an index is out of bounds.
+pub(super) fn element_offsets(
+    shape: &[usize],
+    index_shape: &[usize],
+    axis: usize,
+    indices: &[i64],
+) -> Result<Vec<usize>> {
+    let fits = index_shape.len() == shape.len()
+        && index_shape.iter().zip(shape).enumerate().all(|(d, (&i, &n))| d == axis || i <= n);
+    if !fits {
+        return Err(KernelError::invalid(format!(
+            "indices of shape {index_shape:?} do not fit data of shape {shape:?} along axis {axis}"
+        )));
+    }
+    let (data_strides, index_strides) = (strides(shape), strides(index_shape));
+    let dim = shape[axis];
+    indices
+        .iter()
+        .enumerate()
+        .map(|(flat, &i)| {
+            let j = if i < 0 { i + dim as i64 } else { i };
+            let j = usize::try_from(j).ok().filter(|&j| j < dim).ok_or_else(|| {
+                KernelError::invalid(format!("index {i} is out of bounds for axis {axis} of size {dim}"))
+            })?;
+            Ok((0..shape.len())
+                .map(|d| {
+                    let coord = if d == axis { j } else { flat / index_strides[d] as usize % index_shape[d] };
+                    coord * data_strides[d] as usize
+                })
+                .sum())
+        })
+        .collect()
+}
+
 /// Broadcast the input to the numpy broadcast of its shape and input `shape`.
 fn expand(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     let x = ctx.input(0, "input")?;
@@ -239,6 +288,14 @@ mod tests {
         let bad = tensor(&[1], vec![3i64]);
         let err = run("Gather", 17, &[], &[&x, &bad], &[(DtypeI64, vec![1, 4])]).unwrap_err();
         assert_eq!(err.to_string(), "Gather: index 3 is out of bounds for axis 0 of size 3");
+        // GatherElements (ONNX's example): out[i][j] = x[i][idx[i][j]] along axis 1.
+        let x = tensor(&[2, 2], vec![1i64, 2, 3, 4]);
+        let idx = tensor(&[2, 2], vec![0i64, 0, 1, -2]);
+        assert_eq!(i64s(&run1("GatherElements", &[int("axis", 1)], &[&x, &idx], DtypeI64, &[2, 2])), vec![1, 1, 4, 3]);
+        let idx = tensor(&[1, 2], vec![1i64, 0]);
+        assert_eq!(i64s(&run1("GatherElements", &[], &[&x, &idx], DtypeI64, &[1, 2])), vec![3, 2]);
+        let err = run("GatherElements", 13, &[], &[&x, &tensor(&[1], vec![0i64])], &[(DtypeI64, vec![1])]).unwrap_err();
+        assert!(err.to_string().contains("do not fit data of shape [2, 2]"), "{err}");
     }
 
     #[test]

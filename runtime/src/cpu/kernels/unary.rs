@@ -22,12 +22,16 @@ pub(super) const KERNELS: &[(&str, Kernel)] = &[
     ("Abs", abs),
     ("Ceil", ceil),
     ("Clip", clip),
+    ("Cos", cos),
     ("Elu", elu),
     ("Erf", erf),
     ("Exp", exp),
     ("Floor", floor),
     ("Gelu", gelu),
     ("HardSigmoid", hard_sigmoid),
+    ("HardSwish", hard_swish),
+    ("IsInf", is_inf),
+    ("IsNaN", is_nan),
     ("LeakyRelu", leaky_relu),
     ("Log", log),
     ("Neg", neg),
@@ -36,6 +40,7 @@ pub(super) const KERNELS: &[(&str, Kernel)] = &[
     ("Relu", relu),
     ("Selu", selu),
     ("Sigmoid", sigmoid),
+    ("Sin", sin),
     ("Softplus", softplus),
     ("Softsign", softsign),
     ("Sqrt", sqrt),
@@ -125,6 +130,13 @@ fn gelu(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     }
 }
 
+/// HardSwish: x · HardSigmoid(x) with alpha 1/6 and beta 0.5 (fixed by ONNX).
+fn hard_swish(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
+    map_input!(ctx, dispatch_float, T, |x| {
+        x * (T::from_f32(1.0 / 6.0) * x + T::from_f32(0.5)).max_nan(T::ZERO).min_nan(T::ONE)
+    })
+}
+
 fn exp(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     map_input!(ctx, dispatch_float, T, |x| x.exp())
 }
@@ -139,6 +151,14 @@ fn reciprocal(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
 
 fn erf(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     map_input!(ctx, dispatch_float, T, |x| x.erf_libm())
+}
+
+fn cos(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
+    map_input!(ctx, dispatch_float, T, |x| x.cos())
+}
+
+fn sin(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
+    map_input!(ctx, dispatch_float, T, |x| x.sin())
 }
 
 fn sqrt(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
@@ -156,6 +176,26 @@ fn ceil(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
 fn not(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     let x = ctx.input(0, "X")?;
     let data = x.as_bool("input X")?.iter().map(|&b| !b).collect::<Vec<_>>();
+    Ok(vec![HostTensor::from_vec(x.shape.clone(), data)?])
+}
+
+fn is_nan(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
+    classify(ctx, |v| v.is_nan())
+}
+
+/// IsInf: +inf where `detect_positive` (1), −inf where `detect_negative` (1).
+fn is_inf(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
+    let positive = ctx.attrs.int("detect_positive", 1)? != 0;
+    let negative = ctx.attrs.int("detect_negative", 1)? != 0;
+    classify(ctx, |v| v.is_infinite() && if v > 0.0 { positive } else { negative })
+}
+
+/// A bool of X's shape: `test` of each element (in f64).
+fn classify(ctx: &Ctx<'_>, test: impl Fn(f64) -> bool) -> Result<Vec<HostTensor>> {
+    let x = ctx.input(0, "X")?;
+    let data: Vec<bool> = dispatch_float!(x.dtype(), "input X", T => {
+        Ok(x.view::<T>("input X")?.iter().map(|v| test(v.to_f64())).collect())
+    })?;
     Ok(vec![HostTensor::from_vec(x.shape.clone(), data)?])
 }
 
@@ -216,12 +256,27 @@ mod tests {
         assert_close(&apply("Exp", &[], &xs), &each(f64::exp));
         assert_close(&apply("Floor", &[], &xs), &each(f64::floor));
         assert_close(&apply("Ceil", &[], &xs), &each(f64::ceil));
+        assert_close(&apply("Cos", &[], &xs), &each(f64::cos));
+        assert_close(&apply("Sin", &[], &xs), &each(f64::sin));
         assert_close(&apply("HardSigmoid", &[], &xs), &each(|x| (0.2 * x + 0.5).clamp(0.0, 1.0)));
+        assert_close(&apply("HardSwish", &[], &xs), &each(|x| x * (x / 6.0 + 0.5).clamp(0.0, 1.0)));
         let pos = [0.25f32, 1.0, 4.0];
         let each_pos = |f: fn(f64) -> f64| pos.iter().map(|&x| f(f64::from(x)) as f32).collect::<Vec<_>>();
         assert_close(&apply("Log", &[], &pos), &each_pos(f64::ln));
         assert_close(&apply("Sqrt", &[], &pos), &each_pos(f64::sqrt));
         assert_close(&apply("Reciprocal", &[], &pos), &each_pos(|x| 1.0 / x));
+    }
+
+    #[test]
+    fn is_nan_and_is_inf_classify_each_element() {
+        let x = tensor(&[5], vec![f32::NAN, f32::INFINITY, f32::NEG_INFINITY, 0.0, f32::MAX]);
+        let classify = |op: &str, attrs: &[lms_proto::lms::Attribute]| {
+            run1(op, attrs, &[&x], DtypeBool, &[5]).as_bool("y").unwrap().to_vec()
+        };
+        assert_eq!(classify("IsNaN", &[]), [true, false, false, false, false]);
+        assert_eq!(classify("IsInf", &[]), [false, true, true, false, false]);
+        assert_eq!(classify("IsInf", &[int("detect_negative", 0)]), [false, true, false, false, false]);
+        assert_eq!(classify("IsInf", &[int("detect_positive", 0)]), [false, false, true, false, false]);
     }
 
     #[test]

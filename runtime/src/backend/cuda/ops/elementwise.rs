@@ -20,6 +20,7 @@ pub(super) const ONNX: Table = &[
     ("Cast", cast),
     ("Ceil", |e| unary(e, Unary::Ceil)),
     ("Clip", clip),
+    ("Cos", |e| unary(e, Unary::Cos)),
     ("Div", |e| arithmetic(e, Binary::Div)),
     ("Elu", |e| unary(e, Unary::Elu)),
     ("Equal", |e| compare(e, Compare::Equal)),
@@ -30,6 +31,9 @@ pub(super) const ONNX: Table = &[
     ("Greater", |e| compare(e, Compare::Greater)),
     ("GreaterOrEqual", |e| compare(e, Compare::GreaterOrEqual)),
     ("HardSigmoid", |e| unary(e, Unary::HardSigmoid)),
+    ("HardSwish", |e| unary(e, Unary::HardSwish)),
+    ("IsInf", is_inf),
+    ("IsNaN", is_nan),
     ("LeakyRelu", |e| unary(e, Unary::LeakyRelu)),
     ("Less", |e| compare(e, Compare::Less)),
     ("LessOrEqual", |e| compare(e, Compare::LessOrEqual)),
@@ -47,6 +51,7 @@ pub(super) const ONNX: Table = &[
     ("Relu", |e| unary(e, Unary::Relu)),
     ("Selu", |e| unary(e, Unary::Selu)),
     ("Sigmoid", |e| unary(e, Unary::Sigmoid)),
+    ("Sin", |e| unary(e, Unary::Sin)),
     ("Softplus", |e| unary(e, Unary::Softplus)),
     ("Softsign", |e| unary(e, Unary::Softsign)),
     ("Sqrt", |e| unary(e, Unary::Sqrt)),
@@ -95,6 +100,9 @@ pub(super) enum Unary {
     Ceil,
     Clip,
     DivBy,
+    Cos,
+    Sin,
+    HardSwish,
 }
 
 /// Binary op codes (`enum BinaryOp`).
@@ -189,6 +197,29 @@ fn not(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let x = exec.typed_input(0, "X", DType::DtypeBool)?;
     let y = exec.output(0)?;
     exec.launch("not_bool", x.numel() as u64, &[count(x), ptr(x), ptr(&y)])?;
+    Ok(vec![y])
+}
+
+fn is_nan(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
+    classify(exec, 1, 0, 0)
+}
+
+/// IsInf: +inf where `detect_positive` (1), −inf where `detect_negative` (1).
+fn is_inf(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
+    let positive = exec.attrs.int("detect_positive", 1)? != 0;
+    let negative = exec.attrs.int("detect_negative", 1)? != 0;
+    classify(exec, 0, i32::from(positive), i32::from(negative))
+}
+
+/// A bool of X's shape: whether each element is NaN (`nan`), +inf (`positive`) or −inf (`negative`).
+fn classify(exec: &Exec<'_>, nan: i32, positive: i32, negative: i32) -> OpResult<Vec<CudaBuffer>> {
+    let x = exec.f32_input(0, "X")?;
+    let y = exec.output(0)?;
+    exec.launch(
+        "classify_f32",
+        x.numel() as u64,
+        &[count(x), ptr(x), ptr(&y), Arg::I32(nan), Arg::I32(positive), Arg::I32(negative)],
+    )?;
     Ok(vec![y])
 }
 
@@ -382,6 +413,11 @@ fn unary_grad(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
         "Log" => (Unary::Log, 0.0, 0.0),
         "Sqrt" => (Unary::Sqrt, 0.0, 0.0),
         "Erf" => (Unary::Erf, 0.0, 0.0),
+        // HardSigmoid's beta travels as gamma.
+        "HardSigmoid" => (Unary::HardSigmoid, alpha(0.2)?, exec.float_attr("beta", 0.5)?),
+        "HardSwish" => (Unary::HardSwish, 0.0, 0.0),
+        "Cos" => (Unary::Cos, 0.0, 0.0),
+        "Sin" => (Unary::Sin, 0.0, 0.0),
         "Abs" => (Unary::Abs, 0.0, 0.0),
         "Neg" => (Unary::Neg, 0.0, 0.0),
         "Reciprocal" => (Unary::Reciprocal, 0.0, 0.0),
@@ -659,6 +695,9 @@ mod tests {
             Unary::Ceil,
             Unary::Clip,
             Unary::DivBy,
+            Unary::Cos,
+            Unary::Sin,
+            Unary::HardSwish,
         ];
         let names: Vec<String> = unary.iter().map(|v| lower(v)).collect();
         assert_eq!(names, c_enum(source, "UnaryOp"));

@@ -1,6 +1,6 @@
 //! Data movement on any dtype: views (Reshape and friends share their input's memory),
 //! strided copies (Transpose, Concat, Split, Slice, Expand, Tile and their gradients),
-//! Pad, Gather, GatherGrad, fills.
+//! Pad, Gather, GatherGrad, GatherElements, GatherElementsGrad, fills.
 
 use super::elementwise::{by_size, Binary};
 use super::{check_dtype, check_shape, ptr, Arg, Exec, OpResult, Table};
@@ -23,6 +23,7 @@ pub(super) const ONNX: Table = &[
     ("Expand", expand),
     ("Flatten", view),
     ("Gather", gather),
+    ("GatherElements", gather_elements),
     ("Identity", view),
     ("Pad", pad),
     ("Range", range),
@@ -38,6 +39,7 @@ pub(super) const ONNX: Table = &[
 /// The `lms` data-movement ops.
 pub(super) const LMS: Table = &[
     ("ConcatGrad", concat_grad),
+    ("GatherElementsGrad", gather_elements_grad),
     ("GatherGrad", gather_grad),
     ("ReshapeTo", view),
     ("OverlapAdd", overlap_add),
@@ -543,6 +545,82 @@ fn gather(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
         ],
     )?;
     Ok(vec![y])
+}
+
+/// Checks that GatherElements' indices of `index_shape` fit data of `shape` along `axis`.
+fn check_element_indices(shape: &[usize], index_shape: &[usize], axis: usize) -> OpResult<()> {
+    let fits = index_shape.len() == shape.len()
+        && index_shape.iter().zip(shape).enumerate().all(|(d, (&i, &n))| d == axis || i <= n);
+    if !fits {
+        return Err(KernelError::invalid(format!(
+            "indices of shape {index_shape:?} do not fit data of shape {shape:?} along axis {axis}"
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+/// GatherElements: iterates the indices' shape, reading data through its strides off
+/// the axis (view 1, whose axis stride is 0) plus index·stride along it; an
+/// out-of-range index reads zero, as Gather's.
+fn gather_elements(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
+    let (x, idx) = (exec.input(0, "data")?, exec.input(1, "indices")?);
+    let axis = norm_axis(exec.attrs.int("axis", 0)?, x.shape.len(), "axis")?;
+    check_element_indices(&x.shape, &idx.shape, axis)?;
+    let y = exec.output(0)?;
+    check_shape(&y, &idx.shape, "output")?;
+    let mut base = contiguous(&x.shape);
+    let stride = std::mem::replace(&mut base[axis], 0);
+    let layout = Layout::new(&idx.shape, &[View::new(&contiguous(&idx.shape)), View::new(&base)])?;
+    exec.launch(
+        by_size(&["gather_elements_1", "gather_elements_2", "gather_elements_4", "gather_elements_8"], x.dtype)?,
+        y.numel() as u64,
+        &[
+            Arg::layout(&layout),
+            Arg::I64(x.shape[axis] as i64),
+            Arg::I64(stride),
+            ptr(idx),
+            Arg::I32(index_width(idx)?),
+            ptr(x),
+            ptr(&y),
+        ],
+    )?;
+    Ok(vec![y])
+}
+
+/// GatherElementsGrad: each element of dData that the indices can reach (the indices'
+/// shape, the axis as long as data's) sums, in index order and in f64 as the CPU
+/// backend, the dY positions along the axis whose index names it; no atomics, so the
+/// result does not depend on the schedule. The rest of dData is zero.
+fn gather_elements_grad(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
+    let (dy, idx) = (exec.f32_input(0, "dY")?, exec.input(1, "indices")?);
+    let dx = exec.output(0)?;
+    let axis = norm_axis(exec.attrs.int("axis", 0)?, dx.shape.len(), "axis")?;
+    check_element_indices(&dx.shape, &idx.shape, axis)?;
+    check_shape(dy, &idx.shape, "input dY")?;
+    exec.zero(dx.ptr(), dx.bytes())?;
+    let mut reach = idx.shape.clone();
+    reach[axis] = dx.shape[axis];
+    let mut base = contiguous(&idx.shape);
+    let stride = std::mem::replace(&mut base[axis], 0);
+    let mut coordinate = vec![0i64; reach.len()];
+    coordinate[axis] = 1;
+    let layout = Layout::new(&reach, &[View::new(&contiguous(&dx.shape)), View::new(&base), View::new(&coordinate)])?;
+    exec.launch(
+        "gather_elements_grad_f32",
+        numel(&reach) as u64,
+        &[
+            Arg::layout(&layout),
+            Arg::I64(dx.shape[axis] as i64),
+            Arg::I64(idx.shape[axis] as i64),
+            Arg::I64(stride),
+            ptr(idx),
+            Arg::I32(index_width(idx)?),
+            ptr(dy),
+            ptr(&dx),
+        ],
+    )?;
+    Ok(vec![dx])
 }
 
 /// GatherGrad: dY scatter-added at the indices along `axis`, deterministically: the

@@ -34,6 +34,14 @@ enum Unary {
     Log,
     Sqrt,
     Erf,
+    HardSigmoid {
+        alpha: f64,
+        beta: f64,
+    },
+    /// PyTorch's convention at the kinks: x/3 + 1/2 on [−3, 3], 0 below, 1 above.
+    HardSwish,
+    Cos,
+    Sin,
     Abs,
     Neg,
     Reciprocal,
@@ -63,6 +71,10 @@ impl Unary {
             "Log" => Unary::Log,
             "Sqrt" => Unary::Sqrt,
             "Erf" => Unary::Erf,
+            "HardSigmoid" => Unary::HardSigmoid { alpha: alpha(0.2)?, beta: f64::from(ctx.attrs.float("beta", 0.5)?) },
+            "HardSwish" => Unary::HardSwish,
+            "Cos" => Unary::Cos,
+            "Sin" => Unary::Sin,
             "Abs" => Unary::Abs,
             "Neg" => Unary::Neg,
             "Reciprocal" => Unary::Reciprocal,
@@ -110,6 +122,25 @@ impl Unary {
             Unary::Log => 1.0 / x,
             Unary::Sqrt => 0.5 / x.sqrt(),
             Unary::Erf => std::f64::consts::FRAC_2_SQRT_PI * (-x * x).exp(),
+            Unary::HardSigmoid { alpha, beta } => {
+                let v = alpha * x + beta;
+                if v > 0.0 && v < 1.0 {
+                    alpha
+                } else {
+                    0.0
+                }
+            }
+            Unary::HardSwish => {
+                if x < -3.0 {
+                    0.0
+                } else if x <= 3.0 {
+                    x / 3.0 + 0.5
+                } else {
+                    1.0
+                }
+            }
+            Unary::Cos => -x.sin(),
+            Unary::Sin => x.cos(),
             Unary::Abs => {
                 if x > 0.0 {
                     1.0
@@ -196,6 +227,11 @@ mod tests {
         check("Log", vec![], 0.5, 2.0);
         check("Sqrt", vec![], 0.5, 2.0);
         check("Erf", vec![], -1.5, 1.5);
+        check("Cos", vec![], -4.0, 4.0);
+        check("HardSigmoid", vec![], -2.0, 2.0);
+        check("HardSigmoid", vec![float("alpha", 0.5), float("beta", 0.25)], -1.0, 1.0);
+        check("HardSwish", vec![], -2.5, 2.5);
+        check("Sin", vec![], -4.0, 4.0);
         check("Abs", vec![], -1.0, 1.0);
         check("Neg", vec![], -1.0, 1.0);
         check("Reciprocal", vec![], 0.5, 2.0);

@@ -1,11 +1,11 @@
 //! Gradients of ops that move or select elements: SumTo (unbroadcast), ReshapeTo, Zeros,
-//! SliceGrad, ConcatGrad, ReduceGrad and GatherGrad; and SplitPart, one part of a split
+//! SliceGrad, ConcatGrad, ReduceGrad, GatherGrad and GatherElementsGrad; and SplitPart, one part of a split
 //! tensor. Output shapes come from the graph.
 
 use super::super::layout::{
     broadcast_strides, norm_axes, norm_axis, split_at_axis, strided_copy, strided_scatter, strides,
 };
-use super::super::movement::view_copy;
+use super::super::movement::{element_offsets, view_copy};
 use super::super::slice::{slice_view, split_part_range};
 use super::super::{dispatch_float, Ctx, Kernel};
 use super::{from_f64s, same_shape, sum_to};
@@ -15,6 +15,7 @@ use crate::tensor::{dispatch, numel, Elem, HostTensor};
 /// The shape gradient kernels.
 pub(super) const KERNELS: &[(&str, Kernel)] = &[
     ("ConcatGrad", concat_grad),
+    ("GatherElementsGrad", gather_elements_grad),
     ("GatherGrad", gather_grad),
     ("ReduceGrad", reduce_grad),
     ("ReshapeTo", reshape_to),
@@ -188,6 +189,24 @@ fn gather_grad(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     Ok(vec![out])
 }
 
+/// GatherElementsGrad: zeros of data's shape with dY added (f64, in index order) where
+/// GatherElements read each of its elements.
+fn gather_elements_grad(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
+    let (dy, indices) = (ctx.input(0, "dY")?, ctx.input(1, "indices")?);
+    let data_shape = ctx.out_shape(0)?;
+    let axis = norm_axis(ctx.attrs.int("axis", 0)?, data_shape.len(), "axis")?;
+    same_shape(dy, &indices.shape, "dY")?;
+    let offsets = element_offsets(data_shape, &indices.shape, axis, &indices.to_i64s("input indices")?)?;
+    let out = dispatch_float!(dy.dtype(), "input dY", T => {
+        let mut dx = vec![0.0f64; numel(data_shape)];
+        for (&at, d) in offsets.iter().zip(dy.view::<T>("input dY")?) {
+            dx[at] += d.to_f64();
+        }
+        from_f64s::<T>(data_shape.to_vec(), dx.into_iter())
+    })?;
+    Ok(vec![out])
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::testutil::*;
@@ -292,5 +311,22 @@ mod tests {
         let dy = rng.tensor(&[2, 1, 3]);
         let err = run_lms("GatherGrad", &attrs, &[&dy, &bad], &[(DtypeF32, vec![2, 5, 3])]).unwrap_err();
         assert_eq!(err.to_string(), "GatherGrad: index 5 is out of bounds for axis 1 of size 5");
+    }
+
+    #[test]
+    fn gather_elements_grad_is_the_adjoint_of_gather_elements() {
+        let mut rng = Rng::new(94);
+        let data = rng.tensor(&[2, 4, 3]);
+        // Shorter than data on axis 2, longer on the gathered axis 1, repeated and negative indices.
+        let indices = tensor(&[2, 5, 2], vec![0i64, 3, -1, 1, 1, 1, 2, 0, 3, -4, 0, 0, 1, 2, 3, -1, 2, 2, 1, 0]);
+        let dy = rng.tensor(&[2, 5, 2]);
+        let attrs = [int("axis", 1)];
+        let got = lms1("GatherElementsGrad", &attrs, &[&dy, &indices], &[2, 4, 3]);
+        let fd = linear_fd(&data, &dy, |d| run1("GatherElements", &attrs, &[d, &indices], DtypeF64, &[2, 5, 2]));
+        assert_near(&got, &fd, 1e-6);
+        let bad = tensor(&[1, 1, 1], vec![-5i64]);
+        let err = run_lms("GatherElementsGrad", &attrs, &[&rng.tensor(&[1, 1, 1]), &bad], &[(DtypeF32, vec![2, 4, 3])])
+            .unwrap_err();
+        assert_eq!(err.to_string(), "GatherElementsGrad: index -5 is out of bounds for axis 1 of size 4");
     }
 }

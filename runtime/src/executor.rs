@@ -13,6 +13,7 @@
 //! Kernels get a [`KernelContext`]: the run's seed and the number of steps run before.
 
 use crate::backend::{Backend, Block, KernelContext, Queue};
+use crate::cpu_time::thread_cpu_seconds;
 use crate::error::RuntimeError;
 use crate::memory::{check_allocatable, check_budget, node_and_op, Arena, Pool};
 use crate::tensor::HostTensor;
@@ -51,7 +52,12 @@ pub struct StepReport {
     pub op_seconds: BTreeMap<String, OpTime>,
     /// Wall-clock seconds of the whole step, reading back the outputs included.
     pub step_seconds: f64,
-    /// Per node, when and how long it ran on its queue, from the step's start (empty unless
+    /// CPU seconds the calling thread spent on the step ([`crate::cpu_time`]): on the CPU
+    /// backend, the step's time less the time the system ran other work; on a GPU, the
+    /// host's share.
+    pub step_cpu_seconds: f64,
+    /// Per node, when and how long it ran on its queue, from the step's start, and the
+    /// calling thread's CPU time while it was issued (argument `cpu_us`; empty unless
     /// [`Executor::set_tracing`] is on).
     pub trace: Vec<TraceEvent>,
 }
@@ -62,12 +68,13 @@ struct Trace<B: Backend> {
     spans: Vec<Span<B>>,
 }
 
-/// A node's start and end stamps on its queue.
+/// A node's start and end stamps on its queue, and the CPU time of issuing it.
 struct Span<B: Backend> {
     node: usize,
     queue: Queue,
     start: B::Stamp,
     end: B::Stamp,
+    cpu_seconds: f64,
 }
 
 /// A tensor's storage.
@@ -258,6 +265,7 @@ impl<B: Backend> Executor<B> {
     /// the step's measurements. Every parameterized vertex must have been placed.
     pub fn step(&mut self) -> Result<(Vec<HostTensor>, StepReport), RuntimeError> {
         let start = Instant::now();
+        let start_cpu = thread_cpu_seconds();
         self.release_transient()?;
         self.pools.device.reset_peak();
         self.pools.host.reset_peak();
@@ -302,6 +310,7 @@ impl<B: Backend> Executor<B> {
         report.trace = self.take_trace()?;
         self.release_transient()?;
         report.step_seconds = start.elapsed().as_secs_f64();
+        report.step_cpu_seconds = thread_cpu_seconds() - start_cpu;
         Ok((outputs, report))
     }
 
@@ -323,7 +332,7 @@ impl<B: Backend> Executor<B> {
                 lane,
                 start_us: self.backend.micros_between(origin, &span.start)?,
                 dur_us: self.backend.micros_between(&span.start, &span.end)?,
-                args: Vec::new(),
+                args: vec![("cpu_us".into(), format!("{:.3}", span.cpu_seconds * 1e6))],
             });
         }
         Ok(events)
@@ -401,6 +410,7 @@ impl<B: Backend> Executor<B> {
             |t: usize| RuntimeError::Internal(format!("tensor '{}' is in the wrong pool", program.tensor_name(t)));
         let started = Instant::now();
         let span_start = trace.as_ref().map(|_| backend.stamp(queue)).transpose()?;
+        let cpu_start = trace.as_ref().map(|_| thread_cpu_seconds());
         let only = |blocks: &[crate::backend::Block]| match blocks {
             &[block] => Ok(block),
             _ => Err(RuntimeError::Internal(format!("node '{}' has {} outputs, not one", n.name, blocks.len()))),
@@ -434,8 +444,9 @@ impl<B: Backend> Executor<B> {
                     .collect()
             }
         };
-        if let (Some(start), Some(trace)) = (span_start, trace.as_mut()) {
-            trace.spans.push(Span { node, queue, start, end: backend.stamp(queue)? });
+        if let (Some(start), Some(cpu_start), Some(trace)) = (span_start, cpu_start, trace.as_mut()) {
+            let cpu_seconds = thread_cpu_seconds() - cpu_start;
+            trace.spans.push(Span { node, queue, start, end: backend.stamp(queue)?, cpu_seconds });
         }
         let ready = Ready { queue, event: backend.record(queue)? };
         let time = report.op_seconds.entry(n.op.clone()).or_default();

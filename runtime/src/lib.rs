@@ -10,6 +10,7 @@
 //! - [`memory`]: memory pools with a hard budget (device arena, host pool).
 //! - [`backend`]: the backend trait (buffers, three queues, events), the CPU backend and
 //!   the CUDA backend ([`backend::cuda`]: cuBLAS, cuDNN, NVRTC kernels; dynamic loading).
+//! - [`cpu_time`]: the calling thread's CPU time (steps and traced nodes measure it).
 //! - [`init`]: initial values of variables and synthetic inputs from a seed.
 //! - [`executor`]: runs one training step with memory accounting and a report.
 //! - [`session`]: a training run: [`Session::new`], [`Session::step`].
@@ -17,6 +18,7 @@
 pub mod attrs;
 pub mod backend;
 pub mod cpu;
+pub mod cpu_time;
 pub mod error;
 pub mod executor;
 pub mod init;

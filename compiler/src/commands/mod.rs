@@ -11,6 +11,8 @@ pub mod compile;
 pub mod dataset;
 pub mod inspect;
 pub mod max_batch;
+#[cfg(feature = "cli")]
+pub mod op_times;
 pub mod plan_curve;
 pub mod process;
 #[cfg(feature = "cli")]

@@ -8,7 +8,9 @@
 //! Each figure comes from a chain of identical ops built as a program and
 //! run through the runtime exactly as `lms run` runs a compiled graph: one
 //! warm-up step, then the median step of several, divided by the ops in the
-//! chain. An op's time thus includes all the executor and backend do around
+//! chain. On the CPU backend a step's time is the CPU time of the thread
+//! that runs it ([`lms_runtime::cpu_time`]), so a machine shared with other
+//! work measures what a quiet one would; on a GPU it is wall time. An op's time thus includes all the executor and backend do around
 //! its kernel (on the CPU backend: reading the inputs out of their arena
 //! blocks and writing the outputs into theirs). The overheads are an op's and each
 //! of its inputs' and outputs' (from ops on one element with one and eight
@@ -22,7 +24,7 @@ use crate::error::{Error, Result};
 use crate::ir::{Attr, Attrs, DType, Device, Graph, Node, Phase, TensorId, TensorType, INPUT_OP};
 use crate::ir::{SWAP_IN_OP, SWAP_OUT_OP};
 use crate::train::LMS_DOMAIN;
-use lms_runtime::{Backend, CpuBackend, CudaBackend, Program, RunOptions, RuntimeError, Session};
+use lms_runtime::{Backend, CpuBackend, CudaBackend, Program, RunOptions, RuntimeError, Session, StepReport};
 use std::collections::BTreeMap;
 
 /// How much to measure.
@@ -51,18 +53,33 @@ struct Probe {
 /// Measures `device` and returns its profile, named `name`.
 pub fn measure(device: DeviceKind, name: &str, options: ProfileOptions) -> Result<DeviceProfile> {
     match device {
-        DeviceKind::Cpu => Measurer { options, backend: || Ok(CpuBackend::new()) }.profile(device, name),
-        DeviceKind::Cuda => Measurer { options, backend: || CudaBackend::new(0, PROBE_MEMORY) }.profile(device, name),
+        DeviceKind::Cpu => {
+            Measurer { options, cpu_clock: true, backend: || Ok(CpuBackend::new()) }.profile(device, name)
+        }
+        DeviceKind::Cuda => {
+            Measurer { options, cpu_clock: false, backend: || CudaBackend::new(0, PROBE_MEMORY) }.profile(device, name)
+        }
     }
 }
 
 /// Runs probes on fresh backends of one kind.
 struct Measurer<F> {
     options: ProfileOptions,
+    /// Steps are timed by the running thread's CPU time, not the wall clock.
+    cpu_clock: bool,
     backend: F,
 }
 
 impl<B: Backend, F: Fn() -> std::result::Result<B, RuntimeError>> Measurer<F> {
+    /// The time of a measured step.
+    fn seconds(&self, report: &StepReport) -> f64 {
+        if self.cpu_clock {
+            report.step_cpu_seconds
+        } else {
+            report.step_seconds
+        }
+    }
+
     /// Median step seconds of `graph` over the measured steps, after one warm-up step.
     fn step_seconds(&self, graph: &Graph) -> Result<f64> {
         let proto = serialize::to_proto(graph, &[])?;
@@ -73,7 +90,7 @@ impl<B: Backend, F: Fn() -> std::result::Result<B, RuntimeError>> Measurer<F> {
         session.step().map_err(Error::Run)?;
         let steps = if self.options.quick { 3 } else { 7 };
         let mut seconds = (0..steps)
-            .map(|_| session.step().map(|s| s.report.step_seconds).map_err(Error::Run))
+            .map(|_| session.step().map(|s| self.seconds(&s.report)).map_err(Error::Run))
             .collect::<Result<Vec<f64>>>()?;
         seconds.sort_by(f64::total_cmp);
         Ok(seconds[seconds.len() / 2])
@@ -178,7 +195,7 @@ impl<B: Backend, F: Fn() -> std::result::Result<B, RuntimeError>> Measurer<F> {
             let step = session.step().map_err(Error::Run)?;
             let traced = |op: &str| step.report.trace.iter().filter(|e| e.op == op).map(|e| e.dur_us).sum::<f64>();
             let (out, back) = (traced(SWAP_OUT_OP), traced(SWAP_IN_OP));
-            measured.push((step.report.step_seconds, out / (out + back).max(f64::MIN_POSITIVE)));
+            measured.push((self.seconds(&step.report), out / (out + back).max(f64::MIN_POSITIVE)));
         }
         measured.sort_by(|a, b| a.0.total_cmp(&b.0));
         let (step, out_share) = measured[measured.len() / 2];

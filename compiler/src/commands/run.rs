@@ -8,6 +8,7 @@
 //! the graph was compiled from (the sha256 its metadata records).
 
 use crate::commands::dataset::Dataset;
+use crate::commands::op_times::{Predicted, Recorder};
 use crate::commands::provenance;
 use crate::commands::setup::Setup;
 use crate::emit::{output, trained_onnx};
@@ -57,6 +58,10 @@ pub struct RunReport {
     pub bytes_host_to_device: u64,
     /// Wall time of each step.
     pub step_seconds: Vec<f64>,
+    /// CPU time of each step on the thread that ran it: on the CPU backend, the step's
+    /// time less the time the system ran other work (the figure to compare with the time
+    /// model on a loaded machine).
+    pub step_cpu_seconds: Vec<f64>,
     /// With data: whole batches per pass, and the samples after the last one, left out.
     pub batches_per_epoch: Option<usize>,
     pub samples_left_out: usize,
@@ -97,6 +102,10 @@ pub struct RunPlan {
     /// After the run, write the last step's per-node timings on the three
     /// queues to this file as a Chrome trace.
     pub trace: Option<PathBuf>,
+    /// After the run, write each node's median time over the steps after the
+    /// first beside the time model's prediction to this JSON file
+    /// ([`crate::commands::op_times`]).
+    pub profile_ops: Option<PathBuf>,
 }
 
 /// Where `--save-onnx` writes and which model it starts from.
@@ -134,8 +143,10 @@ pub fn run(
     progress: impl FnMut(usize, u64, &Step) -> Progress,
 ) -> Result<RunReport> {
     let program = Program::load(path).map_err(|e| runtime(e.into()))?;
-    let setup =
-        crate::emit::serialize::from_program(&program).map(|(g, _)| Setup::of(&g)).map_err(|e| e.in_file(path))?;
+    let (graph, schedule) = crate::emit::serialize::from_program(&program).map_err(|e| e.in_file(path))?;
+    let setup = Setup::of(&graph);
+    let predicted =
+        plan.profile_ops.as_ref().map(|_| Predicted::of(&graph, &schedule)).transpose().map_err(|e| e.in_file(path))?;
     let budgets = program.graph().plan.as_ref();
     let defaults = RunOptions::default();
     let (device_memory, device_memory_from) = match (limits.device_bytes, budgets.and_then(|p| p.budget_device_bytes)) {
@@ -160,13 +171,13 @@ pub fn run(
     let mut report = match device {
         DeviceKind::Cpu => {
             let session = Session::with_values(program, CpuBackend::new(), options, &values).map_err(runtime)?;
-            train(session, "cpu".into(), plan, resumed, progress)?
+            train(session, "cpu".into(), plan, predicted.as_ref(), resumed, progress)?
         }
         DeviceKind::Cuda => {
             let backend = CudaBackend::new(0, options.device_memory).map_err(runtime)?;
             let name = format!("cuda ({})", backend.device_name());
             let session = Session::with_values(program, backend, options, &values).map_err(runtime)?;
-            train(session, name, plan, resumed, progress)?
+            train(session, name, plan, predicted.as_ref(), resumed, progress)?
         }
     };
     report.setup = setup;
@@ -179,11 +190,13 @@ fn train<B: Backend>(
     mut session: Session<B>,
     device: String,
     plan: &RunPlan,
+    predicted: Option<&Predicted>,
     resumed: Option<u64>,
     mut progress: impl FnMut(usize, u64, &Step) -> Progress,
 ) -> Result<RunReport> {
     let mut report = RunReport { device, resumed_after_steps: resumed, ..RunReport::default() };
-    session.set_tracing(plan.trace.is_some());
+    session.set_tracing(plan.trace.is_some() || plan.profile_ops.is_some());
+    let mut recorder = Recorder::default();
     if let Some(steps) = resumed {
         session.resume_at(steps);
     }
@@ -212,6 +225,10 @@ fn train<B: Backend>(
         report.bytes_device_to_host += step.report.bytes_d2h;
         report.bytes_host_to_device += step.report.bytes_h2d;
         report.step_seconds.push(step.report.step_seconds);
+        report.step_cpu_seconds.push(step.report.step_cpu_seconds);
+        if plan.profile_ops.is_some() {
+            recorder.record(&step.report);
+        }
         trace = step.report.trace;
         if flow.is_break() {
             report.interrupted = i + 1 < total;
@@ -221,6 +238,11 @@ fn train<B: Backend>(
     if let Some(path) = &plan.trace {
         let json = lms_proto::trace::to_chrome_json(&format!("lms run on {}", report.device), &trace);
         output::write_atomically(path, json.as_bytes())?;
+    }
+    if let (Some(path), Some(predicted)) = (&plan.profile_ops, predicted) {
+        let times = recorder.finish(report.device.clone(), predicted);
+        let json = serde_json::to_string_pretty(&times).map_err(|e| Error::Usage(e.to_string()))?;
+        output::write_atomically(path, format!("{json}\n").as_bytes())?;
     }
     if plan.save_state.is_none() && plan.save_onnx.is_none() {
         return Ok(report);
@@ -287,6 +309,7 @@ fn check_paths(graph: &Path, plan: &RunPlan) -> Result<()> {
     outputs.extend(plan.save_state.as_deref().map(|p| ("--save-state", p)));
     outputs.extend(plan.save_onnx.as_ref().map(|s| ("--save-onnx", s.output.as_path())));
     outputs.extend(plan.trace.as_deref().map(|p| ("--trace", p)));
+    outputs.extend(plan.profile_ops.as_deref().map(|p| ("--profile-ops", p)));
     output::check_distinct(&inputs, &outputs)
 }
 

@@ -55,6 +55,10 @@ pub(crate) struct RunArgs {
     /// Write the last step's per-op timings on the three queues as a Chrome trace.
     #[arg(long, value_name = "FILE.json")]
     pub(crate) trace: Option<PathBuf>,
+    /// Write each node's median wall and CPU time over the steps after the first beside the
+    /// time model's prediction (the plan's device profile), per node and per op type, as JSON.
+    #[arg(long, value_name = "FILE.json")]
+    pub(crate) profile_ops: Option<PathBuf>,
 }
 
 /// Runs `lms run`.
@@ -72,6 +76,7 @@ pub(crate) fn command(args: &RunArgs) -> Result<(), Error> {
         save_state: args.save_state.clone(),
         save_onnx: args.save_onnx.clone().map(|output| SaveOnnx { output, model: args.model.clone() }),
         trace: args.trace.clone(),
+        profile_ops: args.profile_ops.clone(),
     };
     crate::commands::process::stop_on_interrupt();
     // A progress bar on a terminal's stderr; with text, each step's line on

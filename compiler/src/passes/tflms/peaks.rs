@@ -14,7 +14,7 @@
 use super::{Order, SwapPlan};
 use crate::analysis::footprint::Budgets;
 use crate::analysis::memory::{self, Pool};
-use crate::ir::{Action, Graph, SWAP_IN_OP, SWAP_OUT_OP};
+use crate::ir::{Action, Attrs, Graph, SWAP_IN_OP, SWAP_OUT_OP};
 use crate::train::LMS_DOMAIN;
 use lms_proto::contract::scratch::scratch_bytes;
 use lms_proto::contract::{output_pool, release_after, TensorUse};
@@ -184,13 +184,13 @@ impl<'g> Sweep<'g> {
             }
             let shape = &self.g.tensor(c.tensor).ty.shape[..];
             made[swap_out_at[i]][out_pool] += bytes;
-            scratch[swap_out_at[i]] = scratch_bytes(LMS_DOMAIN, SWAP_OUT_OP, None, &[Some(shape)], &[shape]);
+            scratch[swap_out_at[i]] = scratch_bytes(LMS_DOMAIN, SWAP_OUT_OP, &Attrs::new(), &[Some(shape)], &[shape]);
             let last_swap_in = swap_in_at[i].iter().copied().max().unwrap_or(swap_out_at[i]);
             freed[last_swap_in.max(swap_out_at[i])][out_pool] += bytes;
             for (j, swap_in) in plan.swap_ins.iter().enumerate() {
                 let at = swap_in_at[i][j];
                 made[at][in_pool] += bytes;
-                scratch[at] = scratch_bytes(LMS_DOMAIN, SWAP_IN_OP, None, &[Some(shape)], &[shape]);
+                scratch[at] = scratch_bytes(LMS_DOMAIN, SWAP_IN_OP, &Attrs::new(), &[Some(shape)], &[shape]);
                 let last = swap_in.consumers.iter().map(|&n| moved[order.position(n)]).max().unwrap_or(at);
                 freed[last.max(at)][in_pool] += bytes;
             }

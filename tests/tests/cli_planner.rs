@@ -276,3 +276,19 @@ fn every_budget_from_the_smallest_plan_up_gives_a_plan_or_does_not_fit() {
     }
     assert!(fitted > 0 && split > 0, "{fitted} budgets fitted, {split} by a batch split");
 }
+
+#[test]
+fn plan_curve_starts_where_split_plans_start() {
+    // The tiny GPT at batch 32: without a split no plan goes below about
+    // 1 MiB, while split along the batch a plan fits in 600 KiB.
+    let path = scratch("split-curve.json");
+    let args = ["plan-curve", "fixtures/models/tiny_gpt.onnx", "--batch", "32", "--budget-steps", "6"];
+    lms_ok(&[&args[..], &["--json", &path]].concat());
+    let curve = json(&std::fs::read_to_string(&path).unwrap());
+    let points = curve["points"].as_array().unwrap();
+    let first = points[0]["budget_bytes"].as_u64().unwrap();
+    assert!(first <= 600 * 1024, "the curve starts at {first} bytes: {curve}");
+    let drawn_below_1mib =
+        points.iter().any(|p| p["budget_bytes"].as_u64().unwrap() < 1024 * 1024 && !p["auto"].is_null());
+    assert!(drawn_below_1mib, "a split plan is drawn below 1 MiB: {curve}");
+}

@@ -1,7 +1,8 @@
 //! `lms plan-curve`: predicted step time against device budget, for the
 //! budget planner (`auto`) and TFLMS, from the smallest live peak the
-//! planner reaches to the unrewritten graph's placed arena (no limit
-//! needed), at evenly spaced budgets. Each point is a full plan whose
+//! planner reaches — on the graph as built or split along the batch into
+//! the most parts, where `auto` matters most — to the unrewritten graph's
+//! placed arena (no limit needed), at evenly spaced budgets. Each point is a full plan whose
 //! placed arenas fit the budgets, applied to the training graph and timed on
 //! the device profile's three-stream timeline. Auto's point is the fastest
 //! of the search's plan at that budget (`planner::search`, what `compile`
@@ -12,10 +13,12 @@ use crate::analysis::footprint::Footprint;
 use crate::analysis::profile::DeviceProfile;
 use crate::analysis::timeline;
 use crate::commands::simulate::format_seconds;
+use crate::egraph::rules::split::MAX_PARTS;
 use crate::emit::chart::{self, LegendEntry, Marker, Plot, Scale, Swatch, Unit};
 use crate::error::{Error, Result};
 use crate::ir::Graph;
 use crate::passes::planner::{self, PlanOptions, Speeds, DEFAULT_MAX_CHAIN};
+use crate::passes::split::{batch_patch, BatchSplit};
 use crate::passes::tflms::{self, FreeKnobs, TflmsConfig};
 use crate::pipeline;
 use crate::units::format_bytes;
@@ -65,7 +68,8 @@ pub fn plan_curve(g: &Graph, device: &DeviceProfile, host_budget: u64, steps: us
     let base = step_seconds(g);
     let speeds = Speeds::from_profile(g, device);
     let options = |device_budget| PlanOptions { device_budget, host_budget, max_chain: DEFAULT_MAX_CHAIN };
-    let smallest = planner::plan(g, g.schedule(), &speeds, options(0)).device_peak.min(peak);
+    let unsplit_smallest = planner::plan(g, g.schedule(), &speeds, options(0)).device_peak;
+    let smallest = unsplit_smallest.min(smallest_split_peak(g, device, options(0))).min(peak);
     let fitting = |graph: &Graph, f: &Footprint| {
         let step = step_seconds(graph);
         Fitting {
@@ -117,6 +121,18 @@ pub fn plan_curve(g: &Graph, device: &DeviceProfile, host_budget: u64, steps: us
         unrewritten_step_seconds: base,
         points,
     })
+}
+
+/// The smallest live peak the planner reaches on `g` split along the batch
+/// into the most parts ([`MAX_PARTS`], every op), under `options`; `u64::MAX`
+/// when the graph has no batch split.
+fn smallest_split_peak(g: &Graph, device: &DeviceProfile, options: PlanOptions) -> u64 {
+    let split = BatchSplit { parts: MAX_PARTS, min_bytes: 0 };
+    let Some((patch, _)) = batch_patch(g, &split) else { return u64::MAX };
+    // A split the emission cannot carry out has no plans to draw.
+    let Ok((graph, _)) = pipeline::apply_checked(g, &patch) else { return u64::MAX };
+    let speeds = Speeds::from_profile(&graph, device);
+    planner::plan(&graph, graph.schedule(), &speeds, options).device_peak
 }
 
 impl PlanCurve {

@@ -366,6 +366,17 @@ fn clip_in_every_form() {
         .node("Clip", &["x", "zero", "six"], &["y"], vec![])
         .output("y");
     check("ReLU6", &m.build(), None, Loss::MeanSquaredError, CLIP_EPS);
+    // torch.clamp's bounds: constants cast (through double here) before Clip reads them.
+    let mut m = ModelBuilder::new("clamp", 17);
+    m.trained("x", &[2, 3, 4, 5], -1.0, 1.0)
+        .node("Constant", &[], &["lo"], vec![("value_float", A::F(-0.5))])
+        .node("Cast", &["lo"], &["lo64"], vec![("to", A::I(11))])
+        .node("Cast", &["lo64"], &["lo32"], vec![("to", A::I(1))])
+        .node("Constant", &[], &["hi"], vec![("value_float", A::F(0.25))])
+        .node("Identity", &["hi"], &["hi1"], vec![])
+        .node("Clip", &["x", "lo32", "hi1"], &["y"], vec![])
+        .output("y");
+    check("Clip (cast bounds)", &m.build(), None, Loss::MeanSquaredError, CLIP_EPS);
 }
 
 #[test]

@@ -170,9 +170,19 @@ fn pow(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
 }
 
 /// Clip's bound `name`: the attribute (before opset 11) or the constant input
-/// in `slot`; `None` when absent (unbounded).
+/// in `slot`, also when Cast or Identity nodes convert it from a constant
+/// (PyTorch's `clamp` bounds: a double Constant cast to float); `None` when
+/// absent (unbounded).
 fn clip_bound(b: &Builder, ctx: &Ctx<'_>, slot: usize, name: &str) -> Result<Option<f32>> {
-    if let Some(t) = ctx.node.inputs.get(slot).copied().flatten() {
+    if let Some(mut t) = ctx.node.inputs.get(slot).copied().flatten() {
+        loop {
+            let tensor = b.graph.tensor(t);
+            let producer = b.graph.node(tensor.producer.0);
+            match producer.inputs.first().copied().flatten() {
+                Some(from) if tensor.data.is_none() && matches!(producer.op.as_str(), "Cast" | "Identity") => t = from,
+                _ => break,
+            }
+        }
         let data = b.graph.tensor(t).data.as_ref().ok_or_else(|| {
             ctx.fail(format!("its {name} bound is computed at run time; lms differentiates Clip with constant bounds"))
         })?;

@@ -1,12 +1,11 @@
 //! The compiler's error type: one line, naming the file and the node or
 //! tensor at fault.
 
-use crate::analysis::order::CycleError;
-use crate::ir::{AttrError, VerifyError};
-use crate::shape::ShapeError;
+use crate::ir::{AttrError, CycleError, VerifyError};
 use crate::units::{format_bytes, format_bytes_pair};
 use lms_proto::escape::Escaped;
 use lms_proto::input::InputError;
+use lms_proto::ops::ShapeError;
 #[cfg(feature = "cli")]
 use lms_runtime::RuntimeError;
 use std::path::PathBuf;

@@ -213,7 +213,7 @@ mod tests {
     use super::*;
     use crate::egraph::testing::Net;
     use crate::ir::{Attr, Attrs, DType, Phase, TensorType, SWAP_IN_OP, SWAP_OUT_OP};
-    use crate::train::LMS_DOMAIN;
+    use lms_proto::contract::LMS_DOMAIN;
 
     /// Adds a node with one f32[4] (16-byte) output named like it.
     fn add(g: &mut Graph, name: &str, op: &str, device: Device, parameterized: bool, inputs: &[TensorId]) -> TensorId {

@@ -5,16 +5,9 @@
 //! ignored, as Definition 2 prescribes ("incoming update edges do not move a
 //! variable").
 
-use crate::ir::{Action, Graph, NodeId};
+use crate::ir::{Action, CycleError, Graph, NodeId};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-
-/// The graph has a cycle through the named node.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("graph has a cycle through node '{node}'")]
-pub struct CycleError {
-    pub node: String,
-}
 
 /// True for edges that order execution: reads and control edges.
 fn orders(action: Action) -> bool {

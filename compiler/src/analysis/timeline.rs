@@ -164,7 +164,7 @@ pub fn simulate_costed(g: &Graph, schedule: &[NodeId], costs: &[OpCost], overlap
 mod tests {
     use super::*;
     use crate::ir::{Attrs, DType, Device, Node, Phase, TensorId, TensorType, SWAP_IN_OP, SWAP_OUT_OP};
-    use crate::train::LMS_DOMAIN;
+    use lms_proto::contract::LMS_DOMAIN;
 
     /// Adds a node with one f32[4] output.
     fn add(g: &mut Graph, name: &str, op: &str, parameterized: bool, inputs: &[TensorId]) -> (NodeId, TensorId) {

@@ -15,8 +15,9 @@ use crate::frontend::{self, FrontendOptions};
 use crate::ir::{Graph, Plan};
 use crate::passes::planner::{self, DecisionReport};
 use crate::passes::split::{SplitReport, SplitRequest};
+use crate::passes::stages;
 use crate::passes::tflms::{FreeKnobs, SwapInTrigger, SwappedTensor, TflmsConfig};
-use crate::pipeline::{self, stages, Context, Pass, PassOptions};
+use crate::pipeline::{self, Context, Pass, PassOptions};
 use crate::train::{RunningVariance, TrainOptions, TrainSummary};
 use crate::units::format_bytes;
 use lms_proto::Message;
@@ -24,7 +25,7 @@ use serde::Serialize;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
-pub use crate::pipeline::stages::Budget;
+pub use crate::passes::stages::Budget;
 
 /// Host memory the swapped tensors may use when `--budget` is given without
 /// `--host-budget`: 64 GiB, a fixed figure so the same command plans the same

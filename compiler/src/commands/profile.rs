@@ -23,7 +23,7 @@ use crate::emit::serialize;
 use crate::error::{Error, Result};
 use crate::ir::{Attr, Attrs, DType, Device, Graph, Node, Phase, TensorId, TensorType, INPUT_OP};
 use crate::ir::{SWAP_IN_OP, SWAP_OUT_OP};
-use crate::train::LMS_DOMAIN;
+use lms_proto::contract::LMS_DOMAIN;
 use lms_runtime::{Backend, CpuBackend, CudaBackend, Program, RunOptions, RuntimeError, Session, StepReport};
 use std::collections::BTreeMap;
 

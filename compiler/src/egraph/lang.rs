@@ -94,7 +94,7 @@ pub struct Head {
 impl Head {
     /// True for the op `op` of the ONNX default domain or the lms domain.
     pub fn is(&self, op: &str) -> bool {
-        self.op == op && (self.domain.is_empty() || self.domain == crate::train::LMS_DOMAIN)
+        self.op == op && (self.domain.is_empty() || self.domain == lms_proto::contract::LMS_DOMAIN)
     }
 
     /// An integer attribute, or `default` when absent or of another kind.

@@ -7,11 +7,11 @@
 //! node names carry no meaning and are not looked at.
 
 use super::lang::{axis, part_len, Term, TermGraph};
-use crate::analysis::order::CycleError;
 use crate::error::{Error, Result};
+use crate::ir::CycleError;
 use crate::ir::{Graph, NodeId, TensorId, SPLIT_PART_OP, SWAP_IN_OP, SWAP_OUT_OP};
-use crate::train::LMS_DOMAIN;
 use egg::Id;
+use lms_proto::contract::LMS_DOMAIN;
 
 /// Adds the terms of one graph's tensors to an e-graph.
 pub struct TermBuilder<'g> {

@@ -3,8 +3,8 @@
 use super::lang::{Term, TermAnalysis, TermGraph, TermRewrite};
 use super::saturate::{self, Limits};
 use crate::ir::{Attrs, DType, Device, Graph, Node, NodeId, Phase, TensorId, TensorType, INPUT_OP, VARIABLE_OP};
-use crate::train::LMS_DOMAIN;
 use egg::Id;
+use lms_proto::contract::LMS_DOMAIN;
 
 /// An e-graph of hand-built terms (f32 tensors, opset 17).
 pub struct Terms {

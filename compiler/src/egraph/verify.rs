@@ -304,7 +304,7 @@ mod tests {
     use crate::egraph::{Limits, Stop, TermBuilder};
     use crate::error::Error;
     use crate::ir::{Attr, Attrs, Graph, TensorId, SPLIT_PART_OP, SWAP_IN_OP, SWAP_OUT_OP};
-    use crate::train::LMS_DOMAIN;
+    use lms_proto::contract::LMS_DOMAIN;
     use std::time::Duration;
 
     /// out = relu(x) + neg(relu(x)), with the add reading `a` through `a_read`,

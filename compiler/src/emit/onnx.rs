@@ -15,7 +15,7 @@
 use crate::analysis::order;
 use crate::error::Result;
 use crate::ir::{Action, Attr, DType, Graph, NodeId, TensorData, TensorId, TensorType, INPUT_OP, VARIABLE_OP};
-use crate::train::LMS_DOMAIN;
+use lms_proto::contract::LMS_DOMAIN;
 use lms_proto::onnx::{self as onnx, attribute_proto::AttributeType, tensor_shape_proto, type_proto};
 use std::collections::HashSet;
 

@@ -13,7 +13,8 @@
 //! unrelated nodes are added or removed. Control edges print as
 //! `after(node, ...)` and update edges as `updates(variable)`, both sorted.
 
-use crate::analysis::order::{self, CycleError};
+use crate::analysis::order;
+use crate::ir::CycleError;
 use crate::ir::{Action, Graph, TensorId};
 use std::fmt::Write;
 

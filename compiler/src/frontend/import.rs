@@ -167,7 +167,7 @@ impl<'a> Builder<'a> {
             }
         }
         if let Some(stuck) = (0..nodes.len()).find(|&i| waiting[i] > 0) {
-            return Err(crate::analysis::order::CycleError { node: names[stuck].clone() }.into());
+            return Err(crate::ir::CycleError { node: names[stuck].clone() }.into());
         }
         for i in order {
             self.add_node(&nodes[i], names[i].clone())?;

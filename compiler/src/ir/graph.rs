@@ -126,6 +126,13 @@ pub struct Edge {
     pub dst_slot: usize,
 }
 
+/// The graph has a cycle through the named node.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("graph has a cycle through node '{node}'")]
+pub struct CycleError {
+    pub node: String,
+}
+
 /// A graph that is not well formed; found by [`Graph::verify`].
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("graph is malformed at node '{node}': {problem}")]

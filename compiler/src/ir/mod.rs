@@ -6,8 +6,8 @@ mod graph;
 mod plan;
 
 pub use graph::{
-    Action, Device, Edge, Graph, Node, NodeId, Phase, Tensor, TensorId, VerifyError, INPUT_OP, OVERLAP_ADD_OP,
-    SPLIT_PART_OP, SPLIT_WINDOW_OP, SWAP_IN_OP, SWAP_OUT_OP, VARIABLE_OP,
+    Action, CycleError, Device, Edge, Graph, Node, NodeId, Phase, Tensor, TensorId, VerifyError, INPUT_OP,
+    OVERLAP_ADD_OP, SPLIT_PART_OP, SPLIT_WINDOW_OP, SWAP_IN_OP, SWAP_OUT_OP, VARIABLE_OP,
 };
 pub use lms_proto::types::{f16_to_f32, numel, Attr, AttrError, Attrs, DType, Shape, TensorData, TensorType};
 pub use plan::{Plan, RecomputeDecision, SwapDecision, SwapInDecision, NO_STRATEGY};

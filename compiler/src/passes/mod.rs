@@ -7,8 +7,11 @@
 //! - [`planner`]: `--strategy auto`, the budget planner that chooses swap or
 //!   recompute per tensor by extra time per byte removed from the peak.
 //! - [`split`]: ops run as micro-ops on parts of their tensors (TSPLIT §III).
+//! - [`stages`]: the passes `lms compile` runs, construction and memory
+//!   passes alike, as [`Pass`](crate::pipeline::Pass)es of the pipeline.
 
 pub mod planner;
 pub mod recompute;
 pub mod split;
+pub mod stages;
 pub mod tflms;

@@ -6,7 +6,7 @@
 
 use crate::analysis::order;
 use crate::ir::{Action, Graph, NodeId, TensorId, SWAP_IN_OP, SWAP_OUT_OP};
-use crate::train::LMS_DOMAIN;
+use lms_proto::contract::LMS_DOMAIN;
 
 /// Checks `g`; the problem found first, in words naming the node or tensor.
 pub fn check(g: &Graph) -> Result<(), String> {

@@ -11,7 +11,6 @@
 
 pub mod invariants;
 pub mod patch;
-pub mod stages;
 
 pub use patch::{apply, Applied, NewNode, NodeRef, Patch, Position, TensorRef};
 

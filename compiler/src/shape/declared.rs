@@ -7,7 +7,7 @@
 
 use super::Value;
 use crate::ir::{Graph, Node, NodeId, TensorType, SWAP_IN_OP, SWAP_OUT_OP};
-use crate::train::LMS_DOMAIN;
+use lms_proto::contract::LMS_DOMAIN;
 
 /// Whether a node's declared output types agree with its inputs:
 /// swap ops copy their input's type; ONNX ops get the types shape inference

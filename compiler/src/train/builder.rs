@@ -6,7 +6,7 @@ use crate::ir::{Attrs, Device, Graph, Node, NodeId, Phase, TensorId, TensorType}
 use crate::shape::{self, Value};
 use std::collections::HashSet;
 
-pub use lms_proto::contract::LMS_DOMAIN;
+use lms_proto::contract::LMS_DOMAIN;
 
 /// A graph being built, with the phase new ops get.
 pub struct Builder {

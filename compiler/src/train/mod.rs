@@ -23,7 +23,6 @@ mod loss;
 mod optimizer;
 mod trainable;
 
-pub use builder::LMS_DOMAIN;
 pub use grad::no_gradient;
 pub use trainable::TrainSummary;
 

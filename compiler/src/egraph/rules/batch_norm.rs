@@ -17,8 +17,8 @@
 use super::class_rule::class_rule;
 use crate::egraph::lang::{Head, Term, TermGraph, TermRewrite};
 use crate::ir::{Attrs, DType, TensorType};
-use crate::train::LMS_DOMAIN;
 use egg::Id;
+use lms_proto::contract::LMS_DOMAIN;
 use lms_proto::contract::{
     BATCH_NORM_APPLY_OP, BATCH_NORM_GRAD_DATA_OP, BATCH_NORM_GRAD_MERGE_OP, BATCH_NORM_GRAD_SUMS_OP,
     BATCH_NORM_MERGE_OP, BATCH_NORM_STATISTICS_OP,
@@ -276,8 +276,8 @@ mod tests {
     use crate::egraph::rules::split;
     use crate::egraph::testing::{f32, Terms};
     use crate::ir::{Attr, Attrs, TensorType};
-    use crate::train::LMS_DOMAIN;
     use egg::Id;
+    use lms_proto::contract::LMS_DOMAIN;
 
     /// An lms op with the given output types: the op's class.
     fn op(t: &mut Terms, op: &str, attrs: &Attrs, inputs: &[Id], outputs: Vec<TensorType>) -> Id {

@@ -25,8 +25,8 @@ use crate::egraph::lang::{Head, Term, TermGraph, TermRewrite};
 use crate::ir::{Attrs, TensorType, OVERLAP_ADD_OP, SPLIT_WINDOW_OP};
 use crate::shape::cost::CostNode;
 use crate::shape::split::{self, Combine, HaloOutput, HaloPart};
-use crate::train::LMS_DOMAIN;
 use egg::{Id, Symbol};
+use lms_proto::contract::LMS_DOMAIN;
 use std::sync::Arc;
 
 /// The ops with Halo split rules.

@@ -8,8 +8,8 @@ use super::class_rule::class_rule;
 use crate::egraph::lang::{Term, TermGraph, TermRewrite};
 use crate::ir::Attrs;
 use crate::shape::split::{part_op, RESHAPE_TO_OP};
-use crate::train::LMS_DOMAIN;
 use egg::Id;
+use lms_proto::contract::LMS_DOMAIN;
 
 /// `reshape-to`.
 pub fn rules() -> Vec<TermRewrite> {

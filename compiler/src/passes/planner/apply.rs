@@ -22,7 +22,7 @@ use super::facts::{Droppable, Facts};
 use super::{Decision, Kind};
 use crate::ir::{Attrs, Device, Node, NodeId, TensorId, SWAP_IN_OP, SWAP_OUT_OP};
 use crate::pipeline::{NewNode, NodeRef, Patch, Position, TensorRef};
-use crate::train::LMS_DOMAIN;
+use lms_proto::contract::LMS_DOMAIN;
 use std::collections::{HashMap, HashSet};
 
 /// Name of the planner's pass (`--dump-after plan`).

@@ -13,7 +13,7 @@ use crate::ir::{Action, Attr, Attrs, Graph, Node, NodeId, TensorId, TensorType, 
 use crate::pipeline::{NewNode, Patch, Position, TensorRef};
 use crate::shape::cost::CostNode;
 use crate::shape::split::{self, Combine};
-use crate::train::LMS_DOMAIN;
+use lms_proto::contract::LMS_DOMAIN;
 use std::collections::{HashMap, HashSet};
 
 /// How the parts of an op of a run make its outputs.

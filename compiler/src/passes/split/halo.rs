@@ -16,7 +16,7 @@ use crate::ir::{Action, Attr, Attrs, Graph, Node, NodeId, TensorType, OVERLAP_AD
 use crate::pipeline::{NewNode, NodeRef, Patch, Position, TensorRef};
 use crate::shape::cost::CostNode;
 use crate::shape::split::{self, AxisWindow, HaloOutput, HaloPart};
-use crate::train::LMS_DOMAIN;
+use lms_proto::contract::LMS_DOMAIN;
 use std::collections::HashSet;
 
 /// A planned halo split of one op.

@@ -8,7 +8,7 @@
 use super::{Order, SwapInReport, SwapPlan, SwappedTensor, TflmsReport, Trigger};
 use crate::ir::{Attrs, Device, Graph, Node, Phase, SWAP_IN_OP, SWAP_OUT_OP};
 use crate::pipeline::{NewNode, NodeRef, Patch, Position, TensorRef};
-use crate::train::LMS_DOMAIN;
+use lms_proto::contract::LMS_DOMAIN;
 use std::collections::HashSet;
 
 /// Name of the TFLMS pass (on patches and in the pipeline).

@@ -11,10 +11,11 @@ mod linalg;
 mod nn;
 mod shape_ops;
 
-use super::builder::{Builder, LMS_DOMAIN};
+use super::builder::Builder;
 use crate::error::{Error, Result};
 use crate::ir::{Attrs, Node, TensorId, TensorType};
 use crate::shape::{registry, OpId};
+use lms_proto::contract::LMS_DOMAIN;
 use std::sync::OnceLock;
 
 /// What a rule sees.

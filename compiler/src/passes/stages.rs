@@ -3,15 +3,15 @@
 //! update phase), the memory passes (`tflms` or `plan`), and `verify` (the rewritten
 //! graph proven equal to the training graph).
 
-use super::{Context, Pass, Patch, Step};
+use super::planner::{self, PlanOptions, Speeds, DEFAULT_MAX_CHAIN};
+use super::split;
+use super::tflms::{self, FreeKnobs, TflmsConfig, TflmsReport};
 use crate::analysis::footprint::{Budgets, Footprint};
 use crate::analysis::profile::DeviceProfile;
 use crate::egraph;
 use crate::error::{Error, Result};
 use crate::frontend::{self, FrontendOptions};
-use crate::passes::planner::{self, PlanOptions, Speeds, DEFAULT_MAX_CHAIN};
-use crate::passes::split;
-use crate::passes::tflms::{self, FreeKnobs, TflmsConfig, TflmsReport};
+use crate::pipeline::{Context, Pass, Patch, Step};
 use crate::train::{self, TrainOptions, TrainSummary};
 use lms_proto::onnx::ModelProto;
 use std::cell::RefCell;

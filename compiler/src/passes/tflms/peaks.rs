@@ -15,8 +15,8 @@ use super::{Order, SwapPlan};
 use crate::analysis::footprint::Budgets;
 use crate::analysis::memory::{self, Pool};
 use crate::ir::{Action, Attrs, Graph, SWAP_IN_OP, SWAP_OUT_OP};
-use crate::train::LMS_DOMAIN;
 use lms_proto::contract::scratch::scratch_bytes;
+use lms_proto::contract::LMS_DOMAIN;
 use lms_proto::contract::{output_pool, release_after, TensorUse};
 
 /// Simulated live peaks of a graph.

@@ -9,6 +9,7 @@
 //! without them.
 
 pub mod analysis;
+pub mod budget;
 pub mod commands;
 pub mod egraph;
 pub mod emit;

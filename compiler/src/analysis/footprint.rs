@@ -15,19 +15,13 @@
 //! target, so no search infers one plan's fit from another's.
 
 use super::memory::{self, MemoryProfile, Pool};
+use crate::budget::Budget;
 use crate::error::Error;
 use crate::ir::{Graph, NodeId};
 
 /// How many times a search plans again at a lower live target when the
 /// placed arena of its plan is over the budget.
 pub const MAX_ROUNDS: usize = 8;
-
-/// A device budget and a host budget, in bytes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Budgets {
-    pub device: u64,
-    pub host: u64,
-}
 
 /// One pool's live peak and placed arena.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,20 +49,20 @@ impl Footprint {
 
     /// Places `g` over `schedule`, whose memory `profile` was already simulated.
     pub fn with_profile(g: &Graph, schedule: &[NodeId], profile: &MemoryProfile) -> Footprint {
-        Footprint::placed(g, schedule, profile, Budgets { device: 0, host: 0 })
+        Footprint::placed(g, schedule, profile, Budget { device: 0, host: 0 })
     }
 
     /// [`Footprint::of`], each pool's placement stopped at the first arena
     /// within its budget ([`memory::placement_within`]): whether it fits,
     /// and each arena over its budget, are [`Footprint::of`]'s; an arena
     /// within its budget may be above it. For searches that only decide.
-    pub fn within(g: &Graph, schedule: &[NodeId], budgets: Budgets) -> Footprint {
+    pub fn within(g: &Graph, schedule: &[NodeId], budgets: Budget) -> Footprint {
         Footprint::placed(g, schedule, &memory::simulate(g, schedule), budgets)
     }
 
     /// Places each pool stopped at the first arena within its budget in
     /// `enough` (0: the placement).
-    fn placed(g: &Graph, schedule: &[NodeId], profile: &MemoryProfile, enough: Budgets) -> Footprint {
+    fn placed(g: &Graph, schedule: &[NodeId], profile: &MemoryProfile, enough: Budget) -> Footprint {
         let arena = |pool, enough| memory::placement_within(g, schedule, pool, enough).arena_bytes;
         Footprint {
             device: PoolFootprint {
@@ -87,7 +81,7 @@ impl Footprint {
     /// Whether `g` over `schedule` fits `budgets` ([`Footprint::fits`]),
     /// placing only when each pool's live peak is within its budget (an
     /// arena is at least its live peak, so a peak over the budget decides).
-    pub fn graph_fits(g: &Graph, schedule: &[NodeId], budgets: Budgets) -> bool {
+    pub fn graph_fits(g: &Graph, schedule: &[NodeId], budgets: Budget) -> bool {
         let profile = memory::simulate(g, schedule);
         profile.peak_bytes <= budgets.device
             && profile.host_peak_bytes <= budgets.host
@@ -96,20 +90,20 @@ impl Footprint {
 
     /// Whether the device arena is within the device budget and the host
     /// arena within the host budget.
-    pub fn fits(&self, budgets: Budgets) -> bool {
+    pub fn fits(&self, budgets: Budget) -> bool {
         self.device.arena_bytes <= budgets.device && self.host.arena_bytes <= budgets.host
     }
 
     /// Bytes each arena is over its budget (0 where it fits).
-    pub fn excess(&self, budgets: Budgets) -> Budgets {
-        Budgets {
+    pub fn excess(&self, budgets: Budget) -> Budget {
+        Budget {
             device: self.device.arena_bytes.saturating_sub(budgets.device),
             host: self.host.arena_bytes.saturating_sub(budgets.host),
         }
     }
 
     /// Both arenas' excess together: how far from fitting (0: fits).
-    pub fn overshoot(&self, budgets: Budgets) -> u64 {
+    pub fn overshoot(&self, budgets: Budget) -> u64 {
         let excess = self.excess(budgets);
         excess.device + excess.host
     }
@@ -120,7 +114,7 @@ impl Footprint {
     /// arena would fit with the same overhead), and at least a thousandth
     /// below the old target, so rounds make progress; the other pool keeps
     /// its target.
-    pub fn lower(&self, target: Budgets, budgets: Budgets) -> Budgets {
+    pub fn lower(&self, target: Budget, budgets: Budget) -> Budget {
         let lower = |target: u64, used: PoolFootprint, budget: u64| {
             if used.arena_bytes <= budget {
                 return target;
@@ -128,7 +122,7 @@ impl Footprint {
             let scaled = (used.peak_bytes as u128 * budget as u128 / used.arena_bytes as u128) as u64;
             scaled.min(target.saturating_sub((target / 1000).max(1)))
         };
-        Budgets {
+        Budget {
             device: lower(target.device, self.device, budgets.device),
             host: lower(target.host, self.host, budgets.host),
         }
@@ -136,7 +130,7 @@ impl Footprint {
 
     /// `Ok` when the footprint of `g` over `schedule` fits `budgets`; else
     /// [`Footprint::over`].
-    pub fn check(&self, g: &Graph, schedule: &[NodeId], budgets: Budgets) -> Result<(), Error> {
+    pub fn check(&self, g: &Graph, schedule: &[NodeId], budgets: Budget) -> Result<(), Error> {
         if self.fits(budgets) {
             Ok(())
         } else {
@@ -146,7 +140,7 @@ impl Footprint {
 
     /// [`Error::OverBudget`] for the pool whose arena is furthest over its
     /// budget (device on ties), naming the op at its live peak.
-    pub fn over(&self, g: &Graph, schedule: &[NodeId], budgets: Budgets) -> Error {
+    pub fn over(&self, g: &Graph, schedule: &[NodeId], budgets: Budget) -> Error {
         let (pool, used, budget) = self.furthest_over(budgets);
         let op = schedule.get(used.peak_step).map_or_else(String::new, |&id| g.node(id).name.clone());
         Error::OverBudget { pool, arena: used.arena_bytes, peak: used.peak_bytes, budget, op }
@@ -154,7 +148,7 @@ impl Footprint {
 
     /// The pool whose arena is furthest over its budget (device on ties):
     /// its name ("device" or "host"), footprint and budget.
-    pub fn furthest_over(&self, budgets: Budgets) -> (&'static str, PoolFootprint, u64) {
+    pub fn furthest_over(&self, budgets: Budget) -> (&'static str, PoolFootprint, u64) {
         let excess = self.excess(budgets);
         if excess.device >= excess.host {
             ("device", self.device, budgets.device)
@@ -175,21 +169,21 @@ mod tests {
 
     #[test]
     fn fits_by_the_arena_of_both_pools() {
-        let budgets = Budgets { device: 100, host: 50 };
+        let budgets = Budget { device: 100, host: 50 };
         assert!(footprint((90, 100), (40, 50)).fits(budgets));
         assert!(!footprint((90, 101), (40, 50)).fits(budgets), "the live peak fits, the device arena does not");
         assert!(!footprint((90, 100), (40, 51)).fits(budgets), "the host arena is over");
-        assert_eq!(footprint((90, 130), (40, 52)).excess(budgets), Budgets { device: 30, host: 2 });
+        assert_eq!(footprint((90, 130), (40, 52)).excess(budgets), Budget { device: 30, host: 2 });
         assert_eq!(footprint((90, 130), (40, 52)).overshoot(budgets), 32);
     }
 
     #[test]
     fn lowers_only_the_targets_of_pools_over_their_budget() {
-        let budgets = Budgets { device: 10_000, host: 5_000 };
+        let budgets = Budget { device: 10_000, host: 5_000 };
         let over = footprint((9_900, 11_000), (4_000, 4_500));
-        assert_eq!(over.lower(budgets, budgets), Budgets { device: 9_000, host: 5_000 }, "9,900 × 10/11");
+        assert_eq!(over.lower(budgets, budgets), Budget { device: 9_000, host: 5_000 }, "9,900 × 10/11");
         let barely = footprint((9_990, 10_001), (4_000, 5_001));
-        assert_eq!(barely.lower(budgets, budgets), Budgets { device: 9_989, host: 3_999 });
+        assert_eq!(barely.lower(budgets, budgets), Budget { device: 9_989, host: 3_999 });
         let tiny = footprint((100, 10_001), (0, 0));
         assert_eq!(tiny.lower(budgets, budgets).device, 99, "by the live peak, not the target");
     }

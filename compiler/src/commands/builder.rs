@@ -21,7 +21,8 @@
 //! }
 //! ```
 
-use crate::commands::compile::{self, Budget, CompileOptions, CompileReport, Strategy};
+use crate::budget::Budget;
+use crate::commands::compile::{self, CompileOptions, CompileReport, Strategy};
 use crate::error::{Error, Result};
 use crate::flags;
 use crate::frontend;
@@ -208,7 +209,7 @@ impl Compile {
     }
 
     /// The host memory swapped tensors may use with a budget
-    /// (`--host-budget`; default [`compile::DEFAULT_HOST_BUDGET_BYTES`]; `0`:
+    /// (`--host-budget`; default [`DEFAULT_HOST_BUDGET_BYTES`](crate::budget::DEFAULT_HOST_BUDGET_BYTES); `0`:
     /// the planner only recomputes).
     pub fn host_budget(mut self, size: &str) -> Compile {
         self.host_budget = Some(size.to_string());
@@ -320,21 +321,13 @@ impl Compile {
     pub fn options(&self, output: impl Into<PathBuf>) -> Result<CompileOptions> {
         let size = |what: &str, text: &str| parse_bytes(text).map_err(|e| Error::Usage(format!("{what}: {e}")));
         let mut options = CompileOptions { output: output.into(), ..self.options.clone() };
-        let budget = self.device_budget.is_some();
-        flags::needs(self.host_budget.is_some(), "host budget", budget, "a budget")?;
-        flags::needs(self.force, "force", budget, "a budget")?;
+        let device = self.device_budget.as_deref().map(|text| size("budget", text)).transpose()?;
+        let host = self.host_budget.as_deref().map(|text| size("host budget", text)).transpose()?;
+        options.budget = Budget::from_sizes(device, host, ["a budget", "host budget"])?;
+        flags::needs(self.force, "force", device.is_some(), "a budget")?;
+        options.force = self.force;
         for request in &self.splits {
             options.split.push(SplitRequest::parse(request).map_err(Error::Usage)?);
-        }
-        if let Some(device) = &self.device_budget {
-            options.budget = Some(Budget {
-                device_bytes: size("budget", device)?,
-                host_bytes: match &self.host_budget {
-                    Some(host) => size("host budget", host)?,
-                    None => compile::DEFAULT_HOST_BUDGET_BYTES,
-                },
-                force: self.force,
-            });
         }
         Ok(options)
     }

@@ -6,6 +6,7 @@
 use crate::analysis::footprint::Footprint;
 use crate::analysis::profile::{DeviceProfile, DEFAULT_PROFILE};
 use crate::analysis::timeline;
+use crate::budget::Budget;
 use crate::commands::provenance;
 use crate::commands::setup::Setup;
 use crate::commands::simulate::SimulateReport;
@@ -24,13 +25,6 @@ use lms_proto::Message;
 use serde::Serialize;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
-
-pub use crate::passes::stages::Budget;
-
-/// Host memory the swapped tensors may use when `--budget` is given without
-/// `--host-budget`: 64 GiB, a fixed figure so the same command plans the same
-/// graph on every machine (it is recorded in the plan).
-pub const DEFAULT_HOST_BUDGET_BYTES: u64 = 64 << 30;
 
 /// Which memory rewrite to apply to the training graph.
 #[derive(Clone, Debug, PartialEq)]
@@ -53,6 +47,10 @@ pub struct CompileOptions {
     pub strategy: Strategy,
     /// With a strategy: search its knobs for a plan that fits.
     pub budget: Option<Budget>,
+    /// With a budget (`--force`): rewrite even when the graph already fits,
+    /// and write a plan whose arenas are over the budget (saying so) instead
+    /// of failing.
+    pub force: bool,
     /// With a budget: the strategy's knobs the search may choose (those the
     /// user left unset); the others are used as given.
     pub free_knobs: FreeKnobs,
@@ -97,6 +95,7 @@ impl Default for CompileOptions {
             train: TrainOptions::default(),
             strategy: Strategy::None,
             budget: None,
+            force: false,
             free_knobs: FreeKnobs::ALL,
             device_profile: DEFAULT_PROFILE.to_string(),
             split: Vec::new(),
@@ -198,7 +197,7 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
     }
     let auto_budget = match (&options.strategy, options.budget) {
         (Strategy::Auto, None) => {
-            return Err(Error::Usage("--strategy auto needs --budget (the device memory to fit)".into()))
+            return Err(Error::Usage("--strategy auto needs --budget (the device memory to fit, e.g. 16GiB)".into()))
         }
         (Strategy::Auto, Some(b)) => Some(b),
         _ => None,
@@ -234,6 +233,7 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
             },
             free: options.free_knobs,
             budget: options.budget,
+            force: options.force,
             outcome: None,
             searched: false,
         }),
@@ -243,6 +243,7 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
     let mut plan_split = auto_budget.zip(profile.clone()).map(|(budget, profile)| stages::PlanSplit {
         model: model.clone(),
         budget,
+        force: options.force,
         profile,
         choice: None,
         planned: std::rc::Rc::clone(&planned),
@@ -250,6 +251,7 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
     let mut planner = auto_budget.zip(profile.clone()).map(|(budget, profile)| stages::Plan {
         model: model.clone(),
         budget,
+        force: options.force,
         profile,
         planned: std::rc::Rc::clone(&planned),
         outcome: None,
@@ -283,8 +285,8 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
     let from_file = profile.as_ref().filter(|_| DeviceProfile::file(&options.device_profile).is_some());
     graph.plan = Plan {
         strategy: strategy.to_string(),
-        budget_device_bytes: options.budget.map(|b| b.device_bytes),
-        budget_host_bytes: options.budget.map(|b| b.host_bytes),
+        budget_device_bytes: options.budget.map(|b| b.device),
+        budget_host_bytes: options.budget.map(|b| b.host),
         device_profile: match (&profile, options.device_profile.as_str()) {
             (Some(p), "") => p.name.clone(),
             (Some(p), _) if from_file.is_some() => p.name.clone(),
@@ -298,14 +300,13 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
     };
     let after = Footprint::of(&cx.graph, cx.graph.schedule());
     let before = cx.reference.as_ref().unwrap_or(&cx.graph);
-    let budgets = options.budget.map(|b| b.budgets());
     // The unrewritten graph is placed only when its live peaks are within the budgets.
     let (peak_device_bytes_before, fits_without_rewrite) = match &cx.reference {
         Some(reference) => (
             crate::analysis::memory::simulate(reference, reference.schedule()).peak_bytes,
-            budgets.map(|b| Footprint::graph_fits(reference, reference.schedule(), b)),
+            options.budget.map(|b| Footprint::graph_fits(reference, reference.schedule(), b)),
         ),
-        None => (after.device.peak_bytes, budgets.map(|b| after.fits(b))),
+        None => (after.device.peak_bytes, options.budget.map(|b| after.fits(b))),
     };
     let step_seconds = |p: &DeviceProfile, g: &Graph| timeline::simulate(g, g.schedule(), p).step_seconds;
     let predicted = profile.as_ref().map(|p| (step_seconds(p, &cx.graph), step_seconds(p, before)));
@@ -320,8 +321,8 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
         tensors: cx.graph.tensors().count(),
         fits_without_rewrite,
         fits: None,
-        budget_bytes: options.budget.map(|b| b.device_bytes),
-        host_budget_bytes: options.budget.map(|b| b.host_bytes),
+        budget_bytes: options.budget.map(|b| b.device),
+        host_budget_bytes: options.budget.map(|b| b.host),
         n_tensors: None,
         lb: None,
         trigger: None,
@@ -388,9 +389,9 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
     }
     // A plan is written only within its budgets, unless forced.
     if let (Some(b), true) = (options.budget, strategy != crate::ir::NO_STRATEGY) {
-        report.fits = Some(after.fits(b.budgets()));
-        if let Err(over) = after.check(&cx.graph, cx.graph.schedule(), b.budgets()) {
-            if !b.force {
+        report.fits = Some(after.fits(b));
+        if let Err(over) = after.check(&cx.graph, cx.graph.schedule(), b) {
+            if !options.force {
                 return Err(suggest_auto(over.in_file(&options.model), &options.strategy));
             }
             report.written_over_budget = Some(over.to_string());

@@ -13,9 +13,10 @@
 //! found is planned by [`planner::search`], what `compile --strategy auto`
 //! runs: `compile --batch N` at the batch reported writes the plan reported.
 
-use crate::analysis::footprint::{Budgets, Footprint};
+use crate::analysis::footprint::Footprint;
 use crate::analysis::profile::DeviceProfile;
 use crate::analysis::{order, timeline};
+use crate::budget::Budget;
 use crate::error::{Error, Result};
 use crate::frontend::{self, FrontendOptions};
 use crate::passes::planner::{self, PlanOptions, DEFAULT_MAX_CHAIN};
@@ -64,7 +65,7 @@ pub enum Rewrite<'a> {
 }
 
 /// Searches batches up to `limit` for the largest whose training graph fits
-/// `budget` device bytes, rewritten by `rewrite` with `host_budget` host
+/// `budget`'s device bytes, rewritten by `rewrite` with its host
 /// bytes; the step predicted on `profile`. `on_probe` hears of each batch tried and whether it fits
 /// (for a progress display).
 #[allow(clippy::too_many_arguments)]
@@ -73,16 +74,15 @@ pub fn max_batch(
     frontend: &FrontendOptions,
     train_options: &TrainOptions,
     rewrite: Rewrite<'_>,
-    budget: u64,
-    host_budget: u64,
+    budgets: Budget,
     limit: usize,
     profile: &DeviceProfile,
     on_probe: &mut dyn FnMut(usize, bool),
 ) -> Result<MaxBatch> {
     let step =
         |g: &crate::ir::Graph| -> Result<f64> { Ok(timeline::simulate(g, &order::schedule(g)?, profile).step_seconds) };
-    let budgets = Budgets { device: budget, host: host_budget };
-    let auto_options = PlanOptions { device_budget: budget, host_budget, max_chain: DEFAULT_MAX_CHAIN };
+    let auto_options =
+        PlanOptions { device_budget: budgets.device, host_budget: budgets.host, max_chain: DEFAULT_MAX_CHAIN };
     let training_graph = |batch: usize| -> Result<crate::ir::Graph> {
         let options = FrontendOptions { batch: Some(batch), ..frontend.clone() };
         train::build(&frontend::load(model, &options)?.graph, train_options).map_err(|e| e.in_file(model))
@@ -96,7 +96,7 @@ pub fn max_batch(
         }
         match rewrite {
             Rewrite::None => Ok(None),
-            Rewrite::Tflms(config) => match tflms::fit(&graph, config, tflms::FreeKnobs::ALL, budget, host_budget) {
+            Rewrite::Tflms(config) => match tflms::fit(&graph, config, tflms::FreeKnobs::ALL, budgets) {
                 Ok(fit) => {
                     let seconds = match &fit.plan {
                         Some(plan) => step(&pipeline::apply_checked(&graph, &plan.patch)?.0)?,

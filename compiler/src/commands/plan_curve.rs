@@ -12,6 +12,7 @@
 use crate::analysis::footprint::Footprint;
 use crate::analysis::profile::DeviceProfile;
 use crate::analysis::timeline;
+use crate::budget::Budget;
 use crate::commands::simulate::format_seconds;
 use crate::egraph::rules::split::MAX_PARTS;
 use crate::emit::chart::{self, LegendEntry, Marker, Plot, Scale, Swatch, Unit};
@@ -99,7 +100,12 @@ pub fn plan_curve(g: &Graph, device: &DeviceProfile, host_budget: u64, steps: us
             (Some(found), Some(below)) if below.step_seconds < found.step_seconds => Some(below),
             (found, below) => found.or(below),
         };
-        let tflms = match tflms::fit(g, &TflmsConfig::default(), FreeKnobs::ALL, budget, host_budget) {
+        let tflms = match tflms::fit(
+            g,
+            &TflmsConfig::default(),
+            FreeKnobs::ALL,
+            Budget { device: budget, host: host_budget },
+        ) {
             Ok(f) => {
                 let graph = match &f.plan {
                     Some(plan) => pipeline::apply_checked(g, &plan.patch)?.0,

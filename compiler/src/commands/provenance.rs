@@ -60,9 +60,9 @@ pub fn metadata(options: &CompileOptions, model_bytes: &[u8], report: &CompileRe
         }
     }
     if let Some(budget) = options.budget {
-        facts.add("budget.device_bytes", budget.device_bytes);
-        facts.add("budget.host_bytes", budget.host_bytes);
-        facts.add("budget.force", budget.force);
+        facts.add("budget.device_bytes", budget.device);
+        facts.add("budget.host_bytes", budget.host);
+        facts.add("budget.force", options.force);
     }
     for knob in &report.chosen_knobs {
         match knob.as_str() {

@@ -6,8 +6,9 @@
 use super::planner::{self, PlanOptions, Speeds, DEFAULT_MAX_CHAIN};
 use super::split;
 use super::tflms::{self, FreeKnobs, TflmsConfig, TflmsReport};
-use crate::analysis::footprint::{Budgets, Footprint};
+use crate::analysis::footprint::Footprint;
 use crate::analysis::profile::DeviceProfile;
+use crate::budget::Budget;
 use crate::egraph;
 use crate::error::{Error, Result};
 use crate::frontend::{self, FrontendOptions};
@@ -81,26 +82,9 @@ impl Pass for Optimizer {
     }
 }
 
-/// A memory budget to fit.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Budget {
-    pub device_bytes: u64,
-    pub host_bytes: u64,
-    /// Rewrite even when the graph already fits, and write a plan whose
-    /// arenas are over the budget (saying so) instead of failing.
-    pub force: bool,
-}
-
-impl Budget {
-    /// The device and host budgets.
-    pub fn budgets(&self) -> Budgets {
-        Budgets { device: self.device_bytes, host: self.host_bytes }
-    }
-}
-
 /// Whether `g` over its schedule already fits `b` ([`Footprint::fits`]).
 fn fits(g: &crate::ir::Graph, b: Budget) -> bool {
-    Footprint::graph_fits(g, g.schedule(), b.budgets())
+    Footprint::graph_fits(g, g.schedule(), b)
 }
 
 /// `tflms`: TFLMS swapping with the given knobs, or, with a budget, with the
@@ -110,6 +94,9 @@ pub struct Tflms {
     pub config: TflmsConfig,
     pub free: FreeKnobs,
     pub budget: Option<Budget>,
+    /// With a budget: rewrite even when the graph already fits, and write a
+    /// plan over the budget (saying so) instead of failing.
+    pub force: bool,
     /// After the run: the knobs used and what was swapped (`None` when the
     /// graph already fit the budget).
     pub outcome: Option<(TflmsConfig, TflmsReport)>,
@@ -127,9 +114,10 @@ impl Pass for Tflms {
         let in_model = |e: Error| e.in_file(&self.model);
         let g = &cx.graph;
         tflms::check_knobs(g, &self.config).map_err(in_model)?;
+        let force = self.force;
         let (patch, outcome) = match self.budget {
-            Some(b) if !b.force || !fits(g, b) => {
-                match tflms::fit(g, &self.config, self.free, b.device_bytes, b.host_bytes) {
+            Some(b) if !force || !fits(g, b) => {
+                match tflms::fit(g, &self.config, self.free, b) {
                     Ok(fit) => {
                         self.searched = true;
                         match fit.plan {
@@ -139,7 +127,7 @@ impl Pass for Tflms {
                     }
                     // Forced: the knobs as given (every candidate where unset);
                     // compile writes the plan and says it is over.
-                    Err(Error::OverBudget { .. }) if b.force => {
+                    Err(Error::OverBudget { .. }) if force => {
                         let (patch, report) = tflms::patch(g, &self.config).map_err(in_model)?;
                         (patch, Some((self.config.clone(), report)))
                     }
@@ -189,6 +177,9 @@ impl Pass for Split {
 pub struct PlanSplit {
     pub model: PathBuf,
     pub budget: Budget,
+    /// Where no plan fits: no split, for the `plan` pass to plan the graph
+    /// as it is.
+    pub force: bool,
     /// The time model the search times its plans with.
     pub profile: DeviceProfile,
     /// After the run: the split chosen (`None` when the plan has none).
@@ -214,7 +205,7 @@ impl Pass for PlanSplit {
         let planned = match planner::search(g, &self.profile, plan_options(b)) {
             Ok(planned) => planned,
             // Forced: no split; the plan pass plans the graph as it is.
-            Err(Error::NoPlan { .. }) if b.force => return Ok(Step::Patch(Patch::new(PLAN_SPLIT))),
+            Err(Error::NoPlan { .. }) if self.force => return Ok(Step::Patch(Patch::new(PLAN_SPLIT))),
             Err(e) => return Err(e.in_file(&self.model)),
         };
         *self.planned.borrow_mut() = Some(planned.fitted);
@@ -227,7 +218,7 @@ impl Pass for PlanSplit {
 
 /// The planner's options for a budget.
 fn plan_options(b: Budget) -> PlanOptions {
-    PlanOptions { device_budget: b.device_bytes, host_budget: b.host_bytes, max_chain: DEFAULT_MAX_CHAIN }
+    PlanOptions { device_budget: b.device, host_budget: b.host, max_chain: DEFAULT_MAX_CHAIN }
 }
 
 /// `plan`: applies the plan the `plan-split` pass chose (`--strategy auto`);
@@ -235,6 +226,9 @@ fn plan_options(b: Budget) -> PlanOptions {
 pub struct Plan {
     pub model: PathBuf,
     pub budget: Budget,
+    /// Plan even when the graph already fits; where no plan fits, the
+    /// planner's own plan.
+    pub force: bool,
     /// The time model the planner weighs its candidates with.
     pub profile: DeviceProfile,
     /// The plan the `plan-split` pass chose (shared with it).
@@ -253,7 +247,7 @@ impl Pass for Plan {
         let b = self.budget;
         let fitted = match self.planned.borrow_mut().take() {
             Some(fitted) => fitted,
-            None if !b.force && fits(g, b) => return Ok(Step::Patch(Patch::new(planner::PASS))),
+            None if !self.force && fits(g, b) => return Ok(Step::Patch(Patch::new(planner::PASS))),
             None => {
                 let speeds = Speeds::from_profile(g, &self.profile);
                 let options = plan_options(b);

@@ -2,7 +2,8 @@
 
 use super::{loss, optimizer, spinner, LossKind, OptimizerKind, ShapeArgs};
 use crate::analysis::profile::DEFAULT_PROFILE;
-use crate::commands::compile::{Budget, CompileOptions, Strategy, DEFAULT_HOST_BUDGET_BYTES};
+use crate::budget::Budget;
+use crate::commands::compile::{CompileOptions, Strategy};
 use crate::passes::split::SplitRequest;
 use crate::passes::tflms::{CtrldStrategy, FreeKnobs, SwapInTrigger, TflmsConfig};
 use crate::pipeline::PassOptions;
@@ -233,17 +234,12 @@ impl TflmsArgs {
     }
 }
 
-/// Refuses compile flags that have no effect without another flag.
+/// Refuses compile flags that have no effect without another flag (the
+/// budget's rules are [`Budget::from_sizes`]'s and the compile's own).
 fn check_compile_flags(args: &CompileArgs) -> Result<(), Error> {
-    let has_budget = args.budget.is_some();
-    flags::needs(args.host_budget.is_some(), "--host-budget", has_budget, "--budget")?;
-    flags::needs(args.force, "--force", has_budget, "--budget")?;
+    flags::needs(args.force, "--force", args.budget.is_some(), "--budget")?;
     let momentum = matches!(args.train, OptimizerKind::Momentum);
     flags::needs(args.momentum.is_some(), "--momentum", momentum, "--train momentum")?;
-    let auto = args.strategy == StrategyKind::Auto;
-    if auto && !has_budget {
-        return Err(Error::Usage("--strategy auto needs --budget (the device memory to fit, e.g. 16GiB)".into()));
-    }
     let tflms = args.strategy == StrategyKind::Tflms;
     if let Some(knob) = args.tflms.first_given() {
         flags::needs(true, knob, tflms, "--strategy tflms")?;
@@ -259,6 +255,7 @@ fn check_compile_flags(args: &CompileArgs) -> Result<(), Error> {
 
 /// Runs `lms compile`.
 pub(crate) fn command(args: &CompileArgs) -> Result<(), Error> {
+    let budget = Budget::from_sizes(args.budget, args.host_budget, ["--budget", "--host-budget"])?;
     check_compile_flags(args)?;
     let optimizer = optimizer(args.train, args.lr, args.momentum);
     let loss = loss(args.loss);
@@ -280,11 +277,8 @@ pub(crate) fn command(args: &CompileArgs) -> Result<(), Error> {
             StrategyKind::Tflms => Strategy::Tflms(args.tflms.config()),
             StrategyKind::Auto => Strategy::Auto,
         },
-        budget: args.budget.map(|device_bytes| Budget {
-            device_bytes,
-            host_bytes: args.host_budget.unwrap_or(DEFAULT_HOST_BUDGET_BYTES),
-            force: args.force,
-        }),
+        budget,
+        force: args.force,
         free_knobs: FreeKnobs { n_tensors: args.tflms.n_tensors.is_none(), lb: args.tflms.lb.is_none() },
         device_profile: args.device_profile.clone(),
         split: args.split.clone(),

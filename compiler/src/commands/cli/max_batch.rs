@@ -2,7 +2,7 @@
 
 use super::{loss, optimizer, spinner, LossKind, OptimizerKind};
 use crate::analysis::profile::{DeviceProfile, DEFAULT_PROFILE};
-use crate::commands::compile::DEFAULT_HOST_BUDGET_BYTES;
+use crate::budget::Budget;
 use crate::frontend::FrontendOptions;
 use crate::passes::tflms::TflmsConfig;
 use crate::train::TrainOptions;
@@ -57,7 +57,7 @@ pub(crate) fn command(args: &MaxBatchArgs) -> Result<(), Error> {
     let frontend = FrontendOptions { batch: None, dims: args.dims.iter().cloned().collect() };
     let train =
         TrainOptions { loss: loss(args.loss), optimizer: optimizer(args.train, None, None), ..TrainOptions::default() };
-    let host = args.host_budget.unwrap_or(DEFAULT_HOST_BUDGET_BYTES);
+    let budget = Budget::new(args.budget, args.host_budget);
     let profile = DeviceProfile::load(&args.device_profile)?;
     let default_knobs = TflmsConfig::default();
     let mut searches =
@@ -80,8 +80,7 @@ pub(crate) fn command(args: &MaxBatchArgs) -> Result<(), Error> {
             &frontend,
             &train,
             rewrite,
-            args.budget,
-            host,
+            budget,
             args.limit,
             &profile,
             &mut on_probe,
@@ -97,7 +96,7 @@ pub(crate) fn command(args: &MaxBatchArgs) -> Result<(), Error> {
     progress.finish_and_clear();
     let optimizer = crate::commands::setup::describe_optimizer(&train.optimizer);
     if args.json {
-        let mut json = serde_json::json!({ "budget_bytes": args.budget, "host_budget_bytes": host,
+        let mut json = serde_json::json!({ "budget_bytes": args.budget, "host_budget_bytes": budget.host,
             "device_profile": args.device_profile, "optimizer": optimizer, "limit": args.limit });
         for (key, r) in &results {
             json[*key] = serde_json::to_value(r).map_err(|e| Error::Usage(e.to_string()))?;
@@ -108,7 +107,7 @@ pub(crate) fn command(args: &MaxBatchArgs) -> Result<(), Error> {
             "{:<12} {optimizer}, budget {} device and {} host, batch searched from 1 to {}\n",
             "setup",
             crate::units::format_bytes(args.budget),
-            crate::units::format_bytes(host),
+            crate::units::format_bytes(budget.host),
             args.limit
         );
         for (key, r) in &results {

@@ -2,7 +2,7 @@
 
 use super::{loss, optimizer, spinner, LossKind, OptimizerKind};
 use crate::analysis::profile::{DeviceProfile, DEFAULT_PROFILE};
-use crate::commands::compile::DEFAULT_HOST_BUDGET_BYTES;
+use crate::budget::DEFAULT_HOST_BUDGET_BYTES;
 use crate::frontend::{self, FrontendOptions};
 use crate::train::TrainOptions;
 use crate::{emit, flags, Error};

@@ -56,10 +56,11 @@ pub use report::{decision_reports, DecisionReport, RECOMPUTE, SWAP};
 pub use search::{fits_quickly, search, Planned, RUNGS};
 pub use split::{ChosenSplit, SplitChoice};
 
-use crate::analysis::footprint::{Budgets, Footprint, MAX_ROUNDS};
+use crate::analysis::footprint::{Footprint, MAX_ROUNDS};
 use crate::analysis::memory;
 use crate::analysis::profile::DeviceProfile;
 use crate::analysis::timeline;
+use crate::budget::Budget;
 use crate::error::{Error, Result};
 use crate::ir::{Graph, NodeId, TensorId};
 use crate::passes::recompute::Chain;
@@ -71,7 +72,7 @@ use tracker::Tracker;
 /// The longest producer chain a recompute re-runs, in nodes.
 pub const DEFAULT_MAX_CHAIN: usize = 8;
 
-/// Budgets and limits of one planning run.
+/// Budget and limits of one planning run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PlanOptions {
     pub device_budget: u64,
@@ -82,8 +83,8 @@ pub struct PlanOptions {
 
 impl PlanOptions {
     /// The device and host budgets.
-    pub fn budgets(&self) -> Budgets {
-        Budgets { device: self.device_budget, host: self.host_budget }
+    pub fn budgets(&self) -> Budget {
+        Budget { device: self.device_budget, host: self.host_budget }
     }
 }
 
@@ -601,7 +602,7 @@ fn no_plan(g: &Graph, schedule: &[NodeId], smallest: u64, peak_op: &str, budget:
 /// The error for a graph whose best plan is within the budgets by its live
 /// peaks but not by its placed arenas: the pool furthest over, its arena
 /// and live peak.
-fn arena_over(graph: &Graph, footprint: &Footprint, budgets: Budgets) -> Error {
+fn arena_over(graph: &Graph, footprint: &Footprint, budgets: Budget) -> Error {
     let (pool, used, budget) = footprint.furthest_over(budgets);
     let op = graph.schedule().get(used.peak_step).map_or("", |&id| graph.node(id).name.as_str());
     let why = format!(

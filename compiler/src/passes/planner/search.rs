@@ -158,7 +158,7 @@ fn tflms_plan(
     to_beat: Option<f64>,
 ) -> Result<Option<Fitted>> {
     let config = TflmsConfig { profile: profile.clone().into(), ..TflmsConfig::default() };
-    let fit = match tflms::fit(g, &config, FreeKnobs::ALL, options.device_budget, options.host_budget) {
+    let fit = match tflms::fit(g, &config, FreeKnobs::ALL, options.budgets()) {
         Ok(fit) => fit,
         Err(Error::OverBudget { .. }) => return Ok(None),
         Err(e) => return Err(e),

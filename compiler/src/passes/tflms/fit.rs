@@ -23,8 +23,9 @@
 
 use super::peaks::{Peaks, Sweep};
 use super::{Analysis, SwapInTrigger, TflmsConfig, TflmsReport};
-use crate::analysis::footprint::{Budgets, Footprint, MAX_ROUNDS};
+use crate::analysis::footprint::{Footprint, MAX_ROUNDS};
 use crate::analysis::order;
+use crate::budget::Budget;
 use crate::error::{Error, Result};
 use crate::ir::Graph;
 use crate::pipeline::Patch;
@@ -70,13 +71,11 @@ pub struct Plan {
     pub report: TflmsReport,
 }
 
-/// Makes `g` fit in `budget_bytes` of device memory and `host_budget_bytes`
-/// of host memory by TFLMS with `cfg`'s knobs, choosing those of `free`
+/// Makes `g` fit in `budgets` (device and host memory) by TFLMS with `cfg`'s knobs, choosing those of `free`
 /// (module doc). No plan when `g` already fits. Fails with
 /// [`Error::OverBudget`], naming the memory, the overshoot and the peak op
 /// of the closest plan, when no plan fits.
-pub fn fit(g: &Graph, cfg: &TflmsConfig, free: FreeKnobs, budget_bytes: u64, host_budget_bytes: u64) -> Result<Fit> {
-    let budgets = Budgets { device: budget_bytes, host: host_budget_bytes };
+pub fn fit(g: &Graph, cfg: &TflmsConfig, free: FreeKnobs, budgets: Budget) -> Result<Fit> {
     let schedule = order::schedule(g)?;
     let before = Footprint::of(g, &schedule);
     if before.fits(budgets) {
@@ -149,10 +148,10 @@ struct Search<'g, 'c> {
     sweep: Sweep<'g>,
     base: &'c TflmsConfig,
     /// The budgets to fit.
-    budgets: Budgets,
+    budgets: Budget,
     /// The live peaks the search looks for: the budgets, lowered while the
     /// arenas of its plans are over them.
-    target: Budgets,
+    target: Budget,
     tried: HashMap<(usize, u32), Peaks>,
     /// The knobs of the plan closest to the budgets by its live peaks
     /// (`None`: the input graph) and its overshoot.

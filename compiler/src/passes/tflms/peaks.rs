@@ -12,8 +12,8 @@
 //! built: the knob search of budget mode probes many rewrites of one graph.
 
 use super::{Order, SwapPlan};
-use crate::analysis::footprint::Budgets;
 use crate::analysis::memory::{self, Pool};
+use crate::budget::Budget;
 use crate::ir::{Action, Attrs, Graph, SWAP_IN_OP, SWAP_OUT_OP};
 use lms_proto::contract::scratch::scratch_bytes;
 use lms_proto::contract::LMS_DOMAIN;
@@ -28,12 +28,12 @@ pub(super) struct Peaks {
 
 impl Peaks {
     /// Whether both peaks are within `target`.
-    pub(super) fn within(&self, target: Budgets) -> bool {
+    pub(super) fn within(&self, target: Budget) -> bool {
         self.device <= target.device && self.host <= target.host
     }
 
     /// Bytes over `budgets`, both memories together.
-    pub(super) fn overshoot(&self, budgets: Budgets) -> u64 {
+    pub(super) fn overshoot(&self, budgets: Budget) -> u64 {
         self.device.saturating_sub(budgets.device) + self.host.saturating_sub(budgets.host)
     }
 }

@@ -5,6 +5,7 @@ use crate::analysis::footprint::Footprint;
 use crate::analysis::profile::{DeviceProfile, DEFAULT_PROFILE};
 use crate::analysis::timeline::{self, Timeline};
 use crate::analysis::{memory, order};
+use crate::budget::Budget;
 use crate::emit::text::to_text;
 use crate::error::Error;
 use crate::ir::{Attrs, DType, Device, Graph, Node, NodeId, Phase, TensorId, TensorType, SWAP_IN_OP, SWAP_OUT_OP};
@@ -349,7 +350,7 @@ fn the_rewrite_moves_bytes_to_host_memory() {
 #[test]
 fn fit_leaves_a_fitting_graph_alone() {
     let g = training_graph();
-    let result = fit(&g, &TflmsConfig::default(), FreeKnobs::ALL, u64::MAX, 0).expect("fits");
+    let result = fit(&g, &TflmsConfig::default(), FreeKnobs::ALL, Budget { device: u64::MAX, host: 0 }).expect("fits");
     assert!(result.plan.is_none());
     assert_eq!(result.after, result.before);
 }
@@ -362,7 +363,8 @@ fn fit_finds_the_fewest_swapped_bytes_then_the_largest_lb() {
     let (all, _) = rewrite(&g, &TflmsConfig::default()).expect("rewrites");
     let budget = arena(&all);
     assert!(budget < arena(&g), "swapping lowers this graph's arena");
-    let result = fit(&g, &TflmsConfig::default(), FreeKnobs::ALL, budget, u64::MAX).expect("fits");
+    let result =
+        fit(&g, &TflmsConfig::default(), FreeKnobs::ALL, Budget { device: budget, host: u64::MAX }).expect("fits");
     let plan = result.plan.expect("rewritten");
     assert!(result.after.device.arena_bytes <= budget);
     let n = plan.config.n_tensors.expect("chosen");
@@ -381,7 +383,8 @@ fn fit_finds_the_fewest_swapped_bytes_then_the_largest_lb() {
 #[test]
 fn fit_names_the_overshoot_when_nothing_fits() {
     let g = training_graph();
-    let err = fit(&g, &TflmsConfig::default(), FreeKnobs::ALL, 1, u64::MAX).expect_err("cannot fit in 1 byte");
+    let err = fit(&g, &TflmsConfig::default(), FreeKnobs::ALL, Budget { device: 1, host: u64::MAX })
+        .expect_err("cannot fit in 1 byte");
     let Error::OverBudget { pool, arena, peak, budget, ref op } = err else { panic!("{err}") };
     assert_eq!((pool, budget), ("device", 1));
     assert!(arena >= peak && peak > 1 && !op.is_empty());
@@ -389,7 +392,10 @@ fn fit_names_the_overshoot_when_nothing_fits() {
     // A host budget of 0 allows no swap at all.
     let (all, _) = rewrite(&g, &TflmsConfig::default()).expect("rewrites");
     let budget = footprint(&all).device.arena_bytes;
-    assert!(matches!(fit(&g, &TflmsConfig::default(), FreeKnobs::ALL, budget, 0), Err(Error::OverBudget { .. })));
+    assert!(matches!(
+        fit(&g, &TflmsConfig::default(), FreeKnobs::ALL, Budget { device: budget, host: 0 }),
+        Err(Error::OverBudget { .. })
+    ));
 }
 
 /// Device and host arenas of the rewrite with these knobs.
@@ -410,7 +416,7 @@ fn fit_finds_fewer_swaps_when_swapping_everything_exceeds_the_host_budget() {
         device < footprint(&g).device.arena_bytes && host < host_all,
         "the fixture must make the case: {device} {host} {host_all}"
     );
-    let result = fit(&g, &TflmsConfig::default(), FreeKnobs::ALL, device, host).expect("one swap fits");
+    let result = fit(&g, &TflmsConfig::default(), FreeKnobs::ALL, Budget { device, host }).expect("one swap fits");
     let plan = result.plan.expect("rewritten");
     assert_eq!(plan.config.n_tensors, Some(1));
     assert!(result.after.device.arena_bytes <= device && result.after.host.arena_bytes <= host);
@@ -422,23 +428,28 @@ fn fit_never_changes_a_knob_the_user_set() {
     let budget = arenas_with(&g, usize::MAX, 1).0;
     let given = TflmsConfig { n_tensors: Some(usize::MAX), lb: 2, ..TflmsConfig::default() };
     let fixed = FreeKnobs { n_tensors: false, lb: false };
-    let plan = fit(&g, &given, fixed, budget, u64::MAX).map(|f| f.plan.expect("rewritten"));
+    let plan = fit(&g, &given, fixed, Budget { device: budget, host: u64::MAX }).map(|f| f.plan.expect("rewritten"));
     // Either the given knobs fit, or the search fails; it never picks others.
     if let Ok(plan) = plan {
         assert_eq!((plan.config.n_tensors, plan.config.lb), (Some(usize::MAX), 2));
     }
     let lb_only = FreeKnobs { n_tensors: true, lb: false };
-    let plan = fit(&g, &TflmsConfig { lb: 1, ..TflmsConfig::default() }, lb_only, budget, u64::MAX)
-        .expect("swapping everything with lb 1 fits")
-        .plan
-        .expect("rewritten");
-    assert_eq!(plan.config.lb, 1);
-    let n_only = FreeKnobs { n_tensors: false, lb: true };
     let plan =
-        fit(&g, &TflmsConfig { n_tensors: Some(usize::MAX), ..TflmsConfig::default() }, n_only, budget, u64::MAX)
-            .expect("swapping everything fits")
+        fit(&g, &TflmsConfig { lb: 1, ..TflmsConfig::default() }, lb_only, Budget { device: budget, host: u64::MAX })
+            .expect("swapping everything with lb 1 fits")
             .plan
             .expect("rewritten");
+    assert_eq!(plan.config.lb, 1);
+    let n_only = FreeKnobs { n_tensors: false, lb: true };
+    let plan = fit(
+        &g,
+        &TflmsConfig { n_tensors: Some(usize::MAX), ..TflmsConfig::default() },
+        n_only,
+        Budget { device: budget, host: u64::MAX },
+    )
+    .expect("swapping everything fits")
+    .plan
+    .expect("rewritten");
     assert_eq!(plan.config.n_tensors, Some(usize::MAX));
 }
 
@@ -546,7 +557,10 @@ fn fit_with_the_time_trigger_chooses_only_n_tensors() {
     let arena = |n| footprint(&rewrite(&g, &TflmsConfig { n_tensors: Some(n), ..cfg.clone() }).expect("rewrites").0);
     let budget = (1..=8).map(|n| arena(n).device.arena_bytes).min().expect("plans");
     assert!(budget < footprint(&g).device.arena_bytes, "the fixture must make the case");
-    let plan = fit(&g, &cfg, FreeKnobs::ALL, budget, u64::MAX).expect("fits").plan.expect("rewritten");
+    let plan = fit(&g, &cfg, FreeKnobs::ALL, Budget { device: budget, host: u64::MAX })
+        .expect("fits")
+        .plan
+        .expect("rewritten");
     assert_eq!(plan.config.lb, 3, "lb is not searched");
     assert!(plan.report.tensors.iter().all(|t| t.swap_ins.iter().all(|s| s.trigger != Trigger::Consumer)));
 }

@@ -88,7 +88,7 @@ fn builder_budgets_need_a_strategy_and_bad_values_are_errors() {
     assert_eq!(options.frontend.batch, Some(4));
     assert_eq!(options.strategy, lms_compiler::compile::Strategy::Auto);
     let budget = options.budget.unwrap();
-    assert_eq!((budget.device_bytes, budget.host_bytes, budget.force), (2 << 20, 1 << 30, false));
+    assert_eq!((budget.device, budget.host, options.force), (2 << 20, 1 << 30, false));
     let unplanned = Compile::new("m.onnx").batch(4).budget("2MiB").options("m.lms").unwrap();
     assert_eq!(unplanned.strategy, lms_compiler::compile::Strategy::None, "a budget selects no strategy");
     let out = scratch("rules").join("m.lms");

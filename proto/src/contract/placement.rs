@@ -37,10 +37,12 @@
 //! beat the best skyline, and each costs what the pairs of overlapping blocks number.
 //! The sweeps and skylines place sizes within [`ROUNDING_PER_MILLE`] of a larger size as that
 //! size (the arena counts the real sizes), so that near-equal blocks (a tensor's batch parts)
-//! fit each other's gaps. The strategies stop at the first arena equal to the lower bound; ties go
-//! to the earlier strategy of [`strategies`]; every sort breaks ties by the tensor id last.
+//! fit each other's gaps. The strategies stop at the first arena within
+//! [`CLOSE_ENOUGH_PER_MILLION`] of the lower bound (the sweeps, O(n log n), run first: on
+//! large pools of small tensors they land there and the skylines are not run); ties go to the
+//! earlier strategy of [`strategies`]; every sort breaks ties by the tensor id last.
 //!
-//! When none reaches the bound, the smallest skylines are improved by squeaky-wheel rounds
+//! When none comes that close, the smallest skylines are improved by squeaky-wheel rounds
 //! ([`improve`], as in Joslin and Clements, "Squeaky Wheel" Optimization): the blocks that
 //! ended above the bound move ahead in the skyline's order and it runs again, keeping the
 //! smallest arena, within a bounded number of rounds and blocks placed. On a split plan of
@@ -106,6 +108,11 @@ pub const BY_SIZE_LIMIT: usize = 2_000;
 /// A block is placed as the next larger size when that is at most this many thousandths
 /// larger.
 pub const ROUNDING_PER_MILLE: u64 = 5;
+
+/// The search stops at the first arena within this many millionths of the lower bound
+/// (0.01%): no later strategy could save more, and on a pool of 100,000 small tensors the
+/// sweeps land there while the skylines run to their look limit.
+pub const CLOSE_ENOUGH_PER_MILLION: u64 = 100;
 
 /// In which order a skyline prefers the blocks (largest key first).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -264,7 +271,7 @@ fn busiest(load: &[u64]) -> u64 {
 
 /// Places the tensors that have a lifetime (`None`: not in this pool), by tensor id: the
 /// smallest arena of [`strategies`], then of the rounds that improve the smallest skylines
-/// ([`improve`]) when none reaches the lower bound.
+/// ([`improve`]) when none comes within [`CLOSE_ENOUGH_PER_MILLION`] of the lower bound.
 pub fn place(lifetimes: &[Option<Lifetime>]) -> Placement {
     place_within(lifetimes, 0)
 }
@@ -277,7 +284,8 @@ pub fn place_within(lifetimes: &[Option<Lifetime>], enough: u64) -> Placement {
     let blocks = Blocks::new(lifetimes);
     let bound = busiest(&load(&blocks.items, |i| i.bytes));
     // Bytes of the arena above the stacked blocks that stop the search.
-    let stop = bound.max(enough.saturating_sub(blocks.base));
+    let close = (blocks.base + bound) / 1_000_000 * CLOSE_ENOUGH_PER_MILLION;
+    let stop = (bound + close).max(enough.saturating_sub(blocks.base));
     let mut best: Option<(u64, Vec<u64>)> = None;
     let mut skylines: Vec<(u64, Order, bool)> = Vec::new();
     for strategy in strategies() {
@@ -960,6 +968,22 @@ mod tests {
         assert_disjoint(&lifetimes, &new);
         assert_eq!(new.arena_bytes, lower_bound(&lifetimes));
         assert!(old.arena_bytes > new.arena_bytes, "{old:?} against {new:?}");
+    }
+
+    #[test]
+    fn an_arena_within_a_ten_thousandth_of_the_bound_ends_the_search() {
+        // The forward sweep puts the 4 MiB block 2 above the 256-byte blocks 0 and 1 and
+        // the 512-byte block 3 on top, 256 bytes over the bound (0.006%): the search stops
+        // there, although a skyline reaches the bound.
+        let big = 4 << 20;
+        let lifetimes = [life(256, 0, 1), life(256, 0, 3), life(big, 2, 3), life(512, 2, 3), life(256, 4, 4)];
+        let bound = lower_bound(&lifetimes);
+        assert_eq!(bound, big + 768);
+        let p = place(&lifetimes);
+        assert_disjoint(&lifetimes, &p);
+        assert_eq!(p.arena_bytes, bound + 256);
+        let skyline = Strategy::Skyline { order: Order::Area, backward: false };
+        assert_eq!(place_with(skyline, &lifetimes).expect("few blocks").arena_bytes, bound);
     }
 
     #[test]

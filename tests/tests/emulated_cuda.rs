@@ -10,7 +10,7 @@
 //! memory another stream's work may still be using; a swap-out whose wait is dropped
 //! (a test-only switch) is reported as a hazard.
 
-use lms_runtime::backend::cuda::loader;
+use lms_runtime::backend::cuda::{self, loader};
 use lms_tests::{lms_bin, repo_root, scratch_path};
 use std::process::Command;
 
@@ -27,6 +27,10 @@ struct Plan {
 struct Run {
     losses: Vec<f64>,
     peaks: (u64, u64),
+    /// The device and host arenas the run used.
+    arenas: (u64, u64),
+    /// The backend's fixed device reserve beside the device arena.
+    fixed: u64,
 }
 
 fn json(bytes: &[u8]) -> serde_json::Value {
@@ -71,6 +75,8 @@ fn run(plan: &Plan, device: &str) -> Run {
     Run {
         losses: r["losses"].as_array().unwrap().iter().map(|l| l.as_f64().unwrap()).collect(),
         peaks: (r["peak_device_bytes"].as_u64().unwrap(), r["peak_host_bytes"].as_u64().unwrap()),
+        arenas: (r["arena_device_bytes"].as_u64().unwrap(), r["arena_host_bytes"].as_u64().unwrap()),
+        fixed: r["fixed_device_bytes"].as_u64().unwrap(),
     }
 }
 
@@ -98,6 +104,12 @@ fn check_plans(model: &str, name: &str, planned: &str, split: &str) {
         }
         assert_eq!(cuda.peaks, plan.simulated, "{name} {strategy}: emulated device's peaks vs simulate's");
         assert_eq!(cpu.peaks, plan.simulated, "{name} {strategy}: CPU's peaks vs simulate's");
+        let arenas =
+            (plan.report["arena_device_bytes"].as_u64().unwrap(), plan.report["arena_host_bytes"].as_u64().unwrap());
+        assert_eq!(cuda.arenas, arenas, "{name} {strategy}: emulated device's arenas vs the plan's");
+        // The run's device limit is the plan's arena: nothing but the fixed reserve is
+        // allocated beside it (the backend's arena is the limit plus the reserve).
+        assert_eq!((cuda.fixed, cpu.fixed), (cuda::fixed_device_bytes(), 0), "{name} {strategy}");
         if bit_for_bit {
             assert_eq!(cuda.losses, on_device.losses, "{name} {strategy}: differs from the unrewritten graph");
         }
@@ -133,7 +145,10 @@ fn a_spatially_split_plan_uses_its_planned_scratch_on_the_emulated_device() {
 #[test]
 fn doctor_names_the_emulated_device_and_its_cudnn() {
     let out = String::from_utf8(lms(&["doctor"], true)).unwrap();
-    for fact in ["emulated device (no GPU): LMS_CUDA_EMULATOR=1", "libcudnn   9.", "GPU 0: emulated device (no GPU)"] {
+    let reserve = format!("per run: the plan's device arena + a fixed reserve of {} B", cuda::fixed_device_bytes());
+    let facts =
+        ["emulated device (no GPU): LMS_CUDA_EMULATOR=1", "libcudnn   9.", "GPU 0: emulated device (no GPU)", &reserve];
+    for fact in facts {
         assert!(out.contains(fact), "no '{fact}' in:\n{out}");
     }
 }

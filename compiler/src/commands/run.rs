@@ -54,6 +54,9 @@ pub struct RunReport {
     pub arena_device_bytes: u64,
     /// The host arena the run used (the plan's `arena_host_bytes`).
     pub arena_host_bytes: u64,
+    /// The backend's fixed device reserve beside the device arena (the CUDA backend's
+    /// library workspace and error flag; 0 on the CPU).
+    pub fixed_device_bytes: u64,
     pub bytes_device_to_host: u64,
     pub bytes_host_to_device: u64,
     /// Wall time of each step.
@@ -176,8 +179,12 @@ pub fn run(
         DeviceKind::Cuda => {
             let backend = CudaBackend::new(0, options.device_memory).map_err(runtime)?;
             let name = format!("cuda ({})", backend.device_name());
+            let fixed = backend.fixed_device_bytes();
             let session = Session::with_values(program, backend, options, &values).map_err(runtime)?;
-            train(session, name, plan, predicted.as_ref(), resumed, progress)?
+            RunReport {
+                fixed_device_bytes: fixed,
+                ..train(session, name, plan, predicted.as_ref(), resumed, progress)?
+            }
         }
     };
     report.setup = setup;
@@ -402,6 +409,14 @@ impl RunReport {
             self.arena_device_bytes,
             self.arena_host_bytes
         );
+        if self.fixed_device_bytes > 0 {
+            let _ = writeln!(
+                s,
+                "fixed device reserve beside the arena: {} ({} B: library workspace and error flag)",
+                format_bytes(self.fixed_device_bytes),
+                self.fixed_device_bytes
+            );
+        }
         let _ = writeln!(
             s,
             "moved {} to host, {} to device; {:.3} s per step on {}",

@@ -4,7 +4,7 @@
 
 use super::kernels::{architecture, check_toolchain, compile_all, nvrtc_version, SOURCES};
 use super::loader::{self, CudaLibrary, Found};
-use super::{driver_version, CudaError};
+use super::{driver_version, fixed_device_bytes, CudaError, FIXED_DEVICE_BUFFERS, RESERVE};
 use cudarc::driver::CudaContext;
 use std::fmt::Write;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -86,6 +86,17 @@ fn gpu_facts(report: &mut String) -> Result<(), String> {
     let (free, total) = ctx.mem_get_info().map_err(failed)?;
     let gib = |b: usize| b as f64 / (1u64 << 30) as f64;
     let _ = writeln!(report, "GPU 0: {name} (sm_{major}{minor}), {:.2} GiB free of {:.2} GiB", gib(free), gib(total));
+    let buffers: Vec<String> = FIXED_DEVICE_BUFFERS.iter().map(|(what, bytes)| format!("{what} {bytes} B")).collect();
+    let largest = (free as u64).saturating_sub(RESERVE).saturating_sub(fixed_device_bytes());
+    let _ = writeln!(
+        report,
+        "per run: the plan's device arena + a fixed reserve of {} B ({}), with {:.2} GiB left for the context and \
+         libraries; the largest device budget a plan may have here is {} B",
+        fixed_device_bytes(),
+        buffers.join(", "),
+        gib(RESERVE as usize),
+        largest
+    );
     check_toolchain(major, minor, driver).map_err(|e| e.to_string())?;
     let arch = architecture(major, minor);
     let compiled = compile_all(&arch).map_err(|e| e.to_string())?;

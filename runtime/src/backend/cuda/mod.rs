@@ -60,6 +60,27 @@ use std::sync::Arc;
 const RESERVE: u64 = 1 << 30;
 /// cuBLAS's workspace, taken from the arena (NVIDIA's recommendation for Hopper).
 const CUBLAS_WORKSPACE: u64 = 32 << 20;
+/// Integer `Div`'s division-by-zero flag.
+const FLAG_BYTES: u64 = 4;
+
+/// The buffers the backend allocates once, beside the plan's device arena, whatever the
+/// program: (what, bytes asked for). Each takes a multiple of [`arena::ALIGNMENT`] of
+/// the device arena ([`fixed_device_bytes`]).
+pub const FIXED_DEVICE_BUFFERS: [(&str, u64); 2] =
+    [("cuBLAS workspace", CUBLAS_WORKSPACE), ("integer Div error flag", FLAG_BYTES)];
+
+/// The fixed device reserve: the bytes [`FIXED_DEVICE_BUFFERS`] take of the device arena.
+/// A run on the CUDA backend takes the plan's device arena plus this; `lms run --device
+/// cuda` and `lms doctor` report it.
+pub const fn fixed_device_bytes() -> u64 {
+    let mut total = 0;
+    let mut i = 0;
+    while i < FIXED_DEVICE_BUFFERS.len() {
+        total += FIXED_DEVICE_BUFFERS[i].1.div_ceil(arena::ALIGNMENT) * arena::ALIGNMENT;
+        i += 1;
+    }
+    total
+}
 
 /// Choices of the CUDA backend.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -288,10 +309,11 @@ impl CudaBackend {
         let arena = arena_bytes(device_memory, free as u64);
         let device = Device::new(Arc::clone(&ctx), arena)?;
         let kernels = Kernels::load(&ctx)?;
+        // The fixed buffers, in FIXED_DEVICE_BUFFERS's order.
         let workspace = device.alloc(CUBLAS_WORKSPACE, Queue::Compute)?;
+        let flag = Rc::new(device.alloc(FLAG_BYTES, Queue::Compute)?);
         let blas = Blas::new(device.stream(Queue::Compute), workspace, options.tf32)?;
         let dnn = Dnn::new(device.stream(Queue::Compute));
-        let flag = Rc::new(device.alloc(4, Queue::Compute)?);
         let synchronous = std::env::var(SYNC_VAR).is_ok_and(|v| v == "1");
         Ok(CudaBackend { gpu: Gpu { device, kernels, blas, dnn, options, flag, synchronous }, name })
     }
@@ -304,6 +326,12 @@ impl CudaBackend {
     /// How full and fragmented the device arena is now.
     pub fn arena_stats(&self) -> ArenaStats {
         self.gpu.device.arena_stats()
+    }
+
+    /// The fixed device reserve the backend took beside the plan's device arena
+    /// ([`fixed_device_bytes`]).
+    pub fn fixed_device_bytes(&self) -> u64 {
+        fixed_device_bytes()
     }
 
     /// Pinned host memory allocated so far (in use or pooled for reuse).
@@ -326,12 +354,12 @@ pub fn driver_version() -> Result<i32, CudaError> {
 }
 
 /// The arena for a budget of `budget` bytes with `free` bytes free on the device: the
-/// budget plus an allowance for alignment and fragmentation (1/64 of it, 8 MiB) and
-/// cuBLAS's workspace, within the free memory less [`RESERVE`].
+/// budget (for the plan's device arena, rounded up to the allocator's alignment) plus the
+/// fixed reserve, within the free memory less [`RESERVE`].
 fn arena_bytes(budget: u64, free: u64) -> u64 {
     let available = free.saturating_sub(RESERVE);
-    let wanted = budget.saturating_add(budget / 64).saturating_add(8 << 20).saturating_add(CUBLAS_WORKSPACE);
-    wanted.min(available)
+    let plan = budget.checked_next_multiple_of(arena::ALIGNMENT).unwrap_or(u64::MAX);
+    plan.saturating_add(fixed_device_bytes()).min(available)
 }
 
 impl Backend for CudaBackend {
@@ -509,8 +537,10 @@ mod tests {
     #[test]
     fn arena_is_the_budget_plus_an_allowance_within_free_memory() {
         let gib = 1u64 << 30;
+        assert_eq!(fixed_device_bytes(), CUBLAS_WORKSPACE + 256);
         let arena = arena_bytes(16 * gib, 80 * gib);
-        assert_eq!(arena, 16 * gib + (16 * gib) / 64 + (8 << 20) + CUBLAS_WORKSPACE);
+        assert_eq!(arena, 16 * gib + CUBLAS_WORKSPACE + 256);
+        assert_eq!(arena_bytes(1000, 80 * gib), 1024 + CUBLAS_WORKSPACE + 256, "the plan's bytes aligned");
         assert_eq!(arena_bytes(u64::MAX, 80 * gib), 79 * gib);
         assert_eq!(arena_bytes(100 * gib, 80 * gib), 79 * gib);
         assert_eq!(arena_bytes(gib, 0), 0);

@@ -37,6 +37,16 @@ fn a_quick_cpu_profile_loads_and_predicts() {
     let report: serde_json::Value = serde_json::from_str(&lms_ok(&["simulate", lms_s, "--json"])).unwrap();
     let step = report["predicted_step_seconds"].as_f64().unwrap();
     assert!(step > 0.0 && step < 1.0, "{report}");
+
+    // The same machine runs the graph: the prediction is within a loose factor of the
+    // measured step's CPU time (the figure a loaded machine does not inflate). Not a
+    // speed check: a model that lost its per-op overhead or its rates misses by far more.
+    let run: serde_json::Value = serde_json::from_str(&lms_ok(&["run", lms_s, "--steps", "6", "--json"])).unwrap();
+    let mut measured: Vec<f64> =
+        run["step_cpu_seconds"].as_array().unwrap()[1..].iter().map(|s| s.as_f64().unwrap()).collect();
+    measured.sort_by(f64::total_cmp);
+    let median = measured[measured.len() / 2];
+    assert!(step > median / 3.0 && step < median * 3.0, "predicted {step} s, measured {median} s");
 }
 
 #[test]

@@ -15,7 +15,12 @@
 //!
 //! A profile measured by `lms profile` replaces the roofline with its
 //! measured rates per kernel class and size ([`CostModel::seconds_as`]) and
-//! adds a time per input and output of every kernel and copy.
+//! adds a time per input and output of every kernel and copy. Where the
+//! profile says the backend lowers convolutions to a matrix product per
+//! image (`conv_by_image`), convolutions and matrix products are costed by
+//! the shapes of their products ([`super::gemm`]).
+
+use super::gemm::{self, Gemms};
 
 use super::profile::{op_key, DeviceProfile};
 use crate::ir::{Graph, NodeId};
@@ -68,8 +73,17 @@ impl<'p> CostModel<'p> {
                 let images = node.inputs.first().copied().flatten().and_then(|t| g.tensor(t).ty.shape.first().copied());
                 let tensors = node.inputs.iter().flatten().count() + node.outputs.len();
                 let per_tensor = if work.engine == Engine::View { 0.0 } else { self.profile.tensor_seconds };
-                self.seconds_as(shape::kernel_class(&node.op, work.engine), &work, images.unwrap_or(1) as u64)
-                    + per_tensor * tensors as f64
+                let lowered = match (work.engine, &self.profile.kernel_rates) {
+                    (Engine::Matrix, Some(rates)) if rates.conv_by_image => gemm::of(g, id),
+                    _ => None,
+                };
+                let body = match lowered {
+                    Some(gemms) => self.gemm_seconds(&gemms, &work),
+                    None => {
+                        self.seconds_as(shape::kernel_class(&node.op, work.engine), &work, images.unwrap_or(1) as u64)
+                    }
+                };
+                body + per_tensor * tensors as f64
             }),
             engine: work.engine,
         }
@@ -84,6 +98,22 @@ impl<'p> CostModel<'p> {
             table[id.index()] = self.cost(g, id);
         }
         table
+    }
+
+    /// Time of a matrix op lowered to `gemms` (with measured kernel rates):
+    /// the products at the matrix-product rate of their shape class, or
+    /// streaming the op's bytes if that is longer, plus the lowering's
+    /// bytes at the elementwise rate of one product's share (the column
+    /// buffer is reused, so it stays in cache), plus the launch latency.
+    pub fn gemm_seconds(&self, gemms: &Gemms, work: &Work) -> f64 {
+        let p = self.profile;
+        let Some(rates) = &p.kernel_rates else { return self.seconds_as(KernelClass::MatMul, work, 1) };
+        let elementwise = |bytes: f64| bytes / rates.rate(KernelClass::Elementwise, bytes.max(1.0));
+        let products = gemms.flops() / rates.rate(KernelClass::MatMul, gemms.rate_size().max(1.0));
+        let streaming = elementwise((work.bytes_read + work.bytes_written) as f64);
+        let per_product = gemms.lowering_bytes as f64 / gemms.count.max(1) as f64;
+        let lowering = gemms.lowering_bytes as f64 / rates.rate(KernelClass::Elementwise, per_product.max(1.0));
+        products.max(streaming) + lowering + p.launch_seconds
     }
 
     /// Roofline time of `work`, plus the launch latency for anything that
@@ -166,6 +196,7 @@ mod tests {
             conv_by_image: true,
             elementwise: vec![[1e3, 1e9]],
             reduction: vec![[1e3, 1e8]],
+            transcendental: vec![],
         });
         let m = CostModel::new(&p);
         let launch = p.launch_seconds;
@@ -182,7 +213,11 @@ mod tests {
         assert!((m.seconds_as(KernelClass::Reduction, &vector, 1) - (1e-5 + launch)).abs() < 1e-12);
         assert_eq!(
             (shape::kernel_class("Softmax", Engine::Vector), shape::kernel_class("Add", Engine::Vector)),
-            (KernelClass::Reduction, KernelClass::Elementwise)
+            (KernelClass::Transcendental, KernelClass::Elementwise)
+        );
+        assert_eq!(
+            (shape::kernel_class("Erf", Engine::Vector), shape::kernel_class("LayerNormalization", Engine::Vector)),
+            (KernelClass::Transcendental, KernelClass::Reduction)
         );
         assert_eq!(
             (shape::kernel_class("ConvGradData", Engine::Matrix), shape::kernel_class("Gemm", Engine::Matrix)),

@@ -6,6 +6,7 @@
 pub mod classify;
 pub mod cost;
 pub mod footprint;
+pub mod gemm;
 pub mod lifetime;
 pub mod memory;
 pub mod order;

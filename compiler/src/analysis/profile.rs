@@ -46,13 +46,21 @@ pub const FORMAT_VERSION: u32 = 2;
 pub struct KernelRates {
     pub matmul: Vec<[f64; 2]>,
     pub conv: Vec<[f64; 2]>,
-    /// True when the backend runs a convolution one image at a time (the
-    /// CPU backend: a matrix product per image): its rate is then the rate
-    /// at the FLOPs of one image.
+    /// True when the backend runs a convolution as im2col and a matrix
+    /// product per image, and every product on one core (the CPU backend):
+    /// a convolution's or matrix product's time is then that of its
+    /// products, each at the `matmul` rate of a square product of its
+    /// smallest side, plus its lowering's bytes at the elementwise rate
+    /// ([`super::gemm`]); `conv` rates are kept for an op whose shapes do
+    /// not give the products (read at the FLOPs of one image).
     #[serde(default)]
     pub conv_by_image: bool,
     pub elementwise: Vec<[f64; 2]>,
     pub reduction: Vec<[f64; 2]>,
+    /// Kernels of [`KernelClass::Transcendental`]; a profile without them
+    /// rates those kernels as elementwise ones.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub transcendental: Vec<[f64; 2]>,
 }
 
 impl KernelRates {
@@ -63,6 +71,8 @@ impl KernelRates {
             KernelClass::Conv => &self.conv,
             KernelClass::Elementwise => &self.elementwise,
             KernelClass::Reduction => &self.reduction,
+            KernelClass::Transcendental if self.transcendental.is_empty() => &self.elementwise,
+            KernelClass::Transcendental => &self.transcendental,
         }
     }
 
@@ -88,6 +98,7 @@ impl KernelRates {
             ("conv", KernelClass::Conv),
             ("elementwise", KernelClass::Elementwise),
             ("reduction", KernelClass::Reduction),
+            ("transcendental", KernelClass::Transcendental),
         ];
         for (field, class) in classes {
             let points = self.points(class);
@@ -338,7 +349,10 @@ mod tests {
             conv_by_image: false,
             elementwise: vec![[1e3, 2e9], [1e6, 2e9]],
             reduction: vec![[1e3, 1e8], [1e5, 4e8]],
+            transcendental: vec![],
         };
+        // Without transcendental points, those kernels run at the elementwise rate.
+        assert!((rates.rate(KernelClass::Transcendental, 1e4) - 2e9).abs() < 1.0);
         assert_eq!(rates.rate(KernelClass::MatMul, 10.0), 1e9);
         assert!((rates.rate(KernelClass::MatMul, 1e4) - 1e10).abs() < 1.0);
         assert_eq!(rates.rate(KernelClass::MatMul, 1e9), 1e11);

@@ -13,9 +13,12 @@
 //! work measures what a quiet one would; on a GPU it is wall time. An op's time thus includes all the executor and backend do around
 //! its kernel (on the CPU backend: reading the inputs out of their arena
 //! blocks and writing the outputs into theirs). The overheads are an op's and each
-//! of its inputs' and outputs' (from ops on one element with one and eight
-//! inputs); a kernel's rate at a size is its work over its time
-//! less the overhead, as the time model adds them back.
+//! of its inputs' and outputs': each input's and output's from ops on one
+//! element with one and eight inputs, the op's from a chain that cycles
+//! through eight different kinds of op on 16-element tensors (as a real
+//! step runs them: a chain of one op keeps its code and data warm and
+//! measures a fraction of it); a kernel's rate at a size is its work over
+//! its time less the overhead, as the time model adds them back.
 
 use crate::analysis::profile::{DeviceProfile, KernelRates, PeakFlops, Precision, FORMAT_VERSION};
 use crate::commands::run::DeviceKind;
@@ -88,7 +91,7 @@ impl<B: Backend, F: Fn() -> std::result::Result<B, RuntimeError>> Measurer<F> {
         let memory = RunOptions { device_memory: PROBE_MEMORY, host_memory: PROBE_MEMORY, seed: 0 };
         let mut session = Session::new(program, (self.backend)().map_err(Error::Run)?, memory).map_err(Error::Run)?;
         session.step().map_err(Error::Run)?;
-        let steps = if self.options.quick { 3 } else { 7 };
+        let steps = if self.options.quick { 3 } else { 11 };
         let mut seconds = (0..steps)
             .map(|_| session.step().map(|s| self.seconds(&s.report)).map_err(Error::Run))
             .collect::<Result<Vec<f64>>>()?;
@@ -118,7 +121,9 @@ impl<B: Backend, F: Fn() -> std::result::Result<B, RuntimeError>> Measurer<F> {
         // One op of one input and one output, and of eight inputs and one output.
         let (one, eight) = (self.op_seconds(&overhead(1))?, self.op_seconds(&overhead(8))?);
         let tensor = ((eight - one) / 7.0).max(0.0);
-        let launch = (one - 2.0 * tensor).max(one / 10.0);
+        let mixed = mixed_small_ops();
+        let per_op = self.op_seconds(&mixed)?;
+        let launch = (per_op - mixed.tensors as f64 * tensor).max(per_op / 10.0);
         let overhead = |probe: &Probe| launch + tensor * probe.tensors as f64;
         fn big<T: Copy>(quick: bool, sizes: &[T]) -> Vec<T> {
             sizes[..if quick { 2 } else { sizes.len() }].to_vec()
@@ -133,6 +138,7 @@ impl<B: Backend, F: Fn() -> std::result::Result<B, RuntimeError>> Measurer<F> {
             conv_by_image: device == DeviceKind::Cpu,
             elementwise: self.rates(vector_sizes.iter().map(|&n| elementwise(n)).collect(), &overhead)?,
             reduction: self.rates(vector_sizes.iter().map(|&n| normalisation(n)).collect(), &overhead)?,
+            transcendental: self.rates(vector_sizes.iter().map(|&n| transcendental(n)).collect(), &overhead)?,
         };
         let (to_host, to_device) =
             self.copy_bandwidths(if quick { 1 << 18 } else { 1 << 23 }, launch + 2.0 * tensor)?;
@@ -280,6 +286,49 @@ fn overhead(inputs: usize) -> Probe {
     }
     g.outputs.push(x);
     Probe { graph: g, ops, size: (4 * (inputs + 1)) as f64, tensors: inputs + 1 }
+}
+
+/// 256 small ops cycling through eight kinds (activations, elementwise
+/// arithmetic with a second input, a transpose, a softmax, a matrix product,
+/// a layer normalisation) on 4×4 f32 tensors; `tensors` counts the inputs
+/// and outputs of an average op, rounded.
+fn mixed_small_ops() -> Probe {
+    let (ty, ops) = (f32s(&[4, 4]), 256);
+    let mut g = chain("mixed", ty.clone(), 0, |_, x| x);
+    let mut x = g.outputs.pop().expect("the chain's input");
+    let other = add(&mut g, INPUT_OP, Attrs::new(), &[], ty.clone());
+    let (scale, bias) =
+        (add(&mut g, INPUT_OP, Attrs::new(), &[], f32s(&[4])), add(&mut g, INPUT_OP, Attrs::new(), &[], f32s(&[4])));
+    let kinds: [(&str, Vec<TensorId>); 8] = [
+        ("Relu", vec![]),
+        ("Add", vec![other]),
+        ("Transpose", vec![]),
+        ("Mul", vec![other]),
+        ("Softmax", vec![]),
+        ("MatMul", vec![other]),
+        ("Sigmoid", vec![]),
+        ("LayerNormalization", vec![scale, bias]),
+    ];
+    for i in 0..ops {
+        let (op, rest) = &kinds[i % kinds.len()];
+        x = add(&mut g, op, Attrs::new(), &[&[x][..], rest].concat(), ty.clone());
+    }
+    g.outputs.push(x);
+    let tensors: usize = kinds.iter().map(|(_, rest)| 2 + rest.len()).sum();
+    Probe { graph: g, ops, size: (4 * 16 * tensors / kinds.len()) as f64, tensors: tensors / kinds.len() }
+}
+
+/// 16 kernels of `n` f32 elements that evaluate a transcendental function
+/// per element, cycling through error function, hyperbolic tangent, sigmoid
+/// and softmax over rows of 64.
+fn transcendental(n: usize) -> Probe {
+    let (ty, ops) = (f32s(&[n / 64, 64]), 16);
+    let kinds = ["Erf", "Tanh", "Sigmoid", "Softmax"];
+    let graph = chain("transcendental", ty.clone(), ops, |g, x| {
+        let op = kinds[g.node_count() % kinds.len()];
+        add(g, op, Attrs::new(), &[x], ty.clone())
+    });
+    Probe { graph, ops, size: (8 * n) as f64, tensors: 2 }
 }
 
 /// 16 sums of two tensors of `n` f32 elements (the last sum and the input).

@@ -39,8 +39,12 @@ pub enum KernelClass {
     Conv,
     /// Elementwise, copies and data movement: bytes/s.
     Elementwise,
-    /// Reductions, normalisations, softmax, pooling, losses: bytes/s.
+    /// Reductions, normalisations, pooling: bytes/s.
     Reduction,
+    /// Kernels that evaluate an exponential, logarithm, error function or
+    /// power per element (activations such as `Erf`, `Tanh`, `Pow` and their
+    /// gradients, softmax and its losses): bytes/s.
+    Transcendental,
 }
 
 /// FLOPs and bytes of one execution of an op.

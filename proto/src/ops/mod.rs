@@ -114,16 +114,41 @@ pub fn work(node: &cost::CostNode<'_>) -> Option<cost::Work> {
 
 /// The class of kernel `op` runs as, for the rates a measured profile gives
 /// by class: convolutions and matrix products (by the matrix `engine`) by
-/// their family, normalisations, pooling and reductions as reductions, the
-/// rest (and an op without a cost rule) as elementwise kernels.
+/// their family, ops that evaluate a transcendental function per element
+/// ([`TRANSCENDENTAL_OPS`]) as such, normalisations, pooling and reductions
+/// as reductions, the rest (and an op without a cost rule) as elementwise
+/// kernels.
 pub fn kernel_class(op: &str, engine: cost::Engine) -> KernelClass {
     match (registry::by_name(op).map(|id| id.def().family), engine) {
         (Some(Family::Conv), cost::Engine::Matrix) => KernelClass::Conv,
         (_, cost::Engine::Matrix) => KernelClass::MatMul,
+        _ if TRANSCENDENTAL_OPS.contains(&op) => KernelClass::Transcendental,
         (Some(Family::Pool | Family::Nn | Family::Reduce), _) => KernelClass::Reduction,
         _ => KernelClass::Elementwise,
     }
 }
+
+/// The ops whose kernels evaluate an exponential, logarithm, error function,
+/// hyperbolic or trigonometric function or a power per element.
+pub const TRANSCENDENTAL_OPS: &[&str] = &[
+    "Erf",
+    "Exp",
+    "Log",
+    "Tanh",
+    "Sigmoid",
+    "Softplus",
+    "Gelu",
+    "Pow",
+    "PowGrad",
+    "Sin",
+    "Cos",
+    "Softmax",
+    "LogSoftmax",
+    "SoftmaxGrad",
+    "LogSoftmaxGrad",
+    "SoftmaxCrossEntropy",
+    "SoftmaxCrossEntropyGrad",
+];
 
 /// Largest number of elements any inferred tensor may have (2^40).
 const MAX_ELEMENTS: usize = 1 << 40;

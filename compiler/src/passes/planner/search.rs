@@ -38,7 +38,7 @@ use crate::passes::tflms::{self, FreeKnobs, TflmsConfig};
 use crate::pipeline;
 
 /// How many budgets of the ladder below the budget the search also plans at.
-pub const RUNGS: usize = 4;
+pub const RUNGS: usize = 6;
 
 /// Each rung of the ladder is this fraction of the one above (the top rung
 /// is the unrewritten graph's device arena).
@@ -190,9 +190,17 @@ mod tests {
 
     #[test]
     fn rungs_are_fixed_by_the_arena_and_below_the_budget() {
-        assert_eq!(rungs_below(3200, 4000), vec![3100, 3003, 2909, 2818]);
-        assert_eq!(rungs_below(3200, 3050), vec![3003, 2909, 2818, 2730], "the same rungs below a lower budget");
-        assert_eq!(rungs_below(3200, 3003), vec![2909, 2818, 2730, 2644], "a rung equal to the budget is its own plan");
+        assert_eq!(rungs_below(3200, 4000), vec![3100, 3003, 2909, 2818, 2730, 2644]);
+        assert_eq!(
+            rungs_below(3200, 3050),
+            vec![3003, 2909, 2818, 2730, 2644, 2562],
+            "the same rungs below a lower budget"
+        );
+        assert_eq!(
+            rungs_below(3200, 3003),
+            vec![2909, 2818, 2730, 2644, 2562, 2482],
+            "a rung equal to the budget is its own plan"
+        );
         assert!(rungs_below(1600, 0).is_empty());
     }
 }

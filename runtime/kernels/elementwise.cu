@@ -99,6 +99,36 @@ extern "C" __global__ void unary_grad_f32(int op, i64 n, const float* dy, const 
     GRID_STRIDE(i, n) dx[i] = (float)((double)dy[i] * unary_derivative(op, (double)x[i], alpha, gamma));
 }
 
+// PReluGrad's dX over X's shape; operands: 0 dX, 1 dY, 2 X, 3 the slope broadcast.
+extern "C" __global__ void prelu_grad_data_f32(const Layout l, float* dx, const float* dy, const float* x,
+                                               const float* s) {
+    GRID_STRIDE(i, l.count) {
+        i64 off[4];
+        layout_offsets<4>(l, i, off);
+        double k = x[off[2]] < 0.0f ? (double)s[off[3]] : 1.0;
+        dx[off[0]] = (float)((double)dy[off[1]] * k);
+    }
+}
+
+// PReluGrad's dSlope: one slope element per index of `outer` (operand 0: its offset in
+// dSlope, 1: the offset of its first X position), summing in X's order, in double,
+// dY * X where X < 0 over the positions of `inner` (operand 0: offsets from the first).
+extern "C" __global__ void prelu_grad_slope_f32(const Layout outer, const Layout inner, float* ds, const float* dy,
+                                                const float* x) {
+    GRID_STRIDE(j, outer.count) {
+        i64 o[2];
+        layout_offsets<2>(outer, j, o);
+        double sum = 0.0;
+        for (i64 k = 0; k < inner.count; ++k) {
+            i64 in[1];
+            layout_offsets<1>(inner, k, in);
+            float v = x[o[1] + in[0]];
+            if (v < 0.0f) sum += (double)dy[o[1] + in[0]] * (double)v;
+        }
+        ds[o[0]] = (float)sum;
+    }
+}
+
 // ---- binary arithmetic with broadcasting; operands: 0 out, 1 A, 2 B ----
 
 enum BinaryOp { B_ADD = 0, B_SUB, B_MUL, B_DIV, B_POW, B_MAX, B_MIN, B_PRELU };

@@ -315,6 +315,18 @@ fn unary_ops_and_their_gradients_match_the_cpu() {
         Case::new(op, vec![positive.clone()], vec![f32s(&[3, 50])]).check();
     }
     Case::new("Gelu", vec![x.clone()], vec![f32s(&[3, 50])]).attrs(vec![string("approximate", "tanh")]).check();
+    let slope = rng.floats(&[50], -0.5, 0.5);
+    Case::new("PReluGrad", vec![rng.floats(&[3, 50], -1.0, 1.0), x.clone(), slope], vec![f32s(&[3, 50]), f32s(&[50])])
+        .lms()
+        .check();
+    let channel = rng.floats(&[3, 1], -0.5, 0.5);
+    Case::new(
+        "PReluGrad",
+        vec![rng.floats(&[3, 50], -1.0, 1.0), x.clone(), channel],
+        vec![f32s(&[3, 50]), f32s(&[3, 1])],
+    )
+    .lms()
+    .check();
     let special =
         HostTensor::from_vec(vec![2, 3], vec![f32::NAN, f32::INFINITY, -f32::INFINITY, 0.0, -1.5, f32::MAX]).unwrap();
     let bools = (DType::DtypeBool, vec![2, 3]);
@@ -1148,7 +1160,7 @@ const HOST_RUN: [&str; 4] = ["Constant", "Range", "Shape", "Size"];
 /// neither a kernel nor an op can silently stop being tested.
 #[test]
 fn the_other_tests_run_every_kernel_and_op_of_the_cpu_backend_on_the_emulated_device() {
-    const KERNELS: usize = 84;
+    const KERNELS: usize = 86;
     if std::env::var(REQUIRE_GPU_VAR).is_ok_and(|v| v == "1") {
         println!("skipped: kernel coverage is counted on the emulated device, and this run asks for a GPU");
         return;

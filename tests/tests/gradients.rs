@@ -380,6 +380,23 @@ fn clip_in_every_form() {
 }
 
 #[test]
+fn prelu_with_numpy_and_per_channel_slopes() {
+    let mut m = ModelBuilder::new("PRelu", 17);
+    m.trained("x", &[2, 3, 4, 5], -1.0, 1.0)
+        .trained("slope", &[3, 1, 1], -0.5, 0.5)
+        .node("PRelu", &["x", "slope"], &["y"], vec![])
+        .output("y");
+    check("PRelu", &m.build(), None, Loss::MeanSquaredError, EPS);
+    // Before opset 7 a slope [C] holds one value per channel (axis 1).
+    let mut m = ModelBuilder::new("PRelu", 6);
+    m.input("x", 1, &[2, 3, 4])
+        .weight("slope.w", &[3], -0.5, 0.5)
+        .node("PRelu", &["x", "slope.w"], &["y"], vec![])
+        .output("y");
+    check("PRelu (opset 6)", &m.build(), None, Loss::MeanSquaredError, EPS);
+}
+
+#[test]
 fn mean_and_where() {
     let mut m = ModelBuilder::new("Mean", 13);
     m.trained("a", &[2, 3], -1.0, 1.0)
@@ -453,6 +470,7 @@ const CHECKED: &[&str] = &[
     "ReduceMean",
     "ReduceSum",
     "Clip",
+    "PRelu",
     "Mean",
     "Where",
     "Cast",

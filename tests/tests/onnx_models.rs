@@ -104,12 +104,6 @@ fn every_supported_pytorch_case_imports_with_the_expected_output_shapes() {
 const TRAINING_REFUSALS: &[(&str, &str)] = &[
     ("pytorch-converted/test_ConvTranspose2d", "the gradient of ConvTranspose is not implemented"),
     ("pytorch-converted/test_ConvTranspose2d_no_bias", "the gradient of ConvTranspose is not implemented"),
-    ("pytorch-converted/test_PReLU_1d", "the gradient of PRelu is not implemented"),
-    ("pytorch-converted/test_PReLU_1d_multiparam", "the gradient of PRelu is not implemented"),
-    ("pytorch-converted/test_PReLU_2d", "the gradient of PRelu is not implemented"),
-    ("pytorch-converted/test_PReLU_2d_multiparam", "the gradient of PRelu is not implemented"),
-    ("pytorch-converted/test_PReLU_3d", "the gradient of PRelu is not implemented"),
-    ("pytorch-converted/test_PReLU_3d_multiparam", "the gradient of PRelu is not implemented"),
     ("pytorch-operator/test_operator_convtranspose", "the gradient of ConvTranspose is not implemented"),
     ("pytorch-operator/test_operator_non_float_params", "mean squared error needs a float output"),
     ("pytorch-operator/test_operator_symbolic_override", "the gradient of InstanceNormalization is not implemented"),

@@ -163,6 +163,8 @@ pub(super) const COSTS: &[(&str, CostFn)] = &[
     ("UnaryGrad", |n| n.per_output(2)),
     // dY · P · X^(P−1): the power and two products.
     ("PowGrad", |n| n.per_output(3)),
+    // dX: a compare and a product; dSlope: a compare, a product and a sum.
+    ("PReluGrad", |n| n.streaming(5 * n.in_numel(1))),
     // W − lr·dW.
     ("SgdUpdate", |n| n.per_output(2)),
     // V′ = momentum·V + dW; W′ = W − lr·V′.
@@ -190,7 +192,6 @@ pub(super) const NO_GRADIENT: &[(&str, &str)] = &[
     ("Ceil", "it is piecewise constant, so its gradient is zero wherever it is defined"),
     ("Max", "the gradient of an elementwise maximum is not implemented"),
     ("Min", "the gradient of an elementwise minimum is not implemented"),
-    ("PRelu", "the gradient of PRelu is not implemented (LeakyRelu has one)"),
     ("Gelu", "the gradient of Gelu is not implemented"),
 ];
 

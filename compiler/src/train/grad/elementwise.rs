@@ -3,8 +3,8 @@
 
 use super::{sum_to, Ctx, GradFn};
 use crate::error::Result;
-use crate::ir::TensorId;
 use crate::ir::{Attr, Attrs};
+use crate::ir::{TensorId, TensorType};
 use crate::train::builder::Builder;
 
 /// The rules of the elementwise ops. A unary op whose gradient is `UnaryGrad(dY, X)`
@@ -40,6 +40,7 @@ pub(super) const RULES: &[(&str, GradFn)] = &[
     ("Mul", mul),
     ("Div", div),
     ("Pow", pow),
+    ("PRelu", prelu),
 ];
 
 /// `UnaryGrad(dY, X)` with the op's name and its attributes `attr_names`.
@@ -167,6 +168,28 @@ fn pow(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
     let (dy, x, p) = (ctx.dy(0)?, ctx.input(0)?, ctx.input(1)?);
     let ty = b.ty(x);
     Ok(vec![Some(b.lms1(&ctx.name("pow"), "PowGrad", Attrs::new(), &[dy, x, p], ty)), None])
+}
+
+/// PRelu: `PReluGrad(dY, X, slope)` gives dX and dSlope. Before opset 7 a slope of
+/// fewer axes holds one value per channel: it is read (and its gradient written back)
+/// as the numpy-broadcast shape that aligns it at axis 1.
+fn prelu(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
+    let (dy, x, slope) = (ctx.dy(0)?, ctx.input(0)?, ctx.input(1)?);
+    let (tx, ts) = (b.ty(x), b.ty(slope));
+    let per_channel =
+        b.graph.opset < 7 && ts.rank() < tx.rank() && tx.shape.get(1..1 + ts.rank()) == Some(&ts.shape[..]);
+    let aligned = if per_channel {
+        let mut shape = ts.shape.clone();
+        shape.resize(tx.rank() - 1, 1);
+        b.lms1(&ctx.name("slope"), "ReshapeTo", Attrs::new(), &[slope], TensorType::new(ts.dtype, shape))
+    } else {
+        slope
+    };
+    let ta = b.ty(aligned);
+    let outs = b.lms(&ctx.name("prelu"), "PReluGrad", Attrs::new(), &[Some(dy), Some(x), Some(aligned)], vec![tx, ta]);
+    let dslope =
+        if per_channel { b.lms1(&ctx.name("dslope"), "ReshapeTo", Attrs::new(), &[outs[1]], ts) } else { outs[1] };
+    Ok(vec![ctx.needs(0).then_some(outs[0]), ctx.needs(1).then_some(dslope)])
 }
 
 /// Clip's bound `name`: the attribute (before opset 11) or the constant input

@@ -69,6 +69,7 @@ pub(super) const LMS: Table = &[
     ("DropoutGrad", dropout_grad),
     ("DropoutTrain", dropout_train),
     ("MomentumUpdate", momentum_update),
+    ("PReluGrad", prelu_grad),
     ("PowGrad", pow_grad),
     ("SgdUpdate", sgd_update),
     ("UnaryGrad", unary_grad),
@@ -450,6 +451,33 @@ fn pow_grad(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
         super::reduce::sum_to(exec, &full, &dx)?;
     }
     Ok(vec![dx])
+}
+
+/// PReluGrad: dX elementwise over X's shape, and dSlope with one thread per slope
+/// element summing, in X's order and in double as the CPU backend, over the X positions
+/// broadcast to it (no atomics, no scratch).
+fn prelu_grad(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
+    let (dy, x, slope) = (exec.f32_input(0, "dY")?, exec.f32_input(1, "X")?, exec.f32_input(2, "slope")?);
+    check_shape(dy, &x.shape, "input dY")?;
+    let (dx, dslope) = (exec.output(0)?, exec.output(1)?);
+    check_shape(&dslope, &slope.shape, "output dSlope")?;
+    let along = crate::backend::cuda::layout::broadcast(&slope.shape, &x.shape, "input slope")?;
+    let xs = contiguous(&x.shape);
+    let data = Layout::new(&x.shape, &[View::new(&xs), View::new(&xs), View::new(&xs), View::new(&along)])?;
+    exec.launch("prelu_grad_data_f32", x.numel() as u64, &[Arg::layout(&data), ptr(&dx), ptr(dy), ptr(x), ptr(slope)])?;
+    // Axes where the slope (right-aligned) is longer than 1 index its elements; the rest are summed.
+    let lead = x.shape.len() - slope.shape.len();
+    let kept = |d: usize| d >= lead && slope.shape[d - lead] != 1;
+    let own: Vec<usize> = (0..x.shape.len()).map(|d| if kept(d) { x.shape[d] } else { 1 }).collect();
+    let summed: Vec<usize> = (0..x.shape.len()).map(|d| if kept(d) { 1 } else { x.shape[d] }).collect();
+    let outer = Layout::new(&own, &[View::new(&contiguous(&own)), View::new(&xs)])?;
+    let inner = Layout::new(&summed, &[View::new(&xs)])?;
+    exec.launch(
+        "prelu_grad_slope_f32",
+        dslope.numel() as u64,
+        &[Arg::layout(&outer), Arg::layout(&inner), ptr(&dslope), ptr(dy), ptr(x)],
+    )?;
+    Ok(vec![dx, dslope])
 }
 
 /// The dropout ratio: attribute `ratio` (0.5), in [0, 1).

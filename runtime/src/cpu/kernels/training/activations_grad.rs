@@ -10,7 +10,8 @@ use crate::error::{KernelError, Result};
 use crate::tensor::{Elem, HostTensor};
 
 /// The elementwise gradient kernels.
-pub(super) const KERNELS: &[(&str, Kernel)] = &[("PowGrad", pow_grad), ("UnaryGrad", unary_grad)];
+pub(super) const KERNELS: &[(&str, Kernel)] =
+    &[("PReluGrad", prelu_grad), ("PowGrad", pow_grad), ("UnaryGrad", unary_grad)];
 
 /// A differentiable unary op with its attributes (defaults as in the forward kernels).
 #[derive(Clone, Copy, Debug)]
@@ -172,6 +173,28 @@ fn unary_grad(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     Ok(vec![out])
 }
 
+/// PReluGrad: dX = dY · (X < 0 ? slope : 1); dSlope = Σ dY · X where X < 0, summed (f64,
+/// in X's order) down to the slope's shape, which broadcasts to X's (numpy).
+fn prelu_grad(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
+    let (dy, x, slope) = (ctx.input(0, "dY")?, ctx.input(1, "X")?, ctx.input(2, "slope")?);
+    same_shape(dy, &x.shape, "dY")?;
+    dispatch_float!(x.dtype(), "input X", T => {
+        let (dys, xs) = (dy.view::<T>("input dY")?, x.view::<T>("input X")?);
+        let ss = slope.view::<T>("input slope")?;
+        let (shape, factor) = zip_broadcast((xs, &x.shape), (ss, &slope.shape), "input slope", |v, s| {
+            if v.to_f64() < 0.0 { s.to_f64() } else { 1.0 }
+        })?;
+        if shape != x.shape {
+            return Err(KernelError::shape("input slope", format!("shape {:?} does not broadcast to X's {:?}", slope.shape, x.shape)));
+        }
+        let dx = from_f64s::<T>(x.shape.clone(), dys.iter().zip(factor).map(|(d, k)| d.to_f64() * k))?;
+        let parts: Vec<f64> =
+            dys.iter().zip(xs).map(|(d, &v)| if v.to_f64() < 0.0 { d.to_f64() * v.to_f64() } else { 0.0 }).collect();
+        let dslope = from_f64s::<T>(slope.shape.clone(), sum_to(&parts, &x.shape, &slope.shape, "input slope")?.into_iter())?;
+        Ok(vec![dx, dslope])
+    })
+}
+
 /// PowGrad: dX = dY · P · X^(P−1), P broadcast with X, summed back to X's shape.
 fn pow_grad(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     let (dy, x, p) = (ctx.input(0, "dY")?, ctx.input(1, "X")?, ctx.input(2, "P")?);
@@ -209,6 +232,29 @@ mod tests {
         let fd = fd_grad(&x, |x| dot(&run1(op, &attrs, &[x], DtypeF64, &[3, 4]), &dy));
         // Tolerance 1e-4 relative: f64 central differences with step 1e-4.
         assert_near(&got, &fd, 1e-4);
+    }
+
+    #[test]
+    fn prelu_grad_matches_finite_differences() {
+        let mut rng = Rng::new(23);
+        let x = rng.tensor(&[2, 3, 4]);
+        let slope = rng.tensor(&[3, 1]);
+        let dy = rng.tensor(&[2, 3, 4]);
+        let outputs = [(DtypeF32, vec![2, 3, 4]), (DtypeF32, vec![3, 1])];
+        let got = run_lms("PReluGrad", &[], &[&dy, &x, &slope], &outputs).unwrap();
+        // The forward op in f64 on both inputs (finite differences perturb one of them in f64).
+        let wide = |t: &crate::tensor::HostTensor| {
+            let values: Vec<f64> = match t.dtype() {
+                DtypeF32 => f32s(t).into_iter().map(f64::from).collect(),
+                _ => t.as_f64_test(),
+            };
+            crate::tensor::HostTensor::from_vec(t.shape.clone(), values)
+        };
+        let loss = |x: &crate::tensor::HostTensor, s: &crate::tensor::HostTensor| {
+            dot(&run1("PRelu", &[], &[&wide(x).unwrap(), &wide(s).unwrap()], DtypeF64, &[2, 3, 4]), &dy)
+        };
+        assert_near(&f32s(&got[0]), &fd_grad(&x, |x| loss(x, &slope)), 1e-4);
+        assert_near(&f32s(&got[1]), &fd_grad(&slope, |s| loss(&x, s)), 1e-4);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! results are known at compile time whenever their inputs are. Their cost,
 //! and that of the parameterized vertices and `Zeros`.
 
+use super::axes::AxesMap;
 use super::cost::{copy, fill, view, CostFn};
 use super::util::{
     checked_numel, const_i64s, const_scalar, expect_inputs, fold, foldable, input, input_of, int_data, same_dtype,
@@ -47,6 +48,9 @@ pub(super) const NO_GRADIENT: &[(&str, &str)] = &[
     ("Size", "its output is a count of elements (an integer)"),
     ("Range", "its output is a sequence of numbers fixed by its bounds"),
 ];
+
+/// Axes maps: `Cast` is elementwise.
+pub(super) const AXES: &[(&str, AxesMap)] = &[("Cast", AxesMap::Elementwise)];
 
 /// Checks that a constant tensor holds as many bytes as its type needs.
 fn check_bytes(data: &TensorData, name: &str) -> ShapeResult<()> {

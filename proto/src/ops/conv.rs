@@ -1,6 +1,7 @@
 //! Shape inference for convolutions: `Conv` and `ConvTranspose`, 1-D to 3-D;
 //! their cost and that of their gradients.
 
+use super::axes::{AxesMap, Windowed};
 use super::cost::{CostFn, CostNode};
 use super::split::{self, Dim, HaloOutput, SplitFn};
 use super::util::{
@@ -33,6 +34,15 @@ pub(super) const COSTS: &[(&str, CostFn)] = &[
 /// hold has a gradient rule in the compiler).
 pub(super) const NO_GRADIENT: &[(&str, &str)] =
     &[("ConvTranspose", "the gradient of ConvTranspose is not implemented")];
+
+/// Axes maps: a convolution and its data gradient compute each sample alone from input 0
+/// and mix channels; the weight gradient sums over the samples; all three split along
+/// their spatial axes with halos.
+pub(super) const AXES: &[(&str, AxesMap)] = &[
+    ("Conv", AxesMap::Windowed(Windowed { data: 1, per_channel: false, halo: true })),
+    ("ConvGradData", AxesMap::Windowed(Windowed { data: 1, per_channel: false, halo: true })),
+    ("ConvGradWeight", AxesMap::Windowed(Windowed { data: 0, per_channel: false, halo: true })),
+];
 
 /// Split rules of the convolutions (`ConvTranspose` has none): batch;
 /// output channels (weights and bias sliced) and reduced input channels

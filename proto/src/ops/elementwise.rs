@@ -3,8 +3,9 @@
 //! `Sum`/`Max`/`Min`/`Mean`, and `Where`; their cost, and that of the
 //! elementwise lms ops (gradients of unary ops, optimizer updates).
 
+use super::axes::{self, AxesMap};
 use super::cost::{CostFn, CostNode, Work};
-use super::split::{self, Dim, SplitFn, SplitRule};
+use super::split::{Dim, SplitFn, SplitRule};
 use super::util::{
     broadcast, broadcast_data, broadcast_to, check_dtype, expect_inputs, fmt_shape, fold, input, input_of,
     normalize_axis, optional_input, same_dtype, typed, Accepts,
@@ -62,8 +63,8 @@ pub(super) const OPS: &[(&str, InferFn)] = &[
 ];
 
 /// Split rules of the elementwise ops: batch (axis 0) and channel (axis 1)
-/// of the output; an input that broadcasts along the axis is read whole,
-/// the others are sliced along their aligned axis.
+/// of the output, from the axes map: an input that broadcasts along the axis
+/// is read whole, the others are sliced along their aligned axis.
 pub(super) const SPLITS: &[(&str, SplitFn)] = &[
     ("Relu", pointwise),
     ("LeakyRelu", pointwise),
@@ -91,22 +92,9 @@ pub(super) const SPLITS: &[(&str, SplitFn)] = &[
     ("DropoutGrad", pointwise),
 ];
 
+/// Batch and channel, where the axes map says the op is independent.
 fn pointwise(n: &CostNode<'_>) -> Vec<SplitRule> {
-    let Some(out) = n.outputs.first().map(|t| &t.shape) else { return Vec::new() };
-    let along = |dim, axis: usize| {
-        let len = *out.get(axis)?;
-        let mut sliced = Vec::new();
-        for (slot, input) in n.inputs.iter().enumerate() {
-            let Some(shape) = input.map(|t| &t.shape) else { continue };
-            match (axis + shape.len()).checked_sub(out.len()).map(|a| (a, shape[a])) {
-                Some((a, l)) if l == len && len > 1 => sliced.push((slot, a)),
-                Some((_, l)) if l != 1 && l != len => return None,
-                _ => {}
-            }
-        }
-        Some(split::concat(dim, n.inputs.len(), &sliced, axis))
-    };
-    [(Dim::Batch, 0), (Dim::Channel, 1)].into_iter().filter_map(|(dim, axis)| along(dim, axis)).collect()
+    axes::concat_rules(n, &[(Dim::Batch, 0), (Dim::Channel, 1)])
 }
 
 /// Work of the elementwise ops: one FLOP per arithmetic step per output
@@ -193,6 +181,53 @@ pub(super) const NO_GRADIENT: &[(&str, &str)] = &[
     ("Max", "the gradient of an elementwise maximum is not implemented"),
     ("Min", "the gradient of an elementwise minimum is not implemented"),
     ("Gelu", "the gradient of Gelu is not implemented"),
+];
+
+/// Axes maps: every op here with one output is elementwise with numpy broadcasting (the
+/// optimizer updates with several outputs have none).
+pub(super) const AXES: &[(&str, AxesMap)] = &[
+    ("Abs", AxesMap::Elementwise),
+    ("Add", AxesMap::Elementwise),
+    ("And", AxesMap::Elementwise),
+    ("Ceil", AxesMap::Elementwise),
+    ("Clip", AxesMap::Elementwise),
+    ("Div", AxesMap::Elementwise),
+    ("Elu", AxesMap::Elementwise),
+    ("Equal", AxesMap::Elementwise),
+    ("Erf", AxesMap::Elementwise),
+    ("Exp", AxesMap::Elementwise),
+    ("Floor", AxesMap::Elementwise),
+    ("Gelu", AxesMap::Elementwise),
+    ("Greater", AxesMap::Elementwise),
+    ("GreaterOrEqual", AxesMap::Elementwise),
+    ("HardSigmoid", AxesMap::Elementwise),
+    ("LeakyRelu", AxesMap::Elementwise),
+    ("Less", AxesMap::Elementwise),
+    ("LessOrEqual", AxesMap::Elementwise),
+    ("Log", AxesMap::Elementwise),
+    ("Max", AxesMap::Elementwise),
+    ("Mean", AxesMap::Elementwise),
+    ("Min", AxesMap::Elementwise),
+    ("Mul", AxesMap::Elementwise),
+    ("Neg", AxesMap::Elementwise),
+    ("Not", AxesMap::Elementwise),
+    ("Or", AxesMap::Elementwise),
+    ("Pow", AxesMap::Elementwise),
+    ("PRelu", AxesMap::Elementwise),
+    ("Reciprocal", AxesMap::Elementwise),
+    ("Relu", AxesMap::Elementwise),
+    ("Selu", AxesMap::Elementwise),
+    ("Sigmoid", AxesMap::Elementwise),
+    ("Softplus", AxesMap::Elementwise),
+    ("Softsign", AxesMap::Elementwise),
+    ("Sqrt", AxesMap::Elementwise),
+    ("Sub", AxesMap::Elementwise),
+    ("Sum", AxesMap::Elementwise),
+    ("Tanh", AxesMap::Elementwise),
+    ("Where", AxesMap::Elementwise),
+    ("Xor", AxesMap::Elementwise),
+    ("UnaryGrad", AxesMap::Elementwise),
+    ("SgdUpdate", AxesMap::Elementwise),
 ];
 
 /// `Sum`, `Max`, `Min` of n inputs: n − 1 operations per output element.

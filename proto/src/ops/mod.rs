@@ -9,6 +9,7 @@
 //! and friends get concrete shapes, as in graphs exported from PyTorch that
 //! compute shapes with `Shape`/`Gather`/`Concat`.
 
+pub mod axes;
 mod constant;
 mod conv;
 pub mod cost;
@@ -23,6 +24,7 @@ mod tensor_ops;
 mod util;
 mod window;
 
+pub use axes::AxesMap;
 pub use nn::SoftmaxAxis;
 pub use registry::{Family, OpId};
 

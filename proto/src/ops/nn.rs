@@ -2,6 +2,7 @@
 //! `LogSoftmax`, `Dropout`, `Gemm` and `MatMul`; their cost, and that of the
 //! training-mode forms, losses and gradients of these layers.
 
+use super::axes::AxesMap;
 use super::cost::{copy, CostFn, CostNode, Work};
 use super::split::{self, Dim, SplitFn, SplitRule};
 use super::util::{
@@ -136,6 +137,9 @@ pub(super) const COSTS: &[(&str, CostFn)] = &[
 /// hold has a gradient rule in the compiler).
 pub(super) const NO_GRADIENT: &[(&str, &str)] =
     &[("InstanceNormalization", "the gradient of InstanceNormalization is not implemented")];
+
+/// Axes maps: `DropoutGrad` is elementwise (its mask has dY's shape).
+pub(super) const AXES: &[(&str, AxesMap)] = &[("DropoutGrad", AxesMap::Elementwise)];
 
 /// `Gemm`: A [M, K] (or [K, M] with `transA`) by B gives [M, N]: 2·M·N·K,
 /// plus M·N when C is added.

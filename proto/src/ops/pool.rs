@@ -1,6 +1,7 @@
 //! Shape inference for pooling: `MaxPool`, `AveragePool`, the global pools
 //! and `LRN`; their cost and that of their gradients.
 
+use super::axes::{self, AxesMap, Windowed};
 use super::conv::explicit_pads;
 use super::cost::{CostFn, CostNode};
 use super::split::{self, Dim, HaloOutput, SplitFn};
@@ -40,6 +41,26 @@ pub(super) const COSTS: &[(&str, CostFn)] = &[
 pub(super) const NO_GRADIENT: &[(&str, &str)] =
     &[("GlobalMaxPool", "the gradient of global max pooling is not implemented (MaxPool has one)")];
 
+/// Axes maps: each sample alone; pooling each channel alone, LRN mixing them; the
+/// windowed pools and their gradients split along their spatial axes with halos.
+/// `MaxPoolGrad` and `LRNGrad` read the forward input beside the gradient.
+pub(super) const AXES: &[(&str, AxesMap)] = &[
+    ("MaxPool", pool_axes(1, true)),
+    ("AveragePool", pool_axes(1, true)),
+    ("GlobalAveragePool", pool_axes(1, false)),
+    ("GlobalMaxPool", pool_axes(1, false)),
+    ("LRN", AxesMap::Windowed(Windowed { data: 1, per_channel: false, halo: false })),
+    ("MaxPoolGrad", pool_axes(2, true)),
+    ("AveragePoolGrad", pool_axes(1, true)),
+    ("GlobalAveragePoolGrad", pool_axes(1, false)),
+    ("LRNGrad", AxesMap::Windowed(Windowed { data: 2, per_channel: false, halo: false })),
+];
+
+/// A pool over `data` inputs, with halos when `halo`.
+const fn pool_axes(data: usize, halo: bool) -> AxesMap {
+    AxesMap::Windowed(Windowed { data, per_channel: true, halo })
+}
+
 /// Split rules of the pools: batch and channel (each plane pooled alone);
 /// the windowed pools and their gradients also height and width with halos,
 /// when not in `ceil_mode` and with explicit padding. MaxPool with its
@@ -50,17 +71,15 @@ pub(super) const SPLITS: &[(&str, SplitFn)] = &[
     ("AveragePool", |n| windowed(n, &[0], HaloOutput::Concat)),
     ("GlobalAveragePool", planes),
     ("GlobalMaxPool", planes),
-    ("LRN", |_| vec![split::concat(Dim::Batch, 1, &[(0, 0)], 0)]),
+    ("LRN", planes),
     ("MaxPoolGrad", |n| windowed(n, &[0, 1], HaloOutput::OverlapAdd)),
     ("AveragePoolGrad", |n| windowed(n, &[0], HaloOutput::OverlapAdd)),
     ("GlobalAveragePoolGrad", planes),
 ];
 
-/// Batch and channel: every input sliced alike.
+/// Batch and channel where the axes map says the op is independent (LRN: batch only).
 fn planes(node: &CostNode<'_>) -> Vec<split::SplitRule> {
-    let slots = node.inputs.len();
-    let along = |axis| (0..slots).map(|s| (s, axis)).collect::<Vec<_>>();
-    vec![split::concat(Dim::Batch, slots, &along(0), 0), split::concat(Dim::Channel, slots, &along(1), 1)]
+    axes::concat_rules(node, &[(Dim::Batch, 0), (Dim::Channel, 1)])
 }
 
 /// [`planes`], then the Halo rules slicing the inputs at `sliced` where the

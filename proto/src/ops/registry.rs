@@ -11,6 +11,7 @@
 //! rules are keyed by [`OpId`]); the swap ops are in [`super::cost`]. An op is an ONNX op when it has a shape rule, an
 //! lms op (`proto/OPS.md`) otherwise.
 
+use super::axes::AxesMap;
 use super::{constant, conv, cost, elementwise, indexing, nn, pool, reduce, split, tensor_ops, InferFn};
 use crate::contract::{INPUT_OP, LMS_DOMAIN, VARIABLE_OP};
 use std::collections::HashMap;
@@ -67,6 +68,8 @@ pub struct OpDef {
     pub(super) split: Option<split::SplitFn>,
     /// Why lms cannot differentiate it, for an op a model may hold that has no gradient rule.
     pub no_gradient: Option<&'static str>,
+    /// Its axes map, where it has one.
+    pub axes: Option<AxesMap>,
 }
 
 impl OpDef {
@@ -82,26 +85,35 @@ impl OpDef {
     }
 }
 
-/// A family's tables: shape rules, cost rules, split rules, ops without a gradient.
+/// A family's tables: shape rules, cost rules, split rules, ops without a gradient, axes
+/// maps.
 pub(super) struct FamilyTables {
     pub family: Family,
     pub ops: &'static [(&'static str, InferFn)],
     pub costs: &'static [(&'static str, cost::CostFn)],
     pub splits: &'static [(&'static str, split::SplitFn)],
     pub no_gradient: &'static [(&'static str, &'static str)],
+    pub axes: &'static [(&'static str, AxesMap)],
 }
 
 /// Every family, in registry order.
 pub(super) const FAMILIES: &[FamilyTables] = &[
-    family(Family::Elementwise, elementwise::OPS, elementwise::COSTS, elementwise::SPLITS, elementwise::NO_GRADIENT),
-    family(Family::Conv, conv::OPS, conv::COSTS, conv::SPLITS, conv::NO_GRADIENT),
-    family(Family::Pool, pool::OPS, pool::COSTS, pool::SPLITS, pool::NO_GRADIENT),
-    family(Family::Nn, nn::OPS, nn::COSTS, nn::SPLITS, nn::NO_GRADIENT),
-    family(Family::Reduce, reduce::OPS, reduce::COSTS, reduce::SPLITS, reduce::NO_GRADIENT),
-    family(Family::TensorOps, tensor_ops::OPS, tensor_ops::COSTS, tensor_ops::SPLITS, tensor_ops::NO_GRADIENT),
-    family(Family::Indexing, indexing::OPS, indexing::COSTS, indexing::SPLITS, indexing::NO_GRADIENT),
-    family(Family::Constant, constant::OPS, constant::COSTS, &[], constant::NO_GRADIENT),
-    family(Family::Swap, &[], cost::COSTS, &[], &[]),
+    family(
+        Family::Elementwise,
+        elementwise::OPS,
+        elementwise::COSTS,
+        elementwise::SPLITS,
+        elementwise::NO_GRADIENT,
+        elementwise::AXES,
+    ),
+    family(Family::Conv, conv::OPS, conv::COSTS, conv::SPLITS, conv::NO_GRADIENT, conv::AXES),
+    family(Family::Pool, pool::OPS, pool::COSTS, pool::SPLITS, pool::NO_GRADIENT, pool::AXES),
+    family(Family::Nn, nn::OPS, nn::COSTS, nn::SPLITS, nn::NO_GRADIENT, nn::AXES),
+    family(Family::Reduce, reduce::OPS, reduce::COSTS, reduce::SPLITS, reduce::NO_GRADIENT, &[]),
+    family(Family::TensorOps, tensor_ops::OPS, tensor_ops::COSTS, tensor_ops::SPLITS, tensor_ops::NO_GRADIENT, &[]),
+    family(Family::Indexing, indexing::OPS, indexing::COSTS, indexing::SPLITS, indexing::NO_GRADIENT, &[]),
+    family(Family::Constant, constant::OPS, constant::COSTS, &[], constant::NO_GRADIENT, constant::AXES),
+    family(Family::Swap, &[], cost::COSTS, &[], &[], &[]),
 ];
 
 const fn family(
@@ -110,8 +122,9 @@ const fn family(
     costs: &'static [(&'static str, cost::CostFn)],
     splits: &'static [(&'static str, split::SplitFn)],
     no_gradient: &'static [(&'static str, &'static str)],
+    axes: &'static [(&'static str, AxesMap)],
 ) -> FamilyTables {
-    FamilyTables { family, ops, costs, splits, no_gradient }
+    FamilyTables { family, ops, costs, splits, no_gradient, axes }
 }
 
 /// The definitions, and the id of each name.
@@ -130,14 +143,15 @@ fn registry() -> &'static Registry {
             let split = FAMILIES.iter().flat_map(|f| f.splits).find(|(n, _)| *n == name).map(|&(_, r)| r);
             let no_gradient =
                 FAMILIES.iter().flat_map(|f| f.no_gradient).find(|(n, _)| *n == name).map(|&(_, why)| why);
-            (infer, split, no_gradient)
+            let axes = FAMILIES.iter().flat_map(|f| f.axes).find(|(n, _)| *n == name).map(|&(_, m)| m);
+            (infer, split, no_gradient, axes)
         };
         let defs: Vec<OpDef> = FAMILIES
             .iter()
             .flat_map(|f| f.costs.iter().map(move |&(name, cost)| (f.family, name, cost)))
             .map(|(family, name, cost)| {
-                let (infer, split, no_gradient) = named(name);
-                OpDef { name, family, infer, cost, split, no_gradient }
+                let (infer, split, no_gradient, axes) = named(name);
+                OpDef { name, family, infer, cost, split, no_gradient, axes }
             })
             .collect();
         let by_name = defs.iter().enumerate().map(|(i, d)| (d.name, OpId(i as u16))).collect();
@@ -172,7 +186,8 @@ mod tests {
     fn every_rule_names_an_op_and_ids_resolve_by_domain() {
         for f in FAMILIES {
             let names = f.ops.iter().map(|r| r.0).chain(f.splits.iter().map(|r| r.0));
-            for name in names.chain(f.no_gradient.iter().map(|r| r.0)) {
+            let names = names.chain(f.no_gradient.iter().map(|r| r.0));
+            for name in names.chain(f.axes.iter().map(|r| r.0)) {
                 assert!(by_name(name).is_some(), "{name} has a rule but no cost rule");
             }
         }

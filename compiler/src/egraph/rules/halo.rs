@@ -20,25 +20,28 @@
 //! form is exact; the gradient forms reorder sums (`shape::split::SUM_TOLERANCE`).
 
 use super::class_rule::class_rule;
+use super::independence::axes_of;
 use super::split::MAX_PARTS;
 use crate::egraph::lang::{Head, Term, TermGraph, TermRewrite};
 use crate::ir::{Attrs, TensorType, OVERLAP_ADD_OP, SPLIT_WINDOW_OP};
 use crate::shape::cost::CostNode;
 use crate::shape::split::{self, Combine, HaloOutput, HaloPart};
+use crate::shape::AxesMap;
 use egg::{Id, Symbol};
 use lms_proto::contract::LMS_DOMAIN;
 use std::sync::Arc;
 
-/// The ops with Halo split rules.
-const WINDOWED: [&str; 7] =
-    ["Conv", "MaxPool", "AveragePool", "ConvGradData", "ConvGradWeight", "MaxPoolGrad", "AveragePoolGrad"];
+/// Whether `head`'s op has Halo split rules: its axes map is windowed with halos.
+fn windowed(head: &Head) -> bool {
+    matches!(axes_of(head), Some(AxesMap::Windowed(w)) if w.halo)
+}
 
 /// `distribute-halo`.
 pub fn rules() -> Vec<TermRewrite> {
     let windowed = |g: &TermGraph, c: Id| {
         g[c].nodes.iter().any(|n| {
             let Term::Op(symbol, _) = n else { return false };
-            g.analysis.lookup(*symbol).is_some_and(|h| WINDOWED.iter().any(|op| h.is(op)))
+            g.analysis.lookup(*symbol).is_some_and(|h| windowed(h))
         })
     };
     let apply = |g: &mut TermGraph, c| splits(g, c).into_iter().filter_map(|split| split.apply(g)).collect();
@@ -69,7 +72,7 @@ fn splits(egraph: &mut TermGraph, class: Id) -> Vec<HaloSplitOf> {
         .collect();
     for (symbol, children) in ops {
         let Some(head) = egraph.analysis.lookup(symbol).cloned() else { continue };
-        if !WINDOWED.iter().any(|op| head.is(op)) {
+        if !windowed(&head) {
             continue;
         }
         let [out] = &head.outputs[..] else { continue };

@@ -2,6 +2,10 @@
 //! `op(concat_d(a, b)) = concat_d(op(a), op(b))`: the conditions of the
 //! distribution rules, one named function per family of ops.
 //!
+//! The elementwise, windowed and leading families are the ops whose definition
+//! has an axes map of that kind (`shape::axes`), and their condition is the
+//! map's; the other families still state their ops and condition here.
+//!
 //! A condition gets the op's head, its inputs' shapes (`None` for an omitted
 //! input) and an axis of its outputs, and answers how a split of the outputs
 //! along that axis splits the inputs: for each input, the axis along which it
@@ -16,10 +20,11 @@
 //! cross-entropy gradient distributes only with its parts told that count,
 //! `shape::split::whole_count_attrs`); dropout draws its mask by position. Windowed ops split along
 //! a spatial axis need halos and per-part padding (Split-CNN §3); those
-//! splits are refused ([`needs_halo`]).
+//! splits are the `distribute-halo` rule's (`halo.rs`), never distributed here.
 
 use crate::egraph::lang::{axis as onnx_axis, Head};
 use crate::ir::Shape;
+use crate::shape::axes::{self, AxesMap, OutputAxis};
 use crate::shape::SoftmaxAxis;
 
 /// For each input: the axis along which it is split, or `None` when every
@@ -34,16 +39,32 @@ type Condition = fn(&Head, &[Option<&Shape>], usize, i64) -> Option<InputSplits>
 pub struct Family {
     /// The rule's name is `distribute-{name}`.
     pub name: &'static str,
-    /// Op types of the ONNX default domain or the lms domain.
-    pub ops: &'static [&'static str],
+    /// Its ops.
+    members: Members,
     condition: Condition,
 }
 
+/// The ops of a family.
+enum Members {
+    /// Op types of the ONNX default domain or the lms domain.
+    Ops(&'static [&'static str]),
+    /// The ops whose axes map this says yes to.
+    Axes(fn(&AxesMap) -> bool),
+}
+
 impl Family {
+    /// Whether `head`'s op is in the family.
+    pub fn has(&self, head: &Head) -> bool {
+        match self.members {
+            Members::Ops(ops) => ops.iter().any(|op| head.is(op)),
+            Members::Axes(kind) => axes_of(head).is_some_and(|m| kind(&m)),
+        }
+    }
+
     /// How a split of `head`'s outputs along `axis` splits its inputs, or
     /// `None` when the op is not independent along it (or not in the family).
     pub fn split_inputs(&self, head: &Head, inputs: &[Option<&Shape>], axis: usize, opset: i64) -> Option<InputSplits> {
-        if !self.ops.iter().any(|op| head.is(op)) {
+        if !self.has(head) {
             return None;
         }
         (self.condition)(head, inputs, axis, opset)
@@ -52,159 +73,47 @@ impl Family {
 
 /// Every family, in rule order.
 pub const FAMILIES: &[Family] = &[
-    Family { name: "elementwise", ops: ELEMENTWISE, condition: elementwise },
-    Family { name: "windowed", ops: WINDOWED, condition: per_sample },
-    Family { name: "normalization", ops: NORMALIZATION, condition: outside_normalized_axes },
-    Family { name: "matmul", ops: &["MatMul", "Gemm"], condition: matmul },
-    Family { name: "layout", ops: &["Transpose", "Flatten", "ReshapeTo"], condition: layout },
-    Family { name: "loss", ops: &["SoftmaxCrossEntropyGrad"], condition: positions },
-    Family { name: "chunks", ops: &["Split"], condition: chunks },
+    Family { name: "elementwise", members: Members::Axes(|m| *m == AxesMap::Elementwise), condition: by_axes },
+    Family {
+        name: "windowed",
+        members: Members::Axes(|m| matches!(m, AxesMap::Windowed(w) if w.data > 0)),
+        condition: by_axes,
+    },
+    Family { name: "normalization", members: Members::Ops(NORMALIZATION), condition: outside_normalized_axes },
+    Family { name: "matmul", members: Members::Ops(&["MatMul", "Gemm"]), condition: matmul },
+    Family { name: "layout", members: Members::Ops(&["Transpose", "Flatten", "ReshapeTo"]), condition: layout },
+    Family { name: "loss", members: Members::Ops(&["SoftmaxCrossEntropyGrad"]), condition: positions },
+    Family { name: "chunks", members: Members::Ops(&["Split"]), condition: chunks },
+    Family { name: "leading", members: Members::Axes(|m| matches!(m, AxesMap::Leading { .. })), condition: by_axes },
 ];
 
 /// The family `head`'s op belongs to.
 pub fn family_of(head: &Head) -> Option<&'static Family> {
-    FAMILIES.iter().find(|f| f.ops.iter().any(|op| head.is(op)))
+    FAMILIES.iter().find(|f| f.has(head))
 }
 
-/// Elementwise ops (with numpy broadcasting) and elementwise gradients.
-const ELEMENTWISE: &[&str] = &[
-    "Abs",
-    "Acos",
-    "Add",
-    "And",
-    "Asin",
-    "Atan",
-    "Cast",
-    "Ceil",
-    "Celu",
-    "Clip",
-    "Cos",
-    "Div",
-    "Elu",
-    "Equal",
-    "Erf",
-    "Exp",
-    "Floor",
-    "Gelu",
-    "Greater",
-    "GreaterOrEqual",
-    "HardSigmoid",
-    "HardSwish",
-    "IsInf",
-    "IsNaN",
-    "LeakyRelu",
-    "Less",
-    "LessOrEqual",
-    "Log",
-    "Max",
-    "Mean",
-    "Min",
-    "Mish",
-    "Mod",
-    "Mul",
-    "Neg",
-    "Not",
-    "Or",
-    "Pow",
-    "PRelu",
-    "Reciprocal",
-    "Relu",
-    "Round",
-    "Selu",
-    "Sigmoid",
-    "Sign",
-    "Sin",
-    "Softplus",
-    "Softsign",
-    "Sqrt",
-    "Sub",
-    "Sum",
-    "Tan",
-    "Tanh",
-    "ThresholdedRelu",
-    "Where",
-    "Xor",
-    "UnaryGrad",
-    "DropoutGrad",
-    "SgdUpdate",
-];
+/// The axes map of `head`'s op (of the ONNX default domain or the lms domain).
+pub fn axes_of(head: &Head) -> Option<AxesMap> {
+    (head.domain.is_empty() || head.domain == lms_proto::contract::LMS_DOMAIN).then(|| axes::of(&head.op)).flatten()
+}
 
-/// Elementwise with broadcasting: each input either broadcasts along the
-/// axis (lacks it or has length 1) and is read whole, or has the output's
-/// length there and is split along its own aligned axis.
-fn elementwise(head: &Head, inputs: &[Option<&Shape>], axis: usize, _: i64) -> Option<InputSplits> {
-    let [out] = &head.outputs[..] else {
-        return None;
-    };
-    let len = *out.shape.get(axis)?;
-    inputs
-        .iter()
-        .map(|input| match input.and_then(|s| aligned(s, out.rank(), axis).map(|a| (a, s[a]))) {
-            None => Some(None),
-            Some((a, l)) if l == len => Some(Some(a)),
-            Some((_, 1)) => Some(None),
-            Some(_) => None,
-        })
-        .collect()
+/// The op's axes map along `axis`: its inputs split where the map says it is
+/// independent there. A windowed op's spatial axes need halos and per-part
+/// padding (Split-CNN §3.1), and a convolution mixes channels: never
+/// distributed over a concatenation.
+fn by_axes(head: &Head, inputs: &[Option<&Shape>], axis: usize, _: i64) -> Option<InputSplits> {
+    let out = head.outputs.first()?;
+    let shapes: Vec<Option<&[usize]>> = inputs.iter().map(|s| s.map(|s| &s[..])).collect();
+    match axes_of(head)?.output_axis(&shapes, head.outputs.len(), &out.shape, axis) {
+        OutputAxis::Independent(slots) => Some(slots),
+        OutputAxis::Windowed | OutputAxis::Coupled => None,
+    }
 }
 
 /// The axis of an input of rank `shape.len()` that lines up with output
 /// axis `axis` under numpy broadcasting (shapes aligned on the right).
 fn aligned(shape: &Shape, out_rank: usize, axis: usize) -> Option<usize> {
     (axis + shape.len()).checked_sub(out_rank)
-}
-
-/// Convolution, pooling and local response normalisation, and their
-/// gradients with respect to the data: the pooling ops first (they are
-/// [`PER_CHANNEL`]), then those that mix channels.
-const WINDOWED: &[&str] = &[
-    "MaxPool",
-    "AveragePool",
-    "LpPool",
-    "GlobalAveragePool",
-    "GlobalMaxPool",
-    "GlobalLpPool",
-    "MaxPoolGrad",
-    "AveragePoolGrad",
-    "GlobalAveragePoolGrad",
-    "Conv",
-    "ConvGradData",
-    "LRN",
-    "LRNGrad",
-];
-
-/// Pooling (the first nine [`WINDOWED`] ops) works on each channel alone;
-/// convolution and LRN mix channels.
-const PER_CHANNEL: &[&str] = WINDOWED.split_at(9).0;
-
-/// Windowed ops compute each sample on its own (axis 0), and pooling each
-/// channel (axis 1): the inputs that carry samples are split, weights and
-/// biases read whole. MaxPool with its indices output is refused (the
-/// indices are flat over the whole tensor).
-fn per_sample(head: &Head, inputs: &[Option<&Shape>], axis: usize, _: i64) -> Option<InputSplits> {
-    let [out] = &head.outputs[..] else {
-        return None;
-    };
-    if needs_halo(axis) || (axis == 1 && !PER_CHANNEL.iter().any(|op| head.is(op))) {
-        return None;
-    }
-    let len = *out.shape.get(axis)?;
-    // MaxPoolGrad and LRNGrad read the forward input beside the gradient.
-    let data_inputs = if head.is("MaxPoolGrad") || head.is("LRNGrad") { 2 } else { 1 };
-    inputs
-        .iter()
-        .enumerate()
-        .map(|(slot, input)| match input {
-            Some(s) if slot < data_inputs => (s.get(axis) == Some(&len)).then_some(Some(axis)),
-            _ => Some(None),
-        })
-        .collect()
-}
-
-/// A windowed op split along a spatial axis (2 and on) would need halos
-/// and per-part padding (Split-CNN §3.1); such splits are not applied.
-pub fn needs_halo(axis: usize) -> bool {
-    axis >= 2
 }
 
 /// Ops that normalise along some axes.

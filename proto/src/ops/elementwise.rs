@@ -228,6 +228,11 @@ pub(super) const AXES: &[(&str, AxesMap)] = &[
     ("Xor", AxesMap::Elementwise),
     ("UnaryGrad", AxesMap::Elementwise),
     ("SgdUpdate", AxesMap::Elementwise),
+    ("Cos", AxesMap::Elementwise),
+    ("Sin", AxesMap::Elementwise),
+    ("HardSwish", AxesMap::Elementwise),
+    ("IsNaN", AxesMap::Elementwise),
+    ("IsInf", AxesMap::Elementwise),
 ];
 
 /// `Sum`, `Max`, `Min` of n inputs: n − 1 operations per output element.

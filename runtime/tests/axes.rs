@@ -1,0 +1,183 @@
+//! The axes map against the CPU kernels: wherever an op's map says it is independent
+//! along an output axis, the op run on two parts of its inputs (sliced where the map
+//! slices them, the other inputs whole) and concatenated equals the op run whole. One
+//! case or more per kind of map (every family the split pass and the e-graph take
+//! their legality from).
+
+use lms_proto::lms::attribute::Value as AttrValue;
+use lms_proto::lms::DType;
+use lms_proto::lms::{Attribute, Ints};
+use lms_proto::ops::axes::{AxesMap, OutputAxis};
+use lms_proto::ops::registry;
+use lms_runtime::attrs::Attrs;
+use lms_runtime::cpu::kernels;
+use lms_runtime::{HostTensor, KernelContext};
+
+fn int(name: &str, v: i64) -> Attribute {
+    Attribute { name: name.into(), value: Some(AttrValue::Int(v)) }
+}
+
+fn ints(name: &str, v: &[i64]) -> Attribute {
+    Attribute { name: name.into(), value: Some(AttrValue::Ints(Ints { values: v.to_vec() })) }
+}
+
+fn string(name: &str, v: &str) -> Attribute {
+    Attribute { name: name.into(), value: Some(AttrValue::String(v.into())) }
+}
+
+fn float(name: &str, v: f32) -> Attribute {
+    Attribute { name: name.into(), value: Some(AttrValue::Float(v)) }
+}
+
+/// Deterministic values in [-1, 1) (bools alternate in runs of 3).
+fn tensor(dtype: DType, shape: &[usize], seed: u64) -> HostTensor {
+    let n: usize = shape.iter().product();
+    let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut next = || {
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        ((state >> 33) as f64 / (1u64 << 31) as f64) * 2.0 - 1.0
+    };
+    match dtype {
+        DType::DtypeF32 => HostTensor::from_vec(shape.to_vec(), (0..n).map(|_| next() as f32).collect()).unwrap(),
+        DType::DtypeBool => HostTensor::from_vec(shape.to_vec(), (0..n).map(|i| (i / 3) % 2 == 0).collect()).unwrap(),
+        other => panic!("no test values of {other:?}"),
+    }
+}
+
+/// One op on given inputs: its attributes, input dtypes and shapes, output dtype and shape.
+struct Case {
+    op: &'static str,
+    attrs: Vec<Attribute>,
+    inputs: Vec<(DType, Vec<usize>)>,
+    output: (DType, Vec<usize>),
+}
+
+fn case(op: &'static str, attrs: Vec<Attribute>, inputs: &[(DType, &[usize])], output: (DType, &[usize])) -> Case {
+    let inputs = inputs.iter().map(|(d, s)| (*d, s.to_vec())).collect();
+    Case { op, attrs, inputs, output: (output.0, output.1.to_vec()) }
+}
+
+/// Runs `op`'s CPU kernel (of its own domain).
+fn run(op: &str, attrs: &[Attribute], inputs: &[&HostTensor], output: (DType, Vec<usize>)) -> HostTensor {
+    let id = registry::by_name(op).unwrap();
+    let inputs: Vec<Option<&HostTensor>> = inputs.iter().copied().map(Some).collect();
+    let attrs = Attrs::new(attrs);
+    let outs = if id.def().is_onnx() {
+        kernels::forward(op, 17, &attrs, &inputs, &[output])
+    } else {
+        kernels::lms(op, &attrs, &inputs, &[output], &KernelContext::default())
+    };
+    outs.unwrap_or_else(|e| panic!("{op}: {e}")).remove(0)
+}
+
+/// Part `index` of two of `x` along `axis` (the lms `SplitPart` kernel).
+fn part(x: &HostTensor, axis: usize, index: i64) -> HostTensor {
+    let mut shape = x.shape.clone();
+    let len = shape[axis];
+    shape[axis] = if index == 0 { len.div_ceil(2) } else { len / 2 };
+    let attrs = [int("axis", axis as i64), int("index", index), int("parts", 2)];
+    run("SplitPart", &attrs, &[x], (x.dtype(), shape))
+}
+
+/// The values of a tensor as f64 (bools as 0 and 1).
+fn values(t: &HostTensor) -> Vec<f64> {
+    match t.dtype() {
+        DType::DtypeF32 => t.as_f32("t").unwrap().iter().map(|&v| v as f64).collect(),
+        DType::DtypeF64 => t.view::<f64>("t").unwrap().to_vec(),
+        DType::DtypeBool => t.as_bool("t").unwrap().iter().map(|&v| v as u8 as f64).collect(),
+        other => panic!("no comparison of {other:?}"),
+    }
+}
+
+/// Checks `c` along every output axis its map says it is independent along; returns how
+/// many axes it checked.
+fn check(c: &Case) -> usize {
+    let map = registry::by_name(c.op).and_then(|id| id.def().axes).unwrap_or_else(|| panic!("{}: no axes map", c.op));
+    let inputs: Vec<HostTensor> = c.inputs.iter().enumerate().map(|(i, (d, s))| tensor(*d, s, i as u64 + 1)).collect();
+    let refs: Vec<&HostTensor> = inputs.iter().collect();
+    let whole = run(c.op, &c.attrs, &refs, c.output.clone());
+    let shapes: Vec<Option<&[usize]>> = c.inputs.iter().map(|(_, s)| Some(&s[..])).collect();
+    let mut checked = 0;
+    for axis in 0..c.output.1.len() {
+        let OutputAxis::Independent(slots) = map.output_axis(&shapes, 1, &c.output.1, axis) else { continue };
+        let parts: Vec<HostTensor> = (0..2)
+            .map(|index| {
+                let ins: Vec<HostTensor> = inputs
+                    .iter()
+                    .zip(&slots)
+                    .map(|(x, slot)| match slot {
+                        Some(a) => part(x, *a, index),
+                        None => x.clone(),
+                    })
+                    .collect();
+                let mut shape = c.output.1.clone();
+                shape[axis] = if index == 0 { shape[axis].div_ceil(2) } else { shape[axis] / 2 };
+                run(c.op, &c.attrs, &ins.iter().collect::<Vec<_>>(), (c.output.0, shape))
+            })
+            .collect();
+        let joined = run("Concat", &[int("axis", axis as i64)], &[&parts[0], &parts[1]], c.output.clone());
+        let (a, b) = (values(&whole), values(&joined));
+        let scale = a.iter().fold(1.0f64, |m, v| m.max(v.abs()));
+        let worst = a.iter().zip(&b).map(|(x, y)| (x - y).abs()).fold(0.0, f64::max);
+        assert!(worst <= 1e-6 * scale, "{} split along output axis {axis} ({map:?}) differs by {worst}", c.op);
+        checked += 1;
+    }
+    checked
+}
+
+const F: DType = DType::DtypeF32;
+const B: DType = DType::DtypeBool;
+
+#[test]
+fn ops_split_where_their_axes_map_says_equal_the_whole_op() {
+    let x = [4usize, 6, 5];
+    let img = [4usize, 6, 6, 6];
+    let pool = || vec![ints("kernel_shape", &[2, 2]), ints("pads", &[0, 0, 0, 0]), ints("strides", &[1, 1])];
+    let conv = || {
+        vec![
+            int("group", 1),
+            ints("pads", &[1, 0, 0, 1]),
+            ints("strides", &[1, 1]),
+            ints("dilations", &[1, 1]),
+            ints("kernel_shape", &[3, 3]),
+        ]
+    };
+    let cases = [
+        case("Relu", vec![], &[(F, &x)], (F, &x)),
+        case("Add", vec![], &[(F, &x), (F, &[6, 1])], (F, &x)),
+        case("Div", vec![], &[(F, &x), (F, &x)], (F, &x)),
+        case("Where", vec![], &[(B, &[4, 1, 5]), (F, &x), (F, &[5])], (F, &x)),
+        case("Less", vec![], &[(F, &x), (F, &[1, 6, 1])], (B, &x)),
+        case("Sum", vec![], &[(F, &x), (F, &[5]), (F, &x)], (F, &x)),
+        case("Cast", vec![int("to", 11)], &[(F, &x)], (DType::DtypeF64, &x)),
+        case("UnaryGrad", vec![string("op", "Tanh")], &[(F, &x), (F, &x)], (F, &x)),
+        case("DropoutGrad", vec![float("ratio", 0.5)], &[(F, &x), (B, &x)], (F, &x)),
+        case("SgdUpdate", vec![float("lr", 0.1)], &[(F, &x), (F, &x)], (F, &x)),
+        case("MaxPool", pool(), &[(F, &img)], (F, &[4, 6, 5, 5])),
+        case("AveragePool", pool(), &[(F, &img)], (F, &[4, 6, 5, 5])),
+        case("GlobalAveragePool", vec![], &[(F, &img)], (F, &[4, 6, 1, 1])),
+        case("LRN", vec![int("size", 3)], &[(F, &img)], (F, &img)),
+        case("Conv", conv(), &[(F, &img), (F, &[5, 6, 3, 3]), (F, &[5])], (F, &[4, 5, 5, 5])),
+        case("ConvGradData", conv(), &[(F, &[4, 5, 5, 5]), (F, &[5, 6, 3, 3])], (F, &img)),
+        case("MaxPoolGrad", pool(), &[(F, &[4, 6, 5, 5]), (F, &img)], (F, &img)),
+        case("AveragePoolGrad", pool(), &[(F, &[4, 6, 5, 5])], (F, &img)),
+        case("LRNGrad", vec![int("size", 3)], &[(F, &img), (F, &img)], (F, &img)),
+    ];
+    let mut kinds = Vec::new();
+    for c in &cases {
+        assert!(check(c) > 0, "{}: its map says it is independent along no axis", c.op);
+        let map = registry::by_name(c.op).unwrap().def().axes.unwrap();
+        kinds.push(std::mem::discriminant(&map));
+    }
+    // Every kind of map an op of the registry has is checked here.
+    for id in registry::all() {
+        if let Some(map) = id.def().axes {
+            let independent = !matches!(map, AxesMap::Windowed(w) if w.data == 0);
+            assert!(
+                !independent || kinds.contains(&std::mem::discriminant(&map)),
+                "{}: no case checks its kind of axes map ({map:?})",
+                id.name()
+            );
+        }
+    }
+}

@@ -473,6 +473,19 @@ fn convolutions_and_pools_match_the_cpu() {
         .attrs(transpose)
         .tolerance(1e-3)
         .check();
+    // Its gradient's ops (the compiler's ConvTranspose rule): dX = Conv(dY, W) and
+    // dW = ConvGradWeight(X, dY), pads: the cropped begin pads, end pads to X's size.
+    let adjoint = vec![int("group", 2), ints("strides", &[2, 2]), ints("pads", &[1, 0, 0, 1])];
+    let dyt = rng.floats(&[2, 6, 19, 18], -1.0, 1.0);
+    Case::new("Conv", vec![dyt.clone(), wt.clone()], vec![f32s(&[2, 4, 9, 9])])
+        .attrs(adjoint.clone())
+        .tolerance(1e-3)
+        .check();
+    Case::new("ConvGradWeight", vec![x.clone(), dyt], vec![f32s(&[4, 3, 3, 3])])
+        .lms()
+        .attrs(adjoint)
+        .tolerance(1e-3)
+        .check();
     // Symmetric pads: cuDNN writes Y directly, with the same pads.
     let symmetric = vec![ints("strides", &[2, 2]), ints("pads", &[1, 1, 1, 1]), ints("output_padding", &[1, 0])];
     Case::new("ConvTranspose", vec![x.clone(), rng.floats(&[4, 3, 4, 4], -0.5, 0.5)], vec![f32s(&[2, 3, 19, 18])])

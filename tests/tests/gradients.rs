@@ -243,6 +243,36 @@ fn convolution() {
 }
 
 #[test]
+fn transposed_convolution() {
+    let cases: Vec<(&str, [i64; 4], Attrs)> = vec![
+        ("plain", [3, 2, 3, 3], vec![]),
+        (
+            "strided padded output padding",
+            [3, 2, 3, 2],
+            vec![
+                ("strides", A::Is(vec![2, 1])),
+                ("pads", A::Is(vec![1, 0, 0, 1])),
+                ("output_padding", A::Is(vec![1, 0])),
+            ],
+        ),
+        ("grouped dilated", [3, 2, 2, 2], vec![("group", A::I(3)), ("dilations", A::Is(vec![2, 1]))]),
+        ("same upper", [3, 2, 3, 3], vec![("auto_pad", A::S("SAME_UPPER")), ("strides", A::Is(vec![2, 2]))]),
+        ("same lower", [3, 1, 3, 3], vec![("auto_pad", A::S("SAME_LOWER")), ("strides", A::Is(vec![2, 1]))]),
+        ("output shape", [3, 2, 3, 3], vec![("strides", A::Is(vec![2, 2])), ("output_shape", A::Is(vec![12, 10]))]),
+    ];
+    for (name, w, attrs) in cases {
+        let group = attrs.iter().find(|(k, _)| *k == "group").map_or(1, |(_, v)| if let A::I(g) = v { *g } else { 1 });
+        let mut m = ModelBuilder::new("ConvTranspose", 17);
+        m.trained("x", &[2, 3, 6, 5], -1.0, 1.0)
+            .trained("w", &w, -1.0, 1.0)
+            .trained("b", &[w[1] * group], -1.0, 1.0)
+            .node("ConvTranspose", &["x", "w", "b"], &["y"], attrs)
+            .output("y");
+        check(&format!("ConvTranspose {name}"), &m.build(), None, Loss::MeanSquaredError, EPS);
+    }
+}
+
+#[test]
 fn normalisation_and_dropout() {
     let mut m = ModelBuilder::new("BatchNormalization", 15);
     m.trained("x", &[4, 3, 2, 2], -1.0, 1.0)
@@ -456,6 +486,7 @@ const CHECKED: &[&str] = &[
     "MatMul",
     "Gemm",
     "Conv",
+    "ConvTranspose",
     "BatchNormalization",
     "LayerNormalization",
     "Dropout",

@@ -102,9 +102,6 @@ fn every_supported_pytorch_case_imports_with_the_expected_output_shapes() {
 /// (mean squared error on the first output, every weight trained), each with a fragment
 /// of its error: the ops whose gradients lms lacks, and a model with an integer output.
 const TRAINING_REFUSALS: &[(&str, &str)] = &[
-    ("pytorch-converted/test_ConvTranspose2d", "the gradient of ConvTranspose is not implemented"),
-    ("pytorch-converted/test_ConvTranspose2d_no_bias", "the gradient of ConvTranspose is not implemented"),
-    ("pytorch-operator/test_operator_convtranspose", "the gradient of ConvTranspose is not implemented"),
     ("pytorch-operator/test_operator_non_float_params", "mean squared error needs a float output"),
     ("pytorch-operator/test_operator_symbolic_override", "the gradient of InstanceNormalization is not implemented"),
 ];

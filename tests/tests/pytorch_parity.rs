@@ -13,8 +13,17 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// The models and their batch sizes.
-const MODELS: [(&str, usize); 7] =
-    [("cnn", 4), ("gpt2", 2), ("bert", 2), ("vit", 2), ("bert_plain", 2), ("llama", 2), ("mobilenetv3", 4)];
+const MODELS: [(&str, usize); 9] = [
+    ("cnn", 4),
+    ("gpt2", 2),
+    ("bert", 2),
+    ("vit", 2),
+    ("bert_plain", 2),
+    ("llama", 2),
+    ("mobilenetv3", 4),
+    ("prelu_cnn", 4),
+    ("conv_transpose", 4),
+];
 
 /// Each optimizer's name and its `lms compile` flags, as the script's PyTorch optimizers.
 const OPTIMIZERS: [(&str, &[&str]); 3] = [

@@ -32,8 +32,7 @@ pub(super) const COSTS: &[(&str, CostFn)] = &[
 
 /// The ops of this family lms cannot differentiate, and why (every other op a model may
 /// hold has a gradient rule in the compiler).
-pub(super) const NO_GRADIENT: &[(&str, &str)] =
-    &[("ConvTranspose", "the gradient of ConvTranspose is not implemented")];
+pub(super) const NO_GRADIENT: &[(&str, &str)] = &[];
 
 /// Axes maps: a convolution and its data gradient compute each sample alone from input 0
 /// and mix channels; the weight gradient sums over the samples; all three split along

@@ -10,6 +10,7 @@ use crate::train::builder::Builder;
 /// The rules of the neural-network ops and of lms's training-mode ops and losses.
 pub(super) const RULES: &[(&str, GradFn)] = &[
     ("Conv", conv),
+    ("ConvTranspose", conv_transpose),
     ("MaxPool", pool),
     ("AveragePool", pool),
     ("GlobalAveragePool", global_average_pool),
@@ -188,6 +189,75 @@ fn conv(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
         _ => None,
     };
     Ok(vec![dx, dw, db])
+}
+
+/// ConvTranspose is the adjoint of the Conv from its output back to its input with the
+/// same weight, strides, dilations, group and begin pads: dX = Conv(dY, W); dW is that
+/// Conv's weight gradient with X as its output gradient, ConvGradWeight(X, dY); dB sums dY.
+fn conv_transpose(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
+    let (dy, x, w) = (ctx.dy(0)?, ctx.input(0)?, ctx.input(1)?);
+    let (tx, tw, ty) = (b.ty(x), b.ty(w), b.ty(ctx.node.outputs[0]));
+    let mut attrs = adjoint_conv_attrs(ctx, &tx.shape, &tw.shape, &ty.shape)?;
+    attrs.set("group", Attr::Int(ctx.node.attrs.int("group", 1).map_err(|e| attr_fail(ctx, e))?));
+    let dx = if ctx.needs(0) { Some(b.onnx1(&ctx.name("data"), "Conv", attrs.clone(), &[dy, w])?) } else { None };
+    let dw = if ctx.needs(1) { Some(b.lms1(&ctx.name("weight"), "ConvGradWeight", attrs, &[x, dy], tw)) } else { None };
+    let db = match ctx.node.inputs.get(2).copied().flatten() {
+        Some(bias) if ctx.needs(2) => {
+            let tb = b.ty(bias);
+            Some(b.lms1(&ctx.name("bias"), "ConvGradBias", Attrs::new(), &[dy], tb))
+        }
+        _ => None,
+    };
+    Ok(vec![dx, dw, db])
+}
+
+/// Kernel shape, strides, dilations and explicit pads of the Conv from a ConvTranspose's
+/// output `y` back to its input `x` (weight `w`). Its begin pads are the ones the
+/// ConvTranspose crops (from `output_shape` or `auto_pad`, `SAME_UPPER` cropping the smaller
+/// half first, as the kernels do; else `pads`); its end pads make its last window end at the
+/// last position an input element writes, so it gives exactly X's size (output padding
+/// beyond that window, shorter than a stride, is never read).
+fn adjoint_conv_attrs(ctx: &Ctx<'_>, x: &[usize], w: &[usize], y: &[usize]) -> Result<Attrs> {
+    let attrs = &ctx.node.attrs;
+    let n = x.len().saturating_sub(2);
+    let ints = |name: &str, default: i64| attrs.ints(name, vec![default; n]).map_err(|e| attr_fail(ctx, e));
+    let (strides, dilations, output_padding) = (ints("strides", 1)?, ints("dilations", 1)?, ints("output_padding", 0)?);
+    let auto = attrs.string("auto_pad", "NOTSET".into()).map_err(|e| attr_fail(ctx, e))?;
+    let by_rule = attrs.has("output_shape") || auto != "NOTSET";
+    let given =
+        if by_rule { vec![0; 2 * n] } else { attrs.ints("pads", vec![0; 2 * n]).map_err(|e| attr_fail(ctx, e))? };
+    if [&strides, &dilations, &output_padding].iter().any(|v| v.len() != n) || given.len() != 2 * n {
+        return Err(ctx.fail(format!("strides, dilations, output_padding and pads do not fit {n} spatial axes")));
+    }
+    let mut pads = vec![0i64; 2 * n];
+    for d in 0..n {
+        let (input, output, stride) = (x[2 + d] as i64, y[2 + d] as i64, strides[d]);
+        let kernel = (w[2 + d] as i64 - 1) * dilations[d] + 1;
+        let written = stride * (input - 1) + kernel;
+        let begin = if by_rule {
+            let total = written + output_padding[d] - output;
+            if auto == "SAME_UPPER" {
+                total / 2
+            } else {
+                total - total / 2
+            }
+        } else {
+            given[d]
+        };
+        let end = written - output - begin;
+        if begin < 0 || end <= -stride {
+            return Err(ctx.fail(format!(
+                "no gradient for spatial axis {d}: its output of {output} does not cover the {written} positions the input writes from pad {begin}"
+            )));
+        }
+        pads[d] = begin;
+        pads[n + d] = end.max(0);
+    }
+    Ok(Attrs::new()
+        .with("kernel_shape", Attr::Ints(w[2..].iter().map(|&k| k as i64).collect()))
+        .with("strides", Attr::Ints(strides))
+        .with("dilations", Attr::Ints(dilations))
+        .with("pads", Attr::Ints(pads)))
 }
 
 /// MaxPool and AveragePool.

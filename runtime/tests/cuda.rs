@@ -563,7 +563,26 @@ fn normalizations_match_the_cpu() {
     )
     .lms()
     .check();
-    Case::new("InstanceNormalization", vec![x, scale, bias], vec![f32s(&[4, 3, 5, 5])]).check();
+    Case::new("InstanceNormalization", vec![x.clone(), scale, bias], vec![f32s(&[4, 3, 5, 5])]).check();
+    // Its gradient's ops (the compiler's InstanceNormalization rule): each plane normalized
+    // (axis 2) with a scale of one [1], and LayerNormGrad there.
+    let (one, planes) = (HostTensor::from_vec(vec![1], vec![1.0f32]).unwrap(), f32s(&[4, 3, 1, 1]));
+    let normalized = Case::new(
+        "LayerNormalization",
+        vec![x.clone(), one.clone()],
+        vec![f32s(&[4, 3, 5, 5]), planes.clone(), planes],
+    )
+    .attrs(vec![int("axis", 2)]);
+    normalized.check();
+    let stats = normalized.run(CpuBackend::new());
+    Case::new(
+        "LayerNormGrad",
+        vec![rng.floats(&[4, 3, 5, 5], -1.0, 1.0), x, one, stats[1].clone(), stats[2].clone()],
+        vec![f32s(&[4, 3, 5, 5]), f32s(&[1]), f32s(&[1])],
+    )
+    .lms()
+    .attrs(vec![int("axis", 2)])
+    .check();
     let h = rng.floats(&[2, 5, 32], -2.0, 2.0);
     let (gamma, beta) = (rng.floats(&[32], 0.5, 1.5), rng.floats(&[32], -0.5, 0.5));
     let stats = f32s(&[2, 5, 1]);

@@ -273,6 +273,32 @@ fn transposed_convolution() {
 }
 
 #[test]
+fn instance_normalization_in_every_rank_and_opset() {
+    for x in [&[2, 3, 4, 5][..], &[3, 2, 7], &[2, 3, 2, 3, 2]] {
+        let mut m = ModelBuilder::new("InstanceNormalization", 17);
+        m.trained("x", x, -1.0, 1.0)
+            .trained("scale", &[x[1]], 0.5, 1.5)
+            .trained("bias", &[x[1]], -1.0, 1.0)
+            .node("InstanceNormalization", &["x", "scale", "bias"], &["y"], vec![("epsilon", A::F(1e-3))])
+            .output("y");
+        check(&format!("InstanceNormalization {x:?}"), &m.build(), None, Loss::MeanSquaredError, EPS);
+    }
+    // Opset 6 (no numpy broadcasting): the second normalization's dX trains the first's
+    // scale and bias (through a Tanh: a normalization ignores an affine map before it).
+    let mut m = ModelBuilder::new("InstanceNormalization", 6);
+    m.input("x", 1, &[2, 3, 4])
+        .weight("s1.w", &[3], 0.5, 1.5)
+        .weight("b1.w", &[3], -1.0, 1.0)
+        .weight("s2.w", &[3], 0.5, 1.5)
+        .weight("b2.w", &[3], -1.0, 1.0)
+        .node("InstanceNormalization", &["x", "s1.w", "b1.w"], &["h"], vec![])
+        .node("Tanh", &["h"], &["t"], vec![])
+        .node("InstanceNormalization", &["t", "s2.w", "b2.w"], &["y"], vec![])
+        .output("y");
+    check("InstanceNormalization (opset 6)", &m.build(), None, Loss::MeanSquaredError, EPS);
+}
+
+#[test]
 fn normalisation_and_dropout() {
     let mut m = ModelBuilder::new("BatchNormalization", 15);
     m.trained("x", &[4, 3, 2, 2], -1.0, 1.0)
@@ -487,6 +513,7 @@ const CHECKED: &[&str] = &[
     "Gemm",
     "Conv",
     "ConvTranspose",
+    "InstanceNormalization",
     "BatchNormalization",
     "LayerNormalization",
     "Dropout",

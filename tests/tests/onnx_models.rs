@@ -100,11 +100,9 @@ fn every_supported_pytorch_case_imports_with_the_expected_output_shapes() {
 
 /// The pytorch-converted and pytorch-operator cases that do not compile for training
 /// (mean squared error on the first output, every weight trained), each with a fragment
-/// of its error: the ops whose gradients lms lacks, and a model with an integer output.
-const TRAINING_REFUSALS: &[(&str, &str)] = &[
-    ("pytorch-operator/test_operator_non_float_params", "mean squared error needs a float output"),
-    ("pytorch-operator/test_operator_symbolic_override", "the gradient of InstanceNormalization is not implemented"),
-];
+/// of its error (no op lms supports lacks a gradient: only a model with an integer output).
+const TRAINING_REFUSALS: &[(&str, &str)] =
+    &[("pytorch-operator/test_operator_non_float_params", "mean squared error needs a float output")];
 
 #[test]
 fn every_supported_pytorch_case_compiles_for_training_but_the_listed_refusals() {

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// The models and their batch sizes.
-const MODELS: [(&str, usize); 9] = [
+const MODELS: [(&str, usize); 10] = [
     ("cnn", 4),
     ("gpt2", 2),
     ("bert", 2),
@@ -23,6 +23,7 @@ const MODELS: [(&str, usize); 9] = [
     ("mobilenetv3", 4),
     ("prelu_cnn", 4),
     ("conv_transpose", 4),
+    ("instance_norm_cnn", 4),
 ];
 
 /// Each optimizer's name and its `lms compile` flags, as the script's PyTorch optimizers.

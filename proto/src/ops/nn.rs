@@ -135,8 +135,7 @@ pub(super) const COSTS: &[(&str, CostFn)] = &[
 
 /// The ops of this family lms cannot differentiate, and why (every other op a model may
 /// hold has a gradient rule in the compiler).
-pub(super) const NO_GRADIENT: &[(&str, &str)] =
-    &[("InstanceNormalization", "the gradient of InstanceNormalization is not implemented")];
+pub(super) const NO_GRADIENT: &[(&str, &str)] = &[];
 
 /// Axes maps: `DropoutGrad` is elementwise (its mask has dY's shape).
 pub(super) const AXES: &[(&str, AxesMap)] = &[("DropoutGrad", AxesMap::Elementwise)];

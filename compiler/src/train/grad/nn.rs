@@ -3,7 +3,7 @@
 
 use super::{Ctx, GradFn};
 use crate::error::Result;
-use crate::ir::{Attr, AttrError, Attrs, TensorId, TensorType};
+use crate::ir::{Attr, AttrError, Attrs, TensorData, TensorId, TensorType};
 use crate::shape::SoftmaxAxis;
 use crate::train::builder::Builder;
 
@@ -18,6 +18,7 @@ pub(super) const RULES: &[(&str, GradFn)] = &[
     ("Softmax", softmax),
     ("LogSoftmax", softmax),
     ("LayerNormalization", layer_normalization),
+    ("InstanceNormalization", instance_normalization),
     ("Gather", gather),
     ("GatherElements", gather),
     ("SoftmaxCrossEntropy", loss),
@@ -66,6 +67,55 @@ fn layer_normalization(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<Tens
     );
     let bias = ctx.node.inputs.get(2).copied().flatten().map(|_| outs[2]);
     Ok(vec![Some(outs[0]), Some(outs[1]), bias])
+}
+
+/// InstanceNormalization is a layer normalization of each image's channel over its
+/// positions (axis 2) with a per-channel affine map after it. The backward pass recomputes
+/// that normalization with a scale of one (LayerNormalization at axis 2: x̂ and each
+/// plane's mean and inverse deviation): dX = LayerNormGrad(dY·scale, X, 1, mean, invstd),
+/// dscale = Σ dY·x̂ and dB = Σ dY over every axis but 1 (ConvGradBias).
+fn instance_normalization(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
+    let (dy, x, scale) = (ctx.dy(0)?, ctx.input(0)?, ctx.input(1)?);
+    let (tx, ts) = (b.ty(x), b.ty(scale));
+    let mut grads = vec![None; 3];
+    if ctx.needs(0) || ctx.needs(1) {
+        let epsilon = ctx.node.attrs.float("epsilon", 1e-5).map_err(|e| attr_fail(ctx, e))?;
+        let one = TensorData::from_f32(vec![1], &[1.0]);
+        let one = b.onnx1(&ctx.name("one"), "Constant", Attrs::new().with("value", Attr::Tensor(one)), &[])?;
+        let plane = Attrs::new().with("axis", Attr::Int(2)).with("epsilon", Attr::Float(epsilon));
+        let stats = b.onnx(&ctx.name("planes"), "LayerNormalization", plane, &[Some(x), Some(one)], 3)?;
+        let [xhat, mean, invstd] = stats[..] else {
+            return Err(ctx.fail("the recomputed normalization has no statistics".into()));
+        };
+        if ctx.needs(0) {
+            // Before opset 7 a binary op broadcasts only when told to (scale [C, 1, ...]
+            // then matches X's trailing axes).
+            let legacy = if b.graph.opset < 7 { Attrs::new().with("broadcast", Attr::Int(1)) } else { Attrs::new() };
+            let mut per_channel = vec![1; tx.rank() - 1];
+            per_channel[0] = tx.shape[1];
+            let channel = TensorType::new(ts.dtype, per_channel);
+            let channel = b.lms1(&ctx.name("channel_scale"), "ReshapeTo", Attrs::new(), &[scale], channel);
+            let dxhat = b.onnx1(&ctx.name("dxhat"), "Mul", legacy, &[dy, channel])?;
+            let ty1 = b.ty(one);
+            let outs = b.lms(
+                &ctx.name("data"),
+                "LayerNormGrad",
+                Attrs::new().with("axis", Attr::Int(2)),
+                &[Some(dxhat), Some(x), Some(one), Some(mean), Some(invstd)],
+                vec![tx, ty1.clone(), ty1],
+            );
+            grads[0] = Some(outs[0]);
+        }
+        if ctx.needs(1) {
+            let product = b.onnx1(&ctx.name("dy_xhat"), "Mul", Attrs::new(), &[dy, xhat])?;
+            grads[1] = Some(b.lms1(&ctx.name("scale"), "ConvGradBias", Attrs::new(), &[product], ts.clone()));
+        }
+    }
+    if ctx.needs(2) {
+        let tb = b.ty(ctx.input(2)?);
+        grads[2] = Some(b.lms1(&ctx.name("bias"), "ConvGradBias", Attrs::new(), &[dy], tb));
+    }
+    Ok(grads)
 }
 
 /// Gather and GatherElements: dY scatter-added into zeros of data's shape

@@ -298,6 +298,36 @@ fn instance_normalization_in_every_rank_and_opset() {
     check("InstanceNormalization (opset 6)", &m.build(), None, Loss::MeanSquaredError, EPS);
 }
 
+/// Einsum has no op of its own: the frontend lowers it, and its gradient is the lowered
+/// ops' (Transpose, Reshape, ReduceSum, MatMul).
+#[test]
+fn einsum_through_its_lowering() {
+    let cases: &[(&str, &[i64], &[i64])] = &[
+        ("bhqd,bhkd->bhqk", &[2, 2, 3, 4], &[2, 2, 5, 4]),
+        ("bhqk,bhkd->bhqd", &[2, 2, 3, 5], &[2, 2, 5, 4]),
+        ("bqhd,bkhd->bhqk", &[2, 3, 2, 4], &[2, 5, 2, 4]),
+        ("bsd,de->bse", &[2, 3, 4], &[4, 5]),
+        ("bhsd,hde->bse", &[2, 2, 3, 4], &[2, 4, 5]),
+        ("ab,cd->abcd", &[2, 3], &[4, 2]),
+        ("bij,bjk->bi", &[2, 3, 4], &[2, 4, 5]),
+        ("...qd,...kd->...qk", &[2, 3, 4], &[2, 5, 4]),
+    ];
+    for &(equation, a, b) in cases {
+        let mut m = ModelBuilder::new("Einsum", 17);
+        m.trained("a", a, -1.0, 1.0)
+            .trained("b", b, -1.0, 1.0)
+            .node("Einsum", &["a", "b"], &["y"], vec![("equation", A::S(equation))])
+            .output("y");
+        check(&format!("Einsum {equation}"), &m.build(), None, Loss::MeanSquaredError, EPS);
+    }
+    let mut m = ModelBuilder::new("Einsum", 12);
+    m.trained("a", &[3, 4], -1.0, 1.0)
+        .node("Einsum", &["a"], &["t"], vec![("equation", A::S("ij->ji"))])
+        .node("Einsum", &["t"], &["y"], vec![("equation", A::S("ji->j"))])
+        .output("y");
+    check("Einsum ij->ji, ji->j (opset 12)", &m.build(), None, Loss::MeanSquaredError, EPS);
+}
+
 #[test]
 fn normalisation_and_dropout() {
     let mut m = ModelBuilder::new("BatchNormalization", 15);

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// The models and their batch sizes.
-const MODELS: [(&str, usize); 10] = [
+const MODELS: [(&str, usize); 11] = [
     ("cnn", 4),
     ("gpt2", 2),
     ("bert", 2),
@@ -24,6 +24,7 @@ const MODELS: [(&str, usize); 10] = [
     ("prelu_cnn", 4),
     ("conv_transpose", 4),
     ("instance_norm_cnn", 4),
+    ("einsum_attention", 2),
 ];
 
 /// Each optimizer's name and its `lms compile` flags, as the script's PyTorch optimizers.

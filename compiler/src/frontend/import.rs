@@ -1,10 +1,14 @@
 //! Building the IR from a decoded `ModelProto`.
 
+use super::einsum::{self, Step};
 use super::{attr, tensor, FrontendOptions, Model, OPSETS};
 use crate::error::{Error, Result};
 use crate::flags;
-use crate::ir::{Attrs, DType, Device, Graph, Node, Phase, TensorData, TensorId, TensorType, INPUT_OP, VARIABLE_OP};
+use crate::ir::{
+    Attr, Attrs, DType, Device, Graph, Node, Phase, TensorData, TensorId, TensorType, INPUT_OP, VARIABLE_OP,
+};
 use crate::shape::{self, Value};
+use lms_proto::escape::Escaped;
 use lms_proto::onnx::{type_proto, GraphProto, ModelProto, NodeProto, ValueInfoProto};
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, HashMap, HashSet};
@@ -187,6 +191,9 @@ impl<'a> Builder<'a> {
         if op == "Reshape" {
             self.rebatch_reshape(&mut inputs);
         }
+        if op == "Einsum" {
+            return self.add_einsum(n, name, &attrs, &inputs);
+        }
         let input_values: Vec<Option<&Value>> = inputs.iter().map(|t| t.map(|t| &self.values[t.index()])).collect();
         // Trailing unnamed outputs are not produced.
         let num_outputs = n.output.iter().rposition(|o| !o.is_empty()).map_or(0, |p| p + 1);
@@ -214,6 +221,106 @@ impl<'a> Builder<'a> {
             }
         }
         Ok(())
+    }
+
+    /// Einsum as the ops [`einsum::lower`] gives, each named `NAME/op` (the last one's output
+    /// carries the Einsum's output name).
+    fn add_einsum(&mut self, n: &'a NodeProto, name: String, attrs: &Attrs, inputs: &[Option<TensorId>]) -> Result<()> {
+        let fail = |reason: String| Error::Node { node: name.clone(), op: n.op_type.clone(), reason };
+        let equation = attrs.string_opt("equation").map_err(|e| fail(e.to_string()))?;
+        let equation = equation.ok_or_else(|| fail("has no equation".into()))?;
+        let operands: Vec<TensorId> =
+            inputs.iter().map(|t| t.ok_or_else(|| fail("has an omitted operand".into()))).collect::<Result<_>>()?;
+        if n.output.len() != 1 || n.output[0].is_empty() {
+            return Err(fail("must have one output".into()));
+        }
+        let shapes: Vec<Vec<usize>> = operands.iter().map(|t| self.values[t.index()].ty.shape.clone()).collect();
+        let shape_refs: Vec<&[usize]> = shapes.iter().map(Vec::as_slice).collect();
+        let lowering = einsum::lower(&equation, &shape_refs)
+            .map_err(|why| fail(format!("equation '{}' {}", Escaped(&equation), Escaped(&why))))?;
+        let out_name = n.output[0].as_str();
+        let single = operands.len() == 1;
+        let mut products = Vec::new();
+        for (&operand, steps) in operands.iter().zip(&lowering.operands) {
+            let mut t = operand;
+            for (i, step) in steps.iter().enumerate() {
+                let last = single && i + 1 == steps.len();
+                t = self.add_step(&name, step, vec![t], last.then_some(out_name))?;
+            }
+            products.push(t);
+        }
+        let mut t = products[0];
+        if let [a, b] = products[..] {
+            let last = lowering.after.is_empty();
+            t = self.add_lowered(&name, "MatMul", Attrs::new(), vec![a, b], last.then_some(out_name))?;
+            for (i, step) in lowering.after.iter().enumerate() {
+                let last = i + 1 == lowering.after.len();
+                t = self.add_step(&name, step, vec![t], last.then_some(out_name))?;
+            }
+        }
+        self.tensors.insert(out_name, t);
+        Ok(())
+    }
+
+    /// One step of an Einsum's lowering on `inputs`.
+    fn add_step(&mut self, name: &str, step: &Step, mut inputs: Vec<TensorId>, out: Option<&str>) -> Result<TensorId> {
+        let ints = |v: &[i64]| Attr::Ints(v.to_vec());
+        let (op, attrs) = match step {
+            Step::Transpose(perm) => ("Transpose", Attrs::new().with("perm", ints(perm))),
+            Step::Reshape(target) => {
+                inputs.push(self.add_ints(&format!("{name}/shape"), target));
+                ("Reshape", Attrs::new())
+            }
+            Step::ReduceSum(axes) if self.graph.opset < 13 => {
+                ("ReduceSum", Attrs::new().with("axes", ints(axes)).with("keepdims", Attr::Int(0)))
+            }
+            Step::ReduceSum(axes) => {
+                inputs.push(self.add_ints(&format!("{name}/axes"), axes));
+                ("ReduceSum", Attrs::new().with("keepdims", Attr::Int(0)))
+            }
+            Step::Identity => ("Identity", Attrs::new()),
+        };
+        self.add_lowered(name, op, attrs, inputs, out)
+    }
+
+    /// A constant int64 vector, as initializers are held.
+    fn add_ints(&mut self, name: &str, values: &[i64]) -> TensorId {
+        let data = TensorData::from_i64(vec![values.len()], values);
+        let name = self.unique_name(name.to_string());
+        let id = self
+            .graph
+            .add_node(vertex(name.clone(), VARIABLE_OP, Attrs::new(), true, vec![]), vec![(name, data.ty.clone())]);
+        let t = self.graph.node(id).outputs[0];
+        self.graph.tensor_mut(t).data = Some(data.clone());
+        self.values.push(Value::constant(data));
+        t
+    }
+
+    /// An ONNX op of a lowering, named `NAME/op`, its output typed by shape inference and
+    /// named `out` when given (else after the node).
+    fn add_lowered(
+        &mut self,
+        name: &str,
+        op: &str,
+        attrs: Attrs,
+        inputs: Vec<TensorId>,
+        out: Option<&str>,
+    ) -> Result<TensorId> {
+        let node = self.unique_name(format!("{name}/{}", op.to_lowercase()));
+        let values: Vec<Option<&Value>> = inputs.iter().map(|t| Some(&self.values[t.index()])).collect();
+        let request = shape::Node { op, opset: self.graph.opset, attrs: &attrs, inputs: &values, num_outputs: 1 };
+        let mut outputs =
+            shape::infer(&request).map_err(|source| Error::Shape { node: node.clone(), op: op.into(), source })?;
+        let value = outputs.remove(0);
+        let tensor = out.map_or_else(|| node.clone(), str::to_string);
+        let id = self.graph.add_node(
+            vertex(node, op, attrs, false, inputs.into_iter().map(Some).collect()),
+            vec![(tensor, value.ty.clone())],
+        );
+        let t = self.graph.node(id).outputs[0];
+        self.graph.tensor_mut(t).data = value.data.clone();
+        self.values.push(value);
+        Ok(t)
     }
 
     /// Model-zoo exports fix the batch in Reshape targets (`[1, 2048]`). When

@@ -8,6 +8,7 @@
 //! data inputs and `--dim NAME=N` any other symbolic dimension.
 
 mod attr;
+mod einsum;
 mod import;
 pub mod tensor;
 

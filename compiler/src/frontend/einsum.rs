@@ -97,14 +97,10 @@ pub fn lower(equation: &str, shapes: &[&[usize]]) -> Result<Lowering, String> {
     let mut kept = Vec::new();
     for (i, labels) in inputs.iter().enumerate() {
         let other = others(i);
-        let (axes, rest): (Vec<(usize, Label)>, Vec<(usize, Label)>) =
-            labels.iter().copied().enumerate().partition(|(_, l)| !output.contains(l) && !other.contains(l));
-        let mut steps = Vec::new();
-        if !axes.is_empty() {
-            steps.push(Step::ReduceSum(axes.iter().map(|&(a, _)| a as i64).collect()));
-        }
-        operands.push(steps);
-        kept.push(rest.into_iter().map(|(_, l)| l).collect::<Vec<_>>());
+        let summed = |l: &Label| !output.contains(l) && !other.contains(l);
+        let axes: Vec<i64> = (0..labels.len()).filter(|&a| summed(&labels[a])).map(|a| a as i64).collect();
+        operands.push(if axes.is_empty() { vec![] } else { vec![Step::ReduceSum(axes)] });
+        kept.push(labels.iter().copied().filter(|l| !summed(l)).collect::<Vec<_>>());
     }
     if kept.len() == 1 {
         let perm = permutation(&kept[0], &output);

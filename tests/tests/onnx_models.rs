@@ -133,6 +133,35 @@ fn every_supported_pytorch_case_compiles_for_training_but_the_listed_refusals() 
     assert!(trained >= 100, "only {trained} pytorch cases compile for training");
 }
 
+/// The cases built around ConvTranspose and InstanceNormalization train: one SGD step on
+/// their inputs' synthetic data gives a finite loss and moves every trained weight.
+#[test]
+fn the_conv_transpose_and_instance_norm_cases_take_a_training_step() {
+    let options = TrainOptions { loss: lms_compiler::train::Loss::MeanSquaredError, ..Default::default() };
+    for case in [
+        "pytorch-converted/test_ConvTranspose2d",
+        "pytorch-converted/test_ConvTranspose2d_no_bias",
+        "pytorch-operator/test_operator_convtranspose",
+        "pytorch-operator/test_operator_symbolic_override",
+    ] {
+        let model = frontend::load(&onnx_data(case).join("model.onnx"), &FrontendOptions::default())
+            .unwrap_or_else(|e| panic!("{case}: {e}"));
+        let graph = lms_tests::training::serialized(
+            &lms_compiler::train::build(&model.graph, &options).unwrap_or_else(|e| panic!("{case}: {e}")),
+        );
+        let trained = lms_tests::training::updated_variables(&graph, "SgdUpdate");
+        assert!(!trained.is_empty(), "{case}: nothing is trained");
+        let mut s = session(&graph, 3, &BTreeMap::new());
+        let before: BTreeMap<_, _> = s.variables().unwrap().into_iter().collect();
+        let loss = s.step().unwrap().loss.unwrap();
+        assert!(loss.is_finite(), "{case}: loss {loss}");
+        let after: BTreeMap<_, _> = s.variables().unwrap().into_iter().collect();
+        for name in &trained {
+            assert_ne!(before[name], after[name], "{case}: '{name}' did not move");
+        }
+    }
+}
+
 /// A convolution, pooling and matrix product model importing `opset`.
 fn conv_model(opset: i64) -> lms_proto::onnx::ModelProto {
     let mut m = ModelBuilder::new("opsets", opset);

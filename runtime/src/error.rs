@@ -125,7 +125,7 @@ pub enum RuntimeError {
         message: String,
     },
     /// A library needs more scratch memory than the plan gives the node (the plan's
-    /// scratch rule, `lms_proto::contract::scratch`, is below what this device's library
+    /// scratch rule, `lms_proto::ops::scratch`, is below what this device's library
     /// takes): the node does not fit its plan.
     #[error(
         "node '{}' ({}): {what} needs {needed} bytes, the plan gives it {planned} bytes; compile with a device \

@@ -17,7 +17,8 @@ use crate::cpu_time::thread_cpu_seconds;
 use crate::error::RuntimeError;
 use crate::memory::{check_allocatable, check_budget, node_and_op, Arena, Pool};
 use crate::tensor::HostTensor;
-use lms_proto::contract::{placement, scratch, Liveness};
+use lms_proto::contract::{placement, Liveness};
+use lms_proto::ops::scratch;
 use lms_proto::contract::{NodeKind, Program};
 use lms_proto::trace::{Lane, TraceEvent};
 use std::collections::BTreeMap;
@@ -149,7 +150,7 @@ pub struct Executor<B: Backend> {
     steps: u64,
     /// While tracing: the step's origin and the spans of the nodes issued so far.
     trace: Option<Trace<B>>,
-    /// Scratch bytes of each node, by node index (`lms_proto::contract::scratch`).
+    /// Scratch bytes of each node, by node index (`lms_proto::ops::scratch`).
     scratch: Vec<u64>,
 }
 

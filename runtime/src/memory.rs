@@ -9,7 +9,8 @@
 
 use crate::backend::Block;
 use crate::error::RuntimeError;
-use lms_proto::contract::{scratch, NodeKind, Program};
+use lms_proto::contract::{NodeKind, Program};
+use lms_proto::ops::scratch;
 use lms_proto::escape::Escaped;
 use lms_proto::lms::Node;
 use std::collections::BTreeMap;

@@ -12,7 +12,7 @@
 
 use crate::ir::{Action, Device, Graph, Node, NodeId, TensorId};
 use lms_proto::contract::placement::{self, Lifetime, Placement};
-use lms_proto::contract::scratch::scratch_bytes;
+use lms_proto::ops::scratch::scratch_bytes;
 use lms_proto::contract::{output_pool, release_after, TensorUse};
 
 pub use lms_proto::contract::Pool;
@@ -130,7 +130,7 @@ pub fn simulate(g: &Graph, schedule: &[NodeId]) -> MemoryProfile {
 }
 
 /// Scratch bytes of node `id` while it runs (the contract's
-/// [`lms_proto::contract::scratch::scratch_bytes`]).
+/// [`lms_proto::ops::scratch::scratch_bytes`]).
 pub fn scratch(g: &Graph, id: NodeId) -> u64 {
     let node = g.node(id);
     let inputs: Vec<Option<&[usize]>> = node.inputs.iter().map(|t| t.map(|t| &g.tensor(t).ty.shape[..])).collect();

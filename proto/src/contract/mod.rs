@@ -23,7 +23,6 @@ pub mod plan;
 pub mod program;
 pub mod release;
 pub mod schedule;
-pub mod scratch;
 pub mod tensors;
 
 pub use dtype::{dtype_name, element_bytes, tensor_bytes, MAX_TENSOR_BYTES};

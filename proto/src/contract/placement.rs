@@ -58,7 +58,7 @@
 
 use super::program::Program;
 use super::release::{release_after, tensor_uses, Pool};
-use super::scratch;
+use crate::ops::scratch;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 

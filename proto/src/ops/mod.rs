@@ -19,6 +19,7 @@ mod nn;
 mod pool;
 mod reduce;
 pub mod registry;
+pub mod scratch;
 pub mod split;
 mod tensor_ops;
 mod util;

@@ -130,7 +130,7 @@ pub trait Backend {
     /// input slot, `None` for an omitted optional input); returns one device buffer per
     /// output, of the types the program declares, in `outputs` (the outputs' blocks, in
     /// order). `scratch` is the node's scratch block in the device arena, when it takes one
-    /// ([`lms_proto::contract::scratch`]). `context` is the run's seed and step.
+    /// ([`lms_proto::ops::scratch`]). `context` is the run's seed and step.
     fn execute(
         &mut self,
         program: &Program,

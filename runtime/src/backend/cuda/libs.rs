@@ -6,7 +6,7 @@ use super::memory::DeviceBlock;
 use cudarc::cublas::{result as blas, sys as blas_sys, CudaBlas};
 use cudarc::cudnn::{result as dnn, sys as dnn_sys};
 use cudarc::driver::CudaStream;
-use lms_proto::contract::scratch::ConvDirection;
+use lms_proto::ops::scratch::ConvDirection;
 use std::ffi::c_int;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
@@ -130,7 +130,7 @@ pub enum Algo {
 
 impl Algo {
     /// cuDNN's algorithm `number` of `direction` (the plan's record,
-    /// `lms_proto::contract::scratch::conv_algorithm`), or `None` for a number cuDNN does
+    /// `lms_proto::ops::scratch::conv_algorithm`), or `None` for a number cuDNN does
     /// not have.
     pub fn of_plan(direction: ConvDirection, number: i32) -> Option<Algo> {
         use dnn_sys::cudnnConvolutionBwdDataAlgo_t as D;

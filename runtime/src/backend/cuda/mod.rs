@@ -16,7 +16,7 @@
 //!   floating-point atomics, so a run is deterministic. cuBLAS runs in FP32 and cuDNN is
 //!   restricted to deterministic FMA algorithms unless [`CudaOptions::tf32`] is set;
 //!   each convolution runs the algorithm the plan fixes for its geometry and direction
-//!   (`lms_proto::contract::scratch::conv_algorithm`) with its workspace in the node's
+//!   (`lms_proto::ops::scratch::conv_algorithm`) with its workspace in the node's
 //!   planned scratch block, so a memory rewrite of the graph (swap, recompute) reproduces
 //!   the original's results bit for bit.
 //! - Small index-like tensors made from constants (shape arithmetic) are computed on the
@@ -457,7 +457,7 @@ impl Backend for CudaBackend {
             outputs: &outputs,
             blocks,
             scratch,
-            layout: lms_proto::contract::scratch::of_node(program, node),
+            layout: lms_proto::ops::scratch::of_node(program, node),
             context,
         };
         let result = if ops::host_evaluable(&exec) {

@@ -7,7 +7,7 @@ use super::norm::{channel_affine, channel_sums, channels, per_channel, NULL};
 use super::{check_dtype, check_shape, ptr, Arg, Exec, OpResult, Table};
 use crate::backend::cuda::CudaBuffer;
 use crate::error::KernelError;
-use lms_proto::contract::scratch::Part;
+use lms_proto::ops::scratch::Part;
 use lms_proto::lms::DType;
 
 /// The batch-norm split ops (`lms` domain).

@@ -7,7 +7,7 @@
 //! node's planned scratch block.
 //!
 //! Each node runs the algorithm the plan fixes for it
-//! (`lms_proto::contract::scratch::conv_algorithm`: per geometry and direction, from the
+//! (`lms_proto::ops::scratch::conv_algorithm`: per geometry and direction, from the
 //! shapes), with the workspace part of its planned scratch block; the original graph and
 //! every rewritten one (swaps, recomputation, splits of the same geometry) therefore run
 //! the same algorithm and agree bit for bit. There is no fallback: when cuDNN needs more
@@ -26,7 +26,7 @@ use crate::cpu::kernels::conv_transpose;
 use crate::cpu::kernels::window::Window;
 use crate::error::KernelError;
 use cudarc::cudnn::{result as dnn, sys};
-use lms_proto::contract::scratch::{conv_algorithm, ConvAlgorithm, Part};
+use lms_proto::ops::scratch::{conv_algorithm, ConvAlgorithm, Part};
 use lms_proto::lms::DType;
 use std::ffi::{c_int, c_void};
 

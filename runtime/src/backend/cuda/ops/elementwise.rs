@@ -9,7 +9,7 @@ use crate::cpu::kernels::layout::broadcast_shapes;
 use crate::error::KernelError;
 use crate::tensor::{dtype_name, dtype_size};
 use cudarc::driver::DeviceRepr;
-use lms_proto::contract::scratch::Part;
+use lms_proto::ops::scratch::Part;
 use lms_proto::lms::DType;
 
 /// The ONNX elementwise ops.

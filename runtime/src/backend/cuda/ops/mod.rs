@@ -25,7 +25,7 @@ use crate::backend::{Block, KernelContext, Queue};
 use crate::error::KernelError;
 use crate::tensor::{dtype_name, dtype_size, numel, HostTensor};
 use cudarc::driver::{result, DeviceRepr};
-use lms_proto::contract::scratch::{self, Part};
+use lms_proto::ops::scratch::{self, Part};
 use lms_proto::contract::LMS_DOMAIN;
 use lms_proto::lms::DType;
 use lms_proto::ops::{registry, OpId};
@@ -173,7 +173,7 @@ pub(crate) struct Exec<'a> {
     pub blocks: &'a [Block],
     /// The node's planned scratch block, when it takes one.
     pub scratch: Option<Block>,
-    /// The parts of the node's scratch block (`lms_proto::contract::scratch::layout`).
+    /// The parts of the node's scratch block (`lms_proto::ops::scratch::layout`).
     pub layout: scratch::Layout,
     /// The run's seed and step.
     pub context: &'a KernelContext,

@@ -1,6 +1,6 @@
 //! Scratch memory: device bytes a node's kernel takes while it runs, besides its inputs
 //! and outputs. Each node's scratch is a block of the device arena live at the node's step
-//! only ([`super::placement::lifetimes`]); the compiler's memory simulation counts it in the
+//! only ([`crate::contract::placement::lifetimes`]); the compiler's memory simulation counts it in the
 //! step's bytes, and the runtime allocates it around the node, so both agree to the byte.
 //!
 //! A node's block holds [`Part`]s one after another, each at a 256-byte aligned offset
@@ -25,8 +25,8 @@
 //! The CUDA kernels take each part by [`Part`] and size it with the same functions
 //! ([`reduce_splits`], [`channel_splits`], [`column_splits`]), so rule and kernel agree.
 
-use super::ops::LMS_DOMAIN;
-use super::program::Program;
+use crate::contract::ops::LMS_DOMAIN;
+use crate::contract::program::Program;
 use crate::lms::attribute::Value;
 use crate::types::{Attr, Attrs};
 

@@ -49,6 +49,19 @@ pub(super) const NO_GRADIENT: &[(&str, &str)] = &[
     ("Range", "its output is a sequence of numbers fixed by its bounds"),
 ];
 
+/// The ops of this family without an axes map (coupled along every axis), and why.
+pub(super) const NO_AXES: &[(&str, &str)] = &[
+    ("Constant", "makes a value from its attributes or input shapes"),
+    ("ConstantOfShape", "makes a value from its attributes or input shapes"),
+    ("Shape", "makes a value from its attributes or input shapes"),
+    ("Size", "makes a value from its attributes or input shapes"),
+    ("Range", "makes a value from its attributes or input shapes"),
+    ("Zeros", "makes a value from its attributes or input shapes"),
+    ("Identity", "not stated yet"),
+    ("Variable", "a graph input, no kernel"),
+    ("Input", "a graph input, no kernel"),
+];
+
 /// Axes maps: `Cast` is elementwise.
 pub(super) const AXES: &[(&str, AxesMap)] = &[("Cast", AxesMap::Elementwise)];
 

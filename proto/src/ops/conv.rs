@@ -34,6 +34,12 @@ pub(super) const COSTS: &[(&str, CostFn)] = &[
 /// hold has a gradient rule in the compiler).
 pub(super) const NO_GRADIENT: &[(&str, &str)] = &[];
 
+/// The ops of this family without an axes map (coupled along every axis), and why.
+pub(super) const NO_AXES: &[(&str, &str)] = &[
+    ("ConvTranspose", "its windows scatter into overlapping output positions; not stated yet"),
+    ("ConvGradBias", "sums over every axis but the channels"),
+];
+
 /// Axes maps: a convolution and its data gradient compute each sample alone from input 0
 /// and mix channels; the weight gradient sums over the samples; all three split along
 /// their spatial axes with halos.

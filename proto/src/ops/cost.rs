@@ -149,6 +149,12 @@ pub(super) const COSTS: &[(&str, CostFn)] = &[
     ("SwapIn", |n| Work { engine: Engine::HostToDevice, ..copy(n) }),
 ];
 
+/// The ops of this family without an axes map (coupled along every axis), and why.
+pub(super) const NO_AXES: &[(&str, &str)] = &[
+    ("SwapOut", "a transfer the planner places, never split"),
+    ("SwapIn", "a transfer the planner places, never split"),
+];
+
 #[cfg(test)]
 pub(super) mod testing {
     use super::*;

@@ -183,6 +183,15 @@ pub(super) const NO_GRADIENT: &[(&str, &str)] = &[
     ("Gelu", "the gradient of Gelu is not implemented"),
 ];
 
+/// The ops of this family without an axes map (coupled along every axis), and why.
+pub(super) const NO_AXES: &[(&str, &str)] = &[
+    ("PowGrad", "sums dY's positions where P broadcasts back to X's shape"),
+    ("PReluGrad", "two outputs; dSlope sums over X's positions"),
+    ("MomentumUpdate", "updates a variable and its optimizer state (several outputs), never split"),
+    ("AdamStep", "the optimizer's scalar step count"),
+    ("AdamUpdate", "updates a variable and its optimizer state (several outputs), never split"),
+];
+
 /// Axes maps: every op here with one output is elementwise with numpy broadcasting (the
 /// optimizer updates with several outputs have none).
 pub(super) const AXES: &[(&str, AxesMap)] = &[

@@ -2,6 +2,7 @@
 //! `Split`, `Slice`, `Gather`, `GatherElements` and `Pad`. Integer contents are folded
 //! (except for `Pad`). Their cost, and that of their gradients.
 
+use super::axes::AxesMap;
 use super::cost::{copy, CostFn, CostNode, Work};
 use super::split::{Dim, SplitFn, SplitRule};
 use super::util::{
@@ -73,6 +74,25 @@ pub(super) const COSTS: &[(&str, CostFn)] = &[
 /// The ops of this family lms cannot differentiate, and why (every other op a model may
 /// hold has a gradient rule in the compiler).
 pub(super) const NO_GRADIENT: &[(&str, &str)] = &[("Pad", "the gradient of Pad is not implemented")];
+
+/// The ops of this family without an axes map (coupled along every axis), and why.
+pub(super) const NO_AXES: &[(&str, &str)] = &[
+    ("SplitPart", "an op of the split pass: cuts the parts"),
+    ("SplitWindow", "an op of the split pass: cuts the halo windows"),
+    ("OverlapAdd", "an op of the split pass: joins overlapping parts"),
+    ("Concat", "joins its inputs along its axis; not stated yet along the others"),
+    ("Slice", "not stated yet"),
+    ("Gather", "its indices address the whole data axis; not stated yet"),
+    ("Pad", "not stated yet"),
+    ("ConcatGrad", "several outputs cut along its axis; not stated yet"),
+    ("SliceGrad", "not stated yet"),
+    ("GatherGrad", "scatter-adds at its indices over the whole data axis"),
+    ("GatherElements", "not stated yet"),
+    ("GatherElementsGrad", "scatter-adds at its indices"),
+];
+
+/// Axes maps: Split's chunks are independent along every axis but its own.
+pub(super) const AXES: &[(&str, AxesMap)] = &[("Split", AxesMap::Chunks)];
 
 /// `GatherGrad`: zeros of data's shape, dY scatter-added at the indices.
 fn gather_grad_cost(node: &CostNode<'_>) -> Work {

@@ -2,7 +2,7 @@
 //! `LogSoftmax`, `Dropout`, `Gemm` and `MatMul`; their cost, and that of the
 //! training-mode forms, losses and gradients of these layers.
 
-use super::axes::AxesMap;
+use super::axes::{AxesMap, Normalized};
 use super::cost::{copy, CostFn, CostNode, Work};
 use super::split::{self, Dim, SplitFn, SplitRule};
 use super::util::{
@@ -137,8 +137,40 @@ pub(super) const COSTS: &[(&str, CostFn)] = &[
 /// hold has a gradient rule in the compiler).
 pub(super) const NO_GRADIENT: &[(&str, &str)] = &[];
 
-/// Axes maps: `DropoutGrad` is elementwise (its mask has dY's shape).
-pub(super) const AXES: &[(&str, AxesMap)] = &[("DropoutGrad", AxesMap::Elementwise)];
+/// The ops of this family without an axes map (coupled along every axis), and why.
+pub(super) const NO_AXES: &[(&str, &str)] = &[
+    ("BatchNormalization", "per-channel affine at inference; not stated yet (training graphs hold BatchNormTrain)"),
+    ("InstanceNormalization", "normalizes each sample's channels over their spatial axes; not stated yet"),
+    ("Dropout", "draws its mask by position"),
+    ("BatchNormTrain", "its statistics couple the batch"),
+    ("BatchNormGrad", "sums over the batch"),
+    ("BatchNormStatistics", "a part of the split pass's batch normalization: per-channel sums of its part"),
+    ("BatchNormMerge", "a part of the split pass's batch normalization: merges the parts' statistics"),
+    ("BatchNormApply", "a part of the split pass's batch normalization, made per part by it"),
+    ("BatchNormGradSums", "a part of the split pass's batch normalization: per-channel sums of its part"),
+    ("BatchNormGradMerge", "a part of the split pass's batch normalization: merges the parts' sums"),
+    ("BatchNormGradData", "a part of the split pass's batch normalization, made per part by it"),
+    ("LayerNormGrad", "several outputs; dscale and dbias sum over the rows"),
+    ("DropoutTrain", "draws its mask by position"),
+    ("SoftmaxCrossEntropy", "a loss: one value over every position"),
+    ("MeanSquaredError", "a loss: one value over every element"),
+    ("MeanSquaredErrorGrad", "divides by the whole op's element count"),
+];
+
+/// Axes maps: `DropoutGrad` is elementwise (its mask has dY's shape); the softmaxes and
+/// LayerNormalization normalize, the matrix products and the softmax cross-entropy
+/// gradient are independent along their rows (and batch axes, columns).
+pub(super) const AXES: &[(&str, AxesMap)] = &[
+    ("DropoutGrad", AxesMap::Elementwise),
+    ("Softmax", AxesMap::Normalized { along: Normalized::Softmax, sliced: 1 }),
+    ("LogSoftmax", AxesMap::Normalized { along: Normalized::Softmax, sliced: 1 }),
+    ("SoftmaxGrad", AxesMap::Normalized { along: Normalized::SoftmaxGrad, sliced: 2 }),
+    ("LogSoftmaxGrad", AxesMap::Normalized { along: Normalized::SoftmaxGrad, sliced: 2 }),
+    ("LayerNormalization", AxesMap::Normalized { along: Normalized::LayerNorm, sliced: 1 }),
+    ("MatMul", AxesMap::MatMul),
+    ("Gemm", AxesMap::Gemm),
+    ("SoftmaxCrossEntropyGrad", AxesMap::Positions),
+];
 
 /// `Gemm`: A [M, K] (or [K, M] with `transA`) by B gives [M, N]: 2·M·N·K,
 /// plus M·N when C is added.

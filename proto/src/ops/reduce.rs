@@ -32,6 +32,16 @@ pub(super) const NO_GRADIENT: &[(&str, &str)] = &[
     ("ReduceMin", "the gradient of a minimum reduction is not implemented"),
 ];
 
+/// The ops of this family without an axes map (coupled along every axis), and why.
+pub(super) const NO_AXES: &[(&str, &str)] = &[
+    ("ReduceMean", "reduces along its axes; its independence along the kept axes is not stated yet"),
+    ("ReduceSum", "reduces along its axes; its independence along the kept axes is not stated yet"),
+    ("ReduceMax", "reduces along its axes; its independence along the kept axes is not stated yet"),
+    ("ReduceMin", "reduces along its axes; its independence along the kept axes is not stated yet"),
+    ("SumTo", "sums the broadcast axes back"),
+    ("ReduceGrad", "broadcasts dY back over the reduced axes; not stated yet"),
+];
+
 /// Splits: `SumTo` that sums away the leading (batch) axis adds up its
 /// parts' partial sums (weight gradients of batched matrix products); one
 /// that keeps the axis whole concatenates its parts.

@@ -70,6 +70,8 @@ pub struct OpDef {
     pub no_gradient: Option<&'static str>,
     /// Its axes map, where it has one.
     pub axes: Option<AxesMap>,
+    /// Why it has no axes map (it is coupled along every axis), where it has none.
+    pub no_axes: Option<&'static str>,
 }
 
 impl OpDef {
@@ -86,7 +88,7 @@ impl OpDef {
 }
 
 /// A family's tables: shape rules, cost rules, split rules, ops without a gradient, axes
-/// maps.
+/// maps, ops without one.
 pub(super) struct FamilyTables {
     pub family: Family,
     pub ops: &'static [(&'static str, InferFn)],
@@ -94,6 +96,7 @@ pub(super) struct FamilyTables {
     pub splits: &'static [(&'static str, split::SplitFn)],
     pub no_gradient: &'static [(&'static str, &'static str)],
     pub axes: &'static [(&'static str, AxesMap)],
+    pub no_axes: &'static [(&'static str, &'static str)],
 }
 
 /// Every family, in registry order.
@@ -105,15 +108,16 @@ pub(super) const FAMILIES: &[FamilyTables] = &[
         elementwise::SPLITS,
         elementwise::NO_GRADIENT,
         elementwise::AXES,
+        elementwise::NO_AXES,
     ),
-    family(Family::Conv, conv::OPS, conv::COSTS, conv::SPLITS, conv::NO_GRADIENT, conv::AXES),
-    family(Family::Pool, pool::OPS, pool::COSTS, pool::SPLITS, pool::NO_GRADIENT, pool::AXES),
-    family(Family::Nn, nn::OPS, nn::COSTS, nn::SPLITS, nn::NO_GRADIENT, nn::AXES),
-    family(Family::Reduce, reduce::OPS, reduce::COSTS, reduce::SPLITS, reduce::NO_GRADIENT, &[]),
-    family(Family::TensorOps, tensor_ops::OPS, tensor_ops::COSTS, tensor_ops::SPLITS, tensor_ops::NO_GRADIENT, &[]),
-    family(Family::Indexing, indexing::OPS, indexing::COSTS, indexing::SPLITS, indexing::NO_GRADIENT, &[]),
-    family(Family::Constant, constant::OPS, constant::COSTS, &[], constant::NO_GRADIENT, constant::AXES),
-    family(Family::Swap, &[], cost::COSTS, &[], &[], &[]),
+    family(Family::Conv, conv::OPS, conv::COSTS, conv::SPLITS, conv::NO_GRADIENT, conv::AXES, conv::NO_AXES),
+    family(Family::Pool, pool::OPS, pool::COSTS, pool::SPLITS, pool::NO_GRADIENT, pool::AXES, &[]),
+    family(Family::Nn, nn::OPS, nn::COSTS, nn::SPLITS, nn::NO_GRADIENT, nn::AXES, nn::NO_AXES),
+    family(Family::Reduce, reduce::OPS, reduce::COSTS, reduce::SPLITS, reduce::NO_GRADIENT, &[], reduce::NO_AXES),
+    family(Family::TensorOps, tensor_ops::OPS, tensor_ops::COSTS, tensor_ops::SPLITS, tensor_ops::NO_GRADIENT, tensor_ops::AXES, tensor_ops::NO_AXES),
+    family(Family::Indexing, indexing::OPS, indexing::COSTS, indexing::SPLITS, indexing::NO_GRADIENT, indexing::AXES, indexing::NO_AXES),
+    family(Family::Constant, constant::OPS, constant::COSTS, &[], constant::NO_GRADIENT, constant::AXES, constant::NO_AXES),
+    family(Family::Swap, &[], cost::COSTS, &[], &[], &[], cost::NO_AXES),
 ];
 
 const fn family(
@@ -123,8 +127,9 @@ const fn family(
     splits: &'static [(&'static str, split::SplitFn)],
     no_gradient: &'static [(&'static str, &'static str)],
     axes: &'static [(&'static str, AxesMap)],
+    no_axes: &'static [(&'static str, &'static str)],
 ) -> FamilyTables {
-    FamilyTables { family, ops, costs, splits, no_gradient, axes }
+    FamilyTables { family, ops, costs, splits, no_gradient, axes, no_axes }
 }
 
 /// The definitions, and the id of each name.
@@ -144,14 +149,15 @@ fn registry() -> &'static Registry {
             let no_gradient =
                 FAMILIES.iter().flat_map(|f| f.no_gradient).find(|(n, _)| *n == name).map(|&(_, why)| why);
             let axes = FAMILIES.iter().flat_map(|f| f.axes).find(|(n, _)| *n == name).map(|&(_, m)| m);
-            (infer, split, no_gradient, axes)
+            let no_axes = FAMILIES.iter().flat_map(|f| f.no_axes).find(|(n, _)| *n == name).map(|&(_, why)| why);
+            (infer, split, no_gradient, axes, no_axes)
         };
         let defs: Vec<OpDef> = FAMILIES
             .iter()
             .flat_map(|f| f.costs.iter().map(move |&(name, cost)| (f.family, name, cost)))
             .map(|(family, name, cost)| {
-                let (infer, split, no_gradient, axes) = named(name);
-                OpDef { name, family, infer, cost, split, no_gradient, axes }
+                let (infer, split, no_gradient, axes, no_axes) = named(name);
+                OpDef { name, family, infer, cost, split, no_gradient, axes, no_axes }
             })
             .collect();
         let by_name = defs.iter().enumerate().map(|(i, d)| (d.name, OpId(i as u16))).collect();
@@ -205,5 +211,24 @@ mod tests {
         assert_eq!(resolve("", "UnaryGrad"), None);
         assert_eq!(resolve("", "LSTM"), None);
         assert!(all().enumerate().all(|(i, id)| id.index() == i && by_name(id.name()) == Some(id)));
+    }
+
+    /// Every op of a family has an axes map or is listed without one, with its reason
+    /// (not both, not twice).
+    #[test]
+    fn every_op_has_an_axes_map_or_a_reason_for_none() {
+        for f in FAMILIES {
+            for &(name, _) in f.costs {
+                let mapped = f.axes.iter().filter(|r| r.0 == name).count();
+                let unmapped = f.no_axes.iter().filter(|r| r.0 == name && !r.1.is_empty()).count();
+                assert_eq!(mapped + unmapped, 1, "{name}: {mapped} axes maps and {unmapped} reasons for none");
+            }
+            for name in f.axes.iter().map(|r| r.0).chain(f.no_axes.iter().map(|r| r.0)) {
+                assert!(f.costs.iter().any(|r| r.0 == name), "{name} is listed in a family it is not of");
+            }
+        }
+        let id = |name| by_name(name).unwrap().def();
+        assert_eq!((id("Tile").axes, id("Tile").no_axes.is_some()), (None, true));
+        assert_eq!((id("MatMul").axes, id("MatMul").no_axes), (Some(AxesMap::MatMul), None));
     }
 }

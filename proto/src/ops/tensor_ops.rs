@@ -3,6 +3,7 @@
 //! `Transpose`, `Unsqueeze`, `Squeeze`, `Expand` and `Tile`. Integer
 //! contents are folded. Their cost, and that of `ReshapeTo`.
 
+use super::axes::AxesMap;
 use super::cost::{copy, view, CostFn, CostNode};
 use super::split::{self, Dim, SplitFn, SplitRule};
 use super::util::{
@@ -41,6 +42,22 @@ pub(super) const COSTS: &[(&str, CostFn)] = &[
 /// The ops of this family lms cannot differentiate, and why (every other op a model may
 /// hold has a gradient rule in the compiler).
 pub(super) const NO_GRADIENT: &[(&str, &str)] = &[("Tile", "the gradient of Tile is not implemented (Expand has one)")];
+
+/// The ops of this family without an axes map (coupled along every axis), and why.
+pub(super) const NO_AXES: &[(&str, &str)] = &[
+    ("Reshape", "its shape is a value input; the training graph's ReshapeTo carries the map"),
+    ("Unsqueeze", "not stated yet"),
+    ("Squeeze", "not stated yet"),
+    ("Expand", "not stated yet"),
+    ("Tile", "repeats its input: a part of the output is no part's tiling"),
+];
+
+/// Axes maps: Transpose moves its axes; Flatten at axis 1 and ReshapeTo keep the samples.
+pub(super) const AXES: &[(&str, AxesMap)] = &[
+    ("Transpose", AxesMap::Transpose),
+    ("Flatten", AxesMap::Samples { flatten: true }),
+    ("ReshapeTo", AxesMap::Samples { flatten: false }),
+];
 
 /// Split rules: a Reshape that keeps axis 0 (each sample one contiguous
 /// block of the same length before and after) splits along the batch, its

@@ -34,8 +34,8 @@
 //! still fits, and moves each swap-in back towards the op that hides its
 //! transfer as far as the budget allows. New candidate kinds (split) are
 //! added to [`Kind`] and costed in `candidate.rs`. What `--strategy auto`
-//! runs is [`search`] (`search.rs`): this planner at the budget and at
-//! budgets just below it, TFLMS's plan, and batch splits (`split.rs`), the
+//! runs is [`search`] (`search.rs`): this planner at every budget of a
+//! fixed ladder up to the budget, TFLMS's plan, and batch splits (`split.rs`), the
 //! fastest on the timeline kept.
 
 mod apply;
@@ -53,7 +53,7 @@ mod tracker;
 pub use apply::{patch, PASS};
 pub use facts::{Droppable, Facts, Speeds};
 pub use report::{decision_reports, DecisionReport, RECOMPUTE, SWAP};
-pub use search::{fits_quickly, search, Planned, RUNGS};
+pub use search::{fits_quickly, search, Planned};
 pub use split::{ChosenSplit, SplitChoice};
 
 use crate::analysis::footprint::{Footprint, MAX_ROUNDS};

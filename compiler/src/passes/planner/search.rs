@@ -8,17 +8,20 @@
 //! search plans several ways and keeps the plan the full timeline predicts
 //! fastest (ties: the first below):
 //!
-//! 1. the planner's plan at the budget ([`fit_fastest`]);
-//! 2. its plans at the [`RUNGS`] budgets of a fixed ladder just below the
-//!    budget: a plan whose arenas fit a smaller budget fits this one, so a
-//!    larger budget never loses the plans a smaller one found on the ladder;
+//! 1. the planner's plans at every budget of a fixed ladder (each
+//!    [`RUNG_RATIO`] of the one above, anchored at the unrewritten graph's
+//!    device arena, not at the budget) from the budget down to the largest
+//!    working set of one op, below which no plan fits: a larger budget plans
+//!    at every rung a smaller one plans at, and a plan whose arenas fit a
+//!    smaller budget fits the larger one, so the planner's best never gets
+//!    slower with more budget;
+//! 2. only where no rung has a plan, the planner's plan at the budget itself;
 //! 3. TFLMS's swap plan at the budget (its knobs searched): auto is never
 //!    predicted slower than TFLMS;
 //! 4. for each number of parts, the batch split of the fewest ops under
 //!    which a plan fits, and that plan ([`split::split_plans`]).
 //!
-//! The ladder is anchored at the unrewritten graph's device arena, not at
-//! the budget, so two budgets share its rungs.
+//! The graph as built, when it fits, is the plan and nothing else is tried.
 //!
 //! Placing a plan's arenas is most of what a plan costs, so every plan after
 //! the first is timed before it is placed and dropped when it is predicted no
@@ -37,12 +40,9 @@ use crate::passes::split::{batch_patch, BatchSplit};
 use crate::passes::tflms::{self, FreeKnobs, TflmsConfig};
 use crate::pipeline;
 
-/// How many budgets of the ladder below the budget the search also plans at.
-pub const RUNGS: usize = 6;
-
 /// Each rung of the ladder is this fraction of the one above (the top rung
 /// is the unrewritten graph's device arena).
-const RUNG_RATIO: f64 = 31.0 / 32.0;
+const RUNG_RATIO: f64 = 127.0 / 128.0;
 
 /// The plan the search chose.
 pub struct Planned {
@@ -60,6 +60,13 @@ pub struct Planned {
 pub fn search(g: &Graph, profile: &DeviceProfile, options: PlanOptions) -> Result<Planned> {
     let speeds = Speeds::from_profile(g, profile);
     let step = |f: &Fitted| timeline::simulate(&f.graph, f.graph.schedule(), profile).step_seconds;
+    let before = Footprint::of(g, g.schedule());
+    // Nothing to rewrite: no plan is faster than the graph as built.
+    if before.fits(options.budgets()) {
+        let fitted = fit_fastest(g, &speeds, profile, options)?;
+        let step_seconds = step(&fitted);
+        return Ok(Planned { split: None, fitted, step_seconds });
+    }
     let mut best: Option<Planned> = None;
     // Every plan after the first is planned only to beat the best so far.
     let to_beat = |best: &Option<Planned>| best.as_ref().map(|b| b.step_seconds);
@@ -69,26 +76,24 @@ pub fn search(g: &Graph, profile: &DeviceProfile, options: PlanOptions) -> Resul
             *best = Some(Planned { split, fitted, step_seconds });
         }
     };
-    let unsplit = match fit_fastest(g, &speeds, profile, options) {
-        // Nothing to rewrite: no plan is faster than the graph as built.
-        Ok(fitted) if fitted.patch.is_empty() => {
-            let step_seconds = step(&fitted);
-            return Ok(Planned { split: None, fitted, step_seconds });
-        }
-        Ok(fitted) => {
-            consider(&mut best, None, fitted);
-            None
-        }
-        Err(e @ Error::NoPlan { .. }) => Some(e),
-        Err(e) => return Err(e),
-    };
-    let arena = Footprint::of(g, g.schedule()).device.arena_bytes;
-    for rung in rungs_below(arena, options.device_budget) {
+    let (_, floor) = super::largest_working_set(g, g.schedule());
+    for rung in rungs_below(before.device.arena_bytes, options.device_budget, floor) {
         let rung_options = PlanOptions { device_budget: rung, ..options };
         match fit_fastest_below(g, &speeds, profile, rung_options, to_beat(&best)) {
             Ok(Some(fitted)) => consider(&mut best, None, fitted),
             // The arena is not monotone in the budget: a lower rung may fit.
             Ok(None) | Err(Error::NoPlan { .. }) => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    // Between the lowest rung and the budget: the budget's own plan, only
+    // where no rung has one (it would make the step depend on where the
+    // budget falls between two rungs).
+    let mut unsplit = None;
+    if best.is_none() {
+        match fit_fastest(g, &speeds, profile, options) {
+            Ok(fitted) => consider(&mut best, None, fitted),
+            Err(e @ Error::NoPlan { .. }) => unsplit = Some(e),
             Err(e) => return Err(e),
         }
     }
@@ -107,7 +112,7 @@ pub fn search(g: &Graph, profile: &DeviceProfile, options: PlanOptions) -> Resul
             }
             Ok(planned)
         }
-        None => Err(split::no_split_fits(unsplit.expect("an unsplit plan that fits is a candidate"), splits.closest)),
+        None => Err(split::no_split_fits(unsplit.expect("no unsplit plan fits when none was kept"), splits.closest)),
     }
 }
 
@@ -134,15 +139,21 @@ pub fn fits_quickly(g: &Graph, profile: &DeviceProfile, options: PlanOptions) ->
     Ok(false)
 }
 
-/// The [`RUNGS`] highest budgets of the ladder from `arena` down (each
-/// [`RUNG_RATIO`] of the one above) that are below `budget`, highest first.
-fn rungs_below(arena: u64, budget: u64) -> Vec<u64> {
+/// Every budget of the ladder from `arena` down (each [`RUNG_RATIO`] of the
+/// one above) that is at most `budget` and at least `floor` (below it no
+/// plan fits), highest first. The ladder does not depend on the budget, so
+/// a larger budget plans at every rung a smaller one plans at.
+fn rungs_below(arena: u64, budget: u64, floor: u64) -> Vec<u64> {
     let mut rung = arena as f64;
-    let mut found = Vec::with_capacity(RUNGS);
-    while found.len() < RUNGS && rung >= 1.0 {
+    let mut found = Vec::new();
+    while rung >= 1.0 {
         rung *= RUNG_RATIO;
-        if (rung as u64) < budget {
-            found.push(rung as u64);
+        let bytes = rung as u64;
+        if bytes < floor {
+            break;
+        }
+        if bytes <= budget {
+            found.push(bytes);
         }
     }
     found
@@ -189,18 +200,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn rungs_are_fixed_by_the_arena_and_below_the_budget() {
-        assert_eq!(rungs_below(3200, 4000), vec![3100, 3003, 2909, 2818, 2730, 2644]);
+    fn rungs_are_fixed_by_the_arena_and_span_the_budget_to_the_floor() {
+        assert_eq!(rungs_below(12800, 13000, 12400), vec![12700, 12600, 12502, 12404]);
         assert_eq!(
-            rungs_below(3200, 3050),
-            vec![3003, 2909, 2818, 2730, 2644, 2562],
+            rungs_below(12800, 12650, 12300),
+            vec![12600, 12502, 12404, 12307],
             "the same rungs below a lower budget"
         );
-        assert_eq!(
-            rungs_below(3200, 3003),
-            vec![2909, 2818, 2730, 2644, 2562, 2482],
-            "a rung equal to the budget is its own plan"
-        );
-        assert!(rungs_below(1600, 0).is_empty());
+        assert_eq!(rungs_below(12800, 12600, 12500), vec![12600, 12502], "a rung equal to the budget is planned at");
+        assert!(rungs_below(1600, 100, 200).is_empty(), "a budget below the floor has no rung");
+        assert!(rungs_below(1600, 1600, 1600).is_empty(), "no rung at or above the floor");
     }
 }

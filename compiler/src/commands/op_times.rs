@@ -7,8 +7,10 @@
 //! node's time less the time the system ran other work, the figure to set
 //! against the model on a loaded machine).
 
+use crate::analysis::cost;
 use crate::analysis::profile::DeviceProfile;
 use crate::analysis::timeline;
+use crate::shape::cost::Engine;
 use crate::ir::Graph;
 use crate::ir::NodeId;
 use lms_runtime::StepReport;
@@ -53,6 +55,12 @@ pub struct NodeTime {
     pub cpu_median_us: f64,
     /// The time model's time of the node (0 for a node it does not run).
     pub predicted_us: f64,
+    /// The node's kernel class in the time model (`View` for a node that
+    /// runs nothing, `Copy` for a swap), its bytes read plus written and
+    /// its FLOPs: what the gaps are grouped by.
+    pub class: String,
+    pub bytes: u64,
+    pub flops: u64,
 }
 
 /// The nodes of one op type together.
@@ -107,7 +115,17 @@ impl Recorder {
             .into_iter()
             .map(|(name, op, mut wall, mut cpu)| {
                 let predicted_us = predicted.node_us.get(&name).copied().unwrap_or(0.0);
-                NodeTime { median_us: median(&mut wall), cpu_median_us: median(&mut cpu), predicted_us, name, op }
+                let (class, bytes, flops) = predicted.node_work.get(&name).cloned().unwrap_or(("View".into(), 0, 0));
+                NodeTime {
+                    median_us: median(&mut wall),
+                    cpu_median_us: median(&mut cpu),
+                    predicted_us,
+                    class,
+                    bytes,
+                    flops,
+                    name,
+                    op,
+                }
             })
             .collect();
         let mut by_op: BTreeMap<&str, OpTypeTime> = BTreeMap::new();
@@ -147,6 +165,8 @@ pub struct Predicted {
     profile: String,
     step_us: f64,
     node_us: HashMap<String, f64>,
+    /// Per node name: its kernel class, bytes and FLOPs.
+    node_work: HashMap<String, (String, u64, u64)>,
 }
 
 impl Predicted {
@@ -156,7 +176,19 @@ impl Predicted {
         let profile = DeviceProfile::of_plan(&g.plan)?;
         let timeline = timeline::simulate(g, schedule, &profile);
         let node_us = timeline.events.iter().map(|e| (g.node(e.node).name.clone(), (e.end - e.start) * 1e6)).collect();
-        Ok(Predicted { profile: profile.name, step_us: timeline.step_seconds * 1e6, node_us })
+        let node_work = schedule
+            .iter()
+            .map(|&id| {
+                let (node, work) = (g.node(id), cost::work(g, id));
+                let class = match work.engine {
+                    Engine::View => "View".to_string(),
+                    Engine::DeviceToHost | Engine::HostToDevice => "Copy".to_string(),
+                    engine => format!("{:?}", crate::shape::kernel_class(&node.op, engine)),
+                };
+                (node.name.clone(), (class, work.bytes_read + work.bytes_written, work.flops))
+            })
+            .collect();
+        Ok(Predicted { profile: profile.name, step_us: timeline.step_seconds * 1e6, node_us, node_work })
     }
 }
 
@@ -199,13 +231,20 @@ mod tests {
         recorder.record(&step(30e-6, &[("a", "Relu", 5.0), ("b", "Relu", 7.0), ("c", "Add", 10.0)]));
         recorder.record(&step(90e-6, &[("a", "Relu", 50.0), ("b", "Relu", 8.0), ("c", "Add", 12.0)]));
         recorder.record(&step(32e-6, &[("a", "Relu", 6.0), ("b", "Relu", 6.0), ("c", "Add", 11.0)]));
-        let predicted = Predicted { profile: "p".into(), step_us: 20.0, node_us: [("a".to_string(), 4.0)].into() };
+        let predicted = Predicted {
+            profile: "p".into(),
+            step_us: 20.0,
+            node_us: [("a".to_string(), 4.0)].into(),
+            node_work: [("a".to_string(), ("Elementwise".to_string(), 8, 1))].into(),
+        };
         let times = recorder.finish("cpu".into(), &predicted);
         assert_eq!(times.steps_measured, 3);
         assert_eq!((times.step_median_us.round(), (times.step_cpu_median_us * 10.0).round()), (32.0, 288.0));
         let medians: Vec<(&str, f64, f64, f64)> =
             times.nodes.iter().map(|n| (n.name.as_str(), n.median_us, n.cpu_median_us, n.predicted_us)).collect();
         assert_eq!(medians, [("a", 6.0, 5.0, 4.0), ("b", 7.0, 6.0, 0.0), ("c", 11.0, 10.0, 0.0)]);
+        let work: Vec<(&str, u64, u64)> = times.nodes.iter().map(|n| (n.class.as_str(), n.bytes, n.flops)).collect();
+        assert_eq!(work, [("Elementwise", 8, 1), ("View", 0, 0), ("View", 0, 0)]);
         let ops: Vec<(&str, usize, f64, f64)> =
             times.ops.iter().map(|o| (o.op.as_str(), o.nodes, o.median_us, o.cpu_median_us)).collect();
         assert_eq!(ops, [("Relu", 2, 13.0, 11.0), ("Add", 1, 11.0, 10.0)]);

@@ -18,7 +18,11 @@
 //! through eight different kinds of op on 16-element tensors (as a real
 //! step runs them: a chain of one op keeps its code and data warm and
 //! measures a fraction of it); a kernel's rate at a size is its work over
-//! its time less the overhead, as the time model adds them back.
+//! its time less the overhead, as the time model adds them back. The
+//! elementwise probe cycles through the kinds a step runs (its sums,
+//! activations, their gradients and the optimizer's updates run at rates
+//! up to 4x apart) on tensors of their own, so that above the caches it
+//! streams from memory as a step does.
 
 use crate::analysis::profile::{DeviceProfile, KernelRates, PeakFlops, Precision, FORMAT_VERSION};
 use crate::commands::run::DeviceKind;
@@ -234,9 +238,15 @@ fn f32s(shape: &[usize]) -> TensorType {
 
 /// Adds a node computing one output of `ty` on the device.
 fn add(g: &mut Graph, op: &str, attrs: Attrs, inputs: &[TensorId], ty: TensorType) -> TensorId {
+    add_outputs(g, op, attrs, inputs, vec![ty])[0]
+}
+
+/// Adds a node computing outputs of `types` on the device (swaps: on the host).
+fn add_outputs(g: &mut Graph, op: &str, attrs: Attrs, inputs: &[TensorId], types: Vec<TensorType>) -> Vec<TensorId> {
     let name = format!("{}{}", op.to_lowercase(), g.node_count());
     let (domain, device) = match op {
         SWAP_OUT_OP | SWAP_IN_OP => (LMS_DOMAIN.to_string(), Device::Cpu),
+        "UnaryGrad" | "MomentumUpdate" => (LMS_DOMAIN.to_string(), Device::Gpu),
         _ => (String::new(), Device::Gpu),
     };
     let node = Node {
@@ -250,12 +260,13 @@ fn add(g: &mut Graph, op: &str, attrs: Attrs, inputs: &[TensorId], ty: TensorTyp
         inputs: inputs.iter().map(|&t| Some(t)).collect(),
         outputs: vec![],
     };
-    let id = g.add_node(node, vec![(name, ty)]);
-    let out = g.node(id).outputs[0];
+    let outputs = types.into_iter().enumerate().map(|(i, ty)| (format!("{name}.{i}"), ty)).collect();
+    let id = g.add_node(node, outputs);
+    let outs = g.node(id).outputs.clone();
     if op == INPUT_OP {
-        g.inputs.push(out);
+        g.inputs.extend(&outs);
     }
-    out
+    outs
 }
 
 /// A graph of `ops` nodes, each `step` applied to the previous output,
@@ -331,17 +342,41 @@ fn transcendental(n: usize) -> Probe {
     Probe { graph, ops, size: (8 * n) as f64, tensors: 2 }
 }
 
-/// 16 sums of two tensors of `n` f32 elements (the last sum and the input).
+/// 16 elementwise kernels of `n` f32 elements cycling through the kinds a
+/// training step runs most — a sum, an activation, its gradient and the
+/// momentum update of a weight — each reading a tensor of its own besides
+/// the previous output, so that above the caches the probe streams from
+/// memory as a step does (a chain that reuses one input keeps it in cache).
+/// `size` is the average bytes read and written per op.
 fn elementwise(n: usize) -> Probe {
     let (ty, ops) = (f32s(&[n]), 16);
-    let mut g = chain("add", ty.clone(), 0, |_, x| x);
-    let input = g.outputs.pop().expect("the chain's input");
-    let mut x = input;
-    for _ in 0..ops {
-        x = add(&mut g, "Add", Attrs::new(), &[x, input], ty.clone());
+    let mut g = chain("elementwise", ty.clone(), 0, |_, x| x);
+    let mut x = g.outputs.pop().expect("the chain's input");
+    let relu = Attrs::new().with("op", Attr::String("Relu".into()));
+    let momentum = Attrs::new().with("lr", Attr::Float(0.01)).with("momentum", Attr::Float(0.9));
+    let mut tensors = 0;
+    for i in 0..ops {
+        let mut own = || add(&mut g, INPUT_OP, Attrs::new(), &[], ty.clone());
+        x = match i % 4 {
+            0 => {
+                let other = own();
+                add(&mut g, "Add", Attrs::new(), &[x, other], ty.clone())
+            }
+            1 => add(&mut g, "Relu", Attrs::new(), &[x], ty.clone()),
+            2 => {
+                let other = own();
+                add(&mut g, "UnaryGrad", relu.clone(), &[x, other], ty.clone())
+            }
+            _ => {
+                let (weight, velocity) = (own(), own());
+                let types = vec![ty.clone(), ty.clone()];
+                add_outputs(&mut g, "MomentumUpdate", momentum.clone(), &[weight, velocity, x], types)[0]
+            }
+        };
+        tensors += [3, 2, 3, 5][i % 4];
     }
     g.outputs.push(x);
-    Probe { graph: g, ops, size: (12 * n) as f64, tensors: 3 }
+    Probe { graph: g, ops, size: (4 * n * tensors / ops) as f64, tensors: tensors / ops }
 }
 
 /// 16 layer normalisations over rows of 64 of `n` f32 elements.
@@ -414,7 +449,8 @@ mod tests {
     fn probes_count_their_work() {
         assert_eq!((matmul(16).size, matmul(16).ops), (8192.0, 32));
         assert_eq!(conv((8, 8)).size, 2.0 * 64.0 * 9.0 * 64.0);
-        assert_eq!(elementwise(1024).size, 12288.0);
+        assert_eq!(elementwise(1024).size, 13.0 * 1024.0);
+        assert_eq!(elementwise(1024).tensors, 3);
         let probe = swaps(16, 4);
         assert_eq!((probe.ops, probe.graph.node_count()), (8, 9));
     }

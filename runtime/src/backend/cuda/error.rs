@@ -51,6 +51,16 @@ pub enum CudaError {
         /// The arena's state at the failure.
         stats: super::arena::ArenaStats,
     },
+    /// A host block does not lie inside the pinned host arena.
+    #[error("pinned host arena of {arena} bytes cannot hold {wanted} bytes at offset {offset}")]
+    HostArenaFull {
+        /// The block's offset.
+        offset: u64,
+        /// Its bytes.
+        wanted: u64,
+        /// The arena's bytes.
+        arena: u64,
+    },
     /// Pinned host memory could not be allocated.
     #[error("cannot pin {0} bytes of host memory")]
     HostMemory(u64),

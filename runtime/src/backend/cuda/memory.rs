@@ -1,21 +1,24 @@
 //! Device and host memory of the CUDA backend, and the queues' event bookkeeping.
 //!
 //! [`Device`] owns the three streams, the device arena (one `cuMemAlloc` of the budget)
-//! and the pinned host pool. Once a program's plan is known ([`Device::plan`]) one region
-//! of the arena holds its tensors, each at the offset the static placement gives it
-//! ([`Device::planned`]); the rest of the arena is placed by [`OffsetAllocator`] for the
-//! ops' scratch memory and for buffers outside a plan. Buffers are freed when dropped,
-//! which may be while a queue still uses them: each block remembers the queues that
-//! touched it, and on drop it records, per such queue, an event after the work issued so
-//! far ([`Fences`]). A new block on queue q makes q wait for the fences of the other
-//! queues on its bytes (device memory: planned blocks by byte range, allocated ones by
-//! free block), or takes only blocks whose fences have completed (host memory, which the
-//! calling thread may write at once).
+//! and the pinned host arena (one `cuMemHostAlloc` of the plan's host arena). Once a
+//! program's plan is known ([`Device::plan`], [`Device::plan_host`]) one region of the
+//! device arena holds its tensors, each at the offset the static placement gives it
+//! ([`Device::planned`]), and the host arena holds its host tensors likewise
+//! ([`Device::host_planned`]); the rest of the device arena is placed by
+//! [`OffsetAllocator`] for the backend's fixed buffers and buffers outside a plan. Host
+//! buffers outside the plan (values on their way to the device, results read back) are
+//! ordinary pageable memory, which CUDA copies through its own staging. Buffers are
+//! released when dropped, which may be while a queue still uses them: each block
+//! remembers the queues that touched it, and on drop it records, per such queue, an event
+//! after the work issued so far ([`Fences`]). A new block on queue q makes q wait for the
+//! fences of the other queues on its bytes (planned blocks by byte range, allocated ones
+//! by free block); a host block the calling thread writes waits for all of them.
 
 use super::arena::{ArenaStats, Fences, OffsetAllocator};
 use super::error::CudaError;
 use crate::backend::Queue;
-use cudarc::driver::{result, sys, CudaContext, CudaEvent, CudaStream, PinnedHostSlice};
+use cudarc::driver::{result, sys, CudaContext, CudaEvent, CudaStream};
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -32,15 +35,10 @@ struct Marks {
     last: [Option<(u64, Mark)>; 3],
 }
 
-/// A pinned host allocation waiting in the pool, with the fences of its last users.
-struct PooledHost {
-    slice: PinnedHostSlice<u8>,
-    fences: Fences<Mark>,
-}
-
-/// The region of the arena that holds a plan's tensors at their planned offsets.
+/// A region that holds a plan's tensors at their planned offsets: in the device arena,
+/// or the whole pinned host arena.
 struct Planned {
-    /// Its first byte, as an offset in the arena.
+    /// Its first byte, as an offset in its arena.
     start: u64,
     /// Its length.
     bytes: u64,
@@ -50,6 +48,30 @@ struct Planned {
 }
 
 impl Planned {
+    /// The marks on the region's bytes `[offset, offset + bytes)` that work on queue index
+    /// `queue` must wait for (`usize::MAX`: the calling thread, which waits for all);
+    /// `None` when the bytes leave the region.
+    fn marks(&self, offset: u64, bytes: u64, queue: usize) -> Option<Vec<Mark>> {
+        if offset.checked_add(bytes).is_none_or(|end| end > self.bytes) {
+            return None;
+        }
+        let (start, end) = (self.start + offset, self.start + offset + bytes.max(1));
+        Some(
+            self.fences
+                .range(..end)
+                .rev()
+                .take_while(|(_, (e, _))| *e > start)
+                .flat_map(|(_, (_, fences))| fences.others(queue).cloned())
+                .collect(),
+        )
+    }
+
+    /// Records `fences` for the arena bytes `[start, end)`.
+    fn release(&mut self, start: u64, end: u64, fences: Fences<Mark>) {
+        self.carve(start, end);
+        self.fences.insert(start, (end, fences));
+    }
+
     /// Removes what the ranges say of `[start, end)`, keeping their parts outside it.
     fn carve(&mut self, start: u64, end: u64) {
         let overlapping: Vec<u64> =
@@ -66,17 +88,22 @@ impl Planned {
     }
 }
 
+/// The pinned host arena: one page-locked allocation holding the plan's host tensors.
+struct HostArena {
+    /// Its first byte.
+    base: *mut u8,
+    /// Its bytes and their fences (the region starts at 0).
+    planned: Planned,
+}
+
 /// The mutable state behind [`Device`].
 struct State {
     arena: OffsetAllocator<Mark>,
     /// The plan's region, once [`Device::plan`] made it.
     planned: Option<Planned>,
+    /// The pinned host arena, once [`Device::plan_host`] made it.
+    host: Option<HostArena>,
     marks: Marks,
-    host_free: Vec<PooledHost>,
-    /// Pinned blocks whose users could not be fenced: freed only when the device is idle.
-    host_retired: Vec<PinnedHostSlice<u8>>,
-    /// Pinned bytes allocated so far (in use or pooled).
-    host_pinned: u64,
     /// An error met while freeing a buffer, reported by the next backend call.
     deferred: Option<CudaError>,
 }
@@ -106,10 +133,8 @@ impl Device {
             state: RefCell::new(State {
                 arena: OffsetAllocator::new(arena_bytes),
                 planned: None,
+                host: None,
                 marks: Marks::default(),
-                host_free: Vec::new(),
-                host_retired: Vec::new(),
-                host_pinned: 0,
                 deferred: None,
             }),
         }))
@@ -178,9 +203,9 @@ impl Device {
         self.state.borrow().arena.stats()
     }
 
-    /// Pinned host bytes allocated so far, in use or pooled.
+    /// The pinned host arena's bytes (0 before [`Device::plan_host`]).
     pub fn host_pinned(&self) -> u64 {
-        self.state.borrow().host_pinned
+        self.state.borrow().host.as_ref().map_or(0, |h| h.planned.bytes)
     }
 
     /// A device block of `bytes` for work on `queue`; `queue` waits for the other queues'
@@ -233,21 +258,13 @@ impl Device {
     /// The planned block of `bytes` at `offset` of the plan's region, for work on `queue`;
     /// `queue` waits for the other queues' last uses of those bytes.
     pub fn planned(self: &Rc<Self>, offset: u64, bytes: u64, queue: Queue) -> Result<DeviceBlock, CudaError> {
-        let marks: Vec<Mark> = {
+        let marks = {
             let state = self.state.borrow();
-            let planned =
-                state.planned.as_ref().ok_or(CudaError::ArenaFull { wanted: bytes, stats: state.arena.stats() })?;
-            if offset.checked_add(bytes).is_none_or(|end| end > planned.bytes) {
-                return Err(CudaError::ArenaFull { wanted: bytes, stats: state.arena.stats() });
-            }
-            let (start, end) = (planned.start + offset, planned.start + offset + bytes.max(1));
-            planned
-                .fences
-                .range(..end)
-                .rev()
-                .take_while(|(_, (e, _))| *e > start)
-                .flat_map(|(_, (_, fences))| fences.others(queue.index()).cloned())
-                .collect()
+            state
+                .planned
+                .as_ref()
+                .and_then(|p| p.marks(offset, bytes, queue.index()))
+                .ok_or(CudaError::ArenaFull { wanted: bytes, stats: state.arena.stats() })?
         };
         for mark in &marks {
             self.wait(queue, mark)?;
@@ -262,33 +279,61 @@ impl Device {
         })
     }
 
-    /// A pinned host block of at least `bytes`: a pooled one whose last uses have
-    /// completed (the smallest that fits, at most twice the size), else a new one.
-    pub fn alloc_host(self: &Rc<Self>, bytes: u64) -> Result<HostBlock, CudaError> {
+    /// Allocates the pinned host arena of `bytes` that holds a plan's host tensors, once:
+    /// a second plan must fit the first one's arena.
+    pub fn plan_host(&self, bytes: u64) -> Result<(), CudaError> {
+        let mut state = self.state.borrow_mut();
+        if let Some(host) = &state.host {
+            return match bytes <= host.planned.bytes {
+                true => Ok(()),
+                false => Err(CudaError::HostArenaFull { offset: 0, wanted: bytes, arena: host.planned.bytes }),
+            };
+        }
+        let len =
+            usize::try_from(bytes).map_err(|_| CudaError::TooLarge(format!("a host arena of {bytes} bytes")))?;
+        self.ctx.bind_to_thread()?;
+        // SAFETY: page-locked memory, written before it is read; freed in `Drop` after
+        // the device is idle.
+        let base = unsafe { result::malloc_host(len.max(1), 0) }.map_err(|_| CudaError::HostMemory(bytes))?;
+        state.host = Some(HostArena { base: base.cast(), planned: Planned { start: 0, bytes, fences: BTreeMap::new() } });
+        Ok(())
+    }
+
+    /// The planned block of `bytes` at `offset` of the pinned host arena, for a copy on
+    /// `queue` (which waits for the other queues' last uses of those bytes), or for the
+    /// calling thread to write (`None`: waits until every queue is done with them).
+    pub fn host_planned(self: &Rc<Self>, offset: u64, bytes: u64, queue: Option<Queue>) -> Result<HostBlock, CudaError> {
         let len = usize::try_from(bytes).map_err(|_| CudaError::TooLarge(format!("a host buffer of {bytes} bytes")))?;
-        let reuse = {
+        let marks = {
             let state = self.state.borrow();
-            let mut best: Option<(usize, usize)> = None;
-            for (i, pooled) in state.host_free.iter().enumerate() {
-                let size = pooled.slice.len();
-                let fits = size >= len && size / 2 <= len;
-                if fits && best.is_none_or(|(_, s)| size < s) && complete(&pooled.fences)? {
-                    best = Some((i, size));
-                }
-            }
-            best.map(|(i, _)| i)
+            let arena = state.host.as_ref().map_or(0, |h| h.planned.bytes);
+            state
+                .host
+                .as_ref()
+                .and_then(|h| h.planned.marks(offset, bytes, queue.map_or(usize::MAX, Queue::index)))
+                .ok_or(CudaError::HostArenaFull { offset, wanted: bytes, arena })?
         };
-        let slice = match reuse {
-            Some(i) => self.state.borrow_mut().host_free.swap_remove(i).slice,
-            None => {
-                // SAFETY: page-locked memory, written before it is read.
-                let slice = unsafe { self.ctx.alloc_pinned_with_flags::<u8>(len.max(1), 0) }
-                    .map_err(|_| CudaError::HostMemory(bytes))?;
-                self.state.borrow_mut().host_pinned += slice.len() as u64;
-                slice
+        for mark in &marks {
+            match queue {
+                Some(queue) => self.wait(queue, mark)?,
+                None => mark.synchronize()?,
             }
-        };
-        Ok(HostBlock { device: Rc::clone(self), slice: Some(slice), len, used: Cell::new(0) })
+        }
+        let used = queue.map_or(0, |q| 1 << q.index());
+        Ok(HostBlock { device: Rc::clone(self), memory: HostMemory::Planned(offset), len, used: Cell::new(used) })
+    }
+
+    /// A pageable host block of `bytes`, outside the plan (a value on its way to the
+    /// device, a result read back): CUDA stages a copy from it before the call returns,
+    /// and completes a copy into it before the call returns.
+    pub fn host_pageable(self: &Rc<Self>, bytes: u64) -> Result<HostBlock, CudaError> {
+        let len = usize::try_from(bytes).map_err(|_| CudaError::TooLarge(format!("a host buffer of {bytes} bytes")))?;
+        Ok(HostBlock { device: Rc::clone(self), memory: HostMemory::Pageable(vec![0; len]), len, used: Cell::new(0) })
+    }
+
+    /// The first byte of the pinned host arena.
+    fn host_base(&self) -> Option<*mut u8> {
+        self.state.borrow().host.as_ref().map(|h| h.base)
     }
 
     /// The fences of a device block being released by the queues in `used`; an error
@@ -313,32 +358,19 @@ impl Device {
         let mut state = self.state.borrow_mut();
         let fences = self.release_fences(&mut state, used);
         if let Some(planned) = state.planned.as_mut() {
-            let end = offset + bytes.max(1);
-            planned.carve(offset, end);
-            planned.fences.insert(offset, (end, fences));
+            planned.release(offset, offset + bytes.max(1), fences);
         }
     }
 
-    fn release_host(&self, slice: PinnedHostSlice<u8>, used: u8) {
+    /// Records when the queues in `used` are done with the host arena's bytes
+    /// `[offset, offset + bytes)`.
+    fn release_host(&self, offset: u64, bytes: u64, used: u8) {
         let mut state = self.state.borrow_mut();
-        match self.fences(&mut state, used) {
-            Ok(fences) => state.host_free.push(PooledHost { slice, fences }),
-            Err(error) => {
-                state.deferred.get_or_insert(error);
-                state.host_retired.push(slice);
-            }
+        let fences = self.release_fences(&mut state, used);
+        if let Some(host) = state.host.as_mut() {
+            host.planned.release(offset, offset + bytes.max(1), fences);
         }
     }
-}
-
-/// Whether every mark of `fences` has completed.
-fn complete(fences: &Fences<Mark>) -> Result<bool, CudaError> {
-    for mark in fences.others(usize::MAX) {
-        if !mark.try_is_complete()? {
-            return Ok(false);
-        }
-    }
-    Ok(true)
 }
 
 impl Drop for Device {
@@ -349,14 +381,13 @@ impl Drop for Device {
         state.marks = Marks::default();
         if !idle {
             // A failed context: freeing memory a queue may still use is worse than leaking.
-            std::mem::forget(std::mem::take(&mut state.host_free));
-            std::mem::forget(std::mem::take(&mut state.host_retired));
             return;
         }
-        state.host_free.clear();
-        state.host_retired.clear();
-        // SAFETY: the arena was allocated by `Device::new` and nothing uses it any more
-        // (blocks hold the device alive, so none is left).
+        // SAFETY: both arenas were allocated here and nothing uses them any more (blocks
+        // hold the device alive, so none is left).
+        if let Some(host) = state.host.take() {
+            let _ = unsafe { result::free_host(host.base.cast()) };
+        }
         let _ = unsafe { result::free_sync(self.base) };
     }
 }
@@ -406,11 +437,19 @@ impl std::fmt::Debug for DeviceBlock {
     }
 }
 
-/// A block of pinned host memory from the pool; returned to it when dropped.
+/// Where a host block's bytes are.
+enum HostMemory {
+    /// At this offset of the pinned host arena.
+    Planned(u64),
+    /// In pageable memory of its own.
+    Pageable(Vec<u8>),
+}
+
+/// A block of host memory: a planned block of the pinned host arena (its fences recorded
+/// when dropped), or pageable memory outside the plan.
 pub struct HostBlock {
     device: Rc<Device>,
-    /// Always present until drop.
-    slice: Option<PinnedHostSlice<u8>>,
+    memory: HostMemory,
     len: usize,
     used: Cell<u8>,
 }
@@ -419,15 +458,29 @@ impl HostBlock {
     /// The block's bytes, to write from or read into the calling thread; no queue may use
     /// the block meanwhile.
     pub fn bytes_mut(&mut self) -> Result<&mut [u8], CudaError> {
-        let len = self.len;
-        let slice = self.slice.as_mut().ok_or(CudaError::HostMemory(len as u64))?;
-        Ok(&mut slice.as_mut_slice()?[..len])
+        match &mut self.memory {
+            HostMemory::Pageable(bytes) => Ok(bytes),
+            HostMemory::Planned(offset) => {
+                let base = self.device.host_base().ok_or(CudaError::HostMemory(self.len as u64))?;
+                // SAFETY: `host_planned` checked that the block lies in the arena, which
+                // lives as long as the device this block holds; the executor keeps one
+                // live tensor per planned byte, and the borrow of `self` keeps this the
+                // only slice of the block.
+                Ok(unsafe { std::slice::from_raw_parts_mut(base.add(*offset as usize), self.len) })
+            }
+        }
     }
 
     /// The block's bytes.
     pub fn bytes(&self) -> Result<&[u8], CudaError> {
-        let slice = self.slice.as_ref().ok_or(CudaError::HostMemory(self.len as u64))?;
-        Ok(&slice.as_slice()?[..self.len])
+        match &self.memory {
+            HostMemory::Pageable(bytes) => Ok(bytes),
+            HostMemory::Planned(offset) => {
+                let base = self.device.host_base().ok_or(CudaError::HostMemory(self.len as u64))?;
+                // SAFETY: as in `bytes_mut`.
+                Ok(unsafe { std::slice::from_raw_parts(base.add(*offset as usize), self.len) })
+            }
+        }
     }
 
     /// The bytes asked for.
@@ -443,14 +496,17 @@ impl HostBlock {
 
 impl Drop for HostBlock {
     fn drop(&mut self) {
-        if let Some(slice) = self.slice.take() {
-            self.device.release_host(slice, self.used.get());
+        if let HostMemory::Planned(offset) = self.memory {
+            self.device.release_host(offset, self.len as u64, self.used.get());
         }
     }
 }
 
 impl std::fmt::Debug for HostBlock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "HostBlock({} bytes)", self.len)
+        match self.memory {
+            HostMemory::Planned(offset) => write!(f, "HostBlock({} bytes at +{offset})", self.len),
+            HostMemory::Pageable(_) => write!(f, "HostBlock({} pageable bytes)", self.len),
+        }
     }
 }

@@ -7,8 +7,10 @@
 //!   device buffer. Under a plan ([`Backend::reserve`]) one region of it holds every tensor
 //!   and every node's scratch parts at their planned offsets; beside it a best-fit offset
 //!   allocator ([`arena`]) holds only the backend's fixed buffers (cuBLAS's workspace,
-//!   integer `Div`'s error flag) and buffers made without a plan. Host buffers are
-//!   page-locked and pooled.
+//!   integer `Div`'s error flag) and buffers made without a plan. One page-locked
+//!   allocation of the plan's host arena holds every host tensor at its planned offset,
+//!   so swaps copy between planned device and host blocks; values on their way to the
+//!   device and results read back are pageable memory outside both arenas.
 //! - Queues: three CUDA streams (compute, device-to-host, host-to-device); events are CUDA
 //!   events. A buffer freed while a queue may still use it is reused only after that
 //!   queue's work on it (see [`memory`]).
@@ -135,7 +137,8 @@ impl CudaBuffer {
     }
 }
 
-/// A buffer in pinned host memory.
+/// A buffer in host memory: a planned block of the pinned host arena, or pageable memory
+/// outside the plan.
 #[derive(Debug)]
 pub struct CudaHostBuffer {
     block: HostBlock,
@@ -334,7 +337,7 @@ impl CudaBackend {
         fixed_device_bytes()
     }
 
-    /// Pinned host memory allocated so far (in use or pooled for reuse).
+    /// The pinned host memory allocated: the plan's host arena ([`Backend::reserve`]).
     pub fn pinned_host_bytes(&self) -> u64 {
         self.gpu.device.host_pinned()
     }
@@ -373,19 +376,24 @@ impl Backend for CudaBackend {
     }
 
     /// Sets aside the plan's device arena inside the arena made for the budget
-    /// ([`CudaBackend::new`]): every tensor is then made at its planned block, and only the
-    /// ops' scratch memory is allocated beside it. Host buffers still come from a pinned pool.
-    fn reserve(&mut self, device_bytes: u64, _host_bytes: u64) -> Result<(), RuntimeError> {
-        Ok(self.gpu.device.plan(device_bytes)?)
+    /// ([`CudaBackend::new`]), where every tensor and node scratch block is then made at its
+    /// planned offset, and allocates the pinned host arena of `host_bytes`, where every
+    /// host tensor is.
+    fn reserve(&mut self, device_bytes: u64, host_bytes: u64) -> Result<(), RuntimeError> {
+        self.gpu.device.plan(device_bytes)?;
+        Ok(self.gpu.device.plan_host(host_bytes)?)
     }
 
-    fn host_buffer(&mut self, tensor: HostTensor, _block: Option<Block>) -> Result<CudaHostBuffer, RuntimeError> {
+    fn host_buffer(&mut self, tensor: HostTensor, block: Option<Block>) -> Result<CudaHostBuffer, RuntimeError> {
         self.gpu.device.take_deferred()?;
         let bytes = tensor.to_le_bytes();
         if dtype_size(tensor.dtype()).is_none() {
             return Err(backend_error(format!("dtype {} has no host buffer", dtype_name(tensor.dtype()))));
         }
-        let mut block = self.gpu.device.alloc_host(bytes.len() as u64)?;
+        let mut block = match block {
+            Some(block) => self.gpu.device.host_planned(block.offset, bytes.len() as u64, None)?,
+            None => self.gpu.device.host_pageable(bytes.len() as u64)?,
+        };
         block.bytes_mut()?.copy_from_slice(&bytes);
         Ok(CudaHostBuffer { block, dtype: tensor.dtype(), shape: tensor.shape })
     }
@@ -401,8 +409,8 @@ impl Backend for CudaBackend {
         let block = self.gpu.block(Some(&block), src.block.size() as u64, Queue::HostToDevice)?;
         if src.block.size() > 0 {
             let stream = device.stream(Queue::HostToDevice);
-            // SAFETY: the destination block holds the source's bytes; the pinned source
-            // stays alive (pooled with a fence) until the copy is done.
+            // SAFETY: the destination block holds the source's bytes; a planned source's
+            // bytes are fenced when it is dropped, a pageable one is staged by the call.
             unsafe { result::memcpy_htod_async(block.ptr(), src.block.bytes()?, stream.cu_stream()) }
                 .map_err(CudaError::from)?;
             device.issued(Queue::HostToDevice);
@@ -411,14 +419,17 @@ impl Backend for CudaBackend {
         Ok(CudaBuffer { block: Rc::new(block), dtype: src.dtype, shape: src.shape.clone(), host: None })
     }
 
-    fn download(&mut self, src: &CudaBuffer, _block: Option<Block>) -> Result<CudaHostBuffer, RuntimeError> {
+    fn download(&mut self, src: &CudaBuffer, block: Option<Block>) -> Result<CudaHostBuffer, RuntimeError> {
         let device = &self.gpu.device;
         device.take_deferred()?;
-        let mut block = device.alloc_host(src.bytes())?;
+        let mut block = match block {
+            Some(block) => device.host_planned(block.offset, src.bytes(), Some(Queue::DeviceToHost))?,
+            None => device.host_pageable(src.bytes())?,
+        };
         if src.bytes() > 0 {
             let stream = device.stream(Queue::DeviceToHost);
-            // SAFETY: the pinned destination holds the source's bytes and stays alive
-            // (pooled with a fence) until the copy is done.
+            // SAFETY: the destination holds the source's bytes: a planned one's bytes are
+            // fenced when it is dropped, a pageable one is complete when the call returns.
             unsafe { result::memcpy_dtoh_async(block.bytes_mut()?, src.ptr(), stream.cu_stream()) }
                 .map_err(CudaError::from)?;
             device.issued(Queue::DeviceToHost);
@@ -583,6 +594,54 @@ mod tests {
         assert_eq!(backend.read_host(&back).unwrap(), value);
         assert_eq!(backend.arena_stats().used, before + region);
         assert!(backend.upload(&host, at(region - 8)).is_err(), "a block past the plan's region");
+    }
+
+    /// Host tensors live at their planned blocks of the one pinned host arena: a swap out
+    /// and back in goes through it, the calling thread writing a block waits for the
+    /// queues' copies of its bytes, and a block past the arena is refused.
+    #[test]
+    fn host_tensors_live_in_one_pinned_host_arena() {
+        if std::env::var(REQUIRE_GPU_VAR).is_ok_and(|v| v == "1") {
+            loader::emulated();
+        } else {
+            loader::emulate_where_no_driver();
+        }
+        if !gpu_test_gate("pinned host arena").unwrap_or_else(|why| panic!("{why}")) {
+            return;
+        }
+        let mut backend = CudaBackend::new(0, 1 << 24).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(backend.pinned_host_bytes(), 0);
+        let host_arena = 8192;
+        backend.reserve(1 << 20, host_arena).unwrap();
+        assert_eq!(backend.pinned_host_bytes(), host_arena);
+        let device = |offset| Block { pool: lms_proto::contract::Pool::Device, tensor: 0, offset, bytes: 16 };
+        let host = |offset| Block { pool: lms_proto::contract::Pool::Host, tensor: 0, offset, bytes: 16 };
+        let after = |backend: &mut CudaBackend, from: Queue, to: Queue| {
+            let event = backend.record(from).unwrap();
+            backend.wait(to, &event).unwrap();
+        };
+        let value = HostTensor::from_vec(vec![4], vec![0.5f32, -1.0, 2.0, 8.0]).unwrap();
+        let resident = backend.host_buffer(value.clone(), Some(host(256))).unwrap();
+        assert_eq!(backend.read_host(&resident).unwrap(), value, "written in the arena");
+        let uploaded = backend.upload(&resident, device(0)).unwrap();
+        after(&mut backend, Queue::HostToDevice, Queue::DeviceToHost);
+        let swapped = backend.download(&uploaded, Some(host(4096))).unwrap();
+        drop(resident);
+        // The calling thread overwrites the first block once the upload has read it, and
+        // the swapped-out copy is intact.
+        let other = HostTensor::from_vec(vec![4], vec![7.0f32; 4]).unwrap();
+        let rewritten = backend.host_buffer(other.clone(), Some(host(256))).unwrap();
+        after(&mut backend, Queue::DeviceToHost, Queue::HostToDevice);
+        let back = backend.upload(&swapped, device(512)).unwrap();
+        after(&mut backend, Queue::HostToDevice, Queue::DeviceToHost);
+        let read = backend.download(&back, None).unwrap();
+        backend.synchronize().unwrap();
+        assert_eq!(backend.read_host(&read).unwrap(), value);
+        assert_eq!(backend.read_host(&rewritten).unwrap(), other);
+        assert_eq!(backend.pinned_host_bytes(), host_arena, "nothing pinned beside the arena");
+        let past = backend.host_buffer(value.clone(), Some(host(host_arena - 8)));
+        assert!(past.is_err_and(|e| e.to_string().contains("pinned host arena of 8192 bytes")), "past the arena");
+        assert!(backend.reserve(1 << 20, 2 * host_arena).is_err(), "a second plan must fit the first arena");
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! any op whose inputs all have host values and whose outputs are small — the shape
 //! arithmetic of exported graphs (Shape → Gather → Concat → Reshape) and constant
 //! folding of masks. They run the CPU backend's kernels, so their results are the CPU
-//! backend's bit for bit, and are uploaded through pinned memory on the compute stream
+//! backend's bit for bit, and are uploaded from pageable memory on the compute stream
 //! keeping their host values for the ops that read index inputs.
 
 use super::{Exec, OpResult};
@@ -66,14 +66,9 @@ pub(super) fn upload(exec: &Exec<'_>, i: usize, value: HostTensor) -> OpResult<C
         .into());
     }
     if !bytes.is_empty() {
-        let mut staging = device.alloc_host(bytes.len() as u64)?;
-        staging.bytes_mut()?.copy_from_slice(&bytes);
         let stream = device.stream(Queue::Compute);
-        // SAFETY: the block holds the bytes; the pinned staging block is pooled with a
-        // compute fence when dropped, so it is not reused before the copy is done.
-        unsafe { result::memcpy_htod_async(out.ptr(), staging.bytes()?, stream.cu_stream()) }
-            .map_err(CudaError::from)?;
-        staging.touch(Queue::Compute);
+        // SAFETY: the block holds the bytes; the pageable source is staged by the call.
+        unsafe { result::memcpy_htod_async(out.ptr(), &bytes, stream.cu_stream()) }.map_err(CudaError::from)?;
         device.issued(Queue::Compute);
     }
     out.host = Some(Rc::new(value));

@@ -189,3 +189,18 @@ fn a_convolution_needing_more_workspace_than_planned_does_not_fit() {
     assert!(error.contains("(Conv): cuDNN's Forward algorithm 0 workspace needs 256 bytes"), "{error}");
     assert!(error.contains("the plan gives it 0 bytes"), "{error}");
 }
+
+/// The run's host limit holds on the CUDA backend before anything runs: a limit one byte
+/// under the plan's host arena is refused with exit 3, naming the limit and the arena.
+#[test]
+fn a_host_limit_under_the_host_arena_does_not_fit_on_the_emulated_device() {
+    let plan = compile("fixtures/models/cnn_residual.onnx", "cnn-host-limit", &["--strategy", "tflms"]);
+    let host: u64 = plan.limits[1].parse().unwrap();
+    let limit = (host - 1).to_string();
+    let args = ["run", &plan.file, "--device", "cuda", "--steps", "1", "--host-memory", &limit];
+    let out = lms_run(&args, true).output().expect("run lms");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("out of host memory") && stderr.contains(&format!("({limit} B) limit")), "{stderr}");
+    assert!(stderr.contains("the plan's host arena is") && stderr.contains(&format!("({host} B)")), "{stderr}");
+}

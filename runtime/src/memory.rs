@@ -10,9 +10,9 @@
 use crate::backend::Block;
 use crate::error::RuntimeError;
 use lms_proto::contract::{NodeKind, Program};
-use lms_proto::ops::scratch;
 use lms_proto::escape::Escaped;
 use lms_proto::lms::Node;
+use lms_proto::ops::scratch;
 use std::collections::BTreeMap;
 use std::fmt;
 

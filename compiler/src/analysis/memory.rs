@@ -12,8 +12,8 @@
 
 use crate::ir::{Action, Device, Graph, Node, NodeId, TensorId};
 use lms_proto::contract::placement::{self, Lifetime, Placement};
-use lms_proto::ops::scratch::scratch_bytes;
 use lms_proto::contract::{output_pool, release_after, TensorUse};
+use lms_proto::ops::scratch::scratch_bytes;
 
 pub use lms_proto::contract::Pool;
 

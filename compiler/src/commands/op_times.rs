@@ -10,9 +10,9 @@
 use crate::analysis::cost;
 use crate::analysis::profile::DeviceProfile;
 use crate::analysis::timeline;
-use crate::shape::cost::Engine;
 use crate::ir::Graph;
 use crate::ir::NodeId;
+use crate::shape::cost::Engine;
 use lms_runtime::StepReport;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};

@@ -204,7 +204,8 @@ impl AxesMap {
                 let at = node.int("axis", 1);
                 let flatten_ok = !flatten || at == 1 || at + x.len() as i64 == 1;
                 independent(
-                    (keeps_samples && flatten_ok).then(|| std::iter::once(Some(0)).chain(rest.iter().map(|_| None)).collect()),
+                    (keeps_samples && flatten_ok)
+                        .then(|| std::iter::once(Some(0)).chain(rest.iter().map(|_| None)).collect()),
                 )
             }
             AxesMap::Positions => {
@@ -275,8 +276,7 @@ pub fn concat_rules(node: &CostNode<'_>, along: &[(Dim, usize)]) -> Vec<SplitRul
     let (Some(map), Some(out)) = (of(node.op), node.outputs.first()) else { return Vec::new() };
     let inputs: Vec<Option<&[usize]>> = node.inputs.iter().map(|t| t.map(|t| &t.shape[..])).collect();
     // The elementwise and windowed maps read no attribute nor opset.
-    let axes_node =
-        Node { inputs: &inputs, outputs: node.outputs.len(), out: &out.shape, attrs: node.attrs, opset: 0 };
+    let axes_node = Node { inputs: &inputs, outputs: node.outputs.len(), out: &out.shape, attrs: node.attrs, opset: 0 };
     along
         .iter()
         .filter_map(|&(dim, axis)| match map.output_axis(&axes_node, axis) {

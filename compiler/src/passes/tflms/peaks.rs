@@ -15,9 +15,9 @@ use super::{Order, SwapPlan};
 use crate::analysis::memory::{self, Pool};
 use crate::budget::Budget;
 use crate::ir::{Action, Attrs, Graph, SWAP_IN_OP, SWAP_OUT_OP};
-use lms_proto::ops::scratch::scratch_bytes;
 use lms_proto::contract::LMS_DOMAIN;
 use lms_proto::contract::{output_pool, release_after, TensorUse};
+use lms_proto::ops::scratch::scratch_bytes;
 
 /// Simulated live peaks of a graph.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

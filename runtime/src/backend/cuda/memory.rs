@@ -289,20 +289,25 @@ impl Device {
                 false => Err(CudaError::HostArenaFull { offset: 0, wanted: bytes, arena: host.planned.bytes }),
             };
         }
-        let len =
-            usize::try_from(bytes).map_err(|_| CudaError::TooLarge(format!("a host arena of {bytes} bytes")))?;
+        let len = usize::try_from(bytes).map_err(|_| CudaError::TooLarge(format!("a host arena of {bytes} bytes")))?;
         self.ctx.bind_to_thread()?;
         // SAFETY: page-locked memory, written before it is read; freed in `Drop` after
         // the device is idle.
         let base = unsafe { result::malloc_host(len.max(1), 0) }.map_err(|_| CudaError::HostMemory(bytes))?;
-        state.host = Some(HostArena { base: base.cast(), planned: Planned { start: 0, bytes, fences: BTreeMap::new() } });
+        state.host =
+            Some(HostArena { base: base.cast(), planned: Planned { start: 0, bytes, fences: BTreeMap::new() } });
         Ok(())
     }
 
     /// The planned block of `bytes` at `offset` of the pinned host arena, for a copy on
     /// `queue` (which waits for the other queues' last uses of those bytes), or for the
     /// calling thread to write (`None`: waits until every queue is done with them).
-    pub fn host_planned(self: &Rc<Self>, offset: u64, bytes: u64, queue: Option<Queue>) -> Result<HostBlock, CudaError> {
+    pub fn host_planned(
+        self: &Rc<Self>,
+        offset: u64,
+        bytes: u64,
+        queue: Option<Queue>,
+    ) -> Result<HostBlock, CudaError> {
         let len = usize::try_from(bytes).map_err(|_| CudaError::TooLarge(format!("a host buffer of {bytes} bytes")))?;
         let marks = {
             let state = self.state.borrow();

@@ -7,8 +7,8 @@ use super::norm::{channel_affine, channel_sums, channels, per_channel, NULL};
 use super::{check_dtype, check_shape, ptr, Arg, Exec, OpResult, Table};
 use crate::backend::cuda::CudaBuffer;
 use crate::error::KernelError;
-use lms_proto::ops::scratch::Part;
 use lms_proto::lms::DType;
+use lms_proto::ops::scratch::Part;
 
 /// The batch-norm split ops (`lms` domain).
 pub(super) const LMS: Table = &[

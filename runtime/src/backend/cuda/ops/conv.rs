@@ -26,8 +26,8 @@ use crate::cpu::kernels::conv_transpose;
 use crate::cpu::kernels::window::Window;
 use crate::error::KernelError;
 use cudarc::cudnn::{result as dnn, sys};
-use lms_proto::ops::scratch::{conv_algorithm, ConvAlgorithm, Part};
 use lms_proto::lms::DType;
+use lms_proto::ops::scratch::{conv_algorithm, ConvAlgorithm, Part};
 use std::ffi::{c_int, c_void};
 
 /// The ONNX convolutions.

@@ -9,8 +9,8 @@ use crate::cpu::kernels::layout::broadcast_shapes;
 use crate::error::KernelError;
 use crate::tensor::{dtype_name, dtype_size};
 use cudarc::driver::DeviceRepr;
-use lms_proto::ops::scratch::Part;
 use lms_proto::lms::DType;
+use lms_proto::ops::scratch::Part;
 
 /// The ONNX elementwise ops.
 pub(super) const ONNX: Table = &[

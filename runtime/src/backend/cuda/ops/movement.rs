@@ -12,8 +12,8 @@ use crate::cpu::kernels::slice::{slice_view, split_part_range, window_range};
 use crate::error::KernelError;
 use crate::tensor::{numel, HostTensor};
 use cudarc::driver::DeviceRepr;
-use lms_proto::ops::scratch::Part;
 use lms_proto::lms::DType;
+use lms_proto::ops::scratch::Part;
 
 /// The ONNX data-movement ops.
 pub(super) const ONNX: Table = &[

@@ -11,8 +11,8 @@ use crate::cpu::kernels::layout::norm_axis;
 use crate::cpu::kernels::pool::Lrn;
 use crate::error::KernelError;
 use crate::tensor::numel;
-use lms_proto::ops::scratch::{channel_splits, column_splits, Part};
 use lms_proto::lms::DType;
+use lms_proto::ops::scratch::{channel_splits, column_splits, Part};
 
 /// The ONNX normalizations.
 pub(super) const ONNX: Table = &[

@@ -11,8 +11,8 @@ use crate::cpu::kernels::softmax::softmax_layout;
 use crate::error::KernelError;
 use crate::tensor::numel;
 use cudarc::driver::DeviceRepr;
-use lms_proto::ops::scratch::{reduce_splits, total_partials_bytes, Part};
 use lms_proto::lms::DType;
+use lms_proto::ops::scratch::{reduce_splits, total_partials_bytes, Part};
 use lms_proto::ops::SoftmaxAxis;
 
 /// The ONNX reductions.

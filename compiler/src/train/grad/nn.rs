@@ -231,14 +231,15 @@ fn conv(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
     let dx =
         if ctx.needs(0) { Some(b.lms1(&ctx.name("data"), "ConvGradData", attrs.clone(), &[dy, w], tx)) } else { None };
     let dw = if ctx.needs(1) { Some(b.lms1(&ctx.name("weight"), "ConvGradWeight", attrs, &[dy, x], tw)) } else { None };
-    let db = match ctx.node.inputs.get(2).copied().flatten() {
-        Some(bias) if ctx.needs(2) => {
-            let tb = b.ty(bias);
-            Some(b.lms1(&ctx.name("bias"), "ConvGradBias", Attrs::new(), &[dy], tb))
-        }
-        _ => None,
-    };
-    Ok(vec![dx, dw, db])
+    Ok(vec![dx, dw, conv_bias_grad(b, ctx, dy)])
+}
+
+/// The gradient of a convolution's optional bias (input 2): dY summed over all but the
+/// channel axis.
+fn conv_bias_grad(b: &mut Builder, ctx: &Ctx<'_>, dy: TensorId) -> Option<TensorId> {
+    let bias = ctx.node.inputs.get(2).copied().flatten().filter(|_| ctx.needs(2))?;
+    let tb = b.ty(bias);
+    Some(b.lms1(&ctx.name("bias"), "ConvGradBias", Attrs::new(), &[dy], tb))
 }
 
 /// ConvTranspose is the adjoint of the Conv from its output back to its input with the
@@ -251,14 +252,7 @@ fn conv_transpose(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>
     attrs.set("group", Attr::Int(ctx.node.attrs.int("group", 1).map_err(|e| attr_fail(ctx, e))?));
     let dx = if ctx.needs(0) { Some(b.onnx1(&ctx.name("data"), "Conv", attrs.clone(), &[dy, w])?) } else { None };
     let dw = if ctx.needs(1) { Some(b.lms1(&ctx.name("weight"), "ConvGradWeight", attrs, &[x, dy], tw)) } else { None };
-    let db = match ctx.node.inputs.get(2).copied().flatten() {
-        Some(bias) if ctx.needs(2) => {
-            let tb = b.ty(bias);
-            Some(b.lms1(&ctx.name("bias"), "ConvGradBias", Attrs::new(), &[dy], tb))
-        }
-        _ => None,
-    };
-    Ok(vec![dx, dw, db])
+    Ok(vec![dx, dw, conv_bias_grad(b, ctx, dy)])
 }
 
 /// Kernel shape, strides, dilations and explicit pads of the Conv from a ConvTranspose's

@@ -12,14 +12,15 @@ use crate::commands::setup::Setup;
 use crate::commands::simulate::SimulateReport;
 use crate::emit;
 use crate::error::{Error, Result};
-use crate::frontend::{self, FrontendOptions};
+use crate::frontend::FrontendOptions;
 use crate::ir::{Graph, Plan};
 use crate::passes::planner::{self, DecisionReport};
 use crate::passes::split::{SplitReport, SplitRequest};
-use crate::passes::stages;
+use crate::commands::compile_pipeline::Pipeline;
+use crate::passes::stages::PassReport;
 use crate::passes::tflms::{FreeKnobs, SwapInTrigger, SwappedTensor, TflmsConfig};
-use crate::pipeline::{self, Context, Pass, PassOptions};
-use crate::train::{RunningVariance, TrainOptions, TrainSummary};
+use crate::pipeline::{self, Context, PassOptions};
+use crate::train::{TrainOptions, TrainSummary};
 use crate::units::format_bytes;
 use lms_proto::Message;
 use serde::Serialize;
@@ -192,94 +193,20 @@ pub struct CompileReport {
 
 /// Compiles a model and writes every requested output.
 pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
-    if options.budget.is_some() && options.strategy == Strategy::None {
-        return Err(Error::Usage("--budget needs a memory strategy (--strategy tflms or auto)".into()));
-    }
-    let auto_budget = match (&options.strategy, options.budget) {
-        (Strategy::Auto, None) => {
-            return Err(Error::Usage("--strategy auto needs --budget (the device memory to fit, e.g. 16GiB)".into()))
-        }
-        (Strategy::Auto, Some(b)) => Some(b),
-        _ => None,
-    };
-    let profile = match (options.device_profile.as_str(), &options.strategy) {
-        ("", Strategy::Auto) => Some(DeviceProfile::load(DEFAULT_PROFILE)?),
-        ("", _) => None,
-        (name, _) => Some(DeviceProfile::load(name)?),
-    };
-    let in_model = |e: Error| e.in_file(&options.model);
-    let model_bytes = frontend::read_model_bytes(&options.model).map_err(in_model)?;
-    let proto = frontend::decode_model(&model_bytes).map_err(in_model)?;
-    let base_dir = options.model.parent().unwrap_or(Path::new("."));
-    let external = frontend::external_files(&proto, base_dir);
+    let Pipeline { mut passes, profile, model_bytes, external, running_variance_from_producer } =
+        Pipeline::for_options(options)?;
     check_paths(options, &external)?;
-    let model = options.model.clone();
-    let mut train = options.train.clone();
-    // PyTorch's convention for a model PyTorch exported, unless one is asked for.
-    let from_pytorch = train.running_variance.is_none() && proto.producer_name == "pytorch";
-    if from_pytorch {
-        train.running_variance = Some(RunningVariance::Unbiased);
-    }
-    let mut import = stages::Import { model: model.clone(), options: options.frontend.clone(), proto };
-    let mut autodiff = stages::Autodiff { model: model.clone(), options: train, summary: None };
-    let mut optimizer = stages::Optimizer { model: model.clone(), optimizer: options.train.optimizer };
-    let mut tflms = match &options.strategy {
-        Strategy::None | Strategy::Auto => None,
-        Strategy::Tflms(config) => Some(stages::Tflms {
-            model: model.clone(),
-            config: TflmsConfig {
-                profile: profile.clone().map_or_else(|| config.profile.clone(), Into::into),
-                ..config.clone()
-            },
-            free: options.free_knobs,
-            budget: options.budget,
-            force: options.force,
-            outcome: None,
-            searched: false,
-        }),
-    };
-    let mut split = stages::Split { model: model.clone(), requests: options.split.clone(), reports: Vec::new() };
-    let planned = std::rc::Rc::default();
-    let mut plan_split = auto_budget.zip(profile.clone()).map(|(budget, profile)| stages::PlanSplit {
-        model: model.clone(),
-        budget,
-        force: options.force,
-        profile,
-        choice: None,
-        planned: std::rc::Rc::clone(&planned),
-    });
-    let mut planner = auto_budget.zip(profile.clone()).map(|(budget, profile)| stages::Plan {
-        model: model.clone(),
-        budget,
-        force: options.force,
-        profile,
-        planned: std::rc::Rc::clone(&planned),
-        outcome: None,
-    });
-    let mut verify = stages::Verify { model: model.clone(), proven: None };
-    let mut passes: Vec<&mut dyn Pass> = vec![&mut import, &mut autodiff, &mut optimizer];
-    if !options.split.is_empty() {
-        passes.push(&mut split);
-    }
-    if let Some(t) = tflms.as_mut() {
-        passes.push(t);
-    }
-    if let Some(p) = plan_split.as_mut() {
-        passes.push(p);
-    }
-    if let Some(p) = planner.as_mut() {
-        passes.push(p);
-    }
-    if options.verify {
-        passes.push(&mut verify);
-    }
     let mut cx = Context::default();
     let ran = pipeline::run(&mut passes, &mut cx, &options.passes).map_err(|e| suggest_auto(e, &options.strategy))?;
-    let strategy = match &options.strategy {
-        Strategy::Tflms(_) if ran.passes.contains(&crate::passes::tflms::PASS) => "tflms",
-        Strategy::Auto if ran.passes.contains(&planner::PASS) => "auto",
-        _ => crate::ir::NO_STRATEGY,
-    };
+    let strategy = ran
+        .reports
+        .iter()
+        .find_map(|r| match r {
+            PassReport::Tflms { .. } => Some("tflms"),
+            PassReport::Plan(_) => Some("auto"),
+            _ => None,
+        })
+        .unwrap_or(crate::ir::NO_STRATEGY);
     let graph = &mut cx.graph;
     // A profile file is carried by content, under the name inside it.
     let from_file = profile.as_ref().filter(|_| DeviceProfile::file(&options.device_profile).is_some());
@@ -342,50 +269,17 @@ pub fn compile(options: &CompileOptions) -> Result<CompileReport> {
         arena_device_bytes: after.device.arena_bytes,
         arena_host_bytes: after.host.arena_bytes,
         written_over_budget: None,
-        verified: verify.proven,
+        verified: None,
         swaps: vec![],
-        splits: split.reports,
-        auto_split: plan_split.and_then(|p| p.choice),
+        splits: vec![],
+        auto_split: None,
         decisions: vec![],
         predicted_step_seconds: predicted.map(|(after, _)| after),
         predicted_overhead: predicted.map(|(after, before)| after / before),
-        training: TrainSummary { running_variance_from_producer: from_pytorch, ..autodiff.summary.unwrap_or_default() },
+        training: TrainSummary { running_variance_from_producer, ..TrainSummary::default() },
     };
-    if let Some(fitted) = planner.and_then(|p| p.outcome) {
-        for d in &fitted.reports {
-            if d.kind == planner::RECOMPUTE {
-                report.recomputed_tensors += 1;
-                report.recomputed_bytes += d.bytes;
-            } else {
-                report.swapped_tensors += 1;
-                report.swapped_bytes += d.bytes;
-            }
-        }
-        report.added_ops = fitted.patch.added_nodes();
-        report.decisions = fitted.reports;
-    }
-    let searched = tflms.as_ref().is_some_and(|t| t.searched);
-    if let Some((config, swap)) = tflms.and_then(|t| t.outcome) {
-        let count = config.trigger == SwapInTrigger::Count;
-        report.n_tensors = config.n_tensors;
-        report.lb = count.then_some(config.lb);
-        report.trigger = Some(config.trigger);
-        report.min_bytes = Some(config.min_bytes);
-        let given = [("n_tensors", !options.free_knobs.n_tensors), ("lb", !options.free_knobs.lb && count)];
-        report.given_knobs = given.iter().filter(|k| k.1).map(|k| k.0.to_string()).collect();
-        if searched {
-            let free = FreeKnobs { lb: options.free_knobs.lb && count, ..options.free_knobs };
-            report.chosen_knobs = [("n_tensors", free.n_tensors), ("lb", free.lb)]
-                .iter()
-                .filter(|k| k.1)
-                .map(|k| k.0.to_string())
-                .collect();
-        }
-        report.swapped_tensors = swap.tensors.len();
-        report.swapped_bytes = swap.swapped_bytes();
-        report.added_ops = swap.ops_added;
-        report.swap_ins_without_control = swap.swap_ins_without_control;
-        report.swaps = swap.tensors;
+    for pass in ran.reports {
+        report.fold(pass, options.free_knobs);
     }
     // A plan is written only within its budgets, unless forced.
     if let (Some(b), true) = (options.budget, strategy != crate::ir::NO_STRATEGY) {
@@ -505,6 +399,59 @@ fn write_outputs(
 }
 
 impl CompileReport {
+    /// Adds what one pass reported (`free_knobs`: the TFLMS knobs the
+    /// budget search could choose).
+    fn fold(&mut self, pass: PassReport, free_knobs: FreeKnobs) {
+        match pass {
+            PassReport::Import | PassReport::Optimizer => {}
+            PassReport::Autodiff(summary) => {
+                self.training = TrainSummary {
+                    running_variance_from_producer: self.training.running_variance_from_producer,
+                    ..summary
+                };
+            }
+            PassReport::Split(splits) => self.splits = splits,
+            PassReport::Tflms { outcome: None, .. } | PassReport::Plan(None) => {}
+            PassReport::Tflms { outcome: Some((config, swap)), searched } => {
+                let count = config.trigger == SwapInTrigger::Count;
+                self.n_tensors = config.n_tensors;
+                self.lb = count.then_some(config.lb);
+                self.trigger = Some(config.trigger);
+                self.min_bytes = Some(config.min_bytes);
+                let given = [("n_tensors", !free_knobs.n_tensors), ("lb", !free_knobs.lb && count)];
+                self.given_knobs = given.iter().filter(|k| k.1).map(|k| k.0.to_string()).collect();
+                if searched {
+                    let free = FreeKnobs { lb: free_knobs.lb && count, ..free_knobs };
+                    self.chosen_knobs = [("n_tensors", free.n_tensors), ("lb", free.lb)]
+                        .iter()
+                        .filter(|k| k.1)
+                        .map(|k| k.0.to_string())
+                        .collect();
+                }
+                self.swapped_tensors = swap.tensors.len();
+                self.swapped_bytes = swap.swapped_bytes();
+                self.added_ops = swap.ops_added;
+                self.swap_ins_without_control = swap.swap_ins_without_control;
+                self.swaps = swap.tensors;
+            }
+            PassReport::PlanSplit(choice) => self.auto_split = choice,
+            PassReport::Plan(Some(fitted)) => {
+                for d in &fitted.reports {
+                    if d.kind == planner::RECOMPUTE {
+                        self.recomputed_tensors += 1;
+                        self.recomputed_bytes += d.bytes;
+                    } else {
+                        self.swapped_tensors += 1;
+                        self.swapped_bytes += d.bytes;
+                    }
+                }
+                self.added_ops = fitted.patch.added_nodes();
+                self.decisions = fitted.reports;
+            }
+            PassReport::Verify(proven) => self.verified = proven,
+        }
+    }
+
     /// The short report for people: what was done, peaks before and after,
     /// host bytes, what was proven.
     pub fn summary(&self) -> String {

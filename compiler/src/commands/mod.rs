@@ -7,6 +7,7 @@ pub mod builder;
 #[cfg(feature = "cli")]
 pub mod cli;
 pub mod compile;
+pub mod compile_pipeline;
 #[cfg(feature = "cli")]
 pub mod dataset;
 pub mod inspect;

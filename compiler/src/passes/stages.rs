@@ -1,7 +1,8 @@
 //! The passes `lms compile` runs, in order: `import` (ONNX → IR), `autodiff`
 //! (training-mode forward graph, loss, backward phase), `optimizer` (the
 //! update phase), the memory passes (`tflms` or `plan`), and `verify` (the rewritten
-//! graph proven equal to the training graph).
+//! graph proven equal to the training graph). Each reports one
+//! [`PassReport`] variant; `lms compile` folds its report from them.
 
 use super::planner::{self, PlanOptions, Speeds, DEFAULT_MAX_CHAIN};
 use super::split;
@@ -19,6 +20,35 @@ use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
+/// What each pass did, one variant per pass.
+#[derive(Debug)]
+pub enum PassReport {
+    /// `import`.
+    Import,
+    /// `autodiff`: the trained set.
+    Autodiff(TrainSummary),
+    /// `optimizer`.
+    Optimizer,
+    /// `split`: what each split did.
+    Split(Vec<split::SplitReport>),
+    /// `tflms`.
+    Tflms {
+        /// The knobs used and what was swapped (`None` when the graph
+        /// already fit the budget).
+        outcome: Option<(TflmsConfig, TflmsReport)>,
+        /// Whether the budget search chose the knobs (not so without a
+        /// budget, or when `force` rewrote with the knobs as given).
+        searched: bool,
+    },
+    /// `plan-split`: the batch split chosen (`None` when the plan has none).
+    PlanSplit(Option<planner::SplitChoice>),
+    /// `plan`: the plan (`None` when the graph already fit the budget).
+    Plan(Option<planner::Fitted>),
+    /// `verify`: the outputs and variable updates proven equal (`None`
+    /// when no pass rewrote the graph).
+    Verify(Option<usize>),
+}
+
 /// `import`: imports the ONNX model its caller read (and checked the
 /// outputs against).
 pub struct Import {
@@ -28,16 +58,16 @@ pub struct Import {
     pub proto: ModelProto,
 }
 
-impl Pass for Import {
+impl Pass<PassReport> for Import {
     fn name(&self) -> &'static str {
         "import"
     }
 
-    fn run(&mut self, cx: &mut Context) -> Result<Step> {
+    fn run(&mut self, cx: &mut Context) -> Result<(Step, PassReport)> {
         let base_dir = self.model.parent().unwrap_or(Path::new("."));
         cx.graph =
             frontend::import(&self.proto, Some(base_dir), &self.options).map_err(|e| e.in_file(&self.model))?.graph;
-        Ok(Step::Built)
+        Ok((Step::Built, PassReport::Import))
     }
 }
 
@@ -45,22 +75,20 @@ impl Pass for Import {
 pub struct Autodiff {
     pub model: PathBuf,
     pub options: TrainOptions,
-    /// After the run: the trained set.
-    pub summary: Option<TrainSummary>,
 }
 
-impl Pass for Autodiff {
+impl Pass<PassReport> for Autodiff {
     fn name(&self) -> &'static str {
         "autodiff"
     }
 
-    fn run(&mut self, cx: &mut Context) -> Result<Step> {
+    fn run(&mut self, cx: &mut Context) -> Result<(Step, PassReport)> {
         let in_model = |e: Error| e.in_file(&self.model);
-        self.summary = Some(train::summary(&cx.graph, &self.options).map_err(in_model)?);
+        let summary = train::summary(&cx.graph, &self.options).map_err(in_model)?;
         let (graph, gradients) = train::differentiate(&cx.graph, &self.options).map_err(in_model)?;
         cx.graph = graph;
         cx.gradients = gradients;
-        Ok(Step::Built)
+        Ok((Step::Built, PassReport::Autodiff(summary)))
     }
 }
 
@@ -70,15 +98,15 @@ pub struct Optimizer {
     pub optimizer: train::Optimizer,
 }
 
-impl Pass for Optimizer {
+impl Pass<PassReport> for Optimizer {
     fn name(&self) -> &'static str {
         "optimizer"
     }
 
-    fn run(&mut self, cx: &mut Context) -> Result<Step> {
+    fn run(&mut self, cx: &mut Context) -> Result<(Step, PassReport)> {
         let graph = std::mem::take(&mut cx.graph);
         cx.graph = train::attach_optimizer(graph, &cx.gradients, self.optimizer).map_err(|e| e.in_file(&self.model))?;
-        Ok(Step::Built)
+        Ok((Step::Built, PassReport::Optimizer))
     }
 }
 
@@ -97,29 +125,24 @@ pub struct Tflms {
     /// With a budget: rewrite even when the graph already fits, and write a
     /// plan over the budget (saying so) instead of failing.
     pub force: bool,
-    /// After the run: the knobs used and what was swapped (`None` when the
-    /// graph already fit the budget).
-    pub outcome: Option<(TflmsConfig, TflmsReport)>,
-    /// After the run: whether the budget search chose the knobs (not so
-    /// without a budget, or when `force` rewrote with the knobs as given).
-    pub searched: bool,
 }
 
-impl Pass for Tflms {
+impl Pass<PassReport> for Tflms {
     fn name(&self) -> &'static str {
         tflms::PASS
     }
 
-    fn run(&mut self, cx: &mut Context) -> Result<Step> {
+    fn run(&mut self, cx: &mut Context) -> Result<(Step, PassReport)> {
         let in_model = |e: Error| e.in_file(&self.model);
         let g = &cx.graph;
         tflms::check_knobs(g, &self.config).map_err(in_model)?;
         let force = self.force;
+        let mut searched = false;
         let (patch, outcome) = match self.budget {
             Some(b) if !force || !fits(g, b) => {
                 match tflms::fit(g, &self.config, self.free, b) {
                     Ok(fit) => {
-                        self.searched = true;
+                        searched = true;
                         match fit.plan {
                             Some(plan) => (plan.patch, Some((plan.config, plan.report))),
                             None => (Patch::new(tflms::PASS), None),
@@ -142,8 +165,7 @@ impl Pass for Tflms {
         if !patch.is_empty() {
             cx.keep_reference();
         }
-        self.outcome = outcome;
-        Ok(Step::Patch(patch))
+        Ok((Step::Patch(patch), PassReport::Tflms { outcome, searched }))
     }
 }
 
@@ -152,22 +174,19 @@ impl Pass for Tflms {
 pub struct Split {
     pub model: PathBuf,
     pub requests: Vec<split::SplitRequest>,
-    /// After the run: what each split did.
-    pub reports: Vec<split::SplitReport>,
 }
 
-impl Pass for Split {
+impl Pass<PassReport> for Split {
     fn name(&self) -> &'static str {
         split::PASS
     }
 
-    fn run(&mut self, cx: &mut Context) -> Result<Step> {
+    fn run(&mut self, cx: &mut Context) -> Result<(Step, PassReport)> {
         let (patch, reports) = split::patch(&cx.graph, &self.requests).map_err(|e| e.in_file(&self.model))?;
         if !patch.is_empty() {
             cx.keep_reference();
         }
-        self.reports = reports;
-        Ok(Step::Patch(patch))
+        Ok((Step::Patch(patch), PassReport::Split(reports)))
     }
 }
 
@@ -182,8 +201,6 @@ pub struct PlanSplit {
     pub force: bool,
     /// The time model the search times its plans with.
     pub profile: DeviceProfile,
-    /// After the run: the split chosen (`None` when the plan has none).
-    pub choice: Option<planner::SplitChoice>,
     /// After the run: the plan chosen, for the `plan` pass to apply.
     pub planned: Rc<RefCell<Option<planner::Fitted>>>,
 }
@@ -191,28 +208,28 @@ pub struct PlanSplit {
 /// The name of the [`PlanSplit`] pass.
 pub const PLAN_SPLIT: &str = "plan-split";
 
-impl Pass for PlanSplit {
+impl Pass<PassReport> for PlanSplit {
     fn name(&self) -> &'static str {
         PLAN_SPLIT
     }
 
-    fn run(&mut self, cx: &mut Context) -> Result<Step> {
+    fn run(&mut self, cx: &mut Context) -> Result<(Step, PassReport)> {
         let g = &cx.graph;
         let b = self.budget;
+        let no_split = || Ok((Step::Patch(Patch::new(PLAN_SPLIT)), PassReport::PlanSplit(None)));
         if fits(g, b) {
-            return Ok(Step::Patch(Patch::new(PLAN_SPLIT)));
+            return no_split();
         }
         let planned = match planner::search(g, &self.profile, plan_options(b)) {
             Ok(planned) => planned,
             // Forced: no split; the plan pass plans the graph as it is.
-            Err(Error::NoPlan { .. }) if self.force => return Ok(Step::Patch(Patch::new(PLAN_SPLIT))),
+            Err(Error::NoPlan { .. }) if self.force => return no_split(),
             Err(e) => return Err(e.in_file(&self.model)),
         };
         *self.planned.borrow_mut() = Some(planned.fitted);
-        let Some(chosen) = planned.split else { return Ok(Step::Patch(Patch::new(PLAN_SPLIT))) };
+        let Some(chosen) = planned.split else { return no_split() };
         cx.keep_reference();
-        self.choice = Some(chosen.choice);
-        Ok(Step::Patch(chosen.patch))
+        Ok((Step::Patch(chosen.patch), PassReport::PlanSplit(Some(chosen.choice))))
     }
 }
 
@@ -233,21 +250,21 @@ pub struct Plan {
     pub profile: DeviceProfile,
     /// The plan the `plan-split` pass chose (shared with it).
     pub planned: Rc<RefCell<Option<planner::Fitted>>>,
-    /// After the run: the plan (`None` when the graph already fit the budget).
-    pub outcome: Option<planner::Fitted>,
 }
 
-impl Pass for Plan {
+impl Pass<PassReport> for Plan {
     fn name(&self) -> &'static str {
         planner::PASS
     }
 
-    fn run(&mut self, cx: &mut Context) -> Result<Step> {
+    fn run(&mut self, cx: &mut Context) -> Result<(Step, PassReport)> {
         let g = &cx.graph;
         let b = self.budget;
         let fitted = match self.planned.borrow_mut().take() {
             Some(fitted) => fitted,
-            None if !self.force && fits(g, b) => return Ok(Step::Patch(Patch::new(planner::PASS))),
+            None if !self.force && fits(g, b) => {
+                return Ok((Step::Patch(Patch::new(planner::PASS)), PassReport::Plan(None)))
+            }
             None => {
                 let speeds = Speeds::from_profile(g, &self.profile);
                 let options = plan_options(b);
@@ -265,30 +282,33 @@ impl Pass for Plan {
         if !patch.is_empty() {
             cx.keep_reference();
         }
-        self.outcome = Some(fitted);
-        Ok(Step::Patch(patch))
+        Ok((Step::Patch(patch), PassReport::Plan(Some(fitted))))
     }
 }
+
+/// The name of the [`Verify`] pass.
+pub const VERIFY: &str = "verify";
 
 /// `verify`: proves the graph equal to the reference the memory passes kept
 /// (nothing to prove when none rewrote it).
 pub struct Verify {
     pub model: PathBuf,
-    /// After the run: the outputs and variable updates proven equal.
-    pub proven: Option<usize>,
 }
 
-impl Pass for Verify {
+impl Pass<PassReport> for Verify {
     fn name(&self) -> &'static str {
-        "verify"
+        VERIFY
     }
 
-    fn run(&mut self, cx: &mut Context) -> Result<Step> {
-        if let Some(reference) = &cx.reference {
-            let proof =
-                egraph::verify(reference, &cx.graph, &egraph::Limits::default()).map_err(|e| e.in_file(&self.model))?;
-            self.proven = Some(proof.proven());
-        }
-        Ok(Step::Patch(Patch::new(self.name())))
+    fn run(&mut self, cx: &mut Context) -> Result<(Step, PassReport)> {
+        let proven = match &cx.reference {
+            Some(reference) => Some(
+                egraph::verify(reference, &cx.graph, &egraph::Limits::default())
+                    .map_err(|e| e.in_file(&self.model))?
+                    .proven(),
+            ),
+            None => None,
+        };
+        Ok((Step::Patch(Patch::new(VERIFY)), PassReport::Verify(proven)))
     }
 }

@@ -1,6 +1,7 @@
 //! The compile pipeline: a list of named passes run by a pass manager.
 //!
-//! A pass reads the [`Context`] and returns a [`Step`]: a memory pass returns
+//! A pass reads the [`Context`] and returns a [`Step`] and its typed report
+//! (the caller's report type, one variant per pass): a memory pass returns
 //! a [`Patch`] (nodes added at schedule positions, rewired inputs, control
 //! edges, removed nodes), which the manager applies to a copy of the graph
 //! and keeps only when the invariants ([`invariants::check`]) hold; a
@@ -52,12 +53,12 @@ pub enum Step {
     Built,
 }
 
-/// One named step of a compile.
-pub trait Pass {
+/// One named step of a compile, reporting an `R`.
+pub trait Pass<R> {
     /// The name `--dump-after` and `--stop-after` use.
     fn name(&self) -> &'static str;
-    /// Runs the pass on the context.
-    fn run(&mut self, cx: &mut Context) -> Result<Step>;
+    /// Runs the pass on the context: what to change, and what it did.
+    fn run(&mut self, cx: &mut Context) -> Result<(Step, R)>;
 }
 
 /// Where the manager stops and what it writes on the way.
@@ -69,11 +70,13 @@ pub struct PassOptions {
     pub stop_after: Option<String>,
 }
 
-/// How far a pipeline ran.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Ran {
+/// How far a pipeline ran, and what its passes reported.
+#[derive(Debug)]
+pub struct Ran<R> {
     /// Names of the passes run, in order.
     pub passes: Vec<&'static str>,
+    /// The report of each pass run, in the same order.
+    pub reports: Vec<R>,
     /// True when `stop_after` ended it early.
     pub stopped: bool,
 }
@@ -90,7 +93,7 @@ pub fn apply_checked(g: &Graph, patch: &Patch) -> Result<(Graph, Applied)> {
 
 /// Runs `passes` in order on `cx` (module doc). Fails before running any
 /// pass when `options` names a pass not in the list.
-pub fn run(passes: &mut [&mut dyn Pass], cx: &mut Context, options: &PassOptions) -> Result<Ran> {
+pub fn run<R>(passes: &mut [Box<dyn Pass<R>>], cx: &mut Context, options: &PassOptions) -> Result<Ran<R>> {
     let names: Vec<&'static str> = passes.iter().map(|p| p.name()).collect();
     let named = options.dump_after.as_ref().map(|(n, _)| n).into_iter().chain(&options.stop_after);
     for wanted in named {
@@ -101,10 +104,11 @@ pub fn run(passes: &mut [&mut dyn Pass], cx: &mut Context, options: &PassOptions
             )));
         }
     }
-    let mut ran = Ran { passes: Vec::new(), stopped: false };
+    let mut ran = Ran { passes: Vec::new(), reports: Vec::new(), stopped: false };
     for pass in passes.iter_mut() {
         let name = pass.name();
-        match pass.run(cx)? {
+        let (step, report) = pass.run(cx)?;
+        match step {
             Step::Patch(patch) => {
                 if !patch.is_empty() {
                     cx.graph = apply_checked(&cx.graph, &patch)?.0;
@@ -116,6 +120,7 @@ pub fn run(passes: &mut [&mut dyn Pass], cx: &mut Context, options: &PassOptions
             }
         }
         ran.passes.push(name);
+        ran.reports.push(report);
         if let Some((_, path)) = options.dump_after.as_ref().filter(|(n, _)| n == name) {
             let text = emit::text::to_text(&cx.graph)?;
             emit::output::write_atomically(path, text.as_bytes())?;

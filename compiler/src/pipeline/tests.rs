@@ -119,18 +119,18 @@ fn the_manager_rejects_control_cycles_and_dangling_reads() {
 /// dumps and stops where it is told.
 struct AddAfterA;
 
-impl Pass for AddAfterA {
+impl Pass<()> for AddAfterA {
     fn name(&self) -> &'static str {
         "add"
     }
 
-    fn run(&mut self, cx: &mut Context) -> Result<Step> {
+    fn run(&mut self, cx: &mut Context) -> Result<(Step, ())> {
         let g = &cx.graph;
         let a = g.node_ids().find(|&id| g.node(id).name == "a").expect("a");
         let mut patch = Patch::new(self.name());
         let out = TensorRef::Existing(g.node(a).outputs[0]);
         patch.add_node(node("added", "Relu"), vec![Some(out)], vec![("added".into(), ty())], Position::After(a));
-        Ok(Step::Patch(patch))
+        Ok((Step::Patch(patch), ()))
     }
 }
 
@@ -139,16 +139,16 @@ fn the_manager_dumps_and_stops_after_named_passes() {
     let dir = std::env::temp_dir().join(format!("lms-pipeline-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let dump = dir.join("after-add.txt");
-    let (first, second) = (&mut AddAfterA, &mut AddAfterA);
+    let mut passes: Vec<Box<dyn Pass<()>>> = vec![Box::new(AddAfterA), Box::new(AddAfterA)];
     let mut cx = Context { graph: chain().0, ..Context::default() };
     let options = PassOptions { dump_after: Some(("add".into(), dump.clone())), stop_after: Some("add".into()) };
-    let ran = run(&mut [first, second], &mut cx, &options).expect("runs");
-    assert_eq!(ran, Ran { passes: vec!["add"], stopped: true });
+    let ran = run(&mut passes, &mut cx, &options).expect("runs");
+    assert_eq!((ran.passes, ran.reports.len(), ran.stopped), (vec!["add"], 1, true));
     assert_eq!(names(&cx.graph), ["x", "a", "added", "s", "b", "c"]);
     let text = std::fs::read_to_string(&dump).expect("dumped");
     assert!(text.contains("%added: f32[4] = Relu(%a)"), "{text}");
     let unknown = PassOptions { stop_after: Some("nope".into()), ..PassOptions::default() };
-    let err = run(&mut [&mut AddAfterA], &mut cx, &unknown).expect_err("no such pass");
+    let err = run(&mut passes, &mut cx, &unknown).expect_err("no such pass");
     assert_eq!(err.to_string(), "no pass named 'nope' in this compile (passes: add)");
     std::fs::remove_dir_all(&dir).expect("cleaned up");
 }

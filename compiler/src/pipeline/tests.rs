@@ -149,6 +149,6 @@ fn the_manager_dumps_and_stops_after_named_passes() {
     assert!(text.contains("%added: f32[4] = Relu(%a)"), "{text}");
     let unknown = PassOptions { stop_after: Some("nope".into()), ..PassOptions::default() };
     let err = run(&mut passes, &mut cx, &unknown).expect_err("no such pass");
-    assert_eq!(err.to_string(), "no pass named 'nope' in this compile (passes: add)");
+    assert_eq!(err.to_string(), "no pass named 'nope' in this compile (passes: add, add)");
     std::fs::remove_dir_all(&dir).expect("cleaned up");
 }

@@ -23,12 +23,8 @@ fn main() {
     let model =
         frontend::import(&common::residual_chain(BLOCKS, BATCH, WIDTH, CLASSES), None, &FrontendOptions::default())
             .expect("imports");
-    let options = TrainOptions {
-        loss: Loss::SoftmaxCrossEntropy,
-        optimizer: Optimizer::Sgd { lr: 0.01 },
-        trainable: vec![],
-        frozen: vec![],
-    };
+    let options =
+        TrainOptions { loss: Loss::SoftmaxCrossEntropy, optimizer: Optimizer::Sgd { lr: 0.01 }, ..Default::default() };
     let graph = train::build(&model.graph, &options).expect("training graph builds");
     let mut best = f64::INFINITY;
     for run in 0..3 {

@@ -44,12 +44,7 @@ fn bench(label: &str, original: &Graph, target: Option<f64>) {
 }
 
 fn training_options() -> TrainOptions {
-    TrainOptions {
-        loss: Loss::SoftmaxCrossEntropy,
-        optimizer: Optimizer::Sgd { lr: 0.01 },
-        trainable: vec![],
-        frozen: vec![],
-    }
+    TrainOptions { loss: Loss::SoftmaxCrossEntropy, optimizer: Optimizer::Sgd { lr: 0.01 }, ..Default::default() }
 }
 
 fn main() {

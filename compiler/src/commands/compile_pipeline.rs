@@ -102,4 +102,3 @@ impl Pipeline {
         Ok(Pipeline { passes, profile, model_bytes, external, running_variance_from_producer })
     }
 }
-

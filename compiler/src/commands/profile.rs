@@ -134,15 +134,13 @@ impl<B: Backend, F: Fn() -> std::result::Result<B, RuntimeError>> Measurer<F> {
         }
         let vector_sizes = big(quick, &[1 << 10, 1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22]);
         let kernel_rates = KernelRates {
-            matmul: self.rates(big(quick, &[16, 64, 256, 512]).into_iter().map(matmul).collect(), &overhead)?,
-            conv: self.rates(
-                big(quick, &[(8, 8), (16, 16), (32, 28), (64, 56)]).into_iter().map(conv).collect(),
-                &overhead,
-            )?,
+            matmul: self.rates(big(quick, &[16, 64, 256, 512]).into_iter().map(matmul).collect(), overhead)?,
+            conv: self
+                .rates(big(quick, &[(8, 8), (16, 16), (32, 28), (64, 56)]).into_iter().map(conv).collect(), overhead)?,
             conv_by_image: device == DeviceKind::Cpu,
-            elementwise: self.rates(vector_sizes.iter().map(|&n| elementwise(n)).collect(), &overhead)?,
-            reduction: self.rates(vector_sizes.iter().map(|&n| normalisation(n)).collect(), &overhead)?,
-            transcendental: self.rates(vector_sizes.iter().map(|&n| transcendental(n)).collect(), &overhead)?,
+            elementwise: self.rates(vector_sizes.iter().map(|&n| elementwise(n)).collect(), overhead)?,
+            reduction: self.rates(vector_sizes.iter().map(|&n| normalisation(n)).collect(), overhead)?,
+            transcendental: self.rates(vector_sizes.iter().map(|&n| transcendental(n)).collect(), overhead)?,
         };
         let (to_host, to_device) =
             self.copy_bandwidths(if quick { 1 << 18 } else { 1 << 23 }, launch + 2.0 * tensor)?;

@@ -43,7 +43,7 @@ pub enum PassReport {
     /// `plan-split`: the batch split chosen (`None` when the plan has none).
     PlanSplit(Option<planner::SplitChoice>),
     /// `plan`: the plan (`None` when the graph already fit the budget).
-    Plan(Option<planner::Fitted>),
+    Plan(Option<Box<planner::Fitted>>),
     /// `verify`: the outputs and variable updates proven equal (`None`
     /// when no pass rewrote the graph).
     Verify(Option<usize>),
@@ -282,7 +282,7 @@ impl Pass<PassReport> for Plan {
         if !patch.is_empty() {
             cx.keep_reference();
         }
-        Ok((Step::Patch(patch), PassReport::Plan(Some(fitted))))
+        Ok((Step::Patch(patch), PassReport::Plan(Some(Box::new(fitted)))))
     }
 }
 

@@ -54,7 +54,7 @@ pub struct Selection {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Frozen {
     /// A `--frozen` glob matches it.
-    ByFrozen,
+    Glob,
     /// `--trainable` globs are given and none matches it.
     NotTrainable,
     /// A table whose values are a mask's.
@@ -74,7 +74,7 @@ impl Frozen {
     /// Why, in the summary's words.
     pub fn describe(self) -> &'static str {
         match self {
-            Frozen::ByFrozen => "--frozen",
+            Frozen::Glob => "--frozen",
             Frozen::NotTrainable => "not matched by --trainable",
             Frozen::Mask => "a mask",
             Frozen::Fill => "one repeated value",
@@ -202,7 +202,7 @@ pub fn select(f: &Graph, schedule: &[NodeId], classes: &[TensorClass], options: 
             Role::None => Some(Frozen::NoGradientPath),
         };
         let why = if frozen.matches(&tensor.name) {
-            Some(Frozen::ByFrozen)
+            Some(Frozen::Glob)
         } else if trainable.is_empty() {
             by_default
         } else {

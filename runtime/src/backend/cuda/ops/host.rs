@@ -54,7 +54,7 @@ pub(super) fn upload(exec: &Exec<'_>, i: usize, value: HostTensor) -> OpResult<C
     let mut out = exec.output(i)?;
     if out.dtype != value.dtype() || out.shape != value.shape {
         return Err(KernelError::shape(
-            &format!("output {i}"),
+            format!("output {i}"),
             format!(
                 "the host kernel made {} {:?}, the node declares {} {:?}",
                 dtype_name(value.dtype()),

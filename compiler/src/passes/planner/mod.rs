@@ -116,7 +116,7 @@ pub struct Decision {
 
 /// What [`plan`] decided and the memory it predicts.
 #[derive(Clone, Debug)]
-pub struct Plan {
+pub struct Decisions {
     /// The planner's decisions (none when [`search`] kept TFLMS's plan).
     pub decisions: Vec<Decision>,
     /// The planner's (conservative) device peak of the plan.
@@ -152,13 +152,13 @@ struct Planner<'f, 'g> {
 /// Plans swap and recompute decisions that bring `g`'s device peak over
 /// `schedule` within `options.device_budget`. Returns the plan even when it
 /// does not fit (`fits` false): its peak is the smallest this planner reaches.
-pub fn plan(g: &Graph, schedule: &[NodeId], speeds: &Speeds, options: PlanOptions) -> Plan {
+pub fn plan(g: &Graph, schedule: &[NodeId], speeds: &Speeds, options: PlanOptions) -> Decisions {
     let facts = Facts::new(g, schedule, speeds);
     plan_with(&facts, options)
 }
 
 /// [`plan`] on facts already gathered (a budget search plans one graph many times).
-pub fn plan_with(facts: &Facts<'_>, options: PlanOptions) -> Plan {
+pub fn plan_with(facts: &Facts<'_>, options: PlanOptions) -> Decisions {
     let profile = memory::simulate(facts.g, facts.schedule);
     let mut planner = Planner {
         facts,
@@ -175,7 +175,7 @@ pub fn plan_with(facts: &Facts<'_>, options: PlanOptions) -> Plan {
         planner.clean_up();
     }
     let device_peak = planner.device.peak().1;
-    Plan {
+    Decisions {
         device_peak,
         host_peak: planner.host.peak().1,
         fits: device_peak <= options.device_budget,
@@ -454,7 +454,7 @@ pub struct Fitted {
     pub patch: Patch,
     /// The training graph with the patch applied.
     pub graph: Graph,
-    pub plan: Plan,
+    pub plan: Decisions,
     /// Each decision with its ΔM, ΔT and why.
     pub reports: Vec<DecisionReport>,
     /// Live peaks and placed arenas of `graph` (the memory simulator and the

@@ -29,7 +29,7 @@
 //! be kept is placed.
 
 use super::split::{self, ChosenSplit};
-use super::{fit_fastest, fit_fastest_below, report, Fitted, Plan, PlanOptions, Speeds};
+use super::{fit_fastest, fit_fastest_below, report, Decisions, Fitted, PlanOptions, Speeds};
 use crate::analysis::footprint::Footprint;
 use crate::analysis::profile::DeviceProfile;
 use crate::analysis::timeline;
@@ -186,7 +186,7 @@ fn tflms_plan(
         return Ok(None);
     }
     let reports = report::from_plan(&graph, &timeline);
-    let plan_record = Plan {
+    let plan_record = Decisions {
         decisions: Vec::new(),
         device_peak: footprint.device.peak_bytes,
         host_peak: footprint.host.peak_bytes,

@@ -53,7 +53,7 @@ mod splice;
 mod tests;
 mod timed;
 
-pub use fit::{fit, Fit, FreeKnobs, Plan, MAX_LB};
+pub use fit::{fit, ChosenRewrite, Fit, FreeKnobs, MAX_LB};
 pub use select::check_knobs;
 pub use splice::PASS;
 

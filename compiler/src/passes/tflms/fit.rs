@@ -53,7 +53,7 @@ impl FreeKnobs {
 #[derive(Clone, Debug)]
 pub struct Fit {
     /// The rewrite chosen; `None` when the input already fits.
-    pub plan: Option<Plan>,
+    pub plan: Option<ChosenRewrite>,
     /// Peaks and arenas of the input graph.
     pub before: Footprint,
     /// Peaks and arenas after the chosen rewrite (the input's without one).
@@ -62,7 +62,7 @@ pub struct Fit {
 
 /// The knobs budget mode chose and the rewrite they give.
 #[derive(Clone, Debug)]
-pub struct Plan {
+pub struct ChosenRewrite {
     /// The given configuration with the chosen `n_tensors` and `lb`.
     pub config: TflmsConfig,
     /// The rewrite, as a patch of the input graph.
@@ -109,7 +109,7 @@ pub fn fit(g: &Graph, cfg: &TflmsConfig, free: FreeKnobs, budgets: Budget) -> Re
         match after.check(&graph, &placed, budgets) {
             Ok(()) => {
                 let (patch, report) = search.analysis.patch(&config)?;
-                return Ok(Fit { plan: Some(Plan { config, patch, report }), before, after });
+                return Ok(Fit { plan: Some(ChosenRewrite { config, patch, report }), before, after });
             }
             Err(e) => {
                 let overshoot = after.overshoot(budgets);

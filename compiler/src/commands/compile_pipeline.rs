@@ -86,7 +86,7 @@ impl Pipeline {
                     profile: profile.clone(),
                     planned: Rc::clone(&planned),
                 }));
-                passes.push(Box::new(stages::Plan {
+                passes.push(Box::new(stages::ApplyPlan {
                     model: model.clone(),
                     budget,
                     force: options.force,

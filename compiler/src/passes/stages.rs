@@ -240,7 +240,7 @@ fn plan_options(b: Budget) -> PlanOptions {
 
 /// `plan`: applies the plan the `plan-split` pass chose (`--strategy auto`);
 /// forced (`--force`) where that pass chose none, the planner's own plan.
-pub struct Plan {
+pub struct ApplyPlan {
     pub model: PathBuf,
     pub budget: Budget,
     /// Plan even when the graph already fits; where no plan fits, the
@@ -252,7 +252,7 @@ pub struct Plan {
     pub planned: Rc<RefCell<Option<planner::Fitted>>>,
 }
 
-impl Pass<PassReport> for Plan {
+impl Pass<PassReport> for ApplyPlan {
     fn name(&self) -> &'static str {
         planner::PASS
     }

@@ -24,7 +24,7 @@ pub(crate) mod testing;
 pub mod values;
 pub mod verify;
 
-pub use propagate::{propagate, Merge, SplitPlan, SplitRequest};
+pub use propagate::{propagate, AxisSplit, Merge, SplitPlan};
 pub use saturate::{Limits, Stop};
 pub use terms::TermBuilder;
 pub use verify::{check, verify, Item, Status, VerifyReport, What};

@@ -30,7 +30,7 @@ use std::time::Instant;
 
 /// A split to propagate from one op.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SplitRequest {
+pub struct AxisSplit {
     /// The op to compute in parts.
     pub node: NodeId,
     /// The axis of its outputs along which the parts split them.
@@ -78,7 +78,7 @@ pub struct Merge {
 /// independent along the axis (naming it), when the axis cannot be split into
 /// that many parts, or when the limits stop saturation before the op's split
 /// form is derived.
-pub fn propagate(g: &Graph, request: &SplitRequest, limits: &Limits) -> Result<SplitPlan> {
+pub fn propagate(g: &Graph, request: &AxisSplit, limits: &Limits) -> Result<SplitPlan> {
     let start = Instant::now();
     if g.node(request.node).parameterized {
         let reason = "is a variable or input: only ops can be split";
@@ -129,7 +129,7 @@ struct Seed {
 impl Seed {
     /// Adds `split(d, i, n)(x)` for every part of every input `x` the op's
     /// family splits; fails naming the op when it cannot be split so.
-    fn add(egraph: &mut TermGraph, terms: &mut TermBuilder<'_>, g: &Graph, request: &SplitRequest) -> Result<Seed> {
+    fn add(egraph: &mut TermGraph, terms: &mut TermBuilder<'_>, g: &Graph, request: &AxisSplit) -> Result<Seed> {
         let node = g.node(request.node);
         let fail = |reason: String| Err(node_error(g, request.node, reason));
         let mut children = Vec::with_capacity(node.inputs.len());
@@ -408,7 +408,7 @@ impl CostFunction<Term> for SplitCost<'_> {
 
 #[cfg(test)]
 mod tests {
-    use super::{propagate, Merge, SplitPlan, SplitRequest};
+    use super::{propagate, AxisSplit, Merge, SplitPlan};
     use crate::egraph::testing::Net;
     use crate::egraph::Limits;
     use crate::error::Result;
@@ -417,7 +417,7 @@ mod tests {
     /// Propagates a split of `node` along `axis` into `parts`, `depth` read edges deep,
     /// under the default limits.
     fn split(g: &Graph, node: NodeId, axis: usize, parts: usize, depth: usize) -> Result<SplitPlan> {
-        let request = SplitRequest { node, axis, parts, depth };
+        let request = AxisSplit { node, axis, parts, depth };
         propagate(g, &request, &Limits::default())
     }
 

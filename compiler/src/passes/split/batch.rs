@@ -8,7 +8,7 @@
 
 use super::batch_norm;
 use super::blocks;
-use super::emit::{part_axis, remove_dead_shapes, unsplittable_outputs, writes_variable, Covered, Merge};
+use super::emit::{part_axis, remove_dead_shapes, unsplittable_outputs, writes_variable, Covered, MergeKind};
 use super::PASS;
 use crate::egraph::lang::TermAnalysis;
 use crate::ir::{Graph, NodeId};
@@ -62,7 +62,7 @@ pub fn batch_patch(g: &Graph, split: &BatchSplit) -> Option<(Patch, BatchSplitRe
     let report = BatchSplitReport {
         split: *split,
         ops: covered.len(),
-        summed: covered.iter().filter(|c| c.merge == Merge::Sum).count(),
+        summed: covered.iter().filter(|c| c.merge == MergeKind::Sum).count(),
         splits: emitted.splits.len(),
         merges: emitted.merges.len(),
     };
@@ -89,7 +89,7 @@ fn covered(g: &Graph, split: &BatchSplit) -> Vec<Covered> {
             let inputs = (0..node.inputs.len()).map(|slot| sliced.contains(&slot).then_some(0)).collect();
             let made = g.tensor(node.outputs[0]).ty.bytes();
             if x.ty.shape[0] >= split.parts && x.ty.bytes() + made >= split.min_bytes {
-                covered.push(Covered { node: m, merge: Merge::Statistics, inputs, parts: split.parts });
+                covered.push(Covered { node: m, merge: MergeKind::Statistics, inputs, parts: split.parts });
             }
             continue;
         }
@@ -115,7 +115,7 @@ fn covered(g: &Graph, split: &BatchSplit) -> Vec<Covered> {
         if let Some((0, inputs)) = part_axis(g, &mut analysis, m, &none, Some(0)) {
             let rows = g.tensor(node.outputs[0]).ty.shape.first().copied().unwrap_or(0);
             if rows >= split.parts && long_enough(&inputs) && bytes(&inputs, true) >= split.min_bytes {
-                covered.push(Covered { node: m, merge: Merge::Concat(0), inputs, parts: split.parts });
+                covered.push(Covered { node: m, merge: MergeKind::Concat(0), inputs, parts: split.parts });
             }
             continue;
         }
@@ -123,7 +123,7 @@ fn covered(g: &Graph, split: &BatchSplit) -> Vec<Covered> {
             let partials: u64 = node.outputs.iter().map(|&t| g.tensor(t).ty.bytes()).sum::<u64>() * 2;
             let sliced = bytes(&inputs, false);
             if long_enough(&inputs) && sliced >= split.min_bytes && partials * MAX_PARTIAL_SHARE <= sliced {
-                covered.push(Covered { node: m, merge: Merge::Sum, inputs, parts: split.parts });
+                covered.push(Covered { node: m, merge: MergeKind::Sum, inputs, parts: split.parts });
             }
         }
     }

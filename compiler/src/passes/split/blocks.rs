@@ -10,7 +10,7 @@
 //! needs one of its outputs whole, is ordered after one of its ops, or
 //! writes a variable one of its ops reads.
 
-use super::emit::{slice_type, split_part, Covered, Merge, Piece};
+use super::emit::{slice_type, split_part, Covered, MergeKind, Piece};
 use crate::egraph::rules::batch_norm::{Form, Source};
 use crate::ir::{Action, Attr, Attrs, Graph, Node, NodeId, TensorId, TensorType};
 use crate::pipeline::{NewNode, NodeRef, Patch, Position, TensorRef};
@@ -40,7 +40,7 @@ pub(super) fn emit(g: &Graph, covered: &[Covered], removed: &HashSet<NodeId>, pa
                 if emitter.must_flush_before_covered(&pending, ci) {
                     emitter.flush(&std::mem::take(&mut pending), last_kept, patch);
                 }
-                if covered[ci].merge == Merge::Statistics {
+                if covered[ci].merge == MergeKind::Statistics {
                     // Its statistics end the block; its apply op starts the next.
                     pending.push((ci, Phase::Statistics));
                     emitter.flush(&std::mem::take(&mut pending), last_kept, patch);
@@ -131,10 +131,10 @@ impl<'g, 'c> Emitter<'g, 'c> {
     fn reads_parts(&self, reader: &Covered, slot: usize, t: TensorId) -> bool {
         let Some(producer) = self.covered_producer(t) else { return false };
         let axis = match producer.merge {
-            Merge::Concat(axis) => Some(axis),
+            MergeKind::Concat(axis) => Some(axis),
             // A batch norm's apply parts make output 0 along the batch.
-            Merge::Statistics => (self.g.node(producer.node).outputs[0] == t).then_some(0),
-            Merge::Sum | Merge::Halo => None,
+            MergeKind::Statistics => (self.g.node(producer.node).outputs[0] == t).then_some(0),
+            MergeKind::Sum | MergeKind::Halo => None,
         };
         axis.is_some() && reader.inputs[slot] == axis && producer.parts == reader.parts
     }
@@ -261,7 +261,7 @@ impl<'g, 'c> Emitter<'g, 'c> {
                 patch.add_control_edge(NodeRef::New(micro), NodeRef::Existing(after));
             }
         }
-        if c.merge == Merge::Sum && i > 0 {
+        if c.merge == MergeKind::Sum && i > 0 {
             self.accumulate(c.node, micro, i, c.parts, at, patch);
         }
         self.made.entry(c.node).or_default().push(micro);
@@ -302,14 +302,14 @@ impl<'g, 'c> Emitter<'g, 'c> {
         let node = g.node(c.node);
         for (slot, &t) in node.outputs.iter().enumerate() {
             // A batch norm's outputs after the first come from its statistics' merge.
-            if !self.needs_merge(t) || (c.merge == Merge::Statistics && slot > 0) {
+            if !self.needs_merge(t) || (c.merge == MergeKind::Statistics && slot > 0) {
                 continue;
             }
             let tensor = g.tensor(t);
             let merged = match c.merge {
-                Merge::Concat(_) | Merge::Statistics => {
+                MergeKind::Concat(_) | MergeKind::Statistics => {
                     let axis = match c.merge {
-                        Merge::Concat(axis) => axis,
+                        MergeKind::Concat(axis) => axis,
                         _ => 0,
                     };
                     let merge = Node {
@@ -325,8 +325,8 @@ impl<'g, 'c> Emitter<'g, 'c> {
                     let out = vec![(format!("{}.merged", tensor.name), tensor.ty.clone())];
                     TensorRef::New(patch.add_node(merge, pieces, out, at), 0)
                 }
-                Merge::Sum => self.sums[&t],
-                Merge::Halo => unreachable!("a halo run emits itself"),
+                MergeKind::Sum => self.sums[&t],
+                MergeKind::Halo => unreachable!("a halo run emits itself"),
             };
             self.stand_in(t, merged, patch);
             self.emitted.merges.push((c.node, tensor.name.clone()));
@@ -502,7 +502,7 @@ impl<'g, 'c> Emitter<'g, 'c> {
 }
 
 /// The type of part `i` of `parts` of an output of type `ty` merged by `merge`.
-fn part_type(ty: &TensorType, merge: Merge, i: usize, parts: usize) -> TensorType {
-    let Merge::Concat(axis) = merge else { return ty.clone() };
+fn part_type(ty: &TensorType, merge: MergeKind, i: usize, parts: usize) -> TensorType {
+    let MergeKind::Concat(axis) = merge else { return ty.clone() };
     slice_type(ty, axis, i, parts)
 }

@@ -18,7 +18,7 @@ use std::collections::{HashMap, HashSet};
 
 /// How the parts of an op of a run make its outputs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Merge {
+pub(super) enum MergeKind {
     /// Each part makes a slice of the outputs along this axis (`Concat`).
     Concat(usize),
     /// Each part makes a partial result of the whole shape (`Sum`).
@@ -35,7 +35,7 @@ pub(super) struct Covered {
     /// The op.
     pub node: NodeId,
     /// How its parts' outputs are merged.
-    pub merge: Merge,
+    pub merge: MergeKind,
     /// For each input slot, the axis its parts slice, or `None` (read whole).
     pub inputs: InputSplits,
     /// How many parts it runs in.
@@ -76,12 +76,12 @@ impl<'r> Run<'r> {
                 if let Some(reason) = writes_variable(g, node) {
                     return Err(fail(reason));
                 }
-                let covered = vec![Covered { node, merge: Merge::Sum, inputs: rule.inputs, parts: request.parts }];
+                let covered = vec![Covered { node, merge: MergeKind::Sum, inputs: rule.inputs, parts: request.parts }];
                 return Ok(Run { request, covered, halo: None });
             }
             Combine::Halo { axis, output } => {
                 let halo = Halo::plan(g, node, axis, output, &rule.inputs, request.parts)?;
-                let covered = vec![Covered { node, merge: Merge::Halo, inputs: rule.inputs, parts: request.parts }];
+                let covered = vec![Covered { node, merge: MergeKind::Halo, inputs: rule.inputs, parts: request.parts }];
                 return Ok(Run { request, covered, halo: Some(halo) });
             }
             Combine::Statistics => {
@@ -90,11 +90,11 @@ impl<'r> Run<'r> {
                     return Err(fail(reason));
                 }
                 let covered =
-                    vec![Covered { node, merge: Merge::Statistics, inputs: rule.inputs, parts: request.parts }];
+                    vec![Covered { node, merge: MergeKind::Statistics, inputs: rule.inputs, parts: request.parts }];
                 return Ok(Run { request, covered, halo: None });
             }
         };
-        let extent = egraph::SplitRequest { node, axis, parts: request.parts, depth: request.depth };
+        let extent = egraph::AxisSplit { node, axis, parts: request.parts, depth: request.depth };
         let plan = egraph::propagate(g, &extent, &Limits::default())?;
         let names: HashSet<&str> = plan.covered.iter().map(String::as_str).collect();
         let mut analysis = TermAnalysis::new(g.opset);
@@ -115,7 +115,7 @@ impl<'r> Run<'r> {
                 continue;
             }
             axes.extend(g.node(m).outputs.iter().map(|&t| (t, axis)));
-            covered.push(Covered { node: m, merge: Merge::Concat(axis), inputs, parts: request.parts });
+            covered.push(Covered { node: m, merge: MergeKind::Concat(axis), inputs, parts: request.parts });
         }
         Ok(Run { request, covered, halo: None })
     }
@@ -125,7 +125,7 @@ impl<'r> Run<'r> {
     pub fn emits_itself(&self) -> Option<OwnEmission<'_>> {
         match (&self.halo, self.covered[0].merge) {
             (Some(halo), _) => Some(OwnEmission::Halo(halo)),
-            (None, Merge::Statistics) => Some(OwnEmission::Statistics),
+            (None, MergeKind::Statistics) => Some(OwnEmission::Statistics),
             _ => None,
         }
     }
@@ -146,9 +146,9 @@ impl<'r> Run<'r> {
         SplitReport {
             request: self.request.clone(),
             merge: match self.covered[0].merge {
-                Merge::Concat(axis) => format!("concat along axis {axis}"),
-                Merge::Sum => "sum of partial results".into(),
-                Merge::Halo | Merge::Statistics => unreachable!("halo and batch-norm runs report themselves"),
+                MergeKind::Concat(axis) => format!("concat along axis {axis}"),
+                MergeKind::Sum => "sum of partial results".into(),
+                MergeKind::Halo | MergeKind::Statistics => unreachable!("halo and batch-norm runs report themselves"),
             },
             covered: self.covered.iter().map(|c| g.node(c.node).name.clone()).collect(),
             splits: of_mine(&emitted.splits),

@@ -63,7 +63,7 @@ use crate::error::Result;
 use crate::ir::{Graph, NodeId};
 use crate::pipeline::{self, Patch};
 use control::ControlSearch;
-use select::Candidate;
+use select::SwapCandidate;
 use serde::Serialize;
 use std::fmt;
 use std::sync::Arc;
@@ -288,7 +288,7 @@ impl Order {
 
 /// A swap planned on the input graph: the tensor and its swap-ins.
 struct SwapPlan<'a> {
-    candidate: &'a Candidate,
+    candidate: &'a SwapCandidate,
     swap_ins: Vec<SwapInPlan>,
 }
 
@@ -305,7 +305,7 @@ struct SwapInPlan {
 struct Analysis<'g> {
     g: &'g Graph,
     order: Order,
-    candidates: Vec<Candidate>,
+    candidates: Vec<SwapCandidate>,
 }
 
 impl<'g> Analysis<'g> {

@@ -8,7 +8,7 @@ use crate::ir::{Action, Graph, Node, NodeId, Phase, TensorId};
 use std::collections::BTreeSet;
 
 /// A tensor that qualifies for swapping.
-pub(super) struct Candidate {
+pub(super) struct SwapCandidate {
     pub tensor: TensorId,
     pub producer: NodeId,
     /// The distinct consumers over qualifying edges, in schedule order
@@ -19,7 +19,7 @@ pub(super) struct Candidate {
 /// Every tensor that qualifies under `cfg` (of at least `min_bytes`), in breadth-first order from the
 /// start ops (within one depth, in schedule order of the producers; a
 /// producer's outputs in slot order).
-pub(super) fn candidates(g: &Graph, order: &Order, cfg: &TflmsConfig) -> Result<Vec<Candidate>> {
+pub(super) fn candidates(g: &Graph, order: &Order, cfg: &TflmsConfig) -> Result<Vec<SwapCandidate>> {
     let mut is_output = vec![false; g.tensor_count()];
     for &t in &g.outputs {
         is_output[t.index()] = true;
@@ -40,7 +40,7 @@ pub(super) fn candidates(g: &Graph, order: &Order, cfg: &TflmsConfig) -> Result<
             consumers.sort_by_key(|&c| order.position(c));
             consumers.dedup();
             if !consumers.is_empty() {
-                found.push(Candidate { tensor, producer, consumers });
+                found.push(SwapCandidate { tensor, producer, consumers });
             }
         }
     }

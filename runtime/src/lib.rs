@@ -7,6 +7,7 @@
 //! - [`cpu::kernels`]: the kernels of the CPU reference backend and their dispatchers,
 //!   [`cpu::kernels::forward`] (ONNX ops) and [`cpu::kernels::lms`] (the `lms` domain:
 //!   training-mode forward ops, losses, gradients, optimizers).
+//! - [`geometry`]: window and layout geometry shared by the CPU and CUDA kernels.
 //! - [`memory`]: memory pools with a hard budget (device arena, host pool).
 //! - [`backend`]: the backend trait (buffers, three queues, events), the CPU backend and
 //!   the CUDA backend ([`backend::cuda`]: cuBLAS, cuDNN, NVRTC kernels; dynamic loading).
@@ -21,6 +22,7 @@ pub mod cpu;
 pub mod cpu_time;
 pub mod error;
 pub mod executor;
+pub(crate) mod geometry;
 pub mod init;
 pub mod memory;
 pub mod session;

@@ -1,9 +1,9 @@
 //! Conv (1-D, 2-D, 3-D, grouped, strided, dilated, padded) via im2col and GEMM.
 
 use super::num::{gemm, Float};
-use super::window::Window;
 use super::{dispatch_float, Ctx, Kernel};
 use crate::error::{KernelError, Result};
+use crate::geometry::window::Window;
 use crate::tensor::{numel, HostTensor};
 
 /// The convolution kernel.

@@ -2,10 +2,9 @@
 
 use super::conv::{add_channel_bias, bias, check_kernel_shape, groups};
 use super::num::{gemm, Float};
-use super::window::{check_spatial_rank, explicit_pads, strides_dilations, to3, window_attr, Window};
 use super::{dispatch_float, Ctx, Kernel};
-use crate::attrs::Attrs;
 use crate::error::{KernelError, Result};
+use crate::geometry::window::{check_spatial_rank, conv_transpose_window, Window};
 use crate::tensor::{numel, HostTensor};
 
 /// The transposed-convolution kernel.
@@ -14,57 +13,6 @@ pub(super) const KERNELS: &[(&str, Kernel)] = &[("ConvTranspose", conv_transpose
 fn conv_transpose(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     let x = ctx.input(0, "X")?;
     dispatch_float!(x.dtype(), "input X", T => conv_transpose_typed::<T>(ctx, x))
-}
-
-/// The geometry of a ConvTranspose over spatial input `input` with kernel `kernel`, seen
-/// from the equivalent forward conv: its "input" is this op's output and its "output" is
-/// this op's input, so `Window::source` maps input to output.
-pub(crate) fn geometry(attrs: &Attrs<'_>, input: &[usize], kernel: &[usize]) -> Result<Window> {
-    let rank = input.len();
-    let (stride, dilation) = strides_dilations(attrs, rank)?;
-    if kernel.contains(&0) {
-        return Err(KernelError::shape("input W", format!("empty kernel {kernel:?}")));
-    }
-    let out_pad = window_attr(attrs, "output_padding", rank, 0)?.unwrap_or_else(|| vec![0; rank]);
-    let output_shape = window_attr(attrs, "output_shape", rank, 0)?;
-    let auto_pad = attrs.string("auto_pad", "NOTSET")?;
-    let (mut begin, mut end) = explicit_pads(attrs, rank)?;
-    let mut output = vec![0; rank];
-    for d in 0..rank {
-        let full = stride[d] * (input[d].max(1) - 1) + out_pad[d] + (kernel[d] - 1) * dilation[d] + 1;
-        let target = match (&output_shape, auto_pad) {
-            (Some(s), _) => Some(s[d]),
-            (None, "SAME_UPPER" | "SAME_LOWER") => Some(input[d] * stride[d]),
-            (None, "VALID") => Some(full),
-            (None, "NOTSET") => None,
-            (None, other) => return Err(KernelError::attr("auto_pad", format!("unknown value `{other}`"))),
-        };
-        match target {
-            Some(out) => {
-                let total = full.checked_sub(out).ok_or_else(|| {
-                    KernelError::unsupported(format!("output size {out} on axis {d} beyond the full size {full}"))
-                })?;
-                let half = total / 2;
-                (begin[d], end[d]) = if auto_pad == "SAME_UPPER" { (half, total - half) } else { (total - half, half) };
-                output[d] = out;
-            }
-            None => {
-                output[d] = full.checked_sub(begin[d] + end[d]).ok_or_else(|| {
-                    KernelError::attr("pads", format!("remove more than the {full} elements of axis {d}"))
-                })?;
-            }
-        }
-    }
-    Ok(Window {
-        rank,
-        input: to3(&output, 1),
-        kernel: to3(kernel, 1),
-        output: to3(input, 1),
-        stride: to3(&stride, 1),
-        dilation: to3(&dilation, 1),
-        pad_begin: to3(&begin, 0),
-        pad_end: to3(&end, 0),
-    })
 }
 
 fn conv_transpose_typed<T: Float>(ctx: &Ctx<'_>, x: &HostTensor) -> Result<Vec<HostTensor>> {
@@ -80,7 +28,7 @@ fn conv_transpose_typed<T: Float>(ctx: &Ctx<'_>, x: &HostTensor) -> Result<Vec<H
     let (cg, group) = groups(ctx, c, "X")?;
     let m = mg * group;
     check_kernel_shape(ctx, &w.shape[2..])?;
-    let win = geometry(&ctx.attrs, &x.shape[2..], &w.shape[2..])?;
+    let win = conv_transpose_window(&ctx.attrs, &x.shape[2..], &w.shape[2..])?;
     let b = bias::<T>(ctx.opt_input(2), m)?;
     let (xs, ws) = (x.view::<T>("input X")?, w.view::<T>("input W")?);
     let kk = numel(&win.kernel);

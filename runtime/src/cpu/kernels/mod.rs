@@ -10,21 +10,20 @@
 
 mod binary;
 mod conv;
-pub(crate) mod conv_transpose;
+mod conv_transpose;
 pub(crate) mod layout;
 pub(crate) mod linalg;
 mod movement;
 mod norm;
 mod num;
 mod pad;
-pub(crate) mod pool;
+mod pool;
 mod reduce;
 mod shape_ops;
 pub(crate) mod slice;
 pub(crate) mod softmax;
 mod training;
 mod unary;
-pub(crate) mod window;
 
 #[cfg(test)]
 mod testutil;

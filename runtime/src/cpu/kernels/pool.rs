@@ -2,10 +2,9 @@
 //! GlobalMaxPool, and LRN (a pool across channels).
 
 use super::num::{Float, Num};
-use super::window::{window_attr, Window};
 use super::{dispatch_float, Ctx, Kernel};
-use crate::attrs::Attrs;
 use crate::error::{KernelError, Result};
+use crate::geometry::window::{pool_window, Lrn, Window};
 use crate::tensor::{numel, Elem, HostTensor};
 
 /// The pooling kernels.
@@ -26,17 +25,6 @@ enum Pool {
 fn pool(ctx: &Ctx<'_>, kind: Pool) -> Result<Vec<HostTensor>> {
     let x = ctx.input(0, "X")?;
     dispatch_float!(x.dtype(), "input X", T => pool_typed::<T>(ctx, x, kind))
-}
-
-/// The window geometry of a pool over an input of shape `x` (`[N, C, spatial...]`) from
-/// `kernel_shape`, `ceil_mode` and the pad attributes.
-pub(crate) fn pool_window(attrs: &Attrs<'_>, x: &[usize]) -> Result<Window> {
-    if x.len() < 3 {
-        return Err(KernelError::shape("input X", format!("expected [N, C, spatial...], found {x:?}")));
-    }
-    let kernel = window_attr(attrs, "kernel_shape", x.len() - 2, 1)?
-        .ok_or_else(|| KernelError::attr("kernel_shape", "is required"))?;
-    Window::from_attrs(attrs, &x[2..], &kernel, attrs.int("ceil_mode", 0)? != 0)
 }
 
 /// The first maximum of `plane` over the plane offsets `reads` and its offset, in window
@@ -181,42 +169,6 @@ fn global_pool(ctx: &Ctx<'_>, kind: Pool) -> Result<Vec<HostTensor>> {
 }
 
 /// LRN: x / (bias + alpha / size · Σ x²)^beta, the sum over `size` neighbouring channels.
-/// LRN's attributes: x / (bias + alpha / size · Σ x²)^beta over channels
-/// [c − before, c + after].
-pub struct Lrn {
-    /// Channels in the sum.
-    pub size: usize,
-    /// Scale of the sum of squares.
-    pub alpha: f64,
-    /// Exponent.
-    pub beta: f64,
-    /// Offset.
-    pub bias: f64,
-    /// Channels summed before and after the centre.
-    pub before: usize,
-    /// See `before`.
-    pub after: usize,
-}
-
-impl Lrn {
-    /// The attributes `size`, `alpha`, `beta`, `bias` with ONNX's defaults.
-    pub fn from_attrs(attrs: &crate::attrs::Attrs<'_>) -> Result<Lrn> {
-        let size = attrs.int_opt("size")?.ok_or_else(|| KernelError::attr("size", "is required"))?;
-        if size < 1 {
-            return Err(KernelError::attr("size", format!("{size} is not positive")));
-        }
-        let size = size as usize;
-        Ok(Lrn {
-            size,
-            alpha: f64::from(attrs.float("alpha", 1e-4)?),
-            beta: f64::from(attrs.float("beta", 0.75)?),
-            bias: f64::from(attrs.float("bias", 1.0)?),
-            before: (size - 1) / 2,
-            after: size / 2,
-        })
-    }
-}
-
 fn lrn(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     let x = ctx.input(0, "X")?;
     let Lrn { size, alpha, beta, bias, before, after } = Lrn::from_attrs(&ctx.attrs)?;

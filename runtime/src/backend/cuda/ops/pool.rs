@@ -3,8 +3,7 @@
 
 use super::{check_shape, ptr, Arg, Exec, OpResult, Table};
 use crate::backend::cuda::CudaBuffer;
-use crate::cpu::kernels::pool::pool_window;
-use crate::cpu::kernels::window::Window;
+use crate::geometry::window::{pool_window, Window};
 use cudarc::driver::DeviceRepr;
 use lms_proto::lms::DType;
 

@@ -5,10 +5,10 @@
 use super::super::conv::{check_kernel_shape, groups, im2col};
 use super::super::conv_transpose::col2im;
 use super::super::num::{gemm, Float};
-use super::super::window::Window;
 use super::super::{dispatch_float, Ctx, Kernel};
 use super::from_f64s;
 use crate::error::{KernelError, Result};
+use crate::geometry::window::Window;
 use crate::tensor::{numel, Elem, HostTensor};
 use std::ops::Range;
 

@@ -4,10 +4,10 @@
 use super::super::layout::norm_axis;
 use super::super::norm::{channels, expand_param, per_channel};
 use super::super::num::Float;
-use super::super::pool::Lrn;
 use super::super::{dispatch_float, Ctx, Kernel};
 use super::{floats, from_f64s, same_shape, sum_to};
 use crate::error::{KernelError, Result};
+use crate::geometry::window::Lrn;
 use crate::tensor::{numel, HostTensor};
 
 /// The training normalization kernels.

@@ -3,10 +3,11 @@
 //! GlobalAveragePoolGrad. Scatter-adds accumulate in f64.
 
 use super::super::num::Float;
-use super::super::pool::{first_max, pool_window, Windows};
+use super::super::pool::{first_max, Windows};
 use super::super::{dispatch_float, Ctx, Kernel};
 use super::{from_f64s, same_shape};
 use crate::error::{KernelError, Result};
+use crate::geometry::window::pool_window;
 use crate::tensor::{numel, Elem, HostTensor};
 
 /// The pooling gradient kernels.

@@ -1,5 +1,6 @@
-//! Sliding-window geometry shared by Conv and the pools: strides, dilations, pads and
-//! auto_pad, with 1-D and 2-D windows padded to 3-D (leading size-1 axes).
+//! Sliding-window geometry shared by both backends' Conv, ConvTranspose and pools:
+//! strides, dilations, pads and auto_pad, with 1-D and 2-D windows padded to 3-D (leading
+//! size-1 axes), and LRN's window across channels.
 
 use crate::attrs::Attrs;
 use crate::error::{KernelError, Result};
@@ -142,5 +143,103 @@ impl Window {
         (o * self.stride[axis] + k * self.dilation[axis])
             .checked_sub(self.pad_begin[axis])
             .filter(|&i| i < self.input[axis])
+    }
+}
+
+/// The window geometry of a pool over an input of shape `x` (`[N, C, spatial...]`) from
+/// `kernel_shape`, `ceil_mode` and the pad attributes.
+pub(crate) fn pool_window(attrs: &Attrs<'_>, x: &[usize]) -> Result<Window> {
+    if x.len() < 3 {
+        return Err(KernelError::shape("input X", format!("expected [N, C, spatial...], found {x:?}")));
+    }
+    let kernel = window_attr(attrs, "kernel_shape", x.len() - 2, 1)?
+        .ok_or_else(|| KernelError::attr("kernel_shape", "is required"))?;
+    Window::from_attrs(attrs, &x[2..], &kernel, attrs.int("ceil_mode", 0)? != 0)
+}
+
+/// The geometry of a ConvTranspose over spatial input `input` with kernel `kernel`, seen
+/// from the equivalent forward conv: its "input" is this op's output and its "output" is
+/// this op's input, so `Window::source` maps input to output.
+pub(crate) fn conv_transpose_window(attrs: &Attrs<'_>, input: &[usize], kernel: &[usize]) -> Result<Window> {
+    let rank = input.len();
+    let (stride, dilation) = strides_dilations(attrs, rank)?;
+    if kernel.contains(&0) {
+        return Err(KernelError::shape("input W", format!("empty kernel {kernel:?}")));
+    }
+    let out_pad = window_attr(attrs, "output_padding", rank, 0)?.unwrap_or_else(|| vec![0; rank]);
+    let output_shape = window_attr(attrs, "output_shape", rank, 0)?;
+    let auto_pad = attrs.string("auto_pad", "NOTSET")?;
+    let (mut begin, mut end) = explicit_pads(attrs, rank)?;
+    let mut output = vec![0; rank];
+    for d in 0..rank {
+        let full = stride[d] * (input[d].max(1) - 1) + out_pad[d] + (kernel[d] - 1) * dilation[d] + 1;
+        let target = match (&output_shape, auto_pad) {
+            (Some(s), _) => Some(s[d]),
+            (None, "SAME_UPPER" | "SAME_LOWER") => Some(input[d] * stride[d]),
+            (None, "VALID") => Some(full),
+            (None, "NOTSET") => None,
+            (None, other) => return Err(KernelError::attr("auto_pad", format!("unknown value `{other}`"))),
+        };
+        match target {
+            Some(out) => {
+                let total = full.checked_sub(out).ok_or_else(|| {
+                    KernelError::unsupported(format!("output size {out} on axis {d} beyond the full size {full}"))
+                })?;
+                let half = total / 2;
+                (begin[d], end[d]) = if auto_pad == "SAME_UPPER" { (half, total - half) } else { (total - half, half) };
+                output[d] = out;
+            }
+            None => {
+                output[d] = full.checked_sub(begin[d] + end[d]).ok_or_else(|| {
+                    KernelError::attr("pads", format!("remove more than the {full} elements of axis {d}"))
+                })?;
+            }
+        }
+    }
+    Ok(Window {
+        rank,
+        input: to3(&output, 1),
+        kernel: to3(kernel, 1),
+        output: to3(input, 1),
+        stride: to3(&stride, 1),
+        dilation: to3(&dilation, 1),
+        pad_begin: to3(&begin, 0),
+        pad_end: to3(&end, 0),
+    })
+}
+
+/// LRN's attributes: x / (bias + alpha / size · Σ x²)^beta over channels
+/// [c − before, c + after].
+pub struct Lrn {
+    /// Channels in the sum.
+    pub size: usize,
+    /// Scale of the sum of squares.
+    pub alpha: f64,
+    /// Exponent.
+    pub beta: f64,
+    /// Offset.
+    pub bias: f64,
+    /// Channels summed before and after the centre.
+    pub before: usize,
+    /// See `before`.
+    pub after: usize,
+}
+
+impl Lrn {
+    /// The attributes `size`, `alpha`, `beta`, `bias` with ONNX's defaults.
+    pub fn from_attrs(attrs: &Attrs<'_>) -> Result<Lrn> {
+        let size = attrs.int_opt("size")?.ok_or_else(|| KernelError::attr("size", "is required"))?;
+        if size < 1 {
+            return Err(KernelError::attr("size", format!("{size} is not positive")));
+        }
+        let size = size as usize;
+        Ok(Lrn {
+            size,
+            alpha: f64::from(attrs.float("alpha", 1e-4)?),
+            beta: f64::from(attrs.float("beta", 0.75)?),
+            bias: f64::from(attrs.float("bias", 1.0)?),
+            before: (size - 1) / 2,
+            after: size / 2,
+        })
     }
 }

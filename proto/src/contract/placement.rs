@@ -50,7 +50,9 @@
 //! where the height was set by a few batch parts placed late in the busiest stretch.
 //! The result is a pure function of the lifetimes. [`place_within`] stops the same search at
 //! the first arena within a budget: whether a plan fits is decided without the rounds where
-//! a strategy already fits.
+//! a strategy already fits. The last placements that ran the rounds are remembered per
+//! thread and given again for the same lifetimes and budget (a budget search decides the
+//! same plan more than once).
 //!
 //! The compiler (from its graph) and the runtime (from the `.lms`) compute the same
 //! placement with this one function; the plan records the arena's size so that the two can
@@ -59,8 +61,9 @@
 use super::program::Program;
 use super::release::{release_after, tensor_uses, Pool};
 use crate::ops::scratch;
+use std::cell::RefCell;
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// Every block starts at a multiple of this many bytes (what cuBLAS and cuDNN expect).
 pub const ALIGNMENT: u64 = 256;
@@ -279,8 +282,44 @@ pub fn place(lifetimes: &[Option<Lifetime>]) -> Placement {
 /// [`place`], stopped at the first arena of at most `enough` bytes (a budget): the same
 /// strategies and rounds in the same order, so its arena is within `enough` exactly when
 /// [`place`]'s is (then maybe above it), and equals it otherwise. Deciding whether a plan
-/// fits a budget takes no rounds where a strategy already fits.
+/// fits a budget takes no rounds where a strategy already fits; a placement that ran the
+/// rounds is remembered ([`REMEMBERED`]) and given again for the same lifetimes and budget.
 pub fn place_within(lifetimes: &[Option<Lifetime>], enough: u64) -> Placement {
+    let recalled = RECENT.with(|recent| {
+        recent.borrow().iter().find(|(l, e, _)| *e == enough && l[..] == *lifetimes).map(|(_, _, p)| p.clone())
+    });
+    if let Some(placement) = recalled {
+        return placement;
+    }
+    let (placement, rounds) = search_placement(lifetimes, enough);
+    if rounds {
+        RECENT.with(|recent| {
+            let mut recent = recent.borrow_mut();
+            if recent.len() == REMEMBERED {
+                recent.pop_front();
+            }
+            recent.push_back((lifetimes.to_vec(), enough, placement.clone()));
+        });
+    }
+    placement
+}
+
+/// How many placements that ran the rounds [`place_within`] remembers per thread.
+pub const REMEMBERED: usize = 16;
+
+thread_local! {
+    /// The last [`REMEMBERED`] placements that ran the rounds on this thread, with their
+    /// lifetimes and budget: a budget search decides the same plan against the same budget
+    /// more than once (ResNet-50's `max-batch` at host budget 0: 23 pools over their budget
+    /// placed, 12 distinct), and a pool that does not fit runs the rounds in full each time.
+    static RECENT: RefCell<VecDeque<Remembered>> = const { RefCell::new(VecDeque::new()) };
+}
+
+/// A placement [`place_within`] remembers: its lifetimes, its budget and the placement.
+type Remembered = (Vec<Option<Lifetime>>, u64, Placement);
+
+/// [`place_within`]'s search, and whether it ran the rounds.
+fn search_placement(lifetimes: &[Option<Lifetime>], enough: u64) -> (Placement, bool) {
     let blocks = Blocks::new(lifetimes);
     let bound = busiest(&load(&blocks.items, |i| i.bytes));
     // Bytes of the arena above the stacked blocks that stop the search.
@@ -301,14 +340,15 @@ pub fn place_within(lifetimes: &[Option<Lifetime>], enough: u64) -> Placement {
             break;
         }
     }
-    if best.as_ref().is_some_and(|(arena, _)| *arena > stop) {
+    let rounds = best.as_ref().is_some_and(|(arena, _)| *arena > stop);
+    if rounds {
         if let Some((arena, offsets)) = improve(&blocks.items, bound, stop, &skylines) {
             if best.as_ref().is_none_or(|(b, _)| arena < *b) {
                 best = Some((arena, offsets));
             }
         }
     }
-    blocks.placement(lifetimes, &best.map(|(_, offsets)| offsets).unwrap_or_default())
+    (blocks.placement(lifetimes, &best.map(|(_, offsets)| offsets).unwrap_or_default()), rounds)
 }
 
 /// How many of the smallest skylines [`improve`] starts from.
@@ -1109,6 +1149,22 @@ mod tests {
             let first = place_with(Strategy::Sweep { backward: false }, &lifetimes).expect("a sweep never gives up");
             assert_eq!(place_within(&lifetimes, u64::MAX), first, "any arena fits: the first strategy's");
         }
+    }
+
+    #[test]
+    fn a_placement_that_ran_the_rounds_is_remembered() {
+        let mut next = generator(7);
+        let rounds = (0..40)
+            .map(|_| batch_parts(&mut next))
+            .find(|lifetimes| search_placement(lifetimes, 0).1)
+            .expect("some batch parts need the rounds");
+        let before = RECENT.with(|recent| recent.borrow().len());
+        let placed = place(&rounds);
+        let remembered = RECENT
+            .with(|recent| recent.borrow().iter().any(|(l, e, p)| *e == 0 && l[..] == rounds[..] && *p == placed));
+        assert!(remembered, "{before} placements remembered before, the new one not among them");
+        assert_eq!(place(&rounds), placed);
+        assert_eq!(search_placement(&rounds, 0).0, placed, "the remembered placement is the search's");
     }
 
     #[test]

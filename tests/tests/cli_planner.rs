@@ -315,6 +315,36 @@ fn compile_at_the_max_batch_writes_the_plan_max_batch_reported() {
     }
 }
 
+/// `max-batch` also reports, per strategy, the batch tried with the most
+/// samples per second: one that fits, at most the largest, at least as fast
+/// per sample as the largest, its rate its batch over its step; with the
+/// planner, `compile --batch N` at that batch predicts the same step.
+#[test]
+fn max_batch_reports_the_batch_with_the_best_throughput() {
+    let model = "fixtures/models/tiny_gpt.onnx";
+    let budgets = ["--budget", "2200KiB", "--host-budget", "64GiB", "--limit", "256"];
+    let found = json(&lms_ok(&[&["max-batch", model, "--strategy", "auto", "--json"][..], &budgets].concat()));
+    for key in ["none", "tflms", "auto"] {
+        let (largest, best) = (&found[key], &found[key]["best_throughput"]);
+        let (batch, step) = (best["batch"].as_u64().unwrap(), best["predicted_step_seconds"].as_f64().unwrap());
+        assert!(batch >= 1 && batch <= largest["batch"].as_u64().unwrap(), "{key}: {found}");
+        let rate = best["samples_per_second"].as_f64().unwrap();
+        assert!((rate - batch as f64 / step).abs() <= 1e-9 * rate, "{key}: {best}");
+        let largest_rate = largest["batch"].as_f64().unwrap() / largest["predicted_step_seconds"].as_f64().unwrap();
+        assert!(rate >= largest_rate * (1.0 - 1e-12), "{key}: {found}");
+    }
+    let best = &found["auto"]["best_throughput"];
+    let batch = best["batch"].as_u64().unwrap().to_string();
+    let (out, report) = (scratch("at-best-throughput.lms"), scratch("at-best-throughput.json"));
+    let args = ["compile", model, "--batch", &batch, "--strategy", "auto", "-o", &out, "--report", &report];
+    lms_ok(&[&args[..], &budgets[..4], &["-q", "--no-verify"]].concat());
+    let r = json(&std::fs::read_to_string(&report).unwrap());
+    assert_eq!(r["predicted_step_seconds"], best["predicted_step_seconds"], "compile {r}, max-batch {best}");
+    let text = lms_ok(&[&["max-batch", model, "--strategy", "auto"][..], &budgets].concat());
+    let line = format!("best throughput of the batches tried: batch {batch} (");
+    assert!(text.contains(&line), "{text}");
+}
+
 /// A BERT-style block with Dropout in training mode whose output a Reshape
 /// reads with a shape computed from it (`x.view(x.size())`), then a
 /// residual MLP: under the planner's batch splits the Reshape runs in parts

@@ -12,6 +12,9 @@
 //! ([`planner::fits_quickly`], a subset of the search's plans), and the batch
 //! found is planned by [`planner::search`], what `compile --strategy auto`
 //! runs: `compile --batch N` at the batch reported writes the plan reported.
+//! Of the batches tried that fit, the one with the most samples per second
+//! (batch over predicted step) is reported too: with the planner, each is
+//! planned by [`planner::search`], as `compile --batch N` would plan it.
 
 use crate::analysis::footprint::Footprint;
 use crate::analysis::profile::DeviceProfile;
@@ -44,14 +47,24 @@ pub struct MaxBatch {
     /// The search stopped at its limit with the limit still fitting: the
     /// largest batch is at least `batch`, not exactly it.
     pub at_limit: bool,
+    /// Of the batches tried that fit, the one with the highest predicted
+    /// throughput; `None` when even batch 1 does not fit.
+    pub best_throughput: Option<Throughput>,
 }
 
-/// A batch that fits: its peaks, arenas and predicted step, or (auto) that
-/// a plan fits, the figures to come from [`planner::search`] at the batch found.
-enum Fits {
-    Figures(Footprint, f64),
-    BySearch,
+/// A batch that fits and its predicted training throughput.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq)]
+pub struct Throughput {
+    /// The batch.
+    pub batch: usize,
+    /// Predicted step time at that batch on the device profile.
+    pub predicted_step_seconds: f64,
+    /// `batch / predicted_step_seconds`.
+    pub samples_per_second: f64,
 }
+
+/// A batch that fits: its plan's peaks and arenas, and its predicted step.
+struct Fits(Footprint, f64);
 
 /// How a batch's training graph is made to fit.
 #[derive(Clone, Copy, Debug)]
@@ -92,7 +105,7 @@ pub fn max_batch(
         let graph = training_graph(batch)?;
         let footprint = Footprint::of(&graph, &order::schedule(&graph)?);
         if footprint.fits(budgets) {
-            return Ok(Some(Fits::Figures(footprint, step(&graph)?)));
+            return Ok(Some(Fits(footprint, step(&graph)?)));
         }
         match rewrite {
             Rewrite::None => Ok(None),
@@ -102,22 +115,38 @@ pub fn max_batch(
                         Some(plan) => step(&pipeline::apply_checked(&graph, &plan.patch)?.0)?,
                         None => step(&graph)?,
                     };
-                    Ok(Some(Fits::Figures(fit.after, seconds)))
+                    Ok(Some(Fits(fit.after, seconds)))
                 }
                 Err(Error::OverBudget { .. }) => Ok(None),
                 Err(e) => Err(e.in_file(model)),
             },
-            // Whether a plan fits, quickly; the batch found is planned by the search below.
+            // Whether a plan fits, quickly; a batch that fits is planned by
+            // the search `compile --strategy auto` runs, for its step.
             Rewrite::Auto => match planner::fits_quickly(&graph, profile, auto_options) {
-                Ok(true) => Ok(Some(Fits::BySearch)),
+                Ok(true) => {
+                    let planned = planner::search(&graph, profile, auto_options).map_err(|e| e.in_file(model))?;
+                    let planned_graph = &planned.fitted.graph;
+                    Ok(Some(Fits(Footprint::of(planned_graph, planned_graph.schedule()), planned.step_seconds)))
+                }
                 Ok(false) => Ok(None),
                 Err(e) => Err(e.in_file(model)),
             },
         }
     };
+    let mut best_throughput: Option<Throughput> = None;
     let mut fits = |batch: usize| -> Result<Option<Fits>> {
         let peaks = probe(batch)?;
         on_probe(batch, peaks.is_some());
+        if let Some(Fits(_, seconds)) = &peaks {
+            let tried = Throughput {
+                batch,
+                predicted_step_seconds: *seconds,
+                samples_per_second: batch as f64 / seconds.max(f64::MIN_POSITIVE),
+            };
+            if best_throughput.map_or(true, |b| better(&tried, &b)) {
+                best_throughput = Some(tried);
+            }
+        }
         Ok(peaks)
     };
     let Some(mut best) = fits(1)? else {
@@ -129,6 +158,7 @@ pub fn max_batch(
             arena_host_bytes: 0,
             predicted_step_seconds: 0.0,
             at_limit: false,
+            best_throughput: None,
         };
         return Ok(none);
     };
@@ -151,15 +181,7 @@ pub fn max_batch(
         }
     }
     let at_limit = hi.is_none();
-    // The plan `compile --strategy auto --batch N` writes: the same search on the same graph.
-    let (footprint, predicted_step_seconds) = match best {
-        Fits::Figures(footprint, seconds) => (footprint, seconds),
-        Fits::BySearch => {
-            let planned = planner::search(&training_graph(lo)?, profile, auto_options).map_err(|e| e.in_file(model))?;
-            let graph = &planned.fitted.graph;
-            (Footprint::of(graph, graph.schedule()), planned.step_seconds)
-        }
-    };
+    let Fits(footprint, predicted_step_seconds) = best;
     debug_assert!(footprint.fits(budgets), "the batch reported was placed and fits");
     Ok(MaxBatch {
         batch: Some(lo),
@@ -169,5 +191,12 @@ pub fn max_batch(
         arena_host_bytes: footprint.host.arena_bytes,
         predicted_step_seconds,
         at_limit,
+        best_throughput,
     })
+}
+
+/// Whether `a` has more samples per second than `b`, or as many at a
+/// smaller batch.
+fn better(a: &Throughput, b: &Throughput) -> bool {
+    a.samples_per_second > b.samples_per_second || (a.samples_per_second == b.samples_per_second && a.batch < b.batch)
 }

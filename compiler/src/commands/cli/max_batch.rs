@@ -124,6 +124,15 @@ pub(crate) fn command(args: &MaxBatchArgs) -> Result<(), Error> {
                 ),
                 None => out!("{name:<12} batch 1 does not fit\n"),
             }
+            if let Some(t) = r.best_throughput {
+                out!(
+                    "{:<12} best throughput of the batches tried: batch {} ({:.1} samples/s; step {})\n",
+                    "",
+                    t.batch,
+                    t.samples_per_second,
+                    crate::commands::simulate::format_seconds(t.predicted_step_seconds)
+                );
+            }
         }
     }
     if results.iter().all(|(_, r)| r.batch.is_none()) {

@@ -4,6 +4,7 @@
 
 use super::axes::AxesMap;
 use super::cost::{copy, CostFn, CostNode, Work};
+use super::registry::GradientForm;
 use super::split::{Dim, SplitFn, SplitRule};
 use super::util::{
     affine_gather, checked_numel, const_i64s, expect_inputs, fmt_shape, fold, input, input_of, int_data,
@@ -74,6 +75,9 @@ pub(super) const COSTS: &[(&str, CostFn)] = &[
 /// The ops of this family lms cannot differentiate, and why (every other op a model may
 /// hold has a gradient rule in the compiler).
 pub(super) const NO_GRADIENT: &[(&str, &str)] = &[("Pad", "the gradient of Pad is not implemented")];
+
+/// The ops of this family whose definition states their gradient.
+pub(super) const GRADIENTS: &[(&str, GradientForm)] = &[];
 
 /// The ops of this family without an axes map (coupled along every axis), and why.
 pub(super) const NO_AXES: &[(&str, &str)] = &[

@@ -8,7 +8,8 @@
 //! (`OPS`), the cost rules of those ops and of the lms ops derived from them (`COSTS`:
 //! training forms, gradients, optimizers, split parts), their split rules (`SPLITS`) and
 //! the ops without a gradient, with the reason (`NO_GRADIENT`; the compiler's gradient
-//! rules are keyed by [`OpId`]); the swap ops are in [`super::cost`]. An op is an ONNX op when it has a shape rule, an
+//! rules are keyed by [`OpId`]), the ops whose gradient their definition states
+//! (`GRADIENTS`, a [`GradientForm`]); the swap ops are in [`super::cost`]. An op is an ONNX op when it has a shape rule, an
 //! lms op (`proto/OPS.md`) otherwise.
 
 use super::axes::AxesMap;
@@ -68,6 +69,8 @@ pub struct OpDef {
     pub(super) split: Option<split::SplitFn>,
     /// Why lms cannot differentiate it, for an op a model may hold that has no gradient rule.
     pub no_gradient: Option<&'static str>,
+    /// Its gradient, where the definition states it rather than a rule of the compiler.
+    pub gradient: Option<GradientForm>,
     /// Its axes map, where it has one.
     pub axes: Option<AxesMap>,
     /// Why it has no axes map (it is coupled along every axis), where it has none.
@@ -87,14 +90,24 @@ impl OpDef {
     }
 }
 
-/// A family's tables: shape rules, cost rules, split rules, ops without a gradient, axes
-/// maps, ops without one.
+/// A gradient an op's definition states, which the compiler builds for any op declaring it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GradientForm {
+    /// Linear in input 0 and its own adjoint (it keeps or zeroes each element, as a mask):
+    /// dX = the op applied to dY, with the node's attributes and its other inputs, which
+    /// take no gradient.
+    SelfAdjoint,
+}
+
+/// A family's tables: shape rules, cost rules, split rules, ops without a gradient, stated
+/// gradients, axes maps, ops without one.
 pub(super) struct FamilyTables {
     pub family: Family,
     pub ops: &'static [(&'static str, InferFn)],
     pub costs: &'static [(&'static str, cost::CostFn)],
     pub splits: &'static [(&'static str, split::SplitFn)],
     pub no_gradient: &'static [(&'static str, &'static str)],
+    pub gradients: &'static [(&'static str, GradientForm)],
     pub axes: &'static [(&'static str, AxesMap)],
     pub no_axes: &'static [(&'static str, &'static str)],
 }
@@ -107,19 +120,21 @@ pub(super) const FAMILIES: &[FamilyTables] = &[
         elementwise::COSTS,
         elementwise::SPLITS,
         elementwise::NO_GRADIENT,
+        &[],
         elementwise::AXES,
         elementwise::NO_AXES,
     ),
-    family(Family::Conv, conv::OPS, conv::COSTS, conv::SPLITS, conv::NO_GRADIENT, conv::AXES, conv::NO_AXES),
-    family(Family::Pool, pool::OPS, pool::COSTS, pool::SPLITS, pool::NO_GRADIENT, pool::AXES, &[]),
-    family(Family::Nn, nn::OPS, nn::COSTS, nn::SPLITS, nn::NO_GRADIENT, nn::AXES, nn::NO_AXES),
-    family(Family::Reduce, reduce::OPS, reduce::COSTS, reduce::SPLITS, reduce::NO_GRADIENT, &[], reduce::NO_AXES),
+    family(Family::Conv, conv::OPS, conv::COSTS, conv::SPLITS, conv::NO_GRADIENT, &[], conv::AXES, conv::NO_AXES),
+    family(Family::Pool, pool::OPS, pool::COSTS, pool::SPLITS, pool::NO_GRADIENT, &[], pool::AXES, &[]),
+    family(Family::Nn, nn::OPS, nn::COSTS, nn::SPLITS, nn::NO_GRADIENT, &[], nn::AXES, nn::NO_AXES),
+    family(Family::Reduce, reduce::OPS, reduce::COSTS, reduce::SPLITS, reduce::NO_GRADIENT, &[], &[], reduce::NO_AXES),
     family(
         Family::TensorOps,
         tensor_ops::OPS,
         tensor_ops::COSTS,
         tensor_ops::SPLITS,
         tensor_ops::NO_GRADIENT,
+        &[],
         tensor_ops::AXES,
         tensor_ops::NO_AXES,
     ),
@@ -129,6 +144,7 @@ pub(super) const FAMILIES: &[FamilyTables] = &[
         indexing::COSTS,
         indexing::SPLITS,
         indexing::NO_GRADIENT,
+        indexing::GRADIENTS,
         indexing::AXES,
         indexing::NO_AXES,
     ),
@@ -138,10 +154,11 @@ pub(super) const FAMILIES: &[FamilyTables] = &[
         constant::COSTS,
         &[],
         constant::NO_GRADIENT,
+        &[],
         constant::AXES,
         constant::NO_AXES,
     ),
-    family(Family::Swap, &[], cost::COSTS, &[], &[], &[], cost::NO_AXES),
+    family(Family::Swap, &[], cost::COSTS, &[], &[], &[], &[], cost::NO_AXES),
 ];
 
 const fn family(
@@ -150,10 +167,11 @@ const fn family(
     costs: &'static [(&'static str, cost::CostFn)],
     splits: &'static [(&'static str, split::SplitFn)],
     no_gradient: &'static [(&'static str, &'static str)],
+    gradients: &'static [(&'static str, GradientForm)],
     axes: &'static [(&'static str, AxesMap)],
     no_axes: &'static [(&'static str, &'static str)],
 ) -> FamilyTables {
-    FamilyTables { family, ops, costs, splits, no_gradient, axes, no_axes }
+    FamilyTables { family, ops, costs, splits, no_gradient, gradients, axes, no_axes }
 }
 
 /// The definitions, and the id of each name.
@@ -172,16 +190,17 @@ fn registry() -> &'static Registry {
             let split = FAMILIES.iter().flat_map(|f| f.splits).find(|(n, _)| *n == name).map(|&(_, r)| r);
             let no_gradient =
                 FAMILIES.iter().flat_map(|f| f.no_gradient).find(|(n, _)| *n == name).map(|&(_, why)| why);
+            let gradient = FAMILIES.iter().flat_map(|f| f.gradients).find(|(n, _)| *n == name).map(|&(_, g)| g);
             let axes = FAMILIES.iter().flat_map(|f| f.axes).find(|(n, _)| *n == name).map(|&(_, m)| m);
             let no_axes = FAMILIES.iter().flat_map(|f| f.no_axes).find(|(n, _)| *n == name).map(|&(_, why)| why);
-            (infer, split, no_gradient, axes, no_axes)
+            (infer, split, no_gradient, gradient, axes, no_axes)
         };
         let defs: Vec<OpDef> = FAMILIES
             .iter()
             .flat_map(|f| f.costs.iter().map(move |&(name, cost)| (f.family, name, cost)))
             .map(|(family, name, cost)| {
-                let (infer, split, no_gradient, axes, no_axes) = named(name);
-                OpDef { name, family, infer, cost, split, no_gradient, axes, no_axes }
+                let (infer, split, no_gradient, gradient, axes, no_axes) = named(name);
+                OpDef { name, family, infer, cost, split, no_gradient, gradient, axes, no_axes }
             })
             .collect();
         let by_name = defs.iter().enumerate().map(|(i, d)| (d.name, OpId(i as u16))).collect();
@@ -216,7 +235,7 @@ mod tests {
     fn every_rule_names_an_op_and_ids_resolve_by_domain() {
         for f in FAMILIES {
             let names = f.ops.iter().map(|r| r.0).chain(f.splits.iter().map(|r| r.0));
-            let names = names.chain(f.no_gradient.iter().map(|r| r.0));
+            let names = names.chain(f.no_gradient.iter().map(|r| r.0)).chain(f.gradients.iter().map(|r| r.0));
             for name in names.chain(f.axes.iter().map(|r| r.0)) {
                 assert!(by_name(name).is_some(), "{name} has a rule but no cost rule");
             }

@@ -3,8 +3,9 @@
 //! them. A rule gets the forward node, the gradient of each output (`None`
 //! where nothing downstream needs it, and for the loss, whose gradient is 1) and
 //! which inputs need a gradient; it adds backward ops and returns a gradient for
-//! each input that needs one. An op without a rule says why in its definition
-//! (`OpDef::no_gradient`).
+//! each input that needs one. An op whose definition states its gradient
+//! (`OpDef::gradient`, a [`GradientForm`]) gets the rule of that form; an op without a
+//! rule says why in its definition (`OpDef::no_gradient`).
 
 mod elementwise;
 mod linalg;
@@ -14,7 +15,7 @@ mod shape_ops;
 use super::builder::Builder;
 use crate::error::{Error, Result};
 use crate::ir::{Attrs, Node, TensorId, TensorType};
-use crate::shape::{registry, OpId};
+use crate::shape::registry::{self, GradientForm, OpId};
 use lms_proto::contract::LMS_DOMAIN;
 use std::sync::OnceLock;
 
@@ -60,11 +61,18 @@ pub type GradFn = fn(&mut Builder, &Ctx<'_>) -> Result<Vec<Option<TensorId>>>;
 /// Every family's rules, by op name.
 const FAMILIES: &[&[(&str, GradFn)]] = &[elementwise::RULES, linalg::RULES, nn::RULES, shape_ops::RULES];
 
-/// The gradient rule of each op, indexed by [`OpId`], built once.
+/// The gradient rule of each op, indexed by [`OpId`], built once: the families' rules and
+/// the rules of the forms definitions state.
 fn rules() -> &'static [Option<GradFn>] {
     static RULES: OnceLock<Vec<Option<GradFn>>> = OnceLock::new();
     RULES.get_or_init(|| {
-        let mut table = vec![None; registry::all().count()];
+        let mut table: Vec<Option<GradFn>> = registry::all()
+            .map(|id| {
+                id.def().gradient.map(|form| match form {
+                    GradientForm::SelfAdjoint => self_adjoint as GradFn,
+                })
+            })
+            .collect();
         for &(name, rule) in FAMILIES.iter().copied().flatten() {
             if let Some(id) = registry::by_name(name) {
                 table[id.index()] = Some(rule);
@@ -72,6 +80,18 @@ fn rules() -> &'static [Option<GradFn>] {
         }
         table
     })
+}
+
+/// [`GradientForm::SelfAdjoint`]: dX = the op applied to dY, with the node's attributes
+/// and other inputs (which take no gradient).
+fn self_adjoint(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
+    if let Some(i) = (1..ctx.node.inputs.len()).find(|&i| ctx.needs(i)) {
+        return Err(ctx.fail(format!("input {i} takes no gradient (only the data input does)")));
+    }
+    let mut inputs = ctx.node.inputs.clone();
+    inputs[0] = Some(ctx.dy(0)?);
+    let dx = b.onnx(&ctx.name(&ctx.node.op), &ctx.node.op, ctx.node.attrs.clone(), &inputs, 1)?[0];
+    Ok(vec![Some(dx)])
 }
 
 /// The gradient rule of `op`, where lms has one.
@@ -128,6 +148,11 @@ mod tests {
             let id = registry::by_name(name).unwrap_or_else(|| panic!("{name} has a gradient rule but is no op"));
             assert!(!names[..i].contains(name), "{name} has two gradient rules");
             assert_eq!(id.def().no_gradient, None, "{name} has a gradient rule and a reason it has none");
+            assert_eq!(id.def().gradient, None, "{name} has a gradient rule and a stated gradient");
+        }
+        for id in registry::all().filter(|id| id.def().gradient.is_some()) {
+            assert_eq!(id.def().no_gradient, None, "{} states its gradient and a reason it has none", id.name());
+            assert!(rule_of(id).is_some());
         }
         assert!(rule_of(registry::by_name("Relu").unwrap()).is_some());
         assert!(rule_of(registry::by_name("BatchNormTrain").unwrap()).is_some());

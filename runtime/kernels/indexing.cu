@@ -1,4 +1,4 @@
-// Indexing kernels: Pad, Gather, and GatherGrad's deterministic scatter-add (indices
+// Indexing kernels: Pad, Gather, Trilu, and GatherGrad's deterministic scatter-add (indices
 // sorted with a bitonic sort, then each distinct index sums its rows in position order).
 
 // ---- Pad (constant, reflect, edge, wrap), by element size ----
@@ -77,6 +77,22 @@ GATHER(gather_8, u64)
 // ---- GatherElements: the indices' shape iterated by l (operand 0: indices and out,
 // operand 1: data with stride 0 along the axis); data is read at index * stride along
 // it; an out-of-range index reads zeros ----
+
+// ---- Trilu: each matrix of the last two axes keeps element (i, j) where j - i >= k (upper)
+// or <= k (lower); the others are zero. By element size. ----
+
+#define TRILU(NAME, T)                                                                          \
+    extern "C" __global__ void NAME(i64 count, i64 rows, i64 cols, i64 k, int upper, const T* x, \
+                                    T* y) {                                                     \
+        GRID_STRIDE(e, count) {                                                                 \
+            i64 diagonal = e % cols - (e / cols) % rows;                                        \
+            y[e] = (upper ? diagonal >= k : diagonal <= k) ? x[e] : (T)0;                       \
+        }                                                                                       \
+    }
+TRILU(trilu_1, u8)
+TRILU(trilu_2, u16)
+TRILU(trilu_4, u32)
+TRILU(trilu_8, u64)
 
 #define GATHER_ELEMENTS(NAME, T)                                                                \
     extern "C" __global__ void NAME(const Layout l, i64 dim, i64 stride, const void* idx, int idx64, \

@@ -879,6 +879,11 @@ fn data_movement_matches_the_cpu_exactly() {
     let mut rng = Rng::for_cases(7);
     let x = rng.floats(&[2, 3, 4], -1.0, 1.0);
     Case::new("Transpose", vec![x.clone()], vec![f32s(&[4, 2, 3])]).attrs(vec![ints("perm", &[2, 0, 1])]).check();
+    for (upper, k) in [(1, 0), (1, 2), (0, -1), (0, 5)] {
+        let k = HostTensor::from_vec(vec![], vec![k as i64]).unwrap();
+        Case::new("Trilu", vec![x.clone(), k], vec![f32s(&[2, 3, 4])]).attrs(vec![int("upper", upper)]).check();
+    }
+    Case::new("Trilu", vec![x.clone()], vec![f32s(&[2, 3, 4])]).check();
     Case::new("Concat", vec![x.clone(), x.clone()], vec![f32s(&[2, 6, 4])]).attrs(vec![int("axis", 1)]).check();
     Case::new("Split", vec![x.clone()], vec![f32s(&[2, 3, 1]), f32s(&[2, 3, 3])])
         .attrs(vec![ints("split", &[1, 3]), int("axis", -1)])
@@ -984,6 +989,7 @@ fn one_four_and_eight_byte_elements_move_fill_and_compare_like_the_cpu() {
         Case::new("Gather", vec![x.clone(), idx.clone()], vec![(dtype, vec![2, 2, 3, 4])]).check();
         let elements = HostTensor::from_vec(vec![1, 3, 2], vec![1i64, 0, -1, 1, 0, 0]).unwrap();
         Case::new("GatherElements", vec![x.clone(), elements], vec![(dtype, vec![1, 3, 2])]).check();
+        Case::new("Trilu", vec![x.clone()], vec![(dtype, vec![2, 3, 4])]).attrs(vec![int("upper", 0)]).check();
         Case::new("Where", vec![condition.clone(), x, other], vec![(dtype, vec![2, 3, 4])]).check();
     }
     let shape = HostTensor::from_vec(vec![2], vec![3i64, 5]).unwrap();
@@ -1192,7 +1198,7 @@ const HOST_RUN: [&str; 4] = ["Constant", "Range", "Shape", "Size"];
 /// neither a kernel nor an op can silently stop being tested.
 #[test]
 fn the_other_tests_run_every_kernel_and_op_of_the_cpu_backend_on_the_emulated_device() {
-    const KERNELS: usize = 86;
+    const KERNELS: usize = 90;
     if std::env::var(REQUIRE_GPU_VAR).is_ok_and(|v| v == "1") {
         println!("skipped: kernel coverage is counted on the emulated device, and this run asks for a GPU");
         return;

@@ -365,6 +365,25 @@ fn data_movement() {
         .node("GatherElements", &["x", "ids"], &["y"], vec![("axis", A::I(1))])
         .output("y");
     check("GatherElements", &m.build(), None, Loss::MeanSquaredError, EPS);
+    let mut m = ModelBuilder::new("Trilu", 17);
+    m.trained("x", &[2, 3, 4], -1.0, 1.0)
+        .ints("k", &[], &[1])
+        .node("Trilu", &["x", "k"], &["y"], vec![("upper", A::I(0))])
+        .output("y");
+    check("Trilu", &m.build(), None, Loss::MeanSquaredError, EPS);
+    // A causal mask as exporters write it: the strict upper triangle of a table of ones,
+    // scaled to a large negative bias on the attention scores before Softmax.
+    let mut m = ModelBuilder::new("Trilu causal mask", 17);
+    m.trained("scores", &[2, 4, 4], -1.0, 1.0)
+        .weight("ones", &[4, 4], 1.0, 1.0)
+        .weight("minus", &[], -1e4, -1e4)
+        .ints("one", &[], &[1])
+        .node("Trilu", &["ones", "one"], &["future"], vec![])
+        .node("Mul", &["future", "minus"], &["bias"], vec![])
+        .node("Add", &["scores", "bias"], &["masked"], vec![])
+        .node("Softmax", &["masked"], &["y"], vec![("axis", A::I(-1))])
+        .output("y");
+    check("Trilu causal mask", &m.build(), None, Loss::MeanSquaredError, EPS);
     let mut m = ModelBuilder::new("Reshape", 17);
     m.trained("x", &[2, 3, 4], -1.0, 1.0)
         .ints("shape", &[2], &[4, -1])
@@ -549,6 +568,7 @@ const CHECKED: &[&str] = &[
     "Dropout",
     "Gather",
     "GatherElements",
+    "Trilu",
     "Reshape",
     "Concat",
     "Split",

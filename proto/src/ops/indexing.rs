@@ -1,5 +1,5 @@
 //! Shape inference for ops that select or join parts of tensors: `Concat`,
-//! `Split`, `Slice`, `Gather`, `GatherElements` and `Pad`. Integer contents are folded
+//! `Split`, `Slice`, `Gather`, `GatherElements`, `Pad` and `Trilu`. Integer contents are folded
 //! (except for `Pad`). Their cost, and that of their gradients.
 
 use super::axes::AxesMap;
@@ -12,7 +12,7 @@ use super::util::{
     wide_to_dim, Accepts,
 };
 use super::{InferFn, Node, ShapeError, ShapeResult, Value};
-use crate::types::{AttrError, TensorType};
+use crate::types::{AttrError, DType, TensorType};
 
 /// The selecting and joining ops.
 pub(super) const OPS: &[(&str, InferFn)] = &[
@@ -22,6 +22,7 @@ pub(super) const OPS: &[(&str, InferFn)] = &[
     ("Gather", gather),
     ("GatherElements", gather_elements),
     ("Pad", pad),
+    ("Trilu", trilu),
 ];
 
 /// Split rules: a Split along an axis other than the batch splits along the
@@ -70,6 +71,7 @@ pub(super) const COSTS: &[(&str, CostFn)] = &[
     ("GatherGrad", gather_grad_cost),
     ("GatherElements", |n| n.partial_copy(n.bytes_out() + n.input(1).map_or(0, |t| t.bytes()))),
     ("GatherElementsGrad", gather_elements_grad_cost),
+    ("Trilu", copy),
 ];
 
 /// The ops of this family lms cannot differentiate, and why (every other op a model may
@@ -77,7 +79,7 @@ pub(super) const COSTS: &[(&str, CostFn)] = &[
 pub(super) const NO_GRADIENT: &[(&str, &str)] = &[("Pad", "the gradient of Pad is not implemented")];
 
 /// The ops of this family whose definition states their gradient.
-pub(super) const GRADIENTS: &[(&str, GradientForm)] = &[];
+pub(super) const GRADIENTS: &[(&str, GradientForm)] = &[("Trilu", GradientForm::SelfAdjoint)];
 
 /// The ops of this family without an axes map (coupled along every axis), and why.
 pub(super) const NO_AXES: &[(&str, &str)] = &[
@@ -96,7 +98,7 @@ pub(super) const NO_AXES: &[(&str, &str)] = &[
 ];
 
 /// Axes maps: Split's chunks are independent along every axis but its own.
-pub(super) const AXES: &[(&str, AxesMap)] = &[("Split", AxesMap::Chunks)];
+pub(super) const AXES: &[(&str, AxesMap)] = &[("Split", AxesMap::Chunks), ("Trilu", AxesMap::Leading { trailing: 2 })];
 
 /// `GatherGrad`: zeros of data's shape, dY scatter-added at the indices.
 fn gather_grad_cost(node: &CostNode<'_>) -> Work {
@@ -112,6 +114,32 @@ fn gather_elements_grad_cost(node: &CostNode<'_>) -> Work {
         .zip(node.attrs.int("axis", 0).ok())
         .and_then(|(t, axis)| normalize_axis(axis, t.shape.len()).ok().map(|a| t.shape[a] as u64));
     node.streaming(2 * node.out_numel(0) * along.unwrap_or(1))
+}
+
+/// `Trilu` (opset 14): input 0's type. Each matrix of its last two axes keeps its upper
+/// (`upper` 1, the default) or lower (`upper` 0) triangle from diagonal `k` (input 1, one
+/// int64, default 0) and is zero elsewhere; `k` may be computed at run time.
+fn trilu(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
+    if node.opset < 14 {
+        return Err(ShapeError::Invalid(format!(
+            "Trilu is an op of opset 14 and later, the model imports {}",
+            node.opset
+        )));
+    }
+    expect_inputs(node, 1, 2)?;
+    let x = input(node, 0)?;
+    if x.ty.rank() < 2 {
+        return Err(ShapeError::Invalid(format!("input 0 has rank {}, below 2", x.ty.rank())));
+    }
+    if let Some(k) = optional_input(node, 1) {
+        if k.ty.dtype != DType::I64 || checked_numel(&k.ty.shape)? != 1 {
+            return Err(ShapeError::Invalid(format!("input 1 (k) must be one int64, got {}", k.ty)));
+        }
+    }
+    match node.attrs.int("upper", 1)? {
+        0 | 1 => Ok(vec![Value::of_type(x.ty.clone())]),
+        other => Err(ShapeError::UnsupportedAttr { name: "upper".into(), value: other.to_string() }),
+    }
 }
 
 /// `Concat`: inputs of one dtype and rank, equal except along `axis`.
@@ -480,6 +508,24 @@ mod tests {
         let far = Value::constant(TensorData::from_i64(vec![1, 1], &[3]));
         let table = Value::constant(TensorData::from_i64(vec![1, 3], &[1, 2, 3]));
         assert_eq!(error("GatherElements", 13, axis(1), &[table, far]), "index 3 is out of range for axis 1 of size 3");
+    }
+
+    #[test]
+    fn trilu_keeps_its_input_type_and_checks_k_upper_and_opset() {
+        let upper = |u| Attrs::new().with("upper", Attr::Int(u));
+        assert_eq!(shape("Trilu", 14, Attrs::new(), &[f(&[2, 3, 4])]), vec![2, 3, 4]);
+        assert_eq!(shape("Trilu", 17, upper(0), &[f(&[3, 5]), scalar(-1)]), vec![3, 5]);
+        assert_eq!(shape("Trilu", 17, upper(0), &[f(&[3, 5]), t(DType::I64, &[1])]), vec![3, 5]);
+        assert_eq!(error("Trilu", 14, Attrs::new(), &[f(&[4])]), "input 0 has rank 1, below 2");
+        assert_eq!(error("Trilu", 14, upper(2), &[f(&[2, 2])]), "unsupported value 2 for attribute 'upper'");
+        assert_eq!(
+            error("Trilu", 14, Attrs::new(), &[f(&[2, 2]), ints(&[1, 2])]),
+            "input 1 (k) must be one int64, got i64[2]"
+        );
+        assert_eq!(
+            error("Trilu", 13, Attrs::new(), &[f(&[2, 2])]),
+            "Trilu is an op of opset 14 and later, the model imports 13"
+        );
     }
 
     #[test]

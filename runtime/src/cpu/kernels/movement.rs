@@ -1,4 +1,5 @@
-//! Data movement on any dtype: Transpose, Concat, Split, Gather, GatherElements, Expand, Tile.
+//! Data movement on any dtype: Transpose, Concat, Split, Gather, GatherElements, Expand, Tile,
+//! Trilu.
 
 use super::layout::{broadcast_shapes, broadcast_strides, norm_axis, split_at_axis, strided_copy, strides, to_dim};
 use super::{Ctx, Kernel};
@@ -14,6 +15,7 @@ pub(super) const KERNELS: &[(&str, Kernel)] = &[
     ("Split", split),
     ("Tile", tile),
     ("Transpose", transpose),
+    ("Trilu", trilu),
 ];
 
 /// A new tensor reading `x` through a strided view (any dtype).
@@ -140,6 +142,35 @@ fn gather(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     Ok(vec![HostTensor::new(shape, data)?])
 }
 
+/// Trilu: each matrix of the last two axes keeps its upper (`upper` 1, the default) or
+/// lower triangle from diagonal `k` (input 1, default 0): element (i, j) where j - i >= k,
+/// or <= k; the others are zero.
+fn trilu(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
+    let x = ctx.input(0, "input")?;
+    let upper = ctx.attrs.int("upper", 1)? != 0;
+    let k = match ctx.opt_input(1).map(|k| k.to_i64s("input k")).transpose()?.as_deref() {
+        None => 0,
+        Some(&[k]) => k,
+        Some(other) => return Err(KernelError::shape("input k", format!("holds {} values, not one", other.len()))),
+    };
+    let [.., rows, cols] = x.shape[..] else {
+        return Err(KernelError::shape("input input", format!("rank {} is below 2", x.rank())));
+    };
+    let keeps = |e: usize| {
+        let diagonal = (e % cols) as i64 - ((e / cols) % rows) as i64;
+        if upper {
+            diagonal >= k
+        } else {
+            diagonal <= k
+        }
+    };
+    let data = dispatch!(x.dtype(), T => {
+        let xs = x.view::<T>("input input")?;
+        Ok(T::wrap(xs.iter().enumerate().map(|(e, &v)| if keeps(e) { v } else { T::default() }).collect()))
+    })?;
+    Ok(vec![HostTensor::new(x.shape.clone(), data)?])
+}
+
 /// GatherElements: out[i] = data[i with its `axis` coordinate replaced by indices[i]].
 fn gather_elements(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     let (x, idx) = (ctx.input(0, "data")?, ctx.input(1, "indices")?);
@@ -240,6 +271,20 @@ mod tests {
 
     fn i64s(t: &HostTensor) -> Vec<i64> {
         t.as_i64("t").unwrap().to_vec()
+    }
+
+    #[test]
+    fn trilu_keeps_a_triangle_of_each_matrix() {
+        let x = tensor(&[3, 4], (1..=12i64).collect());
+        let k = |k: i64| tensor(&[], vec![k]);
+        let y = run1("Trilu", &[], &[&x, &k(1)], DtypeI64, &[3, 4]);
+        assert_eq!(i64s(&y), vec![0, 2, 3, 4, 0, 0, 7, 8, 0, 0, 0, 12]);
+        let y = run1("Trilu", &[int("upper", 0)], &[&x, &k(-1)], DtypeI64, &[3, 4]);
+        assert_eq!(i64s(&y), vec![0, 0, 0, 0, 5, 0, 0, 0, 9, 10, 0, 0]);
+        let y = run1("Trilu", &[int("upper", 0)], &[&tensor(&[2, 2, 2], (1..=8i64).collect())], DtypeI64, &[2, 2, 2]);
+        assert_eq!(i64s(&y), vec![1, 0, 3, 4, 5, 0, 7, 8]);
+        let two = tensor(&[2], vec![0i64, 1]);
+        assert!(run("Trilu", 14, &[], &[&x, &two], &[(DtypeI64, vec![3, 4])]).is_err());
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Data movement on any dtype: views (Reshape and friends share their input's memory),
 //! strided copies (Transpose, Concat, Split, Slice, Expand, Tile and their gradients),
-//! Pad, Gather, GatherGrad, GatherElements, GatherElementsGrad, fills.
+//! Pad, Gather, GatherGrad, GatherElements, GatherElementsGrad, Trilu, fills.
 
 use super::elementwise::{by_size, Binary};
 use super::{check_dtype, check_shape, ptr, Arg, Exec, OpResult, Table};
@@ -33,6 +33,7 @@ pub(super) const ONNX: Table = &[
     ("Squeeze", view),
     ("Tile", tile),
     ("Transpose", transpose),
+    ("Trilu", trilu),
     ("Unsqueeze", view),
 ];
 
@@ -540,6 +541,41 @@ fn gather(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
             Arg::I64(idx.numel() as i64),
             ptr(idx),
             Arg::I32(index_width(idx)?),
+            ptr(x),
+            ptr(&y),
+        ],
+    )?;
+    Ok(vec![y])
+}
+
+/// Trilu: as the CPU kernel, one thread per element (`k` read back to the host).
+fn trilu(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
+    let x = exec.input(0, "input")?;
+    let upper = exec.attrs.int("upper", 1)? != 0;
+    let k = match exec.opt_input(1).map(|_| exec.host_value(1, "k")).transpose()? {
+        None => 0,
+        Some(k) => match k.to_i64s("input k")?[..] {
+            [k] => k,
+            ref other => {
+                return Err(KernelError::shape("input k", format!("holds {} values, not one", other.len())).into())
+            }
+        },
+    };
+    let [.., rows, cols] = x.shape[..] else {
+        return Err(KernelError::shape("input input", format!("rank {} is below 2", x.shape.len())).into());
+    };
+    let y = exec.output(0)?;
+    check_shape(&y, &x.shape, "output")?;
+    check_dtype(x, y.dtype, "input")?;
+    exec.launch(
+        by_size(&["trilu_1", "trilu_2", "trilu_4", "trilu_8"], x.dtype)?,
+        y.numel() as u64,
+        &[
+            Arg::I64(y.numel() as i64),
+            Arg::I64(rows as i64),
+            Arg::I64(cols as i64),
+            Arg::I64(k),
+            Arg::I32(upper as i32),
             ptr(x),
             ptr(&y),
         ],

@@ -8,7 +8,10 @@
 //! bit like the unrewritten graph on the same device. The streams run in an adversarial
 //! order with hazard checks there, so these runs also show that no copy or kernel touches
 //! memory another stream's work may still be using; a swap-out whose wait is dropped
-//! (a test-only switch) is reported as a hazard.
+//! (a test-only switch) is reported as a hazard. Every run on the emulated device counts
+//! the driver's allocating calls: the only ones are the device arena (the plan's, with the
+//! fixed reserve of cuBLAS's workspace and the Div flag inside it) and the pinned host
+//! arena, each once.
 
 use lms_runtime::backend::cuda::{self, loader};
 use lms_tests::{lms_bin, repo_root, scratch_path};
@@ -68,10 +71,39 @@ fn compile(model: &str, name: &str, extra: &[&str]) -> Plan {
     Plan { file, limits, simulated, report }
 }
 
+/// The allocating driver calls in `log` (lines `ENTRY_POINT BYTES`, in order) that are not
+/// the run's two arenas, each once: the device arena of `device_bytes` (the plan's arena
+/// with the fixed reserve) and the pinned host arena of `host_bytes` (at least 1).
+fn allocations_beside_the_arenas(log: &str, device_bytes: u64, host_bytes: u64) -> Vec<String> {
+    let mut expected = vec![format!("cuMemAlloc_v2 {device_bytes}"), format!("cuMemHostAlloc {}", host_bytes.max(1))];
+    let mut others = Vec::new();
+    for line in log.lines() {
+        match expected.iter().position(|e| e == line) {
+            Some(i) => _ = expected.remove(i),
+            None => others.push(line.to_string()),
+        }
+    }
+    others.extend(expected.into_iter().map(|e| format!("missing: {e}")));
+    others
+}
+
 fn run(plan: &Plan, device: &str) -> Run {
     let args = ["run", &plan.file, "--device", device, "--steps", "3", "--json"];
     let limits = ["--device-memory", plan.limits[0].as_str(), "--host-memory", plan.limits[1].as_str()];
-    let r = json(&lms(&[&args[..], &limits].concat(), device == "cuda"));
+    let log = std::path::PathBuf::from(format!("{}.{device}-allocations", plan.file));
+    _ = std::fs::remove_file(&log);
+    let mut command = lms_run(&[&args[..], &limits].concat(), device == "cuda");
+    let out = command.env(loader::ALLOCATIONS_VAR, &log).output().expect("run lms");
+    assert!(out.status.success(), "lms run {}: {}", plan.file, String::from_utf8_lossy(&out.stderr));
+    let r = json(&out.stdout);
+    if device == "cuda" {
+        let limit: u64 = plan.limits[0].parse().unwrap();
+        let device_bytes = limit.next_multiple_of(cuda::arena::ALIGNMENT) + cuda::fixed_device_bytes();
+        let host_bytes: u64 = plan.limits[1].parse().unwrap();
+        let log_text = std::fs::read_to_string(&log).unwrap_or_default();
+        let others = allocations_beside_the_arenas(&log_text, device_bytes, host_bytes);
+        assert!(others.is_empty(), "{}: allocations beside the two arenas: {others:?}", plan.file);
+    }
     Run {
         losses: r["losses"].as_array().unwrap().iter().map(|l| l.as_f64().unwrap()).collect(),
         peaks: (r["peak_device_bytes"].as_u64().unwrap(), r["peak_host_bytes"].as_u64().unwrap()),
@@ -140,6 +172,24 @@ fn a_spatially_split_plan_uses_its_planned_scratch_on_the_emulated_device() {
     assert_eq!(cuda.peaks, plan.simulated, "emulated device's peaks vs simulate's");
     let sim = json(&lms(&["simulate", &plan.file, "--json"], false));
     assert!(sim["scratch_device_bytes"].is_u64(), "{sim}");
+}
+
+/// The allocation check reports a call beside the arenas (as a kernel allocating its own
+/// buffer would make), a second arena, and an arena that was never allocated.
+#[test]
+fn an_allocation_beside_the_arenas_is_reported() {
+    let arenas = "cuMemAlloc_v2 1024\ncuMemHostAlloc 4096\n";
+    assert!(allocations_beside_the_arenas(arenas, 1024, 4096).is_empty());
+    assert_eq!(allocations_beside_the_arenas("cuMemHostAlloc 1\ncuMemAlloc_v2 1024\n", 1024, 0), Vec::<String>::new());
+    let kernel = format!("{arenas}cuMemAllocAsync 256\n");
+    assert_eq!(allocations_beside_the_arenas(&kernel, 1024, 4096), ["cuMemAllocAsync 256"]);
+    let twice = format!("{arenas}cuMemHostAlloc 4096\n");
+    assert_eq!(allocations_beside_the_arenas(&twice, 1024, 4096), ["cuMemHostAlloc 4096"]);
+    let larger = "cuMemAlloc_v2 2048\ncuMemHostAlloc 4096\n";
+    assert_eq!(
+        allocations_beside_the_arenas(larger, 1024, 4096),
+        ["cuMemAlloc_v2 2048", "missing: cuMemAlloc_v2 1024"]
+    );
 }
 
 #[test]

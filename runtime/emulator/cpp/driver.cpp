@@ -75,6 +75,25 @@ struct Module {
 
 std::mutex allocation_lock;  // capacity accounting
 
+// Every call of an allocating entry point (device or pinned host memory), counted for
+// tests: their number and bytes, and one line "ENTRY_POINT BYTES" per call appended to the
+// file LMS_CUDA_EMULATOR_ALLOCATIONS names, if set, so a test can read what a run allocated.
+std::mutex counter_lock;
+uint64_t allocations_counted = 0;
+uint64_t allocated_bytes_counted = 0;
+
+void count_allocation(const char* entry, size_t bytes) {
+    std::lock_guard<std::mutex> guard(counter_lock);
+    allocations_counted += 1;
+    allocated_bytes_counted += bytes;
+    static const char* log = getenv("LMS_CUDA_EMULATOR_ALLOCATIONS");
+    if (log == nullptr || *log == 0) return;
+    if (FILE* f = fopen(log, "a")) {
+        fprintf(f, "%s %zu\n", entry, bytes);
+        fclose(f);
+    }
+}
+
 // A copy of `n` bytes from `src` to `dst` on `stream` (null: at once), named `what`; each
 // side is device memory or host memory. Host memory that is not pinned is staged: a copy
 // from it takes its bytes now, a copy into it completes before this returns.
@@ -216,12 +235,28 @@ int cuMemGetInfo_v2(size_t* free_bytes, size_t* total) {
     *free_bytes = used < capacity() ? capacity() - used : 0;
     return SUCCESS;
 }
-int cuMemAlloc_v2(CUdeviceptr* ptr, size_t bytes) {
+// Device memory of `bytes` at `*ptr`, within the capacity.
+int device_alloc(CUdeviceptr* ptr, size_t bytes) {
     std::lock_guard<std::mutex> guard(allocation_lock);
     if (lms_emu_used() + bytes > capacity()) return OUT_OF_MEMORY;
     return lms_emu_alloc(bytes, ptr) == 0 ? SUCCESS : OUT_OF_MEMORY;
 }
-int cuMemAllocAsync(CUdeviceptr* ptr, size_t bytes, void*) { return cuMemAlloc_v2(ptr, bytes); }
+// Page-locked host memory of `bytes` at `*ptr`.
+int host_alloc(void** ptr, size_t bytes) {
+    size_t rounded = (bytes + 4095) / 4096 * 4096 + 4096;
+    *ptr = aligned_alloc(4096, rounded);
+    if (*ptr == nullptr) return OUT_OF_MEMORY;
+    lms_emu::pinned_add(uint64_t(*ptr), rounded);
+    return SUCCESS;
+}
+int cuMemAlloc_v2(CUdeviceptr* ptr, size_t bytes) {
+    count_allocation("cuMemAlloc_v2", bytes);
+    return device_alloc(ptr, bytes);
+}
+int cuMemAllocAsync(CUdeviceptr* ptr, size_t bytes, void*) {
+    count_allocation("cuMemAllocAsync", bytes);
+    return device_alloc(ptr, bytes);
+}
 // Freeing waits for all queued work, as cuMemFree synchronises the device.
 int cuMemFree_v2(CUdeviceptr ptr) {
     lms_emu::synchronize_all();
@@ -231,13 +266,13 @@ int cuMemFree_v2(CUdeviceptr ptr) {
 int cuMemFreeAsync(CUdeviceptr ptr, void*) { return cuMemFree_v2(ptr); }
 
 int cuMemHostAlloc(void** ptr, size_t bytes, unsigned int) {
-    size_t rounded = (bytes + 4095) / 4096 * 4096 + 4096;
-    *ptr = aligned_alloc(4096, rounded);
-    if (*ptr == nullptr) return OUT_OF_MEMORY;
-    lms_emu::pinned_add(uint64_t(*ptr), rounded);
-    return SUCCESS;
+    count_allocation("cuMemHostAlloc", bytes);
+    return host_alloc(ptr, bytes);
 }
-int cuMemAllocHost_v2(void** ptr, size_t bytes) { return cuMemHostAlloc(ptr, bytes, 0); }
+int cuMemAllocHost_v2(void** ptr, size_t bytes) {
+    count_allocation("cuMemAllocHost_v2", bytes);
+    return host_alloc(ptr, bytes);
+}
 int cuMemFreeHost(void* ptr) {
     lms_emu::synchronize_all();
     lms_emu::pinned_remove(uint64_t(ptr));
@@ -403,6 +438,14 @@ int cuGetErrorString(int error, const char** text) {
         return SUCCESS;
     }
     return cuGetErrorName(error, text);
+}
+
+// How many allocating calls this process made so far (device and pinned host memory,
+// every entry point), and their bytes in `*bytes`.
+uint64_t lms_emu_allocations(uint64_t* bytes) {
+    std::lock_guard<std::mutex> guard(counter_lock);
+    *bytes = allocated_bytes_counted;
+    return allocations_counted;
 }
 
 }  // extern "C"

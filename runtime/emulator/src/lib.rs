@@ -26,6 +26,7 @@ mod ffi {
         pub fn lms_emu_alloc(bytes: u64, out: *mut u64) -> i32;
         pub fn lms_emu_free(addr: u64) -> i32;
         pub fn lms_emu_used() -> u64;
+        pub fn lms_emu_allocations(bytes: *mut u64) -> u64;
         pub fn lms_emu_valid_range(addr: u64, len: u64) -> i32;
         pub fn lms_emu_kernel_count() -> usize;
         pub fn lms_emu_kernel_name(i: usize) -> *const c_char;
@@ -108,6 +109,17 @@ pub fn free(ptr: DevicePtr) -> Result<(), EmuError> {
 pub fn used() -> u64 {
     // SAFETY: no arguments.
     unsafe { ffi::lms_emu_used() }
+}
+
+/// How many allocating calls of the emulated driver API (`cuMemAlloc_v2`,
+/// `cuMemAllocAsync`, `cuMemHostAlloc`, `cuMemAllocHost_v2`) this process made so far, and
+/// their bytes. With `LMS_CUDA_EMULATOR_ALLOCATIONS=<file>` each such call also appends a
+/// line `ENTRY_POINT BYTES` to that file, for a test to read what a child process allocated.
+pub fn driver_allocations() -> (u64, u64) {
+    let mut bytes = 0;
+    // SAFETY: a valid out-parameter.
+    let count = unsafe { ffi::lms_emu_allocations(&mut bytes) };
+    (count, bytes)
 }
 
 /// Whether `[ptr, ptr + len)` lies inside one live allocation.

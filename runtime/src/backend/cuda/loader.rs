@@ -23,6 +23,11 @@ pub const LIB_DIR_VAR: &str = "LMS_CUDA_LIB_DIR";
 /// The environment variable that selects the emulated device (value `1`).
 pub const EMULATOR_VAR: &str = "LMS_CUDA_EMULATOR";
 
+/// Test only, on the emulated device: names a file to which the emulated driver appends one
+/// line `ENTRY_POINT BYTES` per allocating call (device or pinned host memory), so that a
+/// test can check that a run allocated nothing but its arenas.
+pub const ALLOCATIONS_VAR: &str = "LMS_CUDA_EMULATOR_ALLOCATIONS";
+
 /// Test only, on the emulated device: with value `1` the device-to-host queue never waits
 /// for an event (a swap-out no longer waits for the op that made its tensor), so that the
 /// emulated device's hazard check can be seen to report the missing wait.

@@ -195,6 +195,7 @@ fn ops_split_where_their_axes_map_says_equal_the_whole_op() {
         case("Transpose", vec![ints("perm", &[2, 0, 1])], &[(F, &x)], (F, &[5, 4, 6])),
         case("Flatten", vec![int("axis", 1)], &[(F, &x)], (F, &[4, 30])),
         case("ReshapeTo", vec![], &[(F, &x)], (F, &[4, 5, 6])),
+        case("Trilu", vec![int("upper", 0)], &[(F, &x)], (F, &x)),
         cases("Split", vec![int("axis", 1), ints("split", &[2, 4])], &[(F, &x)], &[(F, &[4, 2, 5]), (F, &[4, 4, 5])]),
     ];
     let mut kinds = Vec::new();

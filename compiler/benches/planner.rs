@@ -10,9 +10,10 @@
 
 use lms_compiler::analysis::memory;
 use lms_compiler::analysis::profile::{DeviceProfile, DEFAULT_PROFILE};
+use lms_compiler::budget::Budget;
 use lms_compiler::frontend::{self, FrontendOptions};
 use lms_compiler::ir::Graph;
-use lms_compiler::passes::planner::{self, PlanOptions, Speeds, DEFAULT_MAX_CHAIN};
+use lms_compiler::passes::planner::{self, PlanOptions, Speeds};
 use lms_compiler::train::{self, Loss, Optimizer, TrainOptions};
 use std::path::Path;
 use std::time::Instant;
@@ -26,7 +27,7 @@ const CLASSES: i64 = 10;
 
 /// Best of three `planner::fit` runs of `g` under the budgets.
 fn bench(what: &str, g: &Graph, device: &DeviceProfile, device_budget: u64, host_budget: u64, target: f64) {
-    let options = PlanOptions { device_budget, host_budget, max_chain: DEFAULT_MAX_CHAIN };
+    let options = PlanOptions::new(Budget { device: device_budget, host: host_budget });
     let mut best = f64::INFINITY;
     for run in 0..3 {
         let start = Instant::now();
@@ -58,7 +59,7 @@ fn main() {
     // Halfway between the smallest peak the planner reaches and the unrewritten peak.
     let peak = memory::simulate(&chain, chain.schedule()).peak_bytes;
     let speeds = Speeds::from_profile(&chain, &device);
-    let floor = PlanOptions { device_budget: 0, host_budget: 64 << 30, max_chain: DEFAULT_MAX_CHAIN };
+    let floor = PlanOptions::new(Budget { device: 0, host: 64 << 30 });
     let smallest = planner::plan(&chain, chain.schedule(), &speeds, floor).device_peak;
     let budget = smallest + (peak - smallest) / 2;
     bench(&format!("{}-node training graph", chain.node_count()), &chain, &device, budget, 64 << 30, 5.0);

@@ -8,10 +8,11 @@
 
 use lms_compiler::analysis::footprint::Footprint;
 use lms_compiler::analysis::memory;
+use lms_compiler::budget::Budget;
 use lms_compiler::emit::serialize;
 use lms_compiler::frontend::{self, FrontendOptions};
 use lms_compiler::ir::{Graph, SWAP_IN_OP};
-use lms_compiler::passes::planner::{self, Facts, Kind, PlanOptions, Speeds, DEFAULT_MAX_CHAIN};
+use lms_compiler::passes::planner::{self, Facts, Kind, PlanOptions, Speeds};
 use lms_compiler::passes::split::{batch_patch, BatchSplit};
 use lms_compiler::pipeline;
 use lms_compiler::train::{self, Loss, Optimizer, TrainOptions};
@@ -44,7 +45,7 @@ fn speeds(g: &Graph) -> Speeds {
 
 /// The smallest device peak the planner reaches on `g` with `host_budget`.
 fn smallest_peak(g: &Graph, host_budget: u64) -> u64 {
-    let options = PlanOptions { device_budget: 0, host_budget, max_chain: DEFAULT_MAX_CHAIN };
+    let options = PlanOptions::new(Budget { device: 0, host: host_budget });
     planner::plan(g, g.schedule(), &speeds(g), options).device_peak
 }
 
@@ -60,7 +61,7 @@ fn planned_graphs_train_bit_for_bit_and_fit_where_the_original_does_not() {
             // Halfway between the smallest peak the planner reaches and the original's.
             let smallest = smallest_peak(&original, host_budget);
             let budget = smallest + (before.peak_bytes - smallest) / 2;
-            let options = PlanOptions { device_budget: budget, host_budget, max_chain: DEFAULT_MAX_CHAIN };
+            let options = PlanOptions::new(Budget { device: budget, host: host_budget });
             let fitted = planner::fit(&original, &speeds(&original), options).unwrap();
             let recomputes = fitted.plan.decisions.iter().filter(|d| matches!(d.kind, Kind::Recompute { .. })).count();
             let swaps = fitted.plan.decisions.len() - recomputes;
@@ -126,7 +127,7 @@ fn plans_at_every_budget_train_bit_for_bit_at_their_simulated_peak() {
             let overhead = before.device.arena_bytes - before.device.peak_bytes;
             for quarter in 0..=4 {
                 let budget = smallest + (before.device.arena_bytes - smallest) * quarter / 4;
-                let options = PlanOptions { device_budget: budget, host_budget, max_chain: DEFAULT_MAX_CHAIN };
+                let options = PlanOptions::new(Budget { device: budget, host: host_budget });
                 let graph = match planner::fit(&original, &speeds(&original), options) {
                     Err(Error::NoPlan { .. }) if budget < smallest + overhead => {
                         let speeds = speeds(&original);
@@ -138,7 +139,7 @@ fn plans_at_every_budget_train_bit_for_bit_at_their_simulated_peak() {
                     fitted => {
                         let fitted = fitted.unwrap();
                         let f = fitted.footprint;
-                        assert!(f.fits(options.budgets()), "{model} at {budget}: {f:?}");
+                        assert!(f.fits(options.budget), "{model} at {budget}: {f:?}");
                         fitted.graph
                     }
                 };

@@ -22,7 +22,7 @@ use crate::analysis::{order, timeline};
 use crate::budget::Budget;
 use crate::error::{Error, Result};
 use crate::frontend::{self, FrontendOptions};
-use crate::passes::planner::{self, PlanOptions, DEFAULT_MAX_CHAIN};
+use crate::passes::planner::{self, PlanOptions};
 use crate::passes::tflms::{self, TflmsConfig};
 use crate::pipeline;
 use crate::train::{self, TrainOptions};
@@ -94,8 +94,7 @@ pub fn max_batch(
 ) -> Result<MaxBatch> {
     let step =
         |g: &crate::ir::Graph| -> Result<f64> { Ok(timeline::simulate(g, &order::schedule(g)?, profile).step_seconds) };
-    let auto_options =
-        PlanOptions { device_budget: budgets.device, host_budget: budgets.host, max_chain: DEFAULT_MAX_CHAIN };
+    let auto_options = PlanOptions::new(budgets);
     let training_graph = |batch: usize| -> Result<crate::ir::Graph> {
         let options = FrontendOptions { batch: Some(batch), ..frontend.clone() };
         train::build(&frontend::load(model, &options)?.graph, train_options).map_err(|e| e.in_file(model))

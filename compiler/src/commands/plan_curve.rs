@@ -18,7 +18,7 @@ use crate::egraph::rules::split::MAX_PARTS;
 use crate::emit::chart::{self, LegendEntry, Marker, Plot, Scale, Swatch, Unit};
 use crate::error::{Error, Result};
 use crate::ir::Graph;
-use crate::passes::planner::{self, PlanOptions, Speeds, DEFAULT_MAX_CHAIN};
+use crate::passes::planner::{self, PlanOptions, Speeds};
 use crate::passes::split::{batch_patch, BatchSplit};
 use crate::passes::tflms::{self, FreeKnobs, TflmsConfig};
 use crate::pipeline;
@@ -68,7 +68,7 @@ pub fn plan_curve(g: &Graph, device: &DeviceProfile, host_budget: u64, steps: us
     let (peak, arena) = (unrewritten.device.peak_bytes, unrewritten.device.arena_bytes);
     let base = step_seconds(g);
     let speeds = Speeds::from_profile(g, device);
-    let options = |device_budget| PlanOptions { device_budget, host_budget, max_chain: DEFAULT_MAX_CHAIN };
+    let options = |device_budget| PlanOptions::new(Budget { device: device_budget, host: host_budget });
     let unsplit_smallest = planner::plan(g, g.schedule(), &speeds, options(0)).device_peak;
     let smallest = unsplit_smallest.min(smallest_split_peak(g, device, options(0))).min(peak);
     let fitting = |graph: &Graph, f: &Footprint| {

@@ -4,7 +4,7 @@
 //! graph proven equal to the training graph). Each reports one
 //! [`PassReport`] variant; `lms compile` folds its report from them.
 
-use super::planner::{self, PlanOptions, Speeds, DEFAULT_MAX_CHAIN};
+use super::planner::{self, PlanOptions, Speeds};
 use super::split;
 use super::tflms::{self, FreeKnobs, TflmsConfig, TflmsReport};
 use crate::analysis::footprint::Footprint;
@@ -220,7 +220,7 @@ impl Pass<PassReport> for PlanSplit {
         if fits(g, b) {
             return no_split();
         }
-        let planned = match planner::search(g, &self.profile, plan_options(b)) {
+        let planned = match planner::search(g, &self.profile, PlanOptions::new(b)) {
             Ok(planned) => planned,
             // Forced: no split; the plan pass plans the graph as it is.
             Err(Error::NoPlan { .. }) if self.force => return no_split(),
@@ -231,11 +231,6 @@ impl Pass<PassReport> for PlanSplit {
         cx.keep_reference();
         Ok((Step::Patch(chosen.patch), PassReport::PlanSplit(Some(chosen.choice))))
     }
-}
-
-/// The planner's options for a budget.
-fn plan_options(b: Budget) -> PlanOptions {
-    PlanOptions { device_budget: b.device, host_budget: b.host, max_chain: DEFAULT_MAX_CHAIN }
 }
 
 /// `plan`: applies the plan the `plan-split` pass chose (`--strategy auto`);
@@ -267,7 +262,7 @@ impl Pass<PassReport> for ApplyPlan {
             }
             None => {
                 let speeds = Speeds::from_profile(g, &self.profile);
-                let options = plan_options(b);
+                let options = PlanOptions::new(b);
                 match planner::fit_fastest(g, &speeds, &self.profile, options) {
                     Ok(fitted) => fitted,
                     // Forced: the planner's plan as it is; compile writes it and says it is over.

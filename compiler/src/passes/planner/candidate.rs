@@ -204,7 +204,7 @@ impl Planner<'_, '_> {
                 let trigger = first_pin.map_or(hiding, |p| hiding.min(p - 1));
                 if trigger < step
                     || pinned_in(out_from, trigger)
-                    || self.host.max_in(hosted_from, trigger) + d.bytes > self.options.host_budget
+                    || self.host.max_in(hosted_from, trigger) + d.bytes > self.options.budget.host
                 {
                     return None;
                 }

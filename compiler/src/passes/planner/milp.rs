@@ -45,7 +45,7 @@ pub(super) fn optimum(facts: &Facts<'_>, options: PlanOptions) -> Option<f64> {
     let mut objective = Expression::from(0.0);
     let mut choices: Vec<Choice> = Vec::new();
     for (i, d) in facts.droppable.iter().enumerate() {
-        if d.swappable && options.host_budget > 0 {
+        if d.swappable && options.budget.host > 0 {
             let lead = d.bytes as f64 / facts.speeds.h2d_bytes_per_second;
             for q in facts.latest_hiding(d.gap_start, d.gap_end, lead)..d.gap_end {
                 let var = vars.add(variable().binary());
@@ -98,7 +98,7 @@ pub(super) fn optimum(facts: &Facts<'_>, options: PlanOptions) -> Option<f64> {
         }
         problem = problem.with(one.leq(1.0));
     }
-    let budget = options.device_budget as f64 / MIB;
+    let budget = options.budget.device as f64 / MIB;
     for (step, &bytes) in profile.timeline.iter().enumerate() {
         let mut live = Expression::from(bytes as f64 / MIB);
         let mut touched = false;
@@ -125,7 +125,7 @@ pub(super) fn optimum(facts: &Facts<'_>, options: PlanOptions) -> Option<f64> {
             }
         }
         if hosted {
-            problem = problem.with(host.leq(options.host_budget as f64 / MIB));
+            problem = problem.with(host.leq(options.budget.host as f64 / MIB));
         }
     }
     // A chain's droppable sources stay resident where it runs.

@@ -75,16 +75,17 @@ pub const DEFAULT_MAX_CHAIN: usize = 8;
 /// Budget and limits of one planning run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PlanOptions {
-    pub device_budget: u64,
-    pub host_budget: u64,
+    /// The device and host memory the plan must fit.
+    pub budget: Budget,
     /// Longest recompute chain, in nodes.
     pub max_chain: usize,
 }
 
 impl PlanOptions {
-    /// The device and host budgets.
-    pub fn budgets(&self) -> Budget {
-        Budget { device: self.device_budget, host: self.host_budget }
+    /// Planning within `budget`, recomputing chains of at most
+    /// [`DEFAULT_MAX_CHAIN`] nodes.
+    pub fn new(budget: Budget) -> PlanOptions {
+        PlanOptions { budget, max_chain: DEFAULT_MAX_CHAIN }
     }
 }
 
@@ -150,7 +151,7 @@ struct Planner<'f, 'g> {
 }
 
 /// Plans swap and recompute decisions that bring `g`'s device peak over
-/// `schedule` within `options.device_budget`. Returns the plan even when it
+/// `schedule` within `options.budget.device`. Returns the plan even when it
 /// does not fit (`fits` false): its peak is the smallest this planner reaches.
 pub fn plan(g: &Graph, schedule: &[NodeId], speeds: &Speeds, options: PlanOptions) -> Decisions {
     let facts = Facts::new(g, schedule, speeds);
@@ -171,14 +172,14 @@ pub fn plan_with(facts: &Facts<'_>, options: PlanOptions) -> Decisions {
         decisions: Vec::new(),
     };
     planner.greedy();
-    if planner.device.peak().1 <= options.device_budget {
+    if planner.device.peak().1 <= options.budget.device {
         planner.clean_up();
     }
     let device_peak = planner.device.peak().1;
     Decisions {
         device_peak,
         host_peak: planner.host.peak().1,
-        fits: device_peak <= options.device_budget,
+        fits: device_peak <= options.budget.device,
         decisions: planner.decisions,
     }
 }
@@ -191,7 +192,7 @@ impl Planner<'_, '_> {
         let mut queued_for = None;
         loop {
             let (step, peak) = self.device.peak();
-            if peak <= self.options.device_budget {
+            if peak <= self.options.budget.device {
                 return;
             }
             if queued_for != Some(step) {
@@ -201,7 +202,7 @@ impl Planner<'_, '_> {
             let Some(cheapest) = queue.pop_cheapest(|c| self.cost(c, step)) else { return };
             // The last bytes of a peak: one candidate that covers them all may
             // cost less in total than the cheapest per byte.
-            let excess = peak - self.options.device_budget;
+            let excess = peak - self.options.budget.device;
             let whole =
                 if cheapest.bytes > excess { queue.cheapest_covering(excess, |c| self.cost(c, step)) } else { None };
             let taken = match whole {
@@ -324,7 +325,7 @@ impl Planner<'_, '_> {
     /// then starts each delayed swap-in as early as the budget allows, up
     /// to the op that hides its transfer.
     fn clean_up(&mut self) {
-        let budget = self.options.device_budget;
+        let budget = self.options.budget.device;
         let mut order: Vec<usize> = (0..self.decisions.len()).collect();
         order.sort_by(|&a, &b| {
             let (x, y) = (&self.decisions[a], &self.decisions[b]);
@@ -336,7 +337,7 @@ impl Planner<'_, '_> {
             let j = decision.droppable;
             // Kept, the tensor is resident wherever a chain reads it, so undoing is always sound.
             self.revert(j, &decision, 1);
-            if self.device.peak().1 <= budget && self.host.peak().1 <= self.options.host_budget {
+            if self.device.peak().1 <= budget && self.host.peak().1 <= self.options.budget.host {
                 undone[i] = true;
                 self.state[j] = State::Kept;
             } else {
@@ -383,7 +384,7 @@ impl Planner<'_, '_> {
             return;
         }
         // The earliest q in hiding..trigger with room for the tensor over q+1..=trigger.
-        let budget = self.options.device_budget;
+        let budget = self.options.budget.device;
         let fits = |q: usize| self.device.max_in(q + 1, trigger) + d.bytes <= budget;
         let (mut lo, mut hi) = (hiding, trigger);
         while lo < hi {
@@ -501,19 +502,19 @@ pub(crate) fn fit_faster(
 ) -> Result<Option<Fitted>> {
     let schedule = g.schedule().to_vec();
     let facts = Facts::new(g, &schedule, speeds);
-    let budgets = options.budgets();
+    let budgets = options.budget;
     let mut target = budgets;
     // The placed plan closest to fitting: its overshoot and why it does not fit.
     let mut closest: Option<(u64, Error)> = None;
     for round in 0..MAX_ROUNDS {
-        let plan = plan_with(&facts, PlanOptions { device_budget: target.device, host_budget: target.host, ..options });
+        let plan = plan_with(&facts, PlanOptions { budget: target, ..options });
         let patch = patch(&facts, &plan.decisions);
         let (graph, _) = pipeline::apply_checked(g, &patch)?;
         if !plan.fits {
             if round == 0 {
                 let profile = memory::simulate(&graph, graph.schedule());
                 let peak_op = &graph.node(graph.schedule()[profile.peak_step]).name;
-                return Err(no_plan(g, &schedule, profile.peak_bytes, peak_op, options.device_budget));
+                return Err(no_plan(g, &schedule, profile.peak_bytes, peak_op, options.budget.device));
             }
             break;
         }
@@ -571,11 +572,12 @@ pub(crate) fn fit_fastest_below(
 ) -> Result<Option<Fitted>> {
     let beat = |step_seconds| ToBeat { profile, step_seconds };
     let Some(fitted) = fit_faster(g, speeds, options, to_beat.map(beat))? else { return Ok(None) };
-    if options.host_budget == 0 || !fitted.plan.decisions.iter().any(|d| matches!(d.kind, Kind::Swap { .. })) {
+    if options.budget.host == 0 || !fitted.plan.decisions.iter().any(|d| matches!(d.kind, Kind::Swap { .. })) {
         return Ok(Some(fitted));
     }
     let step = timeline::simulate(&fitted.graph, fitted.graph.schedule(), profile).step_seconds;
-    match fit_faster(g, speeds, PlanOptions { host_budget: 0, ..options }, Some(beat(step))) {
+    let no_host = PlanOptions { budget: Budget { host: 0, ..options.budget }, ..options };
+    match fit_faster(g, speeds, no_host, Some(beat(step))) {
         Ok(Some(recompute_only)) => Ok(Some(recompute_only)),
         Ok(None) | Err(Error::NoPlan { .. }) => Ok(Some(fitted)),
         Err(e) => Err(e),

@@ -33,6 +33,7 @@ use super::{fit_fastest, fit_fastest_below, report, Decisions, Fitted, PlanOptio
 use crate::analysis::footprint::Footprint;
 use crate::analysis::profile::DeviceProfile;
 use crate::analysis::timeline;
+use crate::budget::Budget;
 use crate::egraph::rules::split::MAX_PARTS;
 use crate::error::{Error, Result};
 use crate::ir::Graph;
@@ -62,7 +63,7 @@ pub fn search(g: &Graph, profile: &DeviceProfile, options: PlanOptions) -> Resul
     let step = |f: &Fitted| timeline::simulate(&f.graph, f.graph.schedule(), profile).step_seconds;
     let before = Footprint::of(g, g.schedule());
     // Nothing to rewrite: no plan is faster than the graph as built.
-    if before.fits(options.budgets()) {
+    if before.fits(options.budget) {
         let fitted = fit_fastest(g, &speeds, profile, options)?;
         let step_seconds = step(&fitted);
         return Ok(Planned { split: None, fitted, step_seconds });
@@ -77,8 +78,8 @@ pub fn search(g: &Graph, profile: &DeviceProfile, options: PlanOptions) -> Resul
         }
     };
     let (_, floor) = super::largest_working_set(g, g.schedule());
-    for rung in rungs_below(before.device.arena_bytes, options.device_budget, floor) {
-        let rung_options = PlanOptions { device_budget: rung, ..options };
+    for rung in rungs_below(before.device.arena_bytes, options.budget.device, floor) {
+        let rung_options = PlanOptions { budget: Budget { device: rung, ..options.budget }, ..options };
         match fit_fastest_below(g, &speeds, profile, rung_options, to_beat(&best)) {
             Ok(Some(fitted)) => consider(&mut best, None, fitted),
             // The arena is not monotone in the budget: a lower rung may fit.
@@ -169,7 +170,7 @@ fn tflms_plan(
     to_beat: Option<f64>,
 ) -> Result<Option<Fitted>> {
     let config = TflmsConfig { profile: profile.clone().into(), ..TflmsConfig::default() };
-    let fit = match tflms::fit(g, &config, FreeKnobs::ALL, options.budgets()) {
+    let fit = match tflms::fit(g, &config, FreeKnobs::ALL, options.budget) {
         Ok(fit) => fit,
         Err(Error::OverBudget { .. }) => return Ok(None),
         Err(e) => return Err(e),
@@ -182,7 +183,7 @@ fn tflms_plan(
     }
     // Placed over the schedule the compiled graph keeps.
     let footprint = Footprint::of(&graph, graph.schedule());
-    if !footprint.fits(options.budgets()) {
+    if !footprint.fits(options.budget) {
         return Ok(None);
     }
     let reports = report::from_plan(&graph, &timeline);

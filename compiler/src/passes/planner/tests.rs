@@ -36,7 +36,7 @@ fn speeds(g: &Graph) -> Speeds {
 }
 
 fn options(device_budget: u64, host_budget: u64) -> PlanOptions {
-    PlanOptions { device_budget, host_budget, max_chain: DEFAULT_MAX_CHAIN }
+    PlanOptions::new(Budget { device: device_budget, host: host_budget })
 }
 
 #[test]
@@ -202,7 +202,7 @@ fn chains_read_their_sources_only_where_the_plan_keeps_them() {
             }
         }
         let fitted = fit(&g, &speeds, options(16 * gib, host)).unwrap();
-        assert!(fitted.footprint.fits(options(16 * gib, host).budgets()), "host {host}: {:?}", fitted.footprint);
+        assert!(fitted.footprint.fits(options(16 * gib, host).budget), "host {host}: {:?}", fitted.footprint);
     }
 }
 
@@ -241,7 +241,7 @@ fn more_budget_is_never_slower_and_auto_never_slower_than_tflms() {
                     .unwrap_or_else(|e| panic!("{at}: TFLMS fits, auto does not: {e}"));
                 let (auto, tflms) = (searched.step_seconds, tflms.step_seconds);
                 assert!(auto <= tflms, "{at}: auto {auto} s, slower than TFLMS's {tflms} s");
-                assert!(searched.fitted.footprint.fits(options(point.budget_bytes, host).budgets()), "{at}");
+                assert!(searched.fitted.footprint.fits(options(point.budget_bytes, host).budget), "{at}");
                 compared += 1;
             }
             let last = curve.points.last().unwrap().auto.as_ref().unwrap();

@@ -380,6 +380,8 @@ def main():
     parser.add_argument("--warmup", type=int, default=2, help="steps left out of the timing (default 2)")
     parser.add_argument("--lms", default=str(ROOT / "target" / "release" / "lms"), help="the lms binary")
     parser.add_argument("--timeout", type=int, default=600, help="seconds per compile or run")
+    parser.add_argument("--onnx", action="append", default=[], metavar="MODEL=PATH",
+                        help="the ONNX file of a model (default: resnet50 from fixtures/data, gpt2 made by make_gpt2.py)")
     parser.add_argument("--out", help="results file (default runtime/bench/results/<date>-<gpu>.md)")
     parser.add_argument("--dry-run", action="store_true", help="made-up timings, no GPU: checks the tables")
     parser.add_argument("--layers", type=int, default=12)
@@ -419,7 +421,12 @@ def main():
         gpu = gpu_name()
         work = pathlib.Path(tempfile.mkdtemp(prefix="lms-bench-"))
         onnx_paths = {"resnet50": RESNET50}
-        if "gpt2" in models:
+        for spec in args.onnx:
+            model, _, path = spec.partition("=")
+            if model not in MODELS or not path:
+                parser.error(f"--onnx {spec!r}: expected MODEL=PATH with MODEL one of {', '.join(MODELS)}")
+            onnx_paths[model] = pathlib.Path(path)
+        if "gpt2" in models and "gpt2" not in onnx_paths:
             onnx_paths["gpt2"] = work / "gpt2.onnx"
             subprocess.run([sys.executable, str(HERE / "make_gpt2.py"), "-o", str(onnx_paths["gpt2"])]
                            + gpt2_flags(args), check=True)

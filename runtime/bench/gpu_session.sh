@@ -29,6 +29,15 @@
 # steps under 16 GiB. A failing step is recorded and the next one runs; a
 # step that runs past STEP_SECONDS (default 150) is stopped and recorded as failed, so one
 # hang cannot spend the whole lease.
+#
+#   bash runtime/bench/gpu_session.sh measure     (carry [".gpu"]; one call, about 5 minutes)
+#       The measured device profile ($OUT/<gpu>-measured.json, to commit as
+#       compiler/profiles/<gpu>-measured.json) and predicted against measured steps on it
+#       ($OUT/time_model.md, by runtime/bench/time_model_check.py).
+#
+#   bash runtime/bench/gpu_session.sh compare     (carry [".gpu"]; one call, up to 9 minutes)
+#       GPT-2-small against PyTorch under one 16 GiB cap ($OUT/gpt2_vs_torch.md, by
+#       gpu_benchmark.py).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT="$PWD"
@@ -48,6 +57,8 @@ prepare() {
         cp "$exe" "$GPU_DIR/bin/$name"
     done
     cp fixtures/data/onnx/light/light_resnet50.onnx "$GPU_DIR/"
+    # The GPT-2-small-shaped model (weights as ConstantOfShape: 4 MB), made here where onnx is.
+    fixtures/.venv/bin/python runtime/bench/make_gpt2.py -o "$GPU_DIR/gpt2.onnx"
     du -sh "$GPU_DIR"
 }
 
@@ -149,11 +160,52 @@ EOF
     [[ $failures -eq 0 ]]
 }
 
+# The GPU's name as a file-name slug (h100-80gb-hbm3), for the measured profile.
+gpu_slug() {
+    nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr 'A-Z' 'a-z' |
+        sed -e 's/^nvidia //' -e 's/[^a-z0-9]\{1,\}/-/g' -e 's/-$//'
+}
+
+# The time model against the GPU: `lms profile --device cuda` into $OUT/<gpu>-measured.json,
+# then runtime/bench/time_model_check.py on that profile (ResNet-50 light at batch 64 and the
+# GPT-2-small shape at batch 8; plain, and TFLMS and auto at half the plain arena): predicted
+# against measured step, $OUT/time_model.md.
+measure() {
+    local out="${OUT:-$ROOT/gpu-results}" lms="$GPU_DIR/bin/lms" failures=0
+    local profile
+    mkdir -p "$out"
+    profile="$out/$(gpu_slug)-measured.json"
+    export LMS_REPO_ROOT="$ROOT" PYTHONUNBUFFERED=1
+    echo "== profile"
+    timeout -k 5 200 "$lms" profile --device cuda -o "$profile" --name "$(gpu_slug)-measured" \
+        > "$out/profile.log" 2>&1 || failures=$((failures + 1))
+    tail -5 "$out/profile.log"
+    echo "== time model"
+    timeout -k 5 "${MEASURE_SECONDS:-360}" python3 runtime/bench/time_model_check.py --lms "$lms" --device cuda \
+        --profile "$profile" --case "resnet50=$GPU_DIR/light_resnet50.onnx:64" --case "gpt2=$GPU_DIR/gpt2.onnx:8" \
+        --out "$out/time_model.md" --json "$out/time_model.json" || failures=$((failures + 1))
+    echo "failures: $failures"
+    [[ $failures -eq 0 ]]
+}
+
+# GPT-2-small against PyTorch (the ResNet-50 table was measured in the first GPU session):
+# lms plain, TFLMS and auto, PyTorch eager, checkpointing and save_on_cpu, under 16 GiB.
+compare() {
+    local out="${OUT:-$ROOT/gpu-results}"
+    mkdir -p "$out"
+    export LMS_REPO_ROOT="$ROOT" PYTHONUNBUFFERED=1
+    timeout -k 5 "${COMPARE_SECONDS:-540}" python3 runtime/bench/gpu_benchmark.py --models gpt2 \
+        --lms "$GPU_DIR/bin/lms" --onnx "gpt2=$GPU_DIR/gpt2.onnx" --batches "${GPT2_BATCHES:-gpt2=8,16,24,32,48}" \
+        --steps 5 --warmup 2 --timeout 120 --out "$out/gpt2_vs_torch.md"
+}
+
 case "${1:-}" in
     prepare) prepare ;;
     run) run ;;
+    measure) measure ;;
+    compare) compare ;;
     *)
-        echo "usage: bash runtime/bench/gpu_session.sh prepare|run (see the header)" >&2
+        echo "usage: bash runtime/bench/gpu_session.sh prepare|run|measure|compare (see the header)" >&2
         exit 2
         ;;
 esac

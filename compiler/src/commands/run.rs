@@ -7,6 +7,7 @@
 //! input or another output, and `--save-onnx` writes only into the model
 //! the graph was compiled from (the sha256 its metadata records).
 
+use crate::budget::{Budget, Limits};
 use crate::commands::dataset::Dataset;
 use crate::commands::op_times::{Predicted, Recorder};
 use crate::commands::provenance;
@@ -78,14 +79,6 @@ pub struct RunReport {
     pub planned_steps: usize,
 }
 
-/// Memory limits for a run; `None` takes the budget the file's plan was made
-/// for, else the runtime's default.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct MemoryLimits {
-    pub device_bytes: Option<u64>,
-    pub host_bytes: Option<u64>,
-}
-
 /// What a run trains on and what it keeps.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RunPlan {
@@ -128,7 +121,8 @@ const STEPS_KEY: &str = "lms.steps";
 /// What the caller of [`run`] says after each step.
 pub type Progress = Result<ControlFlow<()>>;
 
-/// Trains `path` on `device` with `seed` as `plan` says, calling `progress`
+/// Trains `path` on `device` with `seed` as `plan` says, within `limits` (a side
+/// not given takes the plan's budget, else the machine's memory), calling `progress`
 /// after each step with the number of steps planned and the step's number
 /// (counted from 1 over the whole training, so a resumed run goes on from
 /// the steps its state had made): `Break` ends the run
@@ -141,7 +135,7 @@ pub fn run(
     path: &Path,
     device: DeviceKind,
     plan: &RunPlan,
-    limits: MemoryLimits,
+    limits: Limits,
     seed: u64,
     progress: impl FnMut(usize, u64, &Step) -> Progress,
 ) -> Result<RunReport> {
@@ -150,18 +144,19 @@ pub fn run(
     let setup = Setup::of(&graph);
     let predicted =
         plan.profile_ops.as_ref().map(|_| Predicted::of(&graph, &schedule)).transpose().map_err(|e| e.in_file(path))?;
-    let budgets = program.graph().plan.as_ref();
+    let recorded = program.graph().plan.as_ref();
+    let planned = Limits {
+        device: recorded.and_then(|p| p.budget_device_bytes),
+        host: recorded.and_then(|p| p.budget_host_bytes),
+    };
     let defaults = RunOptions::default();
-    let (device_memory, device_memory_from) = match (limits.device_bytes, budgets.and_then(|p| p.budget_device_bytes)) {
-        (Some(bytes), _) => (bytes, "--device-memory"),
-        (None, Some(bytes)) => (bytes, "the plan's budget"),
-        (None, None) => (defaults.device_memory, "the machine's memory: the plan has no budget"),
+    let budget = limits.or(planned).unwrap_or(Budget { device: defaults.device_memory, host: defaults.host_memory });
+    let device_memory_from = match (limits.device, planned.device) {
+        (Some(_), _) => "--device-memory",
+        (None, Some(_)) => "the plan's budget",
+        (None, None) => "the machine's memory: the plan has no budget",
     };
-    let options = RunOptions {
-        device_memory,
-        host_memory: limits.host_bytes.or(budgets.and_then(|p| p.budget_host_bytes)).unwrap_or(defaults.host_memory),
-        seed,
-    };
+    let options = RunOptions { device_memory: budget.device, host_memory: budget.host, seed };
     let plan = &RunPlan {
         save_onnx: plan.save_onnx.as_ref().map(|s| original_model(s, path, &program)).transpose()?,
         ..plan.clone()
@@ -188,7 +183,7 @@ pub fn run(
         }
     };
     report.setup = setup;
-    report.device_memory_limit = device_memory;
+    report.device_memory_limit = budget.device;
     report.device_memory_limit_from = device_memory_from.to_string();
     Ok(report)
 }

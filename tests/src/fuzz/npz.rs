@@ -10,7 +10,8 @@ use super::mutate::Rng;
 use super::runner::Target;
 use super::surface;
 use crate::fixture;
-use lms_compiler::commands::run::{self, DeviceKind, MemoryLimits, RunPlan};
+use lms_compiler::budget::Limits;
+use lms_compiler::commands::run::{self, DeviceKind, RunPlan};
 use lms_compiler::emit::serialize;
 use lms_compiler::frontend::{self, FrontendOptions};
 use lms_compiler::npz;
@@ -302,7 +303,7 @@ fn data_seed(program: &Program) -> Vec<(String, HostTensor)> {
 
 /// One run of `graph` under [`BUDGET`] as `plan` says; whether it succeeded.
 fn run_once(graph: &Path, plan: &RunPlan) -> bool {
-    let limits = MemoryLimits { device_bytes: Some(BUDGET), host_bytes: Some(BUDGET) };
+    let limits = Limits { device: Some(BUDGET), host: Some(BUDGET) };
     run::run(graph, DeviceKind::Cpu, plan, limits, 1, |_, _, _| Ok(ControlFlow::Continue(()))).is_ok()
 }
 

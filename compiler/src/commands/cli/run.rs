@@ -1,7 +1,8 @@
 //! `lms run`: its flags, the progress shown, and the report printed.
 
 use super::DeviceArg;
-use crate::commands::run::{DeviceKind, MemoryLimits, RunPlan, RunReport, SaveOnnx};
+use crate::budget::Limits;
+use crate::commands::run::{DeviceKind, RunPlan, RunReport, SaveOnnx};
 use crate::{flags, Error};
 use clap::Args;
 use std::ops::ControlFlow;
@@ -63,7 +64,7 @@ pub(crate) struct RunArgs {
 
 /// Runs `lms run`.
 pub(crate) fn command(args: &RunArgs) -> Result<(), Error> {
-    let limits = MemoryLimits { device_bytes: args.device_memory, host_bytes: args.host_memory };
+    let limits = Limits { device: args.device_memory, host: args.host_memory };
     let device = match args.device {
         DeviceArg::Cpu => DeviceKind::Cpu,
         DeviceArg::Cuda => DeviceKind::Cuda,

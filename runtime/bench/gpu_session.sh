@@ -26,7 +26,8 @@
 # ResNet-50 at batch 64 with TFLMS planned at 3 GiB and run under 4 GiB (room for the
 # convolutions' workspaces, which the plan does not hold yet), with the number of swap copies
 # that overlap a compute kernel; ResNet-50 at batch 1024, auto, planned at 15 GiB, trained 2
-# steps under 16 GiB. A failing step is recorded and the next one runs; a
+# steps under 16 GiB; kernels on tensors of more than 2^31 elements (runtime/tests/cuda_large.rs).
+# A failing step is recorded and the next one runs; a
 # step that runs past STEP_SECONDS (default 150) is stopped and recorded as failed, so one
 # hang cannot spend the whole lease.
 #
@@ -49,7 +50,8 @@ prepare() {
     rm -rf "$GPU_DIR" && mkdir -p "$GPU_DIR/bin"
     cp target/release/lms "$GPU_DIR/bin/lms"
     for spec in "lms-runtime --test cuda:cuda" "lms-runtime --lib:runtime_lib" \
-        "lms-tests --test gpu_parity:gpu_parity" "lms-tests --test cli_cuda:cli_cuda"; do
+        "lms-tests --test gpu_parity:gpu_parity" "lms-tests --test cli_cuda:cli_cuda" \
+        "lms-runtime --test cuda_large:cuda_large"; do
         local args="${spec%%:*}" name="${spec##*:}" exe
         # shellcheck disable=SC2086
         exe="$(cargo test --release -p $args --no-run 2>&1 | grep -o 'target/release/deps/[A-Za-z0-9_-]*' | tail -1)"
@@ -151,6 +153,9 @@ EOF
     step compile_r50_b1024_auto "$lms" compile "$model" --batch 1024 --strategy auto --budget 15GiB \
         --host-budget 64GiB -o "$large"
     step run_r50_b1024_auto "$lms" run "$large" --device cuda --steps 2 --device-memory 16GiB
+    # Kernels on tensors of more than 2^31 elements against the CPU (about 17 GB on the GPU,
+    # 35 GB on the host per case; the CPU's reference takes most of the time).
+    STEP_SECONDS=300 step large_tensors "$GPU_DIR/bin/cuda_large" --nocapture
     {
         echo
         echo "failures: $failures"

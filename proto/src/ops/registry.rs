@@ -114,65 +114,97 @@ pub(super) struct FamilyTables {
 
 /// Every family, in registry order.
 pub(super) const FAMILIES: &[FamilyTables] = &[
-    family(
-        Family::Elementwise,
-        elementwise::OPS,
-        elementwise::COSTS,
-        elementwise::SPLITS,
-        elementwise::NO_GRADIENT,
-        &[],
-        elementwise::AXES,
-        elementwise::NO_AXES,
-    ),
-    family(Family::Conv, conv::OPS, conv::COSTS, conv::SPLITS, conv::NO_GRADIENT, &[], conv::AXES, conv::NO_AXES),
-    family(Family::Pool, pool::OPS, pool::COSTS, pool::SPLITS, pool::NO_GRADIENT, &[], pool::AXES, &[]),
-    family(Family::Nn, nn::OPS, nn::COSTS, nn::SPLITS, nn::NO_GRADIENT, &[], nn::AXES, nn::NO_AXES),
-    family(Family::Reduce, reduce::OPS, reduce::COSTS, reduce::SPLITS, reduce::NO_GRADIENT, &[], &[], reduce::NO_AXES),
-    family(
-        Family::TensorOps,
-        tensor_ops::OPS,
-        tensor_ops::COSTS,
-        tensor_ops::SPLITS,
-        tensor_ops::NO_GRADIENT,
-        &[],
-        tensor_ops::AXES,
-        tensor_ops::NO_AXES,
-    ),
-    family(
-        Family::Indexing,
-        indexing::OPS,
-        indexing::COSTS,
-        indexing::SPLITS,
-        indexing::NO_GRADIENT,
-        indexing::GRADIENTS,
-        indexing::AXES,
-        indexing::NO_AXES,
-    ),
-    family(
-        Family::Constant,
-        constant::OPS,
-        constant::COSTS,
-        &[],
-        constant::NO_GRADIENT,
-        &[],
-        constant::AXES,
-        constant::NO_AXES,
-    ),
-    family(Family::Swap, &[], cost::COSTS, &[], &[], &[], &[], cost::NO_AXES),
+    FamilyTables {
+        family: Family::Elementwise,
+        ops: elementwise::OPS,
+        costs: elementwise::COSTS,
+        splits: elementwise::SPLITS,
+        no_gradient: elementwise::NO_GRADIENT,
+        axes: elementwise::AXES,
+        no_axes: elementwise::NO_AXES,
+        ..NO_TABLES
+    },
+    FamilyTables {
+        family: Family::Conv,
+        ops: conv::OPS,
+        costs: conv::COSTS,
+        splits: conv::SPLITS,
+        no_gradient: conv::NO_GRADIENT,
+        axes: conv::AXES,
+        no_axes: conv::NO_AXES,
+        ..NO_TABLES
+    },
+    FamilyTables {
+        family: Family::Pool,
+        ops: pool::OPS,
+        costs: pool::COSTS,
+        splits: pool::SPLITS,
+        no_gradient: pool::NO_GRADIENT,
+        axes: pool::AXES,
+        ..NO_TABLES
+    },
+    FamilyTables {
+        family: Family::Nn,
+        ops: nn::OPS,
+        costs: nn::COSTS,
+        splits: nn::SPLITS,
+        no_gradient: nn::NO_GRADIENT,
+        axes: nn::AXES,
+        no_axes: nn::NO_AXES,
+        ..NO_TABLES
+    },
+    FamilyTables {
+        family: Family::Reduce,
+        ops: reduce::OPS,
+        costs: reduce::COSTS,
+        splits: reduce::SPLITS,
+        no_gradient: reduce::NO_GRADIENT,
+        no_axes: reduce::NO_AXES,
+        ..NO_TABLES
+    },
+    FamilyTables {
+        family: Family::TensorOps,
+        ops: tensor_ops::OPS,
+        costs: tensor_ops::COSTS,
+        splits: tensor_ops::SPLITS,
+        no_gradient: tensor_ops::NO_GRADIENT,
+        axes: tensor_ops::AXES,
+        no_axes: tensor_ops::NO_AXES,
+        ..NO_TABLES
+    },
+    FamilyTables {
+        family: Family::Indexing,
+        ops: indexing::OPS,
+        costs: indexing::COSTS,
+        splits: indexing::SPLITS,
+        no_gradient: indexing::NO_GRADIENT,
+        gradients: indexing::GRADIENTS,
+        axes: indexing::AXES,
+        no_axes: indexing::NO_AXES,
+    },
+    FamilyTables {
+        family: Family::Constant,
+        ops: constant::OPS,
+        costs: constant::COSTS,
+        no_gradient: constant::NO_GRADIENT,
+        axes: constant::AXES,
+        no_axes: constant::NO_AXES,
+        ..NO_TABLES
+    },
+    FamilyTables { family: Family::Swap, costs: cost::COSTS, no_axes: cost::NO_AXES, ..NO_TABLES },
 ];
 
-const fn family(
-    family: Family,
-    ops: &'static [(&'static str, InferFn)],
-    costs: &'static [(&'static str, cost::CostFn)],
-    splits: &'static [(&'static str, split::SplitFn)],
-    no_gradient: &'static [(&'static str, &'static str)],
-    gradients: &'static [(&'static str, GradientForm)],
-    axes: &'static [(&'static str, AxesMap)],
-    no_axes: &'static [(&'static str, &'static str)],
-) -> FamilyTables {
-    FamilyTables { family, ops, costs, splits, no_gradient, gradients, axes, no_axes }
-}
+/// A family with every table empty, the base the families above fill in.
+const NO_TABLES: FamilyTables = FamilyTables {
+    family: Family::Swap,
+    ops: &[],
+    costs: &[],
+    splits: &[],
+    no_gradient: &[],
+    gradients: &[],
+    axes: &[],
+    no_axes: &[],
+};
 
 /// The definitions, and the id of each name.
 struct Registry {

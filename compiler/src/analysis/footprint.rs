@@ -15,6 +15,7 @@
 //! target, so no search infers one plan's fit from another's.
 
 use super::memory::{self, MemoryProfile, Pool};
+use super::scheduled::Scheduled;
 use crate::budget::Budget;
 use crate::error::Error;
 use crate::ir::{Graph, NodeId};
@@ -44,12 +45,13 @@ pub struct Footprint {
 impl Footprint {
     /// Simulates and places `g` over `schedule`.
     pub fn of(g: &Graph, schedule: &[NodeId]) -> Footprint {
-        Footprint::with_profile(g, schedule, &memory::simulate(g, schedule))
+        let view = Scheduled::new(g, schedule.to_vec());
+        Footprint::with_profile(g, &view, &memory::simulate_scheduled(g, &view))
     }
 
-    /// Places `g` over `schedule`, whose memory `profile` was already simulated.
-    pub fn with_profile(g: &Graph, schedule: &[NodeId], profile: &MemoryProfile) -> Footprint {
-        Footprint::placed(g, schedule, profile, Budget { device: 0, host: 0 })
+    /// Places `g` in `view`, whose memory `profile` was already simulated.
+    pub fn with_profile(g: &Graph, view: &Scheduled, profile: &MemoryProfile) -> Footprint {
+        Footprint::placed(g, view, profile, Budget { device: 0, host: 0 })
     }
 
     /// [`Footprint::of`], each pool's placement stopped at the first arena
@@ -57,13 +59,14 @@ impl Footprint {
     /// and each arena over its budget, are [`Footprint::of`]'s; an arena
     /// within its budget may be above it. For searches that only decide.
     pub fn within(g: &Graph, schedule: &[NodeId], budgets: Budget) -> Footprint {
-        Footprint::placed(g, schedule, &memory::simulate(g, schedule), budgets)
+        let view = Scheduled::new(g, schedule.to_vec());
+        Footprint::placed(g, &view, &memory::simulate_scheduled(g, &view), budgets)
     }
 
-    /// Places each pool stopped at the first arena within its budget in
+    /// Places each pool of `g` in `view` stopped at the first arena within its budget in
     /// `enough` (0: the placement).
-    fn placed(g: &Graph, schedule: &[NodeId], profile: &MemoryProfile, enough: Budget) -> Footprint {
-        let arena = |pool, enough| memory::placement_within(g, schedule, pool, enough).arena_bytes;
+    fn placed(g: &Graph, view: &Scheduled, profile: &MemoryProfile, enough: Budget) -> Footprint {
+        let arena = |pool, enough| memory::placement_within(g, view, pool, enough).arena_bytes;
         Footprint {
             device: PoolFootprint {
                 peak_bytes: profile.peak_bytes,
@@ -82,10 +85,11 @@ impl Footprint {
     /// placing only when each pool's live peak is within its budget (an
     /// arena is at least its live peak, so a peak over the budget decides).
     pub fn graph_fits(g: &Graph, schedule: &[NodeId], budgets: Budget) -> bool {
-        let profile = memory::simulate(g, schedule);
+        let view = Scheduled::new(g, schedule.to_vec());
+        let profile = memory::simulate_scheduled(g, &view);
         profile.peak_bytes <= budgets.device
             && profile.host_peak_bytes <= budgets.host
-            && Footprint::placed(g, schedule, &profile, budgets).fits(budgets)
+            && Footprint::placed(g, &view, &profile, budgets).fits(budgets)
     }
 
     /// Whether the device arena is within the device budget and the host

@@ -10,9 +10,10 @@
 //! node's outputs are allocated and before anything is freed. The peak of a
 //! pool is the largest value of its timeline, at the first step reaching it.
 
-use crate::ir::{Action, Device, Graph, Node, NodeId, TensorId};
+use super::scheduled::Scheduled;
+use crate::ir::{Device, Graph, Node, NodeId, TensorId};
+use lms_proto::contract::output_pool;
 use lms_proto::contract::placement::{self, Lifetime, Placement};
-use lms_proto::contract::{output_pool, release_after, TensorUse};
 use lms_proto::ops::scratch::scratch_bytes;
 
 pub use lms_proto::contract::Pool;
@@ -46,38 +47,14 @@ pub struct MemoryProfile {
     pub host_peak_step: usize,
 }
 
-/// The step after which each tensor's bytes are freed, indexed by
-/// `TensorId::index()`, by the contract's release rule
-/// ([`lms_proto::contract::release_after`]); `usize::MAX`: kept until the end.
-pub fn last_use(g: &Graph, schedule: &[NodeId]) -> Vec<usize> {
-    let position = positions(g, schedule);
-    let mut updates_variable = vec![false; g.tensor_count()];
-    for (_, _, e) in g.edges() {
-        if let (Action::Update, Some(t)) = (e.action, e.tensor) {
-            updates_variable[t.index()] = true;
-        }
-    }
-    let mut graph_output = vec![false; g.tensor_count()];
-    for &t in &g.outputs {
-        graph_output[t.index()] = true;
-    }
-    let mut last = vec![usize::MAX; g.tensor_count()];
-    for (t, tensor) in g.tensors() {
-        let usage = TensorUse {
-            produced_at: position[tensor.producer.0.index()],
-            last_read: g.readers(t).map(|(r, _)| position[r.index()]).max(),
-            resident: g.node(tensor.producer.0).parameterized,
-            updates_variable: updates_variable[t.index()],
-            graph_output: graph_output[t.index()],
-        };
-        last[t.index()] = release_after(usage).unwrap_or(usize::MAX);
-    }
-    last
-}
-
 /// Simulates device and host memory over `schedule`, a topological order of `g`.
 pub fn simulate(g: &Graph, schedule: &[NodeId]) -> MemoryProfile {
-    let last = last_use(g, schedule);
+    simulate_scheduled(g, &Scheduled::new(g, schedule.to_vec()))
+}
+
+/// [`simulate`] over a view of `g` in its schedule already built.
+pub fn simulate_scheduled(g: &Graph, view: &Scheduled) -> MemoryProfile {
+    let (schedule, last) = (&view.schedule[..], &view.last_use);
     let bytes = |t: TensorId| g.tensor(t).ty.bytes();
     let pool_of = |t: TensorId| pool(g.node(g.tensor(t).producer.0));
     // Live bytes per pool, indexed by `Pool as usize`.
@@ -115,7 +92,7 @@ pub fn simulate(g: &Graph, schedule: &[NodeId]) -> MemoryProfile {
     }
     let (peak_step, peak_bytes) = peak(&timeline);
     let (host_peak_step, host_peak_bytes) = peak(&host_timeline);
-    let live_at_peak = live_at(g, schedule, &last, peak_step);
+    let live_at_peak = live_at(g, view, peak_step);
     MemoryProfile {
         timeline,
         resident_bytes,
@@ -143,14 +120,13 @@ pub fn scratch(g: &Graph, id: NodeId) -> u64 {
 /// by tensor id, then in the device pool each scheduled node's scratch block, live at its
 /// step only (index: the tensor count + its position).
 pub fn placement(g: &Graph, schedule: &[NodeId], which: Pool) -> Placement {
-    placement_within(g, schedule, which, 0)
+    placement_within(g, &Scheduled::new(g, schedule.to_vec()), which, 0)
 }
 
-/// [`placement`], stopped at the first arena of at most `enough` bytes
-/// ([`placement::place_within`]: within `enough` exactly when [`placement`]'s is).
-pub fn placement_within(g: &Graph, schedule: &[NodeId], which: Pool, enough: u64) -> Placement {
-    let last = last_use(g, schedule);
-    let position = positions(g, schedule);
+/// [`placement`] over a view of `g` in its schedule, stopped at the first arena of at most
+/// `enough` bytes ([`placement::place_within`]: within `enough` exactly when [`placement`]'s is).
+pub fn placement_within(g: &Graph, view: &Scheduled, which: Pool, enough: u64) -> Placement {
+    let (schedule, last, position) = (&view.schedule[..], &view.last_use, &view.position);
     let end = schedule.len().saturating_sub(1);
     let mut lifetimes = vec![None; g.tensor_count()];
     for (t, tensor) in g.tensors() {
@@ -174,24 +150,14 @@ pub fn placement_within(g: &Graph, schedule: &[NodeId], which: Pool, enough: u64
     placement::place_within(&lifetimes, enough)
 }
 
-/// Position of every scheduled node, indexed by `NodeId::index()`;
-/// `usize::MAX` for nodes not in the schedule.
-fn positions(g: &Graph, schedule: &[NodeId]) -> Vec<usize> {
-    let mut position = vec![usize::MAX; g.node_bound()];
-    for (i, id) in schedule.iter().enumerate() {
-        position[id.index()] = i;
-    }
-    position
-}
-
 /// (step, bytes) of the first largest value of a timeline; (0, 0) when empty.
 fn peak(timeline: &[u64]) -> (usize, u64) {
     timeline.iter().enumerate().fold((0, 0), |best, (i, &b)| if b > best.1 { (i, b) } else { best })
 }
 
-/// Device tensors live while `schedule[step]` runs, largest first.
-fn live_at(g: &Graph, schedule: &[NodeId], last: &[usize], step: usize) -> Vec<TensorId> {
-    let position = positions(g, schedule);
+/// Device tensors live while the node at `step` of `view` runs, largest first.
+fn live_at(g: &Graph, view: &Scheduled, step: usize) -> Vec<TensorId> {
+    let (position, last) = (&view.position, &view.last_use);
     let mut live: Vec<TensorId> = g
         .tensors()
         .filter(|(t, tensor)| {

@@ -1,5 +1,6 @@
 //! Analyses over the IR: execution ordering (γ of TFLMS Definition 2 and
-//! the default schedule), tensor classification, lifetimes, memory, footprints (live peaks, placed arenas and the
+//! the default schedule), the scheduled view (positions and tensor releases, built once per
+//! schedule), tensor classification, lifetimes, memory, footprints (live peaks, placed arenas and the
 //! budgets they fit), and the
 //! time model (device profiles, per-op cost, the three-stream timeline).
 
@@ -11,4 +12,5 @@ pub mod lifetime;
 pub mod memory;
 pub mod order;
 pub mod profile;
+pub mod scheduled;
 pub mod timeline;

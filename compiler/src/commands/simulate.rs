@@ -6,6 +6,7 @@
 use crate::analysis::footprint::Footprint;
 use crate::analysis::memory;
 use crate::analysis::profile::DeviceProfile;
+use crate::analysis::scheduled::Scheduled;
 use crate::analysis::timeline::{self, Timeline};
 use crate::commands::setup::Setup;
 use crate::ir::{Attr, Graph, NodeId, SPLIT_PART_OP, SPLIT_WINDOW_OP};
@@ -149,8 +150,9 @@ pub struct LiveTensor {
 impl SimulateReport {
     /// Simulates the memory of `g` over `schedule`, and its time on `device`.
     pub fn new(g: &Graph, schedule: &[NodeId], device: &DeviceProfile) -> SimulateReport {
-        let profile = memory::simulate(g, schedule);
-        let footprint = Footprint::with_profile(g, schedule, &profile);
+        let view = Scheduled::new(g, schedule.to_vec());
+        let profile = memory::simulate_scheduled(g, &view);
+        let footprint = Footprint::with_profile(g, &view, &profile);
         let margin = |budget: Option<u64>, arena: u64| budget.map(|b| b as i64 - arena as i64);
         let device_margin_bytes = margin(g.plan.budget_device_bytes, footprint.device.arena_bytes);
         let host_margin_bytes = margin(g.plan.budget_host_bytes, footprint.host.arena_bytes);

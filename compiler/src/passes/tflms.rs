@@ -59,6 +59,7 @@ pub use splice::PASS;
 
 use crate::analysis::order;
 use crate::analysis::profile::{DeviceProfile, DEFAULT_PROFILE};
+use crate::analysis::scheduled::Scheduled;
 use crate::error::Result;
 use crate::ir::{Graph, NodeId};
 use crate::pipeline::{self, Patch};
@@ -257,24 +258,19 @@ pub fn rewrite(g: &Graph, cfg: &TflmsConfig) -> Result<(Graph, TflmsReport)> {
     Analysis::new(g, cfg)?.rewrite(cfg)
 }
 
-/// The input graph's schedule, each node's position in it, and γ.
+/// The input graph's scheduled view (its schedule, each node's position and
+/// each tensor's release) and γ.
 struct Order {
-    schedule: Vec<NodeId>,
-    /// Position in `schedule`, indexed by `NodeId::index()`.
-    position: Vec<usize>,
+    view: Scheduled,
     /// γ (TFLMS Definition 2), indexed by `NodeId::index()`.
     gamma: Vec<u32>,
 }
 
 impl Order {
     fn new(g: &Graph) -> Result<Order> {
-        let schedule = order::schedule(g)?;
-        let gamma = order::gamma(g, &schedule);
-        let mut position = vec![usize::MAX; g.node_bound()];
-        for (i, id) in schedule.iter().enumerate() {
-            position[id.index()] = i;
-        }
-        Ok(Order { schedule, position, gamma })
+        let view = Scheduled::new(g, order::schedule(g)?);
+        let gamma = order::gamma(g, &view.schedule);
+        Ok(Order { view, gamma })
     }
 
     fn gamma(&self, id: NodeId) -> u32 {
@@ -282,7 +278,7 @@ impl Order {
     }
 
     fn position(&self, id: NodeId) -> usize {
-        self.position[id.index()]
+        self.view.position(id)
     }
 }
 

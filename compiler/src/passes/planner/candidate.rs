@@ -267,7 +267,7 @@ impl Planner<'_, '_> {
         let facts = self.facts;
         let at = d.gap_end;
         let available = |u: TensorId| Some(u) != dropped && (self.resident(u, at) || self.extendable(u, d));
-        let chain = recompute::chain(facts.g, d.tensor, available, &facts.position, self.options.max_chain)?;
+        let chain = recompute::chain(facts.g, d.tensor, available, &facts.view.position, self.options.max_chain)?;
         let overwritten = |u: TensorId| facts.writer[u.index()].is_some_and(|w| w < at);
         let reads_overwritten =
             chain.nodes.iter().any(|&n| facts.g.node(n).inputs.iter().flatten().any(|&u| overwritten(u)));
@@ -281,7 +281,7 @@ impl Planner<'_, '_> {
         let facts = self.facts;
         let producer = facts.g.tensor(u).producer.0;
         !facts.g.node(producer).parameterized
-            && facts.position[producer.index()] < d.gap_end
+            && facts.view.position[producer.index()] < d.gap_end
             && facts.g.tensor(u).ty.bytes() * MAX_EXTENDED_SHARE <= d.bytes
     }
 
@@ -292,8 +292,8 @@ impl Planner<'_, '_> {
         chain
             .sources
             .iter()
-            .filter(|s| facts.last_use[s.index()] < at)
-            .map(|s| (facts.last_use[s.index()] + 1, facts.g.tensor(*s).ty.bytes() as i64))
+            .filter(|s| facts.view.last_use[s.index()] < at)
+            .map(|s| (facts.view.last_use[s.index()] + 1, facts.g.tensor(*s).ty.bytes() as i64))
             .collect()
     }
 }

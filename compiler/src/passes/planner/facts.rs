@@ -1,11 +1,13 @@
 //! What the planner knows about the training graph before deciding anything:
-//! each node's place in the schedule and time, the prefix sums of compute
-//! time, and the tensors a decision may drop (with the stretch of
+//! the scheduled view (each node's place, each tensor's release), memory over
+//! the schedule, each node's time and the prefix sums of compute time, and
+//! the tensors a decision may drop (with the stretch of
 //! the schedule where each is not needed).
 
 use crate::analysis::cost::CostModel;
-use crate::analysis::memory;
+use crate::analysis::memory::{self, MemoryProfile};
 use crate::analysis::profile::DeviceProfile;
+use crate::analysis::scheduled::Scheduled;
 use crate::ir::{Action, Device, Graph, NodeId, Phase, TensorId};
 use std::ops::Range;
 
@@ -68,10 +70,10 @@ impl Droppable {
 pub struct Facts<'g> {
     pub g: &'g Graph,
     pub schedule: &'g [NodeId],
-    /// Position of each node in the schedule, indexed by `NodeId::index()`.
-    pub position: Vec<usize>,
-    /// Step after which each tensor is freed (`memory::last_use`).
-    pub last_use: Vec<usize>,
+    /// The schedule's view: each node's position, each tensor's release step.
+    pub view: Scheduled,
+    /// Device and host memory over the schedule, before any decision.
+    pub memory: MemoryProfile,
     /// `prefix[k]`: compute seconds of the first `k` scheduled nodes.
     pub prefix: Vec<f64>,
     /// Compute seconds of the forward phase and of the rest.
@@ -91,11 +93,8 @@ pub struct Facts<'g> {
 impl<'g> Facts<'g> {
     /// Gathers the facts of `g` run in `schedule`.
     pub fn new(g: &'g Graph, schedule: &'g [NodeId], speeds: &'g Speeds) -> Facts<'g> {
-        let mut position = vec![usize::MAX; g.node_bound()];
-        for (i, id) in schedule.iter().enumerate() {
-            position[id.index()] = i;
-        }
-        let last_use = memory::last_use(g, schedule);
+        let view = Scheduled::new(g, schedule.to_vec());
+        let memory = memory::simulate_scheduled(g, &view);
         let mut prefix = Vec::with_capacity(schedule.len() + 1);
         let (mut total, mut forward_seconds) = (0.0, 0.0);
         prefix.push(0.0);
@@ -110,14 +109,14 @@ impl<'g> Facts<'g> {
         let mut writer = vec![None; g.tensor_count()];
         for (src, dst, e) in g.edges() {
             if e.action == Action::Update {
-                writer[g.node(dst).outputs[0].index()] = Some(position[src.index()]);
+                writer[g.node(dst).outputs[0].index()] = Some(view.position(src));
             }
         }
         let mut facts = Facts {
             g,
             schedule,
-            position,
-            last_use,
+            view,
+            memory,
             prefix,
             forward_seconds,
             backward_seconds: total - forward_seconds,
@@ -145,10 +144,10 @@ impl<'g> Facts<'g> {
             }
             for &t in &node.outputs {
                 let tensor = g.tensor(t);
-                if is_output[t.index()] || self.last_use[t.index()] == step || tensor.ty.bytes() == 0 {
+                if is_output[t.index()] || self.view.last_use[t.index()] == step || tensor.ty.bytes() == 0 {
                     continue;
                 }
-                let mut uses: Vec<usize> = g.readers(t).map(|(r, _)| self.position[r.index()]).collect();
+                let mut uses: Vec<usize> = g.readers(t).map(|(r, _)| self.view.position(r)).collect();
                 uses.push(step);
                 uses.sort_unstable();
                 uses.dedup();

@@ -40,7 +40,7 @@ struct Choice {
 /// The smallest predicted extra seconds of any plan in the planner's space
 /// that fits `options`' budgets; `None` when none fits.
 pub(super) fn optimum(facts: &Facts<'_>, options: PlanOptions) -> Option<f64> {
-    let profile = memory::simulate(facts.g, facts.schedule);
+    let profile = &facts.memory;
     let mut vars = variables!();
     let mut objective = Expression::from(0.0);
     let mut choices: Vec<Choice> = Vec::new();
@@ -55,10 +55,10 @@ pub(super) fn optimum(facts: &Facts<'_>, options: PlanOptions) -> Option<f64> {
             }
         }
         let resident = |u: crate::ir::TensorId| {
-            let made = facts.position[facts.g.tensor(u).producer.0.index()];
-            made <= d.gap_end && d.gap_end <= facts.last_use[u.index()]
+            let made = facts.view.position[facts.g.tensor(u).producer.0.index()];
+            made <= d.gap_end && d.gap_end <= facts.view.last_use[u.index()]
         };
-        if let Some(chain) = recompute::chain(facts.g, d.tensor, resident, &facts.position, options.max_chain) {
+        if let Some(chain) = recompute::chain(facts.g, d.tensor, resident, &facts.view.position, options.max_chain) {
             let var = vars.add(variable().binary());
             objective += var * (chain.seconds(&facts.speeds.node_seconds) / MS);
             let sources = chain.sources.iter().filter_map(|&s| facts.gap_at(s, d.gap_end)).collect();

@@ -160,7 +160,7 @@ pub fn plan(g: &Graph, schedule: &[NodeId], speeds: &Speeds, options: PlanOption
 
 /// [`plan`] on facts already gathered (a budget search plans one graph many times).
 pub fn plan_with(facts: &Facts<'_>, options: PlanOptions) -> Decisions {
-    let profile = memory::simulate(facts.g, facts.schedule);
+    let profile = &facts.memory;
     let mut planner = Planner {
         facts,
         options,
@@ -309,8 +309,8 @@ impl Planner<'_, '_> {
     /// it is dropped (before the swap-in of a swapped one).
     fn resident(&self, u: TensorId, step: usize) -> bool {
         let facts = self.facts;
-        let made = facts.position[facts.g.tensor(u).producer.0.index()];
-        if step < made || step > facts.last_use[u.index()] {
+        let made = facts.view.position[facts.g.tensor(u).producer.0.index()];
+        if step < made || step > facts.view.last_use[u.index()] {
             return false;
         }
         let Some(i) = facts.gap_at(u, step) else { return true };

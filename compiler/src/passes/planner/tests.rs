@@ -138,7 +138,7 @@ fn every_gap_between_two_uses_of_a_tensor_is_droppable() {
             facts.gaps[t.index()].clone().map(|i| (facts.droppable[i].gap_start, facts.droppable[i].gap_end)).collect();
         let Some(&first) = facts.gaps[t.index()].clone().next().as_ref() else { continue };
         let made = facts.droppable[first].made;
-        let mut uses: Vec<usize> = g.readers(t).map(|(r, _)| facts.position[r.index()]).collect();
+        let mut uses: Vec<usize> = g.readers(t).map(|(r, _)| facts.view.position[r.index()]).collect();
         uses.push(made);
         uses.sort_unstable();
         uses.dedup();

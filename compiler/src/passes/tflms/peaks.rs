@@ -70,8 +70,8 @@ enum Added {
 impl<'g> Sweep<'g> {
     /// The sweep of `g` over `order`'s schedule.
     pub(super) fn new(g: &'g Graph, order: &Order) -> Sweep<'g> {
-        let schedule = &order.schedule;
-        let released = memory::last_use(g, schedule);
+        let schedule = &order.view.schedule;
+        let released = order.view.last_use.clone();
         let mut sweep = Sweep {
             g,
             resident: [0; 2],

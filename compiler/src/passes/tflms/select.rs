@@ -146,18 +146,19 @@ fn eligible(node: &Node, cfg: &TflmsConfig) -> bool {
 /// parameterized vertex (variables and inputs).
 fn start_ops(g: &Graph, order: &Order, cfg: &TflmsConfig) -> Result<Vec<NodeId>> {
     if cfg.starting_scope.is_none() && cfg.starting_op_names.is_empty() {
-        return Ok(order.schedule.iter().copied().filter(|&id| g.node(id).parameterized).collect());
+        return Ok(order.view.schedule.iter().copied().filter(|&id| g.node(id).parameterized).collect());
     }
     let mut start = Vec::new();
     if let Some(scope) = &cfg.starting_scope {
         let before = start.len();
-        start.extend(order.schedule.iter().copied().filter(|&id| in_scope(&g.node(id).name, scope)));
+        start.extend(order.view.schedule.iter().copied().filter(|&id| in_scope(&g.node(id).name, scope)));
         if start.len() == before {
             return Err(Error::Usage(format!("TFLMS starting scope '{scope}' holds no op")));
         }
     }
     for name in &cfg.starting_op_names {
         let id = order
+            .view
             .schedule
             .iter()
             .copied()

@@ -63,12 +63,12 @@ pub(super) fn place(
         .collect();
     queue.sort_by_key(|q| (q.consumer, q.plan));
     let controls: Vec<Option<usize>> = if profile.copies_overlap_compute {
-        overlapped(&queue, &clock, order.schedule.len())
+        overlapped(&queue, &clock, order.view.schedule.len())
     } else {
         queue.iter().map(|q| clock.last_kernel(q.producer, q.consumer)).collect()
     };
     for (q, control) in queue.iter().zip(controls) {
-        plans[q.plan.0].swap_ins[q.plan.1].control = control.map(|p| order.schedule[p]);
+        plans[q.plan.0].swap_ins[q.plan.1].control = control.map(|p| order.view.schedule[p]);
     }
     queue.into_iter().map(|q| q.plan).collect()
 }
@@ -157,11 +157,11 @@ struct Clock {
 
 impl Clock {
     fn new(g: &Graph, order: &Order, model: &CostModel<'_>) -> Clock {
-        let mut before = Vec::with_capacity(order.schedule.len() + 1);
+        let mut before = Vec::with_capacity(order.view.schedule.len() + 1);
         let mut kernels = Vec::new();
         let mut now = 0.0;
         before.push(now);
-        for (p, &id) in order.schedule.iter().enumerate() {
+        for (p, &id) in order.view.schedule.iter().enumerate() {
             let cost = model.cost(g, id);
             if !g.node(id).parameterized && matches!(cost.engine, Engine::Matrix | Engine::Vector) {
                 kernels.push(p);

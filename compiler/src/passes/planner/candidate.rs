@@ -243,17 +243,32 @@ impl Planner<'_, '_> {
     /// belongs to none of them.
     fn rechain(&self, i: usize) -> Option<Vec<Rechained>> {
         let d = &self.facts.droppable[i];
+        // A decided chain that reads the tensor inside its gap pins it where
+        // the chain runs, at the end of the chain's own gap: only the gaps
+        // ending at a pin are looked at, in index order.
+        let mut pinned: Vec<usize> = self.pins[i].iter().copied().filter(|&p| d.covers(p)).collect();
+        let pins = pinned.len();
+        pinned.sort_unstable();
+        pinned.dedup();
+        let mut readers: Vec<usize> = pinned.into_iter().flat_map(|p| self.gaps_ending_at(p)).copied().collect();
+        readers.sort_unstable();
         let mut found = Vec::new();
-        for (j, state) in self.state.iter().enumerate() {
-            let State::Recomputed { chain } = state else { continue };
-            let other = &self.facts.droppable[j];
-            if d.covers(other.gap_end) && chain.sources.contains(&d.tensor) {
-                let grown = self.chain(other, Some(d.tensor))?;
+        for j in readers {
+            let State::Recomputed { chain } = &self.state[j] else { continue };
+            if chain.sources.contains(&d.tensor) {
+                let grown = self.chain(&self.facts.droppable[j], Some(d.tensor))?;
                 found.push(Rechained { index: j, old: chain.clone(), grown });
             }
         }
-        let pinned = self.pins[i].iter().filter(|&&p| d.covers(p)).count();
-        (pinned == found.len()).then_some(found)
+        (pins == found.len()).then_some(found)
+    }
+
+    /// The droppable gaps that end at schedule position `at`, by index.
+    fn gaps_ending_at(&self, at: usize) -> &[usize] {
+        let droppable = &self.facts.droppable;
+        let from = self.by_gap_end.partition_point(|&j| droppable[j].gap_end < at);
+        let to = self.by_gap_end.partition_point(|&j| droppable[j].gap_end <= at);
+        &self.by_gap_end[from..to]
     }
 
     /// The chain that re-makes `d` right before its first reader after its gap

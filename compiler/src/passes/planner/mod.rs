@@ -145,6 +145,9 @@ struct Planner<'f, 'g> {
     state: Vec<State>,
     /// Positions where a recompute chain reads each droppable tensor.
     pins: Vec<Vec<usize>>,
+    /// Indices of `facts.droppable` ordered by the end of their gap (where
+    /// a recompute of the gap runs its chain), then by index.
+    by_gap_end: Vec<usize>,
     /// Bytes swapped out and in so far.
     swapped_bytes: u64,
     decisions: Vec<Decision>,
@@ -168,6 +171,7 @@ pub fn plan_with(facts: &Facts<'_>, options: PlanOptions) -> Decisions {
         host: Tracker::new(&profile.host_timeline),
         state: vec![State::Kept; facts.droppable.len()],
         pins: vec![Vec::new(); facts.droppable.len()],
+        by_gap_end: by_gap_end(facts),
         swapped_bytes: 0,
         decisions: Vec::new(),
     };
@@ -182,6 +186,13 @@ pub fn plan_with(facts: &Facts<'_>, options: PlanOptions) -> Decisions {
         fits: device_peak <= options.budget.device,
         decisions: planner.decisions,
     }
+}
+
+/// Indices of `facts.droppable` ordered by the end of their gap, then by index.
+fn by_gap_end(facts: &Facts<'_>) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..facts.droppable.len()).collect();
+    order.sort_by_key(|&i| (facts.droppable[i].gap_end, i));
+    order
 }
 
 impl Planner<'_, '_> {

@@ -18,6 +18,7 @@
 
 use super::cost::{CostModel, OpCost};
 use super::profile::DeviceProfile;
+use super::scheduled::Scheduled;
 use crate::ir::{Action, Graph, NodeId};
 use crate::shape::cost::Engine;
 use lms_proto::trace::Lane;
@@ -158,6 +159,53 @@ pub fn simulate_costed(g: &Graph, schedule: &[NodeId], costs: &[OpCost], overlap
     }
     t.step_seconds = free.iter().copied().fold(0.0, f64::max);
     t
+}
+
+/// The compute stream of a schedule with no stalls: its kernels (Matrix and
+/// Vector engines, no parameterized vertex) back to back in schedule order,
+/// copies and views taking no compute time. The time trigger places swap-ins
+/// against it before the swaps exist.
+pub struct ComputeClock {
+    /// `before[p]`: kernel seconds of the positions before `p`.
+    before: Vec<f64>,
+    /// Positions that run a kernel, ascending.
+    kernels: Vec<usize>,
+}
+
+impl ComputeClock {
+    /// The clock of `g` in `view` with the cost of every node in `costs`
+    /// (indexed by `NodeId::index()`, as [`CostModel::costs`] makes it).
+    pub fn new(g: &Graph, view: &Scheduled, costs: &[OpCost]) -> ComputeClock {
+        let mut before = Vec::with_capacity(view.schedule.len() + 1);
+        let mut kernels = Vec::new();
+        let mut now = 0.0;
+        before.push(now);
+        for (p, &id) in view.schedule.iter().enumerate() {
+            let cost = costs[id.index()];
+            if !g.node(id).parameterized && matches!(cost.engine, Engine::Matrix | Engine::Vector) {
+                kernels.push(p);
+                now += cost.seconds;
+            }
+            before.push(now);
+        }
+        ComputeClock { before, kernels }
+    }
+
+    /// When the op at position `p` starts (or would, for a view).
+    pub fn start(&self, p: usize) -> f64 {
+        self.before[p]
+    }
+
+    /// When the op at position `p` ends.
+    pub fn end(&self, p: usize) -> f64 {
+        self.before[p + 1]
+    }
+
+    /// The positions in `lo..hi` that run a kernel, ascending.
+    pub fn kernels_in(&self, lo: usize, hi: usize) -> &[usize] {
+        let start = self.kernels.partition_point(|&p| p < lo);
+        &self.kernels[start..self.kernels.partition_point(|&p| p < hi).max(start)]
+    }
 }
 
 #[cfg(test)]

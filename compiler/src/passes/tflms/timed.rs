@@ -3,7 +3,8 @@
 //! op counts.
 //!
 //! The timeline is the one `analysis::timeline` predicts for the rewritten
-//! graph: kernels run back to back on the compute stream in schedule order,
+//! graph: kernels run back to back on the compute stream in schedule order
+//! (`analysis::timeline::ComputeClock` over the input's scheduled view),
 //! swap-outs queue on the device-to-host stream right after their producers,
 //! and swap-ins queue on the host-to-device stream in schedule order, each
 //! starting when its control op has ended, its swap-out has ended and the
@@ -32,6 +33,7 @@
 use super::{Order, SwapPlan};
 use crate::analysis::cost::CostModel;
 use crate::analysis::profile::DeviceProfile;
+use crate::analysis::timeline::ComputeClock;
 use crate::ir::Graph;
 use crate::shape::cost::{Engine, Work};
 
@@ -45,7 +47,7 @@ pub(super) fn place(
     plans: &mut [SwapPlan<'_>],
 ) -> Vec<(usize, usize)> {
     let model = CostModel::new(profile);
-    let clock = Clock::new(g, order, &model);
+    let clock = ComputeClock::new(g, &order.view, &model.costs(g));
     let swap_out_end = swap_out_ends(g, plans, order, &clock, &model);
     let mut queue: Vec<Queued> = plans
         .iter()
@@ -65,7 +67,7 @@ pub(super) fn place(
     let controls: Vec<Option<usize>> = if profile.copies_overlap_compute {
         overlapped(&queue, &clock, order.view.schedule.len())
     } else {
-        queue.iter().map(|q| clock.last_kernel(q.producer, q.consumer)).collect()
+        queue.iter().map(|q| clock.kernels_in(q.producer, q.consumer).last().copied()).collect()
     };
     for (q, control) in queue.iter().zip(controls) {
         plans[q.plan.0].swap_ins[q.plan.1].control = control.map(|p| order.view.schedule[p]);
@@ -90,7 +92,7 @@ struct Queued {
 /// The control op (schedule position) of each swap-in of `queue` (in queue
 /// order) when copies overlap compute, by the two passes of the module doc;
 /// `positions`: the schedule's length.
-fn overlapped(queue: &[Queued], clock: &Clock, positions: usize) -> Vec<Option<usize>> {
+fn overlapped(queue: &[Queued], clock: &ComputeClock, positions: usize) -> Vec<Option<usize>> {
     // Pass 1: the latest start of each swap-in.
     let mut latest = vec![0.0f64; queue.len()];
     let mut next_start = f64::INFINITY;
@@ -107,8 +109,8 @@ fn overlapped(queue: &[Queued], clock: &Clock, positions: usize) -> Vec<Option<u
         let ready = q.released.max(queue_free);
         let by = (latest[k] + shift).max(ready);
         let lo = q.producer.max(first_allowed);
-        let control =
-            clock.last_kernel_ending_by(lo, q.consumer, by, &stalls).or_else(|| clock.first_kernel(lo, q.consumer));
+        let control = last_kernel_ending_by(clock, lo, q.consumer, by, &stalls)
+            .or_else(|| clock.kernels_in(lo, q.consumer).first().copied());
         let start = match control {
             Some(c) => ready.max(clock.end(c) + stalls.through(c)),
             None => ready,
@@ -131,7 +133,13 @@ fn copy_seconds(model: &CostModel<'_>, bytes: u64, engine: Engine) -> f64 {
 /// When each plan's swap-out ends: the device-to-host queue in schedule
 /// order (by producer, then plan order), each starting when its producer
 /// ends.
-fn swap_out_ends(g: &Graph, plans: &[SwapPlan<'_>], order: &Order, clock: &Clock, model: &CostModel<'_>) -> Vec<f64> {
+fn swap_out_ends(
+    g: &Graph,
+    plans: &[SwapPlan<'_>],
+    order: &Order,
+    clock: &ComputeClock,
+    model: &CostModel<'_>,
+) -> Vec<f64> {
     let mut by_producer: Vec<usize> = (0..plans.len()).collect();
     by_producer.sort_by_key(|&i| (order.position(plans[i].candidate.producer), i));
     let mut ends = vec![0.0; plans.len()];
@@ -146,67 +154,13 @@ fn swap_out_ends(g: &Graph, plans: &[SwapPlan<'_>], order: &Order, clock: &Clock
     ends
 }
 
-/// The input graph's compute stream without stalls: when each schedule
-/// position's op starts and ends, and which positions run a kernel.
-struct Clock {
-    /// `before[p]`: kernel seconds of the positions before `p`.
-    before: Vec<f64>,
-    /// Positions that run a kernel, ascending.
-    kernels: Vec<usize>,
-}
-
-impl Clock {
-    fn new(g: &Graph, order: &Order, model: &CostModel<'_>) -> Clock {
-        let mut before = Vec::with_capacity(order.view.schedule.len() + 1);
-        let mut kernels = Vec::new();
-        let mut now = 0.0;
-        before.push(now);
-        for (p, &id) in order.view.schedule.iter().enumerate() {
-            let cost = model.cost(g, id);
-            if !g.node(id).parameterized && matches!(cost.engine, Engine::Matrix | Engine::Vector) {
-                kernels.push(p);
-                now += cost.seconds;
-            }
-            before.push(now);
-        }
-        Clock { before, kernels }
-    }
-
-    /// When the op at position `p` starts (or would, for a view).
-    fn start(&self, p: usize) -> f64 {
-        self.before[p]
-    }
-
-    /// When the op at position `p` ends.
-    fn end(&self, p: usize) -> f64 {
-        self.before[p + 1]
-    }
-
-    /// The kernels at positions in `lo..hi`, as a range of `kernels`.
-    fn span(&self, lo: usize, hi: usize) -> std::ops::Range<usize> {
-        let start = self.kernels.partition_point(|&p| p < lo);
-        start..self.kernels.partition_point(|&p| p < hi).max(start)
-    }
-
-    fn first_kernel(&self, lo: usize, hi: usize) -> Option<usize> {
-        let span = self.span(lo, hi);
-        (!span.is_empty()).then(|| self.kernels[span.start])
-    }
-
-    fn last_kernel(&self, lo: usize, hi: usize) -> Option<usize> {
-        let span = self.span(lo, hi);
-        (!span.is_empty()).then(|| self.kernels[span.end - 1])
-    }
-
-    /// The last kernel at a position in `lo..hi` that ends by `by` once
-    /// `stalls` delay it. Ends only grow along the schedule, so a binary
-    /// search finds it.
-    fn last_kernel_ending_by(&self, lo: usize, hi: usize, by: f64, stalls: &Stalls) -> Option<usize> {
-        let span = self.span(lo, hi);
-        let kernels = &self.kernels[span];
-        let n = kernels.partition_point(|&p| self.end(p) + stalls.through(p) <= by);
-        n.checked_sub(1).map(|k| kernels[k])
-    }
+/// The last kernel at a position in `lo..hi` of `clock` that ends by `by`
+/// once `stalls` delay it. Ends only grow along the schedule, so a binary
+/// search finds it.
+fn last_kernel_ending_by(clock: &ComputeClock, lo: usize, hi: usize, by: f64, stalls: &Stalls) -> Option<usize> {
+    let kernels = clock.kernels_in(lo, hi);
+    let n = kernels.partition_point(|&p| clock.end(p) + stalls.through(p) <= by);
+    n.checked_sub(1).map(|k| kernels[k])
 }
 
 /// Predicted delays of the compute stream. A consumer starts when its

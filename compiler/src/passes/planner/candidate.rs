@@ -202,9 +202,12 @@ impl Planner<'_, '_> {
                 let hiding = facts.latest_hiding(d.gap_start, d.gap_end, lead).max(step);
                 let first_pin = self.pins[c.index].iter().copied().filter(|&p| p > step).min();
                 let trigger = first_pin.map_or(hiding, |p| hiding.min(p - 1));
+                // The host peak bounds every range of the host timeline: the
+                // range is looked at only when the peak leaves no room.
+                let host = self.options.budget.host;
                 if trigger < step
                     || pinned_in(out_from, trigger)
-                    || self.host.max_in(hosted_from, trigger) + d.bytes > self.options.budget.host
+                    || (self.host.peak().1 + d.bytes > host && self.host.max_in(hosted_from, trigger) + d.bytes > host)
                 {
                     return None;
                 }

@@ -1,10 +1,11 @@
 //! Elementwise binary and variadic ops with numpy broadcasting: arithmetic, Pow, PRelu,
 //! comparisons, logic, Where, and Sum/Max/Min/Mean.
 
-use super::layout::{broadcast_shapes, broadcast_strides, for_each_row};
+use super::layout::for_each_row;
 use super::num::Num;
 use super::{dispatch_float, dispatch_num, Ctx, Kernel};
 use crate::error::{KernelError, Result};
+use crate::geometry::layout::{broadcast_shapes, broadcast_strides};
 use crate::tensor::{dispatch, numel, Elem, HostTensor};
 
 /// The binary and variadic kernels.

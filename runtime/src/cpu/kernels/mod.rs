@@ -11,8 +11,8 @@
 mod binary;
 mod conv;
 mod conv_transpose;
-pub(crate) mod layout;
-pub(crate) mod linalg;
+mod layout;
+mod linalg;
 mod movement;
 mod norm;
 mod num;
@@ -20,8 +20,8 @@ mod pad;
 mod pool;
 mod reduce;
 mod shape_ops;
-pub(crate) mod slice;
-pub(crate) mod softmax;
+mod slice;
+mod softmax;
 mod training;
 mod unary;
 

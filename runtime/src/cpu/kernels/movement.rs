@@ -1,9 +1,11 @@
 //! Data movement on any dtype: Transpose, Concat, Split, Gather, GatherElements, Expand, Tile,
 //! Trilu.
 
-use super::layout::{broadcast_shapes, broadcast_strides, norm_axis, split_at_axis, strided_copy, strides, to_dim};
+use super::layout::strided_copy;
 use super::{Ctx, Kernel};
 use crate::error::{KernelError, Result};
+use crate::geometry::layout::{broadcast_shapes, broadcast_strides, norm_axis, split_at_axis, strides, to_dim};
+use crate::geometry::triangle::Triangle;
 use crate::tensor::{dispatch, numel, Elem, HostTensor};
 
 /// The data-movement kernels.
@@ -142,31 +144,15 @@ fn gather(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     Ok(vec![HostTensor::new(shape, data)?])
 }
 
-/// Trilu: each matrix of the last two axes keeps its upper (`upper` 1, the default) or
-/// lower triangle from diagonal `k` (input 1, default 0): element (i, j) where j - i >= k,
-/// or <= k; the others are zero.
+/// Trilu: each matrix of the last two axes keeps the triangle `geometry::triangle` reads;
+/// the others are zero.
 fn trilu(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     let x = ctx.input(0, "input")?;
-    let upper = ctx.attrs.int("upper", 1)? != 0;
-    let k = match ctx.opt_input(1).map(|k| k.to_i64s("input k")).transpose()?.as_deref() {
-        None => 0,
-        Some(&[k]) => k,
-        Some(other) => return Err(KernelError::shape("input k", format!("holds {} values, not one", other.len()))),
-    };
-    let [.., rows, cols] = x.shape[..] else {
-        return Err(KernelError::shape("input input", format!("rank {} is below 2", x.rank())));
-    };
-    let keeps = |e: usize| {
-        let diagonal = (e % cols) as i64 - ((e / cols) % rows) as i64;
-        if upper {
-            diagonal >= k
-        } else {
-            diagonal <= k
-        }
-    };
+    let k = ctx.opt_input(1).map(|k| k.to_i64s("input k")).transpose()?;
+    let triangle = Triangle::read(&x.shape, ctx.attrs.int("upper", 1)?, k.as_deref())?;
     let data = dispatch!(x.dtype(), T => {
         let xs = x.view::<T>("input input")?;
-        Ok(T::wrap(xs.iter().enumerate().map(|(e, &v)| if keeps(e) { v } else { T::default() }).collect()))
+        Ok(T::wrap(xs.iter().enumerate().map(|(e, &v)| if triangle.keeps(e) { v } else { T::default() }).collect()))
     })?;
     Ok(vec![HostTensor::new(x.shape.clone(), data)?])
 }

@@ -2,10 +2,11 @@
 //! InstanceNormalization and LayerNormalization. Statistics and the normalization
 //! itself are computed in f64 and rounded once to the output type.
 
-use super::layout::{broadcast_strides, norm_axis, strided_copy};
+use super::layout::strided_copy;
 use super::num::Float;
 use super::{dispatch_float, Ctx, Kernel};
 use crate::error::{KernelError, Result};
+use crate::geometry::layout::{broadcast_strides, norm_axis};
 use crate::tensor::{numel, Elem, HostTensor};
 use lms_proto::lms::DType;
 

@@ -1,9 +1,9 @@
 //! Pad in constant, reflect, edge and wrap modes; pads (possibly negative, which crops)
 //! given as an attribute (opset < 11) or an input, optionally on selected axes.
 
-use super::layout::norm_axes;
 use super::{Ctx, Kernel};
 use crate::error::{KernelError, Result};
+use crate::geometry::layout::norm_axes;
 use crate::tensor::{dispatch, numel, Elem, HostTensor};
 
 /// The pad kernel.

@@ -1,10 +1,11 @@
 //! Reductions: ReduceSum, ReduceMean, ReduceMax, ReduceMin, over axes given as an
 //! attribute or an input, with keepdims and noop_with_empty_axes.
 
-use super::layout::{broadcast_strides, for_each_row, norm_axes, strides};
+use super::layout::for_each_row;
 use super::num::Num;
 use super::{dispatch_num, Ctx, Kernel};
 use crate::error::Result;
+use crate::geometry::layout::{broadcast_strides, norm_axes, strides};
 use crate::tensor::{numel, Elem, HostTensor};
 
 /// The reduction kernels.

@@ -2,10 +2,10 @@
 //! Dropout in inference form), Cast, and ops that make tensors from shapes or
 //! attributes (Shape, Size, ConstantOfShape, Constant, Range).
 
-use super::layout::{checked_numel, norm_axes, to_dim};
 use super::num::Num;
 use super::{dispatch_num, Ctx, Kernel};
 use crate::error::{KernelError, Result};
+use crate::geometry::layout::{checked_numel, norm_axes, to_dim};
 use crate::tensor::{dispatch, numel, Elem, HostTensor};
 use lms_proto::lms::DType;
 

@@ -3,23 +3,16 @@
 //! Opset >= 13: along `axis` (default -1). Opset < 13: the input is coerced to 2-D at
 //! `axis` (default 1) and normalized over the flattened trailing axes.
 
-use super::layout::{norm_axis, split_at_axis};
 use super::num::Float;
 use super::{dispatch_float, Ctx, Kernel};
 use crate::error::Result;
-use crate::tensor::{numel, HostTensor};
+use crate::geometry::softmax::softmax_layout;
+use crate::tensor::HostTensor;
 use lms_proto::ops::SoftmaxAxis;
 
 /// The softmax kernels.
 pub(super) const KERNELS: &[(&str, Kernel)] =
     &[("LogSoftmax", |c| softmax(c, true)), ("Softmax", |c| softmax(c, false))];
-
-/// `shape` viewed as [outer, n, inner] for a softmax at `axis`: along that axis, or with
-/// `coerce` (opset < 13) over the input coerced to 2-D at `axis` (inner is 1).
-pub(crate) fn softmax_layout(shape: &[usize], axis: i64, coerce: bool) -> Result<(usize, usize, usize)> {
-    let axis = norm_axis(axis, shape.len(), "axis")?;
-    Ok(if coerce { (numel(&shape[..axis]), numel(&shape[axis..]), 1) } else { split_at_axis(shape, axis) })
-}
 
 fn softmax(ctx: &Ctx<'_>, log: bool) -> Result<Vec<HostTensor>> {
     let x = ctx.input(0, "input")?;

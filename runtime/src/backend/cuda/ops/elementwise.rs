@@ -5,8 +5,8 @@
 use super::{check_dtype, check_shape, count, ptr, Arg, Exec, OpResult, Table};
 use crate::backend::cuda::layout::{broadcast, contiguous, Layout, View};
 use crate::backend::cuda::CudaBuffer;
-use crate::cpu::kernels::layout::broadcast_shapes;
 use crate::error::KernelError;
+use crate::geometry::layout::broadcast_shapes;
 use crate::tensor::{dtype_name, dtype_size};
 use cudarc::driver::DeviceRepr;
 use lms_proto::lms::DType;

@@ -1,4 +1,5 @@
-//! Ops computed on the host: Shape and Size (from the declared shapes), Constant, and
+//! Ops computed on the host: Shape and Size (from the declared shapes), Constant, Range
+//! (from its scalar inputs read back), and
 //! any op whose inputs all have host values and whose outputs are small — the shape
 //! arithmetic of exported graphs (Shape → Gather → Concat → Reshape) and constant
 //! folding of masks. They run the CPU backend's kernels, so their results are the CPU
@@ -16,7 +17,15 @@ use lms_proto::contract::LMS_DOMAIN;
 use std::rc::Rc;
 
 /// Ops computed on the host whatever their inputs.
-pub(super) const ONNX: super::Table = &[("Shape", shape), ("Size", size), ("Constant", constant)];
+pub(super) const ONNX: super::Table = &[("Shape", shape), ("Size", size), ("Constant", constant), ("Range", range)];
+
+/// Range from scalar inputs read on the host: the CPU kernel's values, uploaded.
+fn range(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
+    let values = [exec.host_value(0, "start")?, exec.host_value(1, "limit")?, exec.host_value(2, "delta")?];
+    let inputs: Vec<Option<&HostTensor>> = values.iter().map(Some).collect();
+    let made = kernels::forward("Range", exec.opset, &exec.attrs, &inputs, exec.outputs)?;
+    made.into_iter().enumerate().map(|(i, t)| upload(exec, i, t)).collect()
+}
 
 /// Largest output (in elements) computed on the host from host inputs.
 const HOST_LIMIT: usize = 1 << 20;

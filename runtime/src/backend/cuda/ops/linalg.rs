@@ -7,8 +7,8 @@ use crate::backend::cuda::layout::{broadcast, contiguous, View};
 use crate::backend::cuda::libs::Gemm;
 use crate::backend::cuda::CudaBuffer;
 use crate::backend::Queue;
-use crate::cpu::kernels::linalg::{matmul_shape, MatmulShape};
 use crate::error::KernelError;
+use crate::geometry::matmul::{matmul_shape, MatmulShape};
 use crate::tensor::numel;
 
 /// The matrix products.

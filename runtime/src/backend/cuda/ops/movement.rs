@@ -6,10 +6,10 @@ use super::elementwise::{by_size, Binary};
 use super::{check_dtype, check_shape, ptr, Arg, Exec, OpResult, Table};
 use crate::backend::cuda::layout::{broadcast, contiguous, Layout, View, MAX_RANK};
 use crate::backend::cuda::CudaBuffer;
-use crate::cpu::kernels;
-use crate::cpu::kernels::layout::{norm_axes, norm_axis, split_at_axis};
-use crate::cpu::kernels::slice::{slice_view, split_part_range, window_range};
 use crate::error::KernelError;
+use crate::geometry::layout::{norm_axes, norm_axis, split_at_axis};
+use crate::geometry::slice::{slice_view, split_part_range, window_range};
+use crate::geometry::triangle::Triangle;
 use crate::tensor::{numel, HostTensor};
 use cudarc::driver::DeviceRepr;
 use lms_proto::lms::DType;
@@ -26,7 +26,6 @@ pub(super) const ONNX: Table = &[
     ("GatherElements", gather_elements),
     ("Identity", view),
     ("Pad", pad),
-    ("Range", range),
     ("Reshape", view),
     ("Slice", slice),
     ("Split", split),
@@ -166,14 +165,6 @@ fn constant_of_shape(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     }
     fill(exec, &y, element_bits(&value))?;
     Ok(vec![y])
-}
-
-/// Range from scalar inputs read on the host: the CPU kernel's values, uploaded.
-fn range(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
-    let values = [exec.host_value(0, "start")?, exec.host_value(1, "limit")?, exec.host_value(2, "delta")?];
-    let inputs: Vec<Option<&HostTensor>> = values.iter().map(Some).collect();
-    let made = kernels::forward("Range", exec.opset, &exec.attrs, &inputs, exec.outputs)?;
-    made.into_iter().enumerate().map(|(i, t)| super::host::upload(exec, i, t)).collect()
 }
 
 fn transpose(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
@@ -551,19 +542,11 @@ fn gather(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
 /// Trilu: as the CPU kernel, one thread per element (`k` read back to the host).
 fn trilu(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let x = exec.input(0, "input")?;
-    let upper = exec.attrs.int("upper", 1)? != 0;
-    let k = match exec.opt_input(1).map(|_| exec.host_value(1, "k")).transpose()? {
-        None => 0,
-        Some(k) => match k.to_i64s("input k")?[..] {
-            [k] => k,
-            ref other => {
-                return Err(KernelError::shape("input k", format!("holds {} values, not one", other.len())).into())
-            }
-        },
+    let k = match exec.opt_input(1) {
+        Some(_) => Some(exec.host_value(1, "k")?.to_i64s("input k")?),
+        None => None,
     };
-    let [.., rows, cols] = x.shape[..] else {
-        return Err(KernelError::shape("input input", format!("rank {} is below 2", x.shape.len())).into());
-    };
+    let Triangle { rows, cols, k, upper } = Triangle::read(&x.shape, exec.attrs.int("upper", 1)?, k.as_deref())?;
     let y = exec.output(0)?;
     check_shape(&y, &x.shape, "output")?;
     check_dtype(x, y.dtype, "input")?;

@@ -2,10 +2,11 @@
 //! part reads, and OverlapAdd, which adds the parts' input-gradient windows back into
 //! one tensor where they overlap. Output shapes come from the graph.
 
-use super::super::layout::{norm_axis, split_at_axis, strided_copy};
-use super::super::slice::{slice_view, window_range};
+use super::super::layout::strided_copy;
 use super::super::{dispatch_float, Ctx, Kernel};
 use crate::error::{KernelError, Result};
+use crate::geometry::layout::{norm_axis, split_at_axis};
+use crate::geometry::slice::{slice_view, window_range};
 use crate::tensor::{dispatch, numel, Elem, HostTensor};
 
 /// The halo split kernels.

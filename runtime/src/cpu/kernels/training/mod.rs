@@ -18,10 +18,10 @@ mod pool_grad;
 mod shape_grad;
 mod softmax_grad;
 
-use super::layout::broadcast_strides;
 use super::reduce::fold;
 use super::{Ctx, Table};
 use crate::error::{KernelError, Result};
+use crate::geometry::layout::broadcast_strides;
 use crate::tensor::{numel, Elem, HostTensor};
 
 /// Every family's table of (op type, kernel) of the `lms` domain.

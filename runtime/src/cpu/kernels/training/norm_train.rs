@@ -1,12 +1,12 @@
 //! Normalizations in training: BatchNormTrain (batch statistics, running statistics
 //! updated), BatchNormGrad, LayerNormGrad and LRNGrad. Statistics and sums are f64.
 
-use super::super::layout::norm_axis;
 use super::super::norm::{channels, expand_param, per_channel};
 use super::super::num::Float;
 use super::super::{dispatch_float, Ctx, Kernel};
 use super::{floats, from_f64s, same_shape, sum_to};
 use crate::error::{KernelError, Result};
+use crate::geometry::layout::norm_axis;
 use crate::geometry::window::Lrn;
 use crate::tensor::{numel, HostTensor};
 

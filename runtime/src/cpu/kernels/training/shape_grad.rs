@@ -2,14 +2,13 @@
 //! SliceGrad, ConcatGrad, ReduceGrad, GatherGrad and GatherElementsGrad; and SplitPart, one part of a split
 //! tensor. Output shapes come from the graph.
 
-use super::super::layout::{
-    broadcast_strides, norm_axes, norm_axis, split_at_axis, strided_copy, strided_scatter, strides,
-};
+use super::super::layout::{strided_copy, strided_scatter};
 use super::super::movement::{element_offsets, view_copy};
-use super::super::slice::{slice_view, split_part_range};
 use super::super::{dispatch_float, Ctx, Kernel};
 use super::{from_f64s, same_shape, sum_to};
 use crate::error::{KernelError, Result};
+use crate::geometry::layout::{broadcast_strides, norm_axes, norm_axis, split_at_axis, strides};
+use crate::geometry::slice::{slice_view, split_part_range};
 use crate::tensor::{dispatch, numel, Elem, HostTensor};
 
 /// The shape gradient kernels.

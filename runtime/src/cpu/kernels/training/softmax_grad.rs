@@ -3,10 +3,10 @@
 //! the defaults of `axis` follow (-1, or 1 with `coerce`).
 
 use super::super::num::Float;
-use super::super::softmax::softmax_layout;
 use super::super::{dispatch_float, Ctx, Kernel};
 use super::same_shape;
 use crate::error::Result;
+use crate::geometry::softmax::softmax_layout;
 use crate::tensor::HostTensor;
 use lms_proto::ops::SoftmaxAxis;
 

@@ -16,10 +16,12 @@ use crate::emit::{output, trained_onnx};
 use crate::error::{Error, Result};
 use crate::npz;
 use crate::units::format_bytes;
-use lms_proto::contract::{NodeKind, TensorType, VARIABLE_OP};
+use lms_proto::contract::{placement, NodeKind, TensorType, VARIABLE_OP};
 use lms_proto::lms::DType;
 use lms_runtime::tensor::dtype_name;
-use lms_runtime::{Backend, CpuBackend, CudaBackend, HostTensor, Program, RunOptions, RuntimeError, Session, Step};
+use lms_runtime::{
+    Backend, CpuBackend, CudaBackend, HostTensor, Pool, Program, RunOptions, RuntimeError, Session, Step,
+};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -172,7 +174,10 @@ pub fn run(
             train(session, "cpu".into(), plan, predicted.as_ref(), resumed, progress)?
         }
         DeviceKind::Cuda => {
-            let backend = CudaBackend::new(0, options.device_memory).map_err(runtime)?;
+            // The device allocation is the plan's placed arena; the limit is checked
+            // against it by the session.
+            let arena = placement::of_program(&program, Pool::Device).arena_bytes;
+            let backend = CudaBackend::new(0, arena).map_err(runtime)?;
             let name = format!("cuda ({})", backend.device_name());
             let fixed = backend.fixed_device_bytes();
             let session = Session::with_values(program, backend, options, &values).map_err(runtime)?;

@@ -280,7 +280,8 @@ impl Device {
     }
 
     /// Allocates the pinned host arena of `bytes` that holds a plan's host tensors, once:
-    /// a second plan must fit the first one's arena.
+    /// a second plan must fit the first one's arena. A plan without host tensors (0 bytes)
+    /// allocates nothing.
     pub fn plan_host(&self, bytes: u64) -> Result<(), CudaError> {
         let mut state = self.state.borrow_mut();
         if let Some(host) = &state.host {
@@ -289,11 +290,14 @@ impl Device {
                 false => Err(CudaError::HostArenaFull { offset: 0, wanted: bytes, arena: host.planned.bytes }),
             };
         }
+        if bytes == 0 {
+            return Ok(());
+        }
         let len = usize::try_from(bytes).map_err(|_| CudaError::TooLarge(format!("a host arena of {bytes} bytes")))?;
         self.ctx.bind_to_thread()?;
         // SAFETY: page-locked memory, written before it is read; freed in `Drop` after
         // the device is idle.
-        let base = unsafe { result::malloc_host(len.max(1), 0) }.map_err(|_| CudaError::HostMemory(bytes))?;
+        let base = unsafe { result::malloc_host(len, 0) }.map_err(|_| CudaError::HostMemory(bytes))?;
         state.host =
             Some(HostArena { base: base.cast(), planned: Planned { start: 0, bytes, fences: BTreeMap::new() } });
         Ok(())

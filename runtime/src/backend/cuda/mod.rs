@@ -3,8 +3,8 @@
 //! loading, so it builds on machines without CUDA and fails cleanly at
 //! [`CudaBackend::new`] where no driver or GPU is present.
 //!
-//! - Memory: one `cuMemAlloc` of the budget (plus a small alignment allowance) holds every
-//!   device buffer. Under a plan ([`Backend::reserve`]) one region of it holds every tensor
+//! - Memory: one `cuMemAlloc` of the plan's placed device arena (aligned) plus the fixed
+//!   reserve holds every device buffer; an arena over the free memory is refused. Under a plan ([`Backend::reserve`]) one region of it holds every tensor
 //!   and every node's scratch parts at their planned offsets; beside it a best-fit offset
 //!   allocator ([`arena`]) holds only the backend's fixed buffers (cuBLAS's workspace,
 //!   integer `Div`'s error flag) and buffers made without a plan. One page-locked
@@ -275,8 +275,10 @@ fn backend_error(message: impl Into<String>) -> RuntimeError {
 }
 
 impl CudaBackend {
-    /// The backend on GPU `ordinal` with a device-memory budget of `device_memory` bytes
-    /// (`u64::MAX`: all the free memory but a reserve), f32 arithmetic throughout.
+    /// The backend on GPU `ordinal` whose one device allocation holds a plan's device arena
+    /// of `device_memory` bytes (aligned) plus the fixed reserve (`u64::MAX`: all the free
+    /// memory but a reserve), f32 arithmetic throughout. An arena over the free memory is
+    /// refused ([`RuntimeError::Allocation`]).
     ///
     /// Fails with a clear message, never a panic, where there is no driver, no such GPU,
     /// or no NVRTC or cuBLAS library; a missing cuDNN only makes convolutions fail.
@@ -309,7 +311,7 @@ impl CudaBackend {
         let (major, minor) = ctx.compute_capability().map_err(CudaError::from)?;
         kernels::check_toolchain(major, minor, driver_version()?)?;
         let (free, _) = ctx.mem_get_info().map_err(CudaError::from)?;
-        let arena = arena_bytes(device_memory, free as u64);
+        let arena = arena_bytes(device_memory, free as u64)?;
         let device = Device::new(Arc::clone(&ctx), arena)?;
         let kernels = Kernels::load(&ctx)?;
         // The fixed buffers, in FIXED_DEVICE_BUFFERS's order.
@@ -356,13 +358,26 @@ pub fn driver_version() -> Result<i32, CudaError> {
     Ok(version)
 }
 
-/// The arena for a budget of `budget` bytes with `free` bytes free on the device: the
-/// budget (for the plan's device arena, rounded up to the allocator's alignment) plus the
-/// fixed reserve, within the free memory less [`RESERVE`].
-fn arena_bytes(budget: u64, free: u64) -> u64 {
+/// The device arena for a plan's device arena of `plan` bytes with `free` bytes free on the
+/// device: `plan` rounded up to the allocator's alignment plus the fixed reserve
+/// (`u64::MAX`: all the free memory less [`RESERVE`]). An arena over the free memory less
+/// [`RESERVE`] is refused, naming both figures.
+fn arena_bytes(plan: u64, free: u64) -> Result<u64, RuntimeError> {
     let available = free.saturating_sub(RESERVE);
-    let plan = budget.checked_next_multiple_of(arena::ALIGNMENT).unwrap_or(u64::MAX);
-    plan.saturating_add(fixed_device_bytes()).min(available)
+    if plan == u64::MAX {
+        return Ok(available);
+    }
+    let arena =
+        plan.checked_next_multiple_of(arena::ALIGNMENT).unwrap_or(u64::MAX).saturating_add(fixed_device_bytes());
+    match arena <= available {
+        true => Ok(arena),
+        false => Err(RuntimeError::Allocation {
+            what: format!(
+                "the device arena (the plan's {plan} B with the fixed reserve: {arena} B; the device has {available} B free beside its reserve)"
+            ),
+            bytes: arena,
+        }),
+    }
 }
 
 impl Backend for CudaBackend {
@@ -546,15 +561,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn arena_is_the_budget_plus_an_allowance_within_free_memory() {
+    fn arena_is_the_plans_arena_plus_the_reserve_within_free_memory() {
         let gib = 1u64 << 30;
         assert_eq!(fixed_device_bytes(), CUBLAS_WORKSPACE + 256);
-        let arena = arena_bytes(16 * gib, 80 * gib);
-        assert_eq!(arena, 16 * gib + CUBLAS_WORKSPACE + 256);
-        assert_eq!(arena_bytes(1000, 80 * gib), 1024 + CUBLAS_WORKSPACE + 256, "the plan's bytes aligned");
-        assert_eq!(arena_bytes(u64::MAX, 80 * gib), 79 * gib);
-        assert_eq!(arena_bytes(100 * gib, 80 * gib), 79 * gib);
-        assert_eq!(arena_bytes(gib, 0), 0);
+        assert_eq!(arena_bytes(16 * gib, 80 * gib).unwrap(), 16 * gib + CUBLAS_WORKSPACE + 256);
+        assert_eq!(arena_bytes(1000, 80 * gib).unwrap(), 1024 + CUBLAS_WORKSPACE + 256, "the plan's bytes aligned");
+        assert_eq!(arena_bytes(0, 80 * gib).unwrap(), fixed_device_bytes());
+        assert_eq!(arena_bytes(u64::MAX, 80 * gib).unwrap(), 79 * gib, "all the free memory less the reserve");
+        let err = arena_bytes(100 * gib, 80 * gib).unwrap_err();
+        assert!(matches!(err, RuntimeError::Allocation { .. }), "{err}");
+        assert!(err.to_string().contains(&format!("{} B free", 79 * gib)), "{err}");
+        assert!(arena_bytes(79 * gib - fixed_device_bytes() + 1, 80 * gib).is_err(), "the reserve counts");
+        assert!(arena_bytes(gib, 0).is_err());
     }
 
     /// Uploaded and assigned tensors land at their planned blocks of the plan's region, a

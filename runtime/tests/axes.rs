@@ -173,6 +173,7 @@ fn ops_split_where_their_axes_map_says_equal_the_whole_op() {
         case("Less", vec![], &[(F, &x), (F, &[1, 6, 1])], (B, &x)),
         case("Sum", vec![], &[(F, &x), (F, &[5]), (F, &x)], (F, &x)),
         case("Cast", vec![int("to", 11)], &[(F, &x)], (DType::DtypeF64, &x)),
+        case("Identity", vec![], &[(F, &x)], (F, &x)),
         case("UnaryGrad", vec![string("op", "Tanh")], &[(F, &x), (F, &x)], (F, &x)),
         case("DropoutGrad", vec![float("ratio", 0.5)], &[(F, &x), (B, &x)], (F, &x)),
         case("SgdUpdate", vec![float("lr", 0.1)], &[(F, &x), (F, &x)], (F, &x)),

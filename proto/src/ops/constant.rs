@@ -57,13 +57,12 @@ pub(super) const NO_AXES: &[(&str, &str)] = &[
     ("Size", "makes a value from its attributes or input shapes"),
     ("Range", "makes a value from its attributes or input shapes"),
     ("Zeros", "makes a value from its attributes or input shapes"),
-    ("Identity", "not stated yet"),
     ("Variable", "a graph input, no kernel"),
     ("Input", "a graph input, no kernel"),
 ];
 
-/// Axes maps: `Cast` is elementwise.
-pub(super) const AXES: &[(&str, AxesMap)] = &[("Cast", AxesMap::Elementwise)];
+/// Axes maps: `Cast` and `Identity` are elementwise.
+pub(super) const AXES: &[(&str, AxesMap)] = &[("Cast", AxesMap::Elementwise), ("Identity", AxesMap::Elementwise)];
 
 /// Checks that a constant tensor holds as many bytes as its type needs.
 fn check_bytes(data: &TensorData, name: &str) -> ShapeResult<()> {

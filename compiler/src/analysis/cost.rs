@@ -15,7 +15,8 @@
 //!
 //! A profile measured by `lms profile` replaces the roofline with its
 //! measured rates per kernel class and size ([`CostModel::seconds_as`]) and
-//! adds a time per input and output of every kernel and copy. Where the
+//! adds a time per input and output of every kernel and copy, and a time per
+//! scheduled node (views included) that a step pays beyond that. Where the
 //! profile says the backend lowers convolutions to a matrix product per
 //! image (`conv_by_image`), convolutions and matrix products are costed by
 //! the shapes of their products ([`super::gemm`]).
@@ -83,7 +84,8 @@ impl<'p> CostModel<'p> {
                         self.seconds_as(shape::kernel_class(&node.op, work.engine), &work, images.unwrap_or(1) as u64)
                     }
                 };
-                body + per_tensor * tensors as f64
+                let per_node = if node.parameterized { 0.0 } else { self.profile.node_seconds };
+                body + per_tensor * tensors as f64 + per_node
             }),
             engine: work.engine,
         }

@@ -167,6 +167,13 @@ pub struct DeviceProfile {
     /// each output into its own).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub tensor_seconds: f64,
+    /// Time added to every scheduled node that is not a parameterized vertex,
+    /// views included, seconds (format 2): what a node of a training step
+    /// takes beyond its kernel's time as chains of one kind of op measure it
+    /// (the executor's work around it, code and data a step no longer holds
+    /// in cache).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub node_seconds: f64,
     /// True when copies run on their own streams beside compute (GPUs);
     /// false when the backend runs them in line with compute, in schedule
     /// order (the CPU backend).
@@ -263,9 +270,13 @@ impl DeviceProfile {
                 return Err(Error::Usage(format!("profile '{}': {field} must be a positive number", self.name)));
             }
         }
-        let times = [("launch_seconds", self.launch_seconds), ("tensor_seconds", self.tensor_seconds)]
-            .into_iter()
-            .chain(self.op_seconds.iter().map(|(key, &s)| (key.as_str(), s)));
+        let times = [
+            ("launch_seconds", self.launch_seconds),
+            ("tensor_seconds", self.tensor_seconds),
+            ("node_seconds", self.node_seconds),
+        ]
+        .into_iter()
+        .chain(self.op_seconds.iter().map(|(key, &s)| (key.as_str(), s)));
         for (what, value) in times {
             if !(value.is_finite() && value >= 0.0) {
                 return Err(Error::Usage(format!(

@@ -7,10 +7,11 @@
 //!
 //! Each figure comes from a chain of identical ops built as a program and
 //! run through the runtime exactly as `lms run` runs a compiled graph: one
-//! warm-up step, then the median step of several, divided by the ops in the
+//! warm-up step, then the typical step of several, divided by the ops in the
 //! chain. On the CPU backend a step's time is the CPU time of the thread
-//! that runs it ([`lms_runtime::cpu_time`]), so a machine shared with other
-//! work measures what a quiet one would; on a GPU it is wall time. An op's time thus includes all the executor and backend do around
+//! that runs it ([`lms_runtime::cpu_time`]) and the typical step the least of
+//! them, so a machine shared with other work measures what a quiet one
+//! would; on a GPU it is wall time and the median step. An op's time thus includes all the executor and backend do around
 //! its kernel (on the CPU backend: reading the inputs out of their arena
 //! blocks and writing the outputs into theirs). The overheads are an op's and each
 //! of its inputs' and outputs': each input's and output's from ops on one
@@ -24,6 +25,7 @@
 //! up to 4x apart) on tensors of their own, so that above the caches it
 //! streams from memory as a step does.
 
+use crate::analysis::cost::CostModel;
 use crate::analysis::profile::{DeviceProfile, KernelRates, PeakFlops, Precision, FORMAT_VERSION};
 use crate::commands::run::DeviceKind;
 use crate::emit::serialize;
@@ -45,6 +47,11 @@ pub struct ProfileOptions {
 /// Memory each probe may use on either side: 2 GiB (the largest probe needs
 /// about 100 MiB).
 const PROBE_MEMORY: u64 = 2 << 30;
+
+/// Measured time after which a probe takes no more steps than its least
+/// (11): short probes take up to 101, so that their least CPU time is one
+/// that other work on the machine did not lengthen.
+const PROBE_SECONDS: f64 = 0.25;
 
 /// One chain of identical ops and what one of its ops does.
 struct Probe {
@@ -87,7 +94,8 @@ impl<B: Backend, F: Fn() -> std::result::Result<B, RuntimeError>> Measurer<F> {
         }
     }
 
-    /// Median step seconds of `graph` over the measured steps, after one warm-up step.
+    /// The step seconds of `graph` over the measured steps, after one warm-up
+    /// step: the least on the CPU clock ([`Measurer::typical`]), else the median.
     fn step_seconds(&self, graph: &Graph) -> Result<f64> {
         let proto = serialize::to_proto(graph, &[])?;
         let source = format!("probe '{}'", graph.name);
@@ -95,12 +103,25 @@ impl<B: Backend, F: Fn() -> std::result::Result<B, RuntimeError>> Measurer<F> {
         let memory = RunOptions { device_memory: PROBE_MEMORY, host_memory: PROBE_MEMORY, seed: 0 };
         let mut session = Session::new(program, (self.backend)().map_err(Error::Run)?, memory).map_err(Error::Run)?;
         session.step().map_err(Error::Run)?;
-        let steps = if self.options.quick { 3 } else { 11 };
-        let mut seconds = (0..steps)
-            .map(|_| session.step().map(|s| self.seconds(&s.report)).map_err(Error::Run))
-            .collect::<Result<Vec<f64>>>()?;
+        let (least, most) = if self.options.quick { (3, 3) } else { (11, 101) };
+        let mut seconds = Vec::with_capacity(most);
+        while seconds.len() < least || (seconds.len() < most && seconds.iter().sum::<f64>() < PROBE_SECONDS) {
+            seconds.push(session.step().map(|s| self.seconds(&s.report)).map_err(Error::Run)?);
+        }
         seconds.sort_by(f64::total_cmp);
-        Ok(seconds[seconds.len() / 2])
+        Ok(seconds[self.typical(seconds.len())])
+    }
+
+    /// The index of the figure to take among `steps` sorted step times: on
+    /// the CPU clock the least (other work on the machine only adds to a
+    /// step's CPU time, through the caches, memory and a hyperthread
+    /// sibling it shares), on the wall clock the median.
+    fn typical(&self, steps: usize) -> usize {
+        if self.cpu_clock {
+            0
+        } else {
+            steps / 2
+        }
     }
 
     /// Seconds of one op of `probe`.
@@ -161,7 +182,7 @@ impl<B: Backend, F: Fn() -> std::result::Result<B, RuntimeError>> Measurer<F> {
                 (format!("lms's CUDA backend ({gpu})"), "the GPU's link to pinned host memory", true)
             }
         };
-        Ok(DeviceProfile {
+        let mut profile = DeviceProfile {
             format_version: FORMAT_VERSION,
             name: name.to_string(),
             description: format!(
@@ -179,10 +200,26 @@ impl<B: Backend, F: Fn() -> std::result::Result<B, RuntimeError>> Measurer<F> {
             device_to_host_bytes_per_second: to_host,
             launch_seconds: significant(launch),
             tensor_seconds: significant(tensor),
+            node_seconds: 0.0,
             copies_overlap_compute: overlap,
             op_seconds: BTreeMap::new(),
             kernel_rates: Some(kernel_rates),
-        })
+        };
+        profile.node_seconds = self.node_seconds(&profile)?;
+        Ok(profile)
+    }
+
+    /// The time a node of a training step takes beyond what `profile`
+    /// predicts for it from the chains of one kind of op: a step-shaped
+    /// schedule ([`schedule`]) measured against its prediction, the
+    /// difference shared among its nodes (views included). A chain keeps its
+    /// few kernels' code and data warm and its live set small; a step does
+    /// not.
+    fn node_seconds(&self, profile: &DeviceProfile) -> Result<f64> {
+        let probe = schedule();
+        let predicted: f64 = CostModel::new(profile).costs(&probe.graph).iter().map(|c| c.seconds).sum();
+        let measured = self.step_seconds(&probe.graph)?;
+        Ok(significant(((measured - predicted) / probe.ops as f64).max(0.0)))
     }
 
     /// Bandwidths (device to host, host to device) of swaps of `elements`
@@ -206,7 +243,7 @@ impl<B: Backend, F: Fn() -> std::result::Result<B, RuntimeError>> Measurer<F> {
             measured.push((self.seconds(&step.report), out / (out + back).max(f64::MIN_POSITIVE)));
         }
         measured.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let (step, out_share) = measured[measured.len() / 2];
+        let (step, out_share) = measured[self.typical(measured.len())];
         let copies = (step / pairs as f64 - 2.0 * overhead).max(step / pairs as f64 / 10.0);
         let bytes = probe.size;
         let out_share = out_share.clamp(0.1, 0.9);
@@ -325,6 +362,44 @@ fn mixed_small_ops() -> Probe {
     g.outputs.push(x);
     let tensors: usize = kinds.iter().map(|(_, rest)| 2 + rest.len()).sum();
     Probe { graph: g, ops, size: (4 * 16 * tensors / kinds.len()) as f64, tensors: tensors / kinds.len() }
+}
+
+/// A training step's shape at the sizes of a small model's (batch 8, width
+/// 32): a forward pass of 64 layers (product with a weight of its own, bias,
+/// activation, a view), whose inputs and activations stay live for the
+/// backward pass that runs the layers in reverse (the activation's
+/// gradient, the products for the input's and the weight's gradients, the
+/// weight's momentum update); `ops` counts every node but the inputs.
+fn schedule() -> Probe {
+    let (layers, batch, width) = (64, 8, 32);
+    let (ty, weight) = (f32s(&[batch, width]), f32s(&[width, width]));
+    let mut g = chain("schedule", ty.clone(), 0, |_, x| x);
+    let mut x = g.outputs.pop().expect("the chain's input");
+    let relu = Attrs::new().with("op", Attr::String("Relu".into()));
+    let momentum = Attrs::new().with("lr", Attr::Float(0.01)).with("momentum", Attr::Float(0.9));
+    let mut saved = Vec::with_capacity(layers);
+    for _ in 0..layers {
+        let w = add(&mut g, INPUT_OP, Attrs::new(), &[], weight.clone());
+        let b = add(&mut g, INPUT_OP, Attrs::new(), &[], f32s(&[width]));
+        let product = add(&mut g, "MatMul", Attrs::new(), &[x, w], ty.clone());
+        let biased = add(&mut g, "Add", Attrs::new(), &[product, b], ty.clone());
+        let active = add(&mut g, "Relu", Attrs::new(), &[biased], ty.clone());
+        saved.push((x, w, biased));
+        x = add(&mut g, "Flatten", Attrs::new(), &[active], ty.clone());
+    }
+    let mut grad = x;
+    for (input, w, biased) in saved.into_iter().rev() {
+        let before = add(&mut g, "UnaryGrad", relu.clone(), &[biased, grad], ty.clone());
+        let transposed = |a: i64, b: i64| Attrs::new().with("transA", Attr::Int(a)).with("transB", Attr::Int(b));
+        grad = add(&mut g, "Gemm", transposed(0, 1), &[before, w], ty.clone());
+        let dw = add(&mut g, "Gemm", transposed(1, 0), &[input, before], weight.clone());
+        let velocity = add(&mut g, INPUT_OP, Attrs::new(), &[], weight.clone());
+        let updated =
+            add_outputs(&mut g, "MomentumUpdate", momentum.clone(), &[w, velocity, dw], vec![weight.clone(); 2]);
+        g.outputs.extend(updated);
+    }
+    g.outputs.push(grad);
+    Probe { graph: g, ops: 8 * layers, size: 0.0, tensors: 0 }
 }
 
 /// 16 kernels of `n` f32 elements that evaluate a transcendental function

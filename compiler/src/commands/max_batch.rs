@@ -142,7 +142,7 @@ pub fn max_batch(
                 predicted_step_seconds: *seconds,
                 samples_per_second: batch as f64 / seconds.max(f64::MIN_POSITIVE),
             };
-            if best_throughput.map_or(true, |b| better(&tried, &b)) {
+            if best_throughput.is_none_or(|b| better(&tried, &b)) {
                 best_throughput = Some(tried);
             }
         }

@@ -15,7 +15,6 @@
 use super::candidate::swap_in_exposed;
 use super::facts::Facts;
 use super::PlanOptions;
-use crate::analysis::memory;
 use crate::passes::recompute;
 use good_lp::{microlp, variable, variables, Expression, Solution, SolverModel, Variable};
 

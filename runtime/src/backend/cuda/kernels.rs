@@ -306,15 +306,35 @@ mod tests {
         assert_eq!(kernel_names(code), ["plain", "twice_f32", "twice_i64"]);
     }
 
+    /// Set in the child process that [`every_source_compiles_to_cubin_for_sm_80_and_sm_90_without_warnings`]
+    /// runs in.
+    const NVRTC_CHILD_VAR: &str = "LMS_NVRTC_TEST_CHILD";
+
     /// Compiles every source to a CUBIN for sm_80 and sm_90 with the runtime's own options
     /// (no GPU needed). NVRTC comes from `fixtures/.cuda` (installed by
     /// `fixtures/fetch-onnx-testdata.sh`) or the backend's usual search; without it the
-    /// test fails unless `LMS_SKIP_NVRTC_TEST` is set.
+    /// test fails unless `LMS_SKIP_NVRTC_TEST` is set. It runs in a child process of its
+    /// own, without `LMS_CUDA_EMULATOR`: CUDA's NVRTC is loaded with its symbols global and
+    /// its CUBINs cached per process, so in the process of the other tests it would take
+    /// the place of the emulated device's (which then refused the images they loaded).
     #[test]
     fn every_source_compiles_to_cubin_for_sm_80_and_sm_90_without_warnings() {
         use super::super::loader::{self, CudaLibrary};
         if std::env::var_os("LMS_SKIP_NVRTC_TEST").is_some() {
             eprintln!("skipped: LMS_SKIP_NVRTC_TEST is set");
+            return;
+        }
+        if std::env::var_os(NVRTC_CHILD_VAR).is_none() {
+            let module = module_path!().split_once("::").map_or(module_path!(), |(_, rest)| rest);
+            let name = format!("{module}::every_source_compiles_to_cubin_for_sm_80_and_sm_90_without_warnings");
+            let out = std::process::Command::new(std::env::current_exe().unwrap())
+                .args(["--exact", &name, "--test-threads", "1"])
+                .env(NVRTC_CHILD_VAR, "1")
+                .env_remove(loader::EMULATOR_VAR)
+                .output()
+                .unwrap();
+            let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            assert!(out.status.success() && text.contains("1 passed"), "in its own process:\n{text}");
             return;
         }
         let project = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/.cuda");

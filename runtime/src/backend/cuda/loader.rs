@@ -465,7 +465,7 @@ mod tests {
 
     #[test]
     fn the_loader_default_comes_after_the_variable_and_before_the_toolkit() {
-        let places = places();
+        let places = installed_places();
         let default = places.iter().position(|p| p.dir.is_none()).expect("the loader's default is searched");
         assert!(places[..default].iter().all(|p| p.origin == LIB_DIR_VAR));
         let toolkit = places.iter().position(|p| p.origin == "CUDA toolkit").expect("toolkit folders are searched");

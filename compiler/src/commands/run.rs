@@ -179,9 +179,11 @@ pub fn run(
             train(session, "cpu".into(), plan, predicted.as_ref(), resumed, progress)?
         }
         DeviceKind::Cuda => {
-            // The device allocation is the plan's placed arena; the limit is checked
-            // against it by the session.
-            let arena = placement::of_program(&program, Pool::Device).arena_bytes;
+            // The device allocation is the plan's placed arena (as recorded, which loading
+            // checked against the placement); the limit is checked against it by the session.
+            let arena = recorded
+                .and_then(|p| p.arena_device_bytes)
+                .unwrap_or_else(|| placement::of_program(&program, Pool::Device).arena_bytes);
             let backend = CudaBackend::new(0, arena).map_err(runtime)?;
             let name = format!("cuda ({})", backend.device_name());
             let fixed = backend.fixed_device_bytes();

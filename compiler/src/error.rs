@@ -141,7 +141,10 @@ impl Error {
             Error::OverBudget { .. } | Error::NoPlan { .. } | Error::NoBatchFits(_) => exit::DOES_NOT_FIT,
             #[cfg(feature = "cli")]
             Error::Run(
-                RuntimeError::OutOfMemory(_) | RuntimeError::Allocation { .. } | RuntimeError::ScratchTooSmall { .. },
+                RuntimeError::OutOfMemory(_)
+                | RuntimeError::ReserveOverLimit { .. }
+                | RuntimeError::Allocation { .. }
+                | RuntimeError::ScratchTooSmall { .. },
             ) => exit::DOES_NOT_FIT,
             Error::Unproven { .. } => exit::NOT_PROVEN,
             Error::Interrupted { .. } => exit::INTERRUPTED,

@@ -91,6 +91,21 @@ pub enum RuntimeError {
     /// An allocation would exceed a memory pool's budget.
     #[error("{0}")]
     OutOfMemory(Box<crate::memory::OutOfMemory>),
+    /// The memory a backend takes beside the plan's arena whatever the program (its fixed
+    /// device buffers) exceeds the pool's budget by itself.
+    #[error(
+        "the {pool} limit of {} ({budget} B) is below the backend's fixed reserve of {} ({reserve} B)",
+        crate::memory::format_bytes(*.budget),
+        crate::memory::format_bytes(*.reserve)
+    )]
+    ReserveOverLimit {
+        /// The pool.
+        pool: crate::memory::Pool,
+        /// The backend's fixed bytes in that pool.
+        reserve: u64,
+        /// The pool's budget.
+        budget: u64,
+    },
     /// The system refused memory that a pool's budget allowed
     /// ([`crate::memory::check_allocatable`]).
     #[error("cannot allocate {} for {what}: the system refused that much memory", crate::memory::format_bytes(*.bytes))]

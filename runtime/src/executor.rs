@@ -2,7 +2,9 @@
 //!
 //! The program runs inside two arenas of exactly the sizes its static placement gives,
 //! reserved on the backend once ([`Backend::reserve`]); a run whose arena exceeds its pool's
-//! budget is refused before anything is placed ([`check_budget`], naming the node).
+//! budget (the device arena counted with the backend's fixed reserve,
+//! [`Backend::fixed_device_bytes`]) is refused before anything is placed ([`check_budget`],
+//! naming the node).
 //! Per node, in the program's order: its outputs are given their blocks in their pools
 //! first (every tensor at its planned offset); the queue that runs it
 //! (compute for kernels, device-to-host for `SwapOut`, host-to-device for `SwapIn`) waits
@@ -157,7 +159,8 @@ pub struct Executor<B: Backend> {
 impl<B: Backend> Executor<B> {
     /// An executor with budgets of `device_memory` and `host_memory` bytes whose kernels
     /// draw randomness from `run_seed`: checks that the program's arenas fit the budgets
-    /// and reserves them on `backend`; nothing is placed yet.
+    /// (the device arena with `backend`'s fixed reserve) and reserves them on `backend`;
+    /// nothing is placed yet.
     pub fn new(
         program: Program,
         mut backend: B,
@@ -167,8 +170,8 @@ impl<B: Backend> Executor<B> {
     ) -> Result<Executor<B>, RuntimeError> {
         let device = placement::of_program(&program, Pool::Device);
         let host = placement::of_program(&program, Pool::Host);
-        check_budget(&program, Pool::Device, &device, device_memory)?;
-        check_budget(&program, Pool::Host, &host, host_memory)?;
+        check_budget(&program, Pool::Device, &device, backend.fixed_device_bytes(), device_memory)?;
+        check_budget(&program, Pool::Host, &host, 0, host_memory)?;
         backend.reserve(device.arena_bytes, host.arena_bytes)?;
         let liveness = Liveness::new(&program);
         let (tensors, nodes) = (program.tensor_count(), program.node_count());

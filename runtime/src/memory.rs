@@ -59,6 +59,9 @@ pub struct OutOfMemory {
     pub arena: u64,
     /// The pool's budget.
     pub budget: u64,
+    /// The bytes the backend takes of the budget beside the arena (its fixed device
+    /// buffers, [`crate::backend::Backend::fixed_device_bytes`]; 0 for the host pool).
+    pub reserve: u64,
 }
 
 impl fmt::Display for OutOfMemory {
@@ -66,7 +69,7 @@ impl fmt::Display for OutOfMemory {
         write!(
             f,
             "out of {} memory at node '{}' ({}): wants {} for tensor '{}' at offset {}, past the {} ({} B) \
-             limit; the plan's {} arena is {} ({} B)",
+             limit",
             self.pool,
             Escaped(&self.node),
             Escaped(&self.op),
@@ -75,21 +78,39 @@ impl fmt::Display for OutOfMemory {
             format_bytes(self.offset),
             format_bytes(self.budget),
             self.budget,
-            self.pool,
-            format_bytes(self.arena),
-            self.arena
-        )
+        )?;
+        if self.reserve > 0 {
+            write!(f, " less the backend's fixed reserve of {} ({} B)", format_bytes(self.reserve), self.reserve)?;
+        }
+        write!(f, "; the plan's {} arena is {} ({} B)", self.pool, format_bytes(self.arena), self.arena)?;
+        if self.reserve > 0 {
+            let total = self.arena.saturating_add(self.reserve);
+            write!(f, ", {} ({} B) with the reserve", format_bytes(total), total)?;
+        }
+        Ok(())
     }
 }
 
-/// Refuses a run of `program` whose `pool` arena, laid out by `placement`, exceeds
-/// `budget` bytes. The error names the node whose output's block crosses the budget: of
-/// the blocks that end past it, the one that starts lowest (among equals, the first the
-/// run allocates: parameters first, then along the schedule).
-pub fn check_budget(program: &Program, pool: Pool, placement: &Placement, budget: u64) -> Result<(), RuntimeError> {
-    if placement.arena_bytes <= budget {
+/// Refuses a run of `program` whose `pool` arena, laid out by `placement`, with `reserve`
+/// bytes the backend takes beside it, exceeds `budget` bytes. The error names the node
+/// whose output's block crosses the budget less the reserve: of the blocks that end past
+/// it, the one that starts lowest (among equals, the first the run allocates: parameters
+/// first, then along the schedule); a reserve over the budget by itself is
+/// [`RuntimeError::ReserveOverLimit`].
+pub fn check_budget(
+    program: &Program,
+    pool: Pool,
+    placement: &Placement,
+    reserve: u64,
+    budget: u64,
+) -> Result<(), RuntimeError> {
+    if placement.arena_bytes.saturating_add(reserve) <= budget {
         return Ok(());
     }
+    if reserve > budget {
+        return Err(RuntimeError::ReserveOverLimit { pool, reserve, budget });
+    }
+    let limit = budget - reserve;
     let order = program.order();
     let parameters = order.iter().filter(|&&n| program.kind(n) == NodeKind::Parameter);
     let others = order.iter().filter(|&&n| program.kind(n) != NodeKind::Parameter);
@@ -97,7 +118,7 @@ pub fn check_budget(program: &Program, pool: Pool, placement: &Placement, budget
     for &node in parameters.chain(others) {
         for &t in program.node_outputs(node) {
             let Some(offset) = placement.offsets[t] else { continue };
-            let past = offset + aligned(program.tensor_type(t).bytes) > budget;
+            let past = offset + aligned(program.tensor_type(t).bytes) > limit;
             if past && crossing.is_none_or(|(_, _, lowest)| offset < lowest) {
                 crossing = Some((node, t, offset));
             }
@@ -105,7 +126,7 @@ pub fn check_budget(program: &Program, pool: Pool, placement: &Placement, budget
     }
     let (node, tensor, wanted, offset) = match crossing {
         Some((node, t, offset)) => (node, program.tensor_name(t).to_string(), program.tensor_type(t).bytes, offset),
-        None => scratch_crossing(program, placement, budget)
+        None => scratch_crossing(program, placement, limit)
             .ok_or_else(|| RuntimeError::Internal(format!("the {pool} arena exceeds its budget, but no block does")))?,
     };
     let n = program.node(node);
@@ -118,6 +139,7 @@ pub fn check_budget(program: &Program, pool: Pool, placement: &Placement, budget
         offset,
         arena: placement.arena_bytes,
         budget,
+        reserve,
     })))
 }
 
@@ -322,11 +344,24 @@ mod tests {
             offset: 15 << 30,
             arena: 17 << 30,
             budget: 16 << 30,
+            reserve: 0,
         };
         assert_eq!(
             oom.to_string(),
             "out of device memory at node 'conv2' (Conv): wants 3.06 MiB for tensor 'y' at offset 15.00 GiB, \
              past the 16.00 GiB (17179869184 B) limit; the plan's device arena is 17.00 GiB (18253611008 B)"
+        );
+        let within_the_reserve = OutOfMemory { offset: 16 << 30, arena: 16 << 30, reserve: 1 << 20, ..oom };
+        assert_eq!(
+            within_the_reserve.to_string(),
+            "out of device memory at node 'conv2' (Conv): wants 3.06 MiB for tensor 'y' at offset 16.00 GiB, \
+             past the 16.00 GiB (17179869184 B) limit less the backend's fixed reserve of 1.00 MiB (1048576 B); \
+             the plan's device arena is 16.00 GiB (17179869184 B), 16.00 GiB (17180917760 B) with the reserve"
+        );
+        let reserve = RuntimeError::ReserveOverLimit { pool: Pool::Device, reserve: 1 << 20, budget: 4096 };
+        assert_eq!(
+            reserve.to_string(),
+            "the device limit of 4.00 KiB (4096 B) is below the backend's fixed reserve of 1.00 MiB (1048576 B)"
         );
     }
 }

@@ -260,3 +260,46 @@ fn a_host_limit_under_the_host_arena_does_not_fit_on_the_emulated_device() {
     assert!(stderr.contains("out of host memory") && stderr.contains(&format!("({limit} B) limit")), "{stderr}");
     assert!(stderr.contains("the plan's host arena is") && stderr.contains(&format!("({host} B)")), "{stderr}");
 }
+
+/// The device limit counts the backend's fixed reserve beside the plan's device arena: a
+/// limit of exactly the (small) arena runs on the CPU (no reserve) but is refused on the
+/// emulated device as below the reserve; a limit one byte under the arena plus the reserve
+/// is refused naming the node whose block crosses it, the limit, the reserve and the arena
+/// with and without it, exit 3 both, before anything runs; the arena plus the reserve runs.
+#[test]
+fn a_device_limit_of_the_arena_without_the_reserve_does_not_fit_on_the_emulated_device() {
+    let plan = compile("fixtures/models/cnn_residual.onnx", "cnn-device-limit", &["--strategy", "tflms"]);
+    let arena: u64 = plan.arenas[0].parse().unwrap();
+    let reserve = cuda::fixed_device_bytes();
+    let run_at = |device: &str, limit: u64| {
+        let limit = limit.to_string();
+        let args = ["run", &plan.file, "--device", device, "--steps", "1", "--device-memory", &limit];
+        lms_run(&args, device == "cuda").output().expect("run lms")
+    };
+    let refused = |limit: u64| {
+        let out = run_at("cuda", limit);
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert_eq!(out.status.code(), Some(3), "{stderr}");
+        stderr.lines().find(|l| l.starts_with("lms: error: ")).unwrap_or_else(|| panic!("{stderr}")).to_string()
+    };
+    let cpu = run_at("cpu", arena);
+    assert!(cpu.status.success(), "{}", String::from_utf8_lossy(&cpu.stderr));
+    let below = refused(arena);
+    assert!(
+        below.contains(&format!("({arena} B) is below the backend's fixed reserve of 32.00 MiB ({reserve} B)")),
+        "{below}"
+    );
+    let limit = arena + reserve - 1;
+    let crossing = refused(limit);
+    for fact in [
+        "out of device memory at node '".to_string(),
+        format!("({limit} B) limit less the backend's fixed reserve of 32.00 MiB ({reserve} B)"),
+        "the plan's device arena is ".to_string(),
+        format!("({arena} B), "),
+        format!("({} B) with the reserve", arena + reserve),
+    ] {
+        assert!(crossing.contains(&fact), "no '{fact}' in: {crossing}");
+    }
+    let fits = run_at("cuda", arena + reserve);
+    assert!(fits.status.success(), "{}", String::from_utf8_lossy(&fits.stderr));
+}

@@ -97,6 +97,12 @@ pub trait Backend {
     /// The backend's name, for messages.
     fn name(&self) -> &'static str;
 
+    /// The device bytes the backend allocates beside the plan's device arena whatever the
+    /// program (library workspaces, flags): the device limit counts them with the arena.
+    fn fixed_device_bytes(&self) -> u64 {
+        0
+    }
+
     /// Allocates the two arenas a program runs in, once per session: `device_bytes` of
     /// device memory and `host_bytes` of host memory. Memory the system refuses is
     /// [`RuntimeError::Allocation`].

@@ -333,12 +333,6 @@ impl CudaBackend {
         self.gpu.device.arena_stats()
     }
 
-    /// The fixed device reserve the backend took beside the plan's device arena
-    /// ([`fixed_device_bytes`]).
-    pub fn fixed_device_bytes(&self) -> u64 {
-        fixed_device_bytes()
-    }
-
     /// The pinned host memory allocated: the plan's host arena ([`Backend::reserve`]).
     pub fn pinned_host_bytes(&self) -> u64 {
         self.gpu.device.host_pinned()
@@ -388,6 +382,11 @@ impl Backend for CudaBackend {
 
     fn name(&self) -> &'static str {
         "cuda"
+    }
+
+    /// The fixed device reserve ([`fixed_device_bytes`]).
+    fn fixed_device_bytes(&self) -> u64 {
+        fixed_device_bytes()
     }
 
     /// Sets aside the plan's device arena inside the arena made for the budget

@@ -1,14 +1,15 @@
 //! The axes map against the CPU kernels: wherever an op's map says it is independent
 //! along an output axis, the op run on two parts of its inputs (sliced where the map
 //! slices them, the other inputs whole) and concatenated equals the op run whole (each
-//! output). One case or more per kind of map (every family the split pass and the
-//! e-graph take their legality from).
+//! output; a loss's parts told the whole op's count, as the split pass tells them). One
+//! case or more per kind of map (every family the split pass and the e-graph take their
+//! legality from).
 
 use lms_proto::lms::attribute::Value as AttrValue;
 use lms_proto::lms::DType;
 use lms_proto::lms::{Attribute, Ints};
 use lms_proto::ops::axes::{self, AxesMap, OutputAxis};
-use lms_proto::ops::registry;
+use lms_proto::ops::{registry, split};
 use lms_proto::types::Attr;
 use lms_runtime::attrs::Attrs;
 use lms_runtime::cpu::kernels;
@@ -45,21 +46,34 @@ fn tensor(dtype: DType, shape: &[usize], seed: u64) -> HostTensor {
     }
 }
 
-/// One op on given inputs: its attributes, input dtypes and shapes, outputs' dtypes and
-/// shapes.
+/// One op on given inputs: its attributes, inputs, outputs' dtypes and shapes.
 struct Case {
     op: &'static str,
     attrs: Vec<Attribute>,
-    inputs: Vec<(DType, Vec<usize>)>,
+    inputs: Vec<HostTensor>,
     outputs: Vec<(DType, Vec<usize>)>,
 }
 
+impl Case {
+    /// The case with one more input.
+    fn with(mut self, input: HostTensor) -> Case {
+        self.inputs.push(input);
+        self
+    }
+
+    /// The case with one more input: the int64 vector `values` (such as axes).
+    fn ints(self, values: &[i64]) -> Case {
+        self.with(HostTensor::from_vec(vec![values.len()], values.to_vec()).unwrap())
+    }
+}
+
+/// `op` on deterministic inputs of the given dtypes and shapes.
 fn case(op: &'static str, attrs: Vec<Attribute>, inputs: &[(DType, &[usize])], output: (DType, &[usize])) -> Case {
     cases(op, attrs, inputs, &[output])
 }
 
 fn cases(op: &'static str, attrs: Vec<Attribute>, inputs: &[(DType, &[usize])], outputs: &[(DType, &[usize])]) -> Case {
-    let inputs = inputs.iter().map(|(d, s)| (*d, s.to_vec())).collect();
+    let inputs = inputs.iter().enumerate().map(|(i, (d, s))| tensor(*d, s, i as u64 + 1)).collect();
     Case { op, attrs, inputs, outputs: outputs.iter().map(|(d, s)| (*d, s.to_vec())).collect() }
 }
 
@@ -102,12 +116,17 @@ fn values(t: &HostTensor) -> Vec<f64> {
 /// many axes it checked.
 fn check(c: &Case) -> usize {
     let map = registry::by_name(c.op).and_then(|id| id.def().axes).unwrap_or_else(|| panic!("{}: no axes map", c.op));
-    let inputs: Vec<HostTensor> = c.inputs.iter().enumerate().map(|(i, (d, s))| tensor(*d, s, i as u64 + 1)).collect();
+    let inputs = &c.inputs;
     let refs: Vec<&HostTensor> = inputs.iter().collect();
     let whole = run(c.op, &c.attrs, &refs, &c.outputs);
-    let shapes: Vec<Option<&[usize]>> = c.inputs.iter().map(|(_, s)| Some(&s[..])).collect();
+    let shapes: Vec<Option<&[usize]>> = inputs.iter().map(|t| Some(&t.shape[..])).collect();
     let attrs: lms_proto::types::Attrs =
         lms_proto::types::Attrs(c.attrs.iter().map(|a| (a.name.clone(), Attr::from_proto(a).unwrap())).collect());
+    // Parts told the whole op's count where the split pass tells them (the losses).
+    let mut part_attrs = c.attrs.clone();
+    if let Some(told) = split::whole_count_attrs(c.op, &attrs, &inputs[0].shape) {
+        part_attrs.push(int("positions", told.int("positions", 0).unwrap()));
+    }
     let out = &c.outputs[0].1;
     let node = axes::Node { inputs: &shapes, outputs: c.outputs.len(), out, attrs: &attrs, opset: OPSET };
     let mut checked = 0;
@@ -132,7 +151,7 @@ fn check(c: &Case) -> usize {
                         (*dtype, shape)
                     })
                     .collect();
-                run(c.op, &c.attrs, &ins.iter().collect::<Vec<_>>(), &outputs)
+                run(c.op, &part_attrs, &ins.iter().collect::<Vec<_>>(), &outputs)
             })
             .collect();
         for (o, whole) in whole.iter().enumerate() {
@@ -165,6 +184,17 @@ fn ops_split_where_their_axes_map_says_equal_the_whole_op() {
             ints("kernel_shape", &[3, 3]),
         ]
     };
+    let slice_grad = vec![ints("starts", &[1]), ints("ends", &[5]), ints("axes", &[1]), ints("steps", &[2])];
+    // Indices of an axis of length `len` of the given shape, negative ones too.
+    let indices = |shape: &[usize], len: i64| {
+        let n: usize = shape.iter().product();
+        HostTensor::from_vec(shape.to_vec(), (0..n as i64).map(|i| (i * 7) % (2 * len) - len).collect()).unwrap()
+    };
+    let classes = |shape: &[usize], k: i64| {
+        let n: usize = shape.iter().product();
+        HostTensor::from_vec(shape.to_vec(), (0..n as i64).map(|i| (i * 3) % k).collect()).unwrap()
+    };
+    let variance = |n: usize| HostTensor::from_vec(vec![n], (0..n).map(|i| 0.5 + i as f32 / 4.0).collect()).unwrap();
     let cases = [
         case("Relu", vec![], &[(F, &x)], (F, &x)),
         case("Add", vec![], &[(F, &x), (F, &[6, 1])], (F, &x)),
@@ -198,6 +228,24 @@ fn ops_split_where_their_axes_map_says_equal_the_whole_op() {
         case("ReshapeTo", vec![], &[(F, &x)], (F, &[4, 5, 6])),
         case("Trilu", vec![int("upper", 0)], &[(F, &x)], (F, &x)),
         cases("Split", vec![int("axis", 1), ints("split", &[2, 4])], &[(F, &x)], &[(F, &[4, 2, 5]), (F, &[4, 4, 5])]),
+        case("Unsqueeze", vec![], &[(F, &x)], (F, &[1, 4, 6, 1, 5])).ints(&[0, -2]),
+        case("Squeeze", vec![], &[(F, &[1, 4, 1, 6, 5])], (F, &[4, 1, 6, 5])).ints(&[0]),
+        case("Expand", vec![], &[(F, &[4, 1, 5])], (F, &[4, 6, 5])).ints(&[6, 1]),
+        case("ReduceMean", vec![ints("axes", &[1]), int("keepdims", 0)], &[(F, &x)], (F, &[4, 5])),
+        case("ReduceSum", vec![], &[(F, &x)], (F, &[4, 1, 5])).ints(&[1]),
+        case("ReduceMax", vec![ints("axes", &[-1])], &[(F, &x)], (F, &[4, 6, 1])),
+        case("ReduceMin", vec![ints("axes", &[0, 2]), int("keepdims", 0)], &[(F, &x)], (F, &[6])),
+        case("ReduceGrad", vec![ints("axes", &[1]), int("keepdims", 0), int("mean", 1)], &[(F, &[4, 5])], (F, &x)),
+        case("Slice", vec![], &[(F, &x)], (F, &[3, 6, 5])).ints(&[1]).ints(&[4]),
+        case("Slice", vec![ints("starts", &[0]), ints("ends", &[4]), ints("axes", &[2])], &[(F, &x)], (F, &[4, 6, 4])),
+        case("SliceGrad", slice_grad, &[(F, &[4, 2, 5])], (F, &x)),
+        case("Pad", vec![string("mode", "reflect"), ints("pads", &[0, 1, 0, 0, 2, 0])], &[(F, &x)], (F, &[4, 9, 5])),
+        cases("ConcatGrad", vec![int("axis", 1)], &[(F, &x)], &[(F, &[4, 2, 5]), (F, &[4, 4, 5])]),
+        case("Gather", vec![int("axis", 1)], &[(F, &x)], (F, &[4, 2, 2, 5])).with(indices(&[2, 2], 6)),
+        case("GatherElements", vec![int("axis", 1)], &[(F, &x)], (F, &[4, 3, 5])).with(indices(&[4, 3, 5], 6)),
+        case("BatchNormalization", vec![], &[(F, &img), (F, &[6]), (F, &[6]), (F, &[6])], (F, &img)).with(variance(6)),
+        case("SoftmaxCrossEntropyGrad", vec![], &[(F, &x)], (F, &x)).with(classes(&[4, 6], 5)),
+        case("InstanceNormalization", vec![], &[(F, &img), (F, &[6]), (F, &[6])], (F, &img)),
     ];
     let mut kinds = Vec::new();
     for c in &cases {
@@ -206,12 +254,10 @@ fn ops_split_where_their_axes_map_says_equal_the_whole_op() {
         kinds.push(std::mem::discriminant(&map));
     }
     // Every kind of map an op of the registry has is checked here, but a weight
-    // gradient's (independent along no axis) and the softmax cross-entropy gradient's
-    // (its parts divide by the whole op's positions, an attribute the split pass sets:
-    // the CPU kernel's own test splits it so).
+    // gradient's (independent along no axis).
     for id in registry::all() {
         if let Some(map) = id.def().axes {
-            let independent = !matches!(map, AxesMap::Windowed(w) if w.data == 0) && map != AxesMap::Positions;
+            let independent = !matches!(map, AxesMap::Windowed(w) if w.data == 0);
             assert!(
                 !independent || kinds.contains(&std::mem::discriminant(&map)),
                 "{}: no case checks its kind of axes map ({map:?})",

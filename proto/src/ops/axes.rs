@@ -57,6 +57,59 @@ pub enum AxesMap {
     /// Split: cuts input 0 into chunks along its `axis`; independent along every other
     /// axis (input 0 sliced like the outputs, the chunk sizes read whole).
     Chunks,
+    /// Unsqueeze and Squeeze: insert or remove axes of length 1. An output axis longer
+    /// than 1 is the input axis of its rank among the input's axes longer than 1 (the
+    /// axes input read whole). A Squeeze given no axes is coupled: it would squeeze a
+    /// part's axis of length 1 too.
+    UnitAxes,
+    /// Expand: independent along an output axis where input 0's right-aligned axis has
+    /// the output's length and the shape input, whose values the map does not read, has
+    /// no entry (a part keeps the shape input, which must not name the whole length).
+    Expand,
+    /// The reductions (`grad: false`; the axes input read whole) and their gradient
+    /// ReduceGrad (`grad: true`, dY broadcast back over the reduced axes): independent
+    /// along the kept axes, the whole-rank tensor and the reduced one sliced alike.
+    /// Axes given by an input (whose values the map does not read) are known from the
+    /// shapes where the reduction keeps its dims: those whose length it keeps.
+    Reduced {
+        /// ReduceGrad: output 0 is the whole-rank tensor, input 0 the reduced one.
+        grad: bool,
+    },
+    /// An op that cuts, pads or joins along some axes ([`Acting`]) and copies along the
+    /// others: independent along those, its data inputs sliced alike (integer inputs read
+    /// whole).
+    Acting(Acting),
+    /// Gather (`elements: false`): the output is data's axes before `axis`, the indices'
+    /// axes, then data's after it; independent along each (data or the indices sliced,
+    /// the other whole). GatherElements (`elements: true`): along every axis but `axis`,
+    /// where data and the indices have the output's length (both sliced).
+    Gathered {
+        /// GatherElements.
+        elements: bool,
+    },
+    /// Per-channel normalization of NCHW data, its per-channel inputs (scale, bias, and
+    /// the statistics) sliced along the channels and read whole along the other axes:
+    /// independent along the samples and the channels, and along the spatial axes
+    /// unless it normalizes over them.
+    Channels {
+        /// InstanceNormalization: the statistics are computed over the spatial axes.
+        spatial_statistics: bool,
+    },
+}
+
+/// The axes an [`AxesMap::Acting`] op acts along.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Acting {
+    /// Slice: the axes of its `axes` (an attribute, or an input whose values the map
+    /// does not read: coupled), else the first as many as it has starts.
+    Slice,
+    /// SliceGrad (dY into zeros of x's shape): the axes of its `axes` attribute.
+    SliceGrad,
+    /// Pad before opset 11: the axes its `pads` attribute pads (or crops); a pads input,
+    /// whose values the map does not read, makes it coupled.
+    Pad,
+    /// ConcatGrad: dY cut into its outputs along its `axis`.
+    ConcatGrad,
 }
 
 /// The axes a normalizing op normalizes along.
@@ -215,6 +268,67 @@ impl AxesMap {
                         .then(|| vec![Some(axis), Some(axis)]),
                 )
             }
+            AxesMap::UnitAxes => {
+                let [Some(x), rest @ ..] = inputs else { return OutputAxis::Coupled };
+                let given = node.attrs.has("axes") || matches!(rest.first(), Some(Some(_)));
+                let long = |s: &[usize], a: usize| s.iter().take(a).filter(|&&l| l > 1).count();
+                let from = (single && len > 1 && given)
+                    .then(|| x.iter().enumerate().filter(|&(_, &l)| l > 1).nth(long(out, axis)))
+                    .flatten()
+                    .filter(|&(_, &l)| l == len);
+                independent(from.map(|(a, _)| std::iter::once(Some(a)).chain(rest.iter().map(|_| None)).collect()))
+            }
+            AxesMap::Expand => {
+                let [Some(x), Some(shape)] = inputs else { return OutputAxis::Coupled };
+                let from = (axis + x.len()).checked_sub(out.len()).filter(|&a| x[a] == len);
+                let named = shape.first().is_some_and(|&k| axis + k >= out.len());
+                independent(from.filter(|_| single && !named).map(|a| vec![Some(a), None]))
+            }
+            AxesMap::Reduced { grad } => {
+                let [Some(x), rest @ ..] = inputs else { return OutputAxis::Coupled };
+                let (full, reduced) = if grad { (out, *x) } else { (*x, out) };
+                let kept = single.then(|| kept_axes(node, full, reduced, grad)).flatten().unwrap_or_default();
+                let pair = kept.iter().find(|&&(f, r)| if grad { f == axis } else { r == axis });
+                let from = pair.map(|&(f, r)| if grad { r } else { f });
+                independent(from.map(|a| std::iter::once(Some(a)).chain(rest.iter().map(|_| None)).collect()))
+            }
+            AxesMap::Acting(acting) => {
+                let [Some(x), rest @ ..] = inputs else { return OutputAxis::Coupled };
+                let acted = acting.axes(node, x.len());
+                let copies = acted.is_some_and(|acted| !acted.contains(&axis)) && x.get(axis) == Some(&len);
+                let multi = acting == Acting::ConcatGrad || single;
+                independent(
+                    (copies && multi).then(|| std::iter::once(Some(axis)).chain(rest.iter().map(|_| None)).collect()),
+                )
+            }
+            AxesMap::Gathered { elements } => {
+                let [Some(data), Some(indices)] = inputs else { return OutputAxis::Coupled };
+                let Ok(own) = normalize_axis(node.int("axis", 0), data.len()) else { return OutputAxis::Coupled };
+                let slots = if elements {
+                    (axis != own && data.get(axis) == Some(&len) && indices.get(axis) == Some(&len))
+                        .then(|| vec![Some(axis), Some(axis)])
+                } else if axis < own {
+                    Some(vec![Some(axis), None])
+                } else if axis < own + indices.len() {
+                    Some(vec![None, Some(axis - own)])
+                } else {
+                    Some(vec![Some(axis + 1 - indices.len()), None])
+                };
+                let fits = |slots: &Vec<Option<usize>>| {
+                    [data, indices].iter().zip(slots).all(|(s, a)| a.is_none_or(|a| s.get(a) == Some(&len)))
+                };
+                independent(slots.filter(|s| single && fits(s)))
+            }
+            AxesMap::Channels { spatial_statistics } => {
+                let [Some(x), rest @ ..] = inputs else { return OutputAxis::Coupled };
+                // Training mode, or per-activation parameters (BatchNormalization before opset 9).
+                let batch_statistics = node.int("training_mode", 0) != 0 || node.int("spatial", 1) == 0;
+                if !single || batch_statistics || x.get(axis) != Some(&len) || (axis >= 2 && spatial_statistics) {
+                    return OutputAxis::Coupled;
+                }
+                let params = (axis == 1).then_some(0);
+                OutputAxis::Independent(std::iter::once(Some(axis)).chain(rest.iter().map(|_| params)).collect())
+            }
             AxesMap::Chunks => {
                 let [Some(x), rest @ ..] = inputs else { return OutputAxis::Coupled };
                 let own = normalize_axis(node.int("axis", 0), x.len()).ok();
@@ -240,6 +354,60 @@ impl Normalized {
         };
         Some((normalize_axis(node.int("axis", form.default), node.out.len()).ok()?, form.coerced))
     }
+}
+
+impl Acting {
+    /// The axes of input 0 (of rank `rank`) the op acts along, where the map knows them.
+    fn axes(self, node: &Node<'_>, rank: usize) -> Option<Vec<usize>> {
+        let listed = |name: &str| -> Option<Vec<usize>> {
+            let values = node.attrs.ints_opt(name).ok()??;
+            values.iter().map(|&a| normalize_axis(a, rank).ok()).collect()
+        };
+        match self {
+            Acting::Slice if node.attrs.has("starts") => {
+                listed("axes").or_else(|| Some((0..node.attrs.ints_opt("starts").ok()??.len()).collect()))
+            }
+            Acting::Slice => match node.inputs {
+                [_, Some(starts), _] | [_, Some(starts), _, None, ..] => Some((0..*starts.first()?).collect()),
+                _ => None,
+            },
+            Acting::SliceGrad => listed("axes"),
+            Acting::Pad => {
+                let pads = node.attrs.ints_opt("pads").ok()??;
+                (pads.len() == 2 * rank).then(|| (0..rank).filter(|&a| pads[a] != 0 || pads[a + rank] != 0).collect())
+            }
+            Acting::ConcatGrad => Some(vec![normalize_axis(node.int("axis", 0), rank).ok()?]),
+        }
+    }
+}
+
+/// The kept axes of a reduction from `full` to `reduced` ([`AxesMap::Reduced`]): each
+/// kept axis of `full` with its axis in `reduced`; `None` where they are not known.
+fn kept_axes(node: &Node<'_>, full: &[usize], reduced: &[usize], grad: bool) -> Option<Vec<(usize, usize)>> {
+    let listed = match node.attrs.ints_opt("axes") {
+        Ok(Some(axes)) if !axes.is_empty() => Some(axes),
+        Ok(_) => None,
+        Err(_) => return None,
+    };
+    let is_reduced: Vec<bool> = match listed {
+        Some(axes) => {
+            let axes = axes.iter().map(|&a| normalize_axis(a, full.len()).ok()).collect::<Option<Vec<_>>>()?;
+            (0..full.len()).map(|a| axes.contains(&a)).collect()
+        }
+        // Values of an axes input: the reduced axes are those whose length changed.
+        None if !grad && matches!(node.inputs.get(1), Some(Some(_))) => {
+            if full.len() != reduced.len() {
+                return None;
+            }
+            full.iter().zip(reduced).map(|(f, r)| f != r).collect()
+        }
+        None => vec![grad || node.int("noop_with_empty_axes", 0) == 0; full.len()],
+    };
+    let keepdims = full.len() == reduced.len();
+    let kept = (0..full.len()).filter(|&a| !is_reduced[a]);
+    let pairs: Vec<(usize, usize)> =
+        if keepdims { kept.map(|a| (a, a)).collect() } else { kept.enumerate().map(|(r, a)| (a, r)).collect() };
+    pairs.iter().all(|&(f, r)| reduced.get(r) == Some(&full[f])).then_some(pairs)
 }
 
 /// [`AxesMap::MatMul`] along output `axis` of `rank` axes and length `len`.
@@ -288,4 +456,102 @@ pub fn concat_rules(node: &CostNode<'_>, along: &[(Dim, usize)]) -> Vec<SplitRul
             OutputAxis::Windowed | OutputAxis::Coupled => None,
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::Attr;
+
+    /// What `op`'s map says along each axis of its output `out`, given its inputs' shapes.
+    fn along(op: &str, attrs: Attrs, inputs: &[&[usize]], out: &[usize]) -> Vec<OutputAxis> {
+        let inputs: Vec<Option<&[usize]>> = inputs.iter().copied().map(Some).collect();
+        let node = Node { inputs: &inputs, outputs: 1, out, attrs: &attrs, opset: 17 };
+        (0..out.len()).map(|a| of(op).unwrap().output_axis(&node, a)).collect()
+    }
+
+    fn ind(slots: &[Option<usize>]) -> OutputAxis {
+        OutputAxis::Independent(slots.to_vec())
+    }
+
+    #[test]
+    fn unit_axes_map_the_long_axes_in_order() {
+        use OutputAxis::Coupled;
+        let unsqueeze = along("Unsqueeze", Attrs::new(), &[&[4, 1, 6], &[2]], &[1, 4, 1, 6, 1]);
+        assert_eq!(unsqueeze, [Coupled, ind(&[Some(0), None]), Coupled, ind(&[Some(2), None]), Coupled]);
+        let squeeze = Attrs::new().with("axes", Attr::Ints(vec![0]));
+        assert_eq!(along("Squeeze", squeeze, &[&[1, 4, 6]], &[4, 6]), [ind(&[Some(1)]), ind(&[Some(2)])]);
+        // Given no axes, a part of length 1 would lose its axis too.
+        assert_eq!(along("Squeeze", Attrs::new(), &[&[1, 4, 6]], &[4, 6]), [Coupled, Coupled]);
+    }
+
+    #[test]
+    fn expand_is_independent_only_where_its_shape_input_names_no_length() {
+        use OutputAxis::Coupled;
+        // The shape input [2] names the last two axes: a part would expand to the whole.
+        assert_eq!(
+            along("Expand", Attrs::new(), &[&[4, 6, 1], &[2]], &[4, 6, 5]),
+            [ind(&[Some(0), None]), Coupled, Coupled]
+        );
+        assert_eq!(along("Expand", Attrs::new(), &[&[1, 6], &[3]], &[4, 1, 6]), [Coupled, Coupled, Coupled]);
+    }
+
+    #[test]
+    fn reductions_are_independent_along_their_kept_axes() {
+        use OutputAxis::Coupled;
+        let drop = |axes: Vec<i64>| Attrs::new().with("axes", Attr::Ints(axes)).with("keepdims", Attr::Int(0));
+        assert_eq!(along("ReduceMax", drop(vec![-2]), &[&[4, 6, 5]], &[4, 5]), [ind(&[Some(0)]), ind(&[Some(2)])]);
+        // An axes input with kept dims: the kept axes are those of unchanged length.
+        assert_eq!(
+            along("ReduceSum", Attrs::new(), &[&[4, 6, 5], &[1]], &[4, 1, 5]),
+            [ind(&[Some(0), None]), Coupled, ind(&[Some(2), None])]
+        );
+        // An axes input that drops its axes: not known from the shapes.
+        let dropped = Attrs::new().with("keepdims", Attr::Int(0));
+        assert_eq!(along("ReduceSum", dropped, &[&[4, 6, 5], &[1]], &[4, 5]), [Coupled, Coupled]);
+        // No axes: every axis reduced, unless told it is a no-op.
+        assert_eq!(along("ReduceMean", Attrs::new(), &[&[4, 6]], &[1, 1]), [Coupled, Coupled]);
+        let noop = Attrs::new().with("noop_with_empty_axes", Attr::Int(1));
+        assert_eq!(along("ReduceMean", noop, &[&[4, 6]], &[4, 6]), [ind(&[Some(0)]), ind(&[Some(1)])]);
+        assert_eq!(
+            along("ReduceGrad", drop(vec![1]), &[&[4, 5]], &[4, 6, 5]),
+            [ind(&[Some(0)]), Coupled, ind(&[Some(1)])]
+        );
+        assert_eq!(along("ReduceGrad", Attrs::new(), &[&[1, 1]], &[4, 6]), [Coupled, Coupled]);
+    }
+
+    #[test]
+    fn slices_and_pads_given_by_inputs_are_independent_only_where_the_shapes_tell() {
+        use OutputAxis::Coupled;
+        // No axes input: the starts name the first axes.
+        assert_eq!(
+            along("Slice", Attrs::new(), &[&[4, 6], &[1], &[1]], &[2, 6]),
+            [Coupled, ind(&[Some(1), None, None])]
+        );
+        // An axes input or a pads input: their values are not read.
+        assert_eq!(along("Slice", Attrs::new(), &[&[4, 6], &[1], &[1], &[1]], &[2, 6]), [Coupled, Coupled]);
+        assert_eq!(along("Pad", Attrs::new(), &[&[4, 6], &[4]], &[4, 8]), [Coupled, Coupled]);
+        let crop = Attrs::new().with("pads", Attr::Ints(vec![0, 1, 0, -1]));
+        assert_eq!(along("Pad", crop, &[&[4, 6]], &[4, 6]), [ind(&[Some(0)]), Coupled]);
+    }
+
+    #[test]
+    fn gathers_and_channel_normalizations_slice_what_the_output_axis_comes_from() {
+        use OutputAxis::Coupled;
+        let axis = |a: i64| Attrs::new().with("axis", Attr::Int(a));
+        let gather = along("Gather", axis(1), &[&[4, 6, 5], &[2, 3]], &[4, 2, 3, 5]);
+        assert_eq!(
+            gather,
+            [ind(&[Some(0), None]), ind(&[None, Some(0)]), ind(&[None, Some(1)]), ind(&[Some(2), None])]
+        );
+        // GatherElements: both sliced where their lengths agree.
+        let elements = along("GatherElements", axis(0), &[&[4, 6, 5], &[2, 6, 3]], &[2, 6, 3]);
+        assert_eq!(elements, [Coupled, ind(&[Some(1), Some(1)]), Coupled]);
+        let x: &[usize] = &[4, 6, 3];
+        let bn = along("BatchNormalization", Attrs::new(), &[x, &[6], &[6], &[6], &[6]], x);
+        let whole = |a| Some(a).into_iter().map(Some).chain([None; 4]).collect::<Vec<_>>();
+        assert_eq!(bn, [ind(&whole(0)), ind(&[Some(1), Some(0), Some(0), Some(0), Some(0)]), ind(&whole(2))]);
+        let instance = along("InstanceNormalization", Attrs::new(), &[x, &[6], &[6]], x);
+        assert_eq!(instance, [ind(&[Some(0), None, None]), ind(&[Some(1), Some(0), Some(0)]), Coupled]);
+    }
 }

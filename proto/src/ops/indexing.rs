@@ -2,7 +2,7 @@
 //! `Split`, `Slice`, `Gather`, `GatherElements`, `Pad` and `Trilu`. Integer contents are folded
 //! (except for `Pad`). Their cost, and that of their gradients.
 
-use super::axes::AxesMap;
+use super::axes::{Acting, AxesMap};
 use super::cost::{copy, CostFn, CostNode, Work};
 use super::registry::GradientForm;
 use super::split::{Dim, SplitFn, SplitRule};
@@ -87,18 +87,23 @@ pub(super) const NO_AXES: &[(&str, &str)] = &[
     ("SplitWindow", "an op of the split pass: cuts the halo windows"),
     ("OverlapAdd", "an op of the split pass: joins overlapping parts"),
     ("Concat", "joins its inputs along its axis; not stated yet along the others"),
-    ("Slice", "not stated yet"),
-    ("Gather", "its indices address the whole data axis; not stated yet"),
-    ("Pad", "not stated yet"),
-    ("ConcatGrad", "several outputs cut along its axis; not stated yet"),
-    ("SliceGrad", "not stated yet"),
     ("GatherGrad", "scatter-adds at its indices over the whole data axis"),
-    ("GatherElements", "not stated yet"),
     ("GatherElementsGrad", "scatter-adds at its indices"),
 ];
 
-/// Axes maps: Split's chunks are independent along every axis but its own.
-pub(super) const AXES: &[(&str, AxesMap)] = &[("Split", AxesMap::Chunks), ("Trilu", AxesMap::Leading { trailing: 2 })];
+/// Axes maps: Split's chunks are independent along every axis but its own, Trilu along
+/// its batch axes; Slice, Pad and their gradients along the axes they leave alone;
+/// Gather along its data's other axes and its indices' axes.
+pub(super) const AXES: &[(&str, AxesMap)] = &[
+    ("Split", AxesMap::Chunks),
+    ("Trilu", AxesMap::Leading { trailing: 2 }),
+    ("Slice", AxesMap::Acting(Acting::Slice)),
+    ("SliceGrad", AxesMap::Acting(Acting::SliceGrad)),
+    ("Pad", AxesMap::Acting(Acting::Pad)),
+    ("ConcatGrad", AxesMap::Acting(Acting::ConcatGrad)),
+    ("Gather", AxesMap::Gathered { elements: false }),
+    ("GatherElements", AxesMap::Gathered { elements: true }),
+];
 
 /// `GatherGrad`: zeros of data's shape, dY scatter-added at the indices.
 fn gather_grad_cost(node: &CostNode<'_>) -> Work {

@@ -139,8 +139,6 @@ pub(super) const NO_GRADIENT: &[(&str, &str)] = &[];
 
 /// The ops of this family without an axes map (coupled along every axis), and why.
 pub(super) const NO_AXES: &[(&str, &str)] = &[
-    ("BatchNormalization", "per-channel affine at inference; not stated yet (training graphs hold BatchNormTrain)"),
-    ("InstanceNormalization", "normalizes each sample's channels over their spatial axes; not stated yet"),
     ("Dropout", "draws its mask by position"),
     ("BatchNormTrain", "its statistics couple the batch"),
     ("BatchNormGrad", "sums over the batch"),
@@ -159,8 +157,11 @@ pub(super) const NO_AXES: &[(&str, &str)] = &[
 
 /// Axes maps: `DropoutGrad` is elementwise (its mask has dY's shape); the softmaxes and
 /// LayerNormalization normalize, the matrix products and the softmax cross-entropy
-/// gradient are independent along their rows (and batch axes, columns).
+/// gradient are independent along their rows (and batch axes, columns); BatchNormalization
+/// at inference and InstanceNormalization per sample and channel.
 pub(super) const AXES: &[(&str, AxesMap)] = &[
+    ("BatchNormalization", AxesMap::Channels { spatial_statistics: false }),
+    ("InstanceNormalization", AxesMap::Channels { spatial_statistics: true }),
     ("DropoutGrad", AxesMap::Elementwise),
     ("Softmax", AxesMap::Normalized { along: Normalized::Softmax, sliced: 1 }),
     ("LogSoftmax", AxesMap::Normalized { along: Normalized::Softmax, sliced: 1 }),

@@ -1,6 +1,7 @@
 //! Shape inference for reductions: `ReduceMean`, `ReduceSum`, `ReduceMax`,
 //! `ReduceMin`; their cost and that of the reducing and broadcasting lms ops.
 
+use super::axes::AxesMap;
 use super::cost::{CostFn, CostNode};
 use super::split::{self, Dim, SplitFn, SplitRule};
 use super::util::{check_dtype, expect_inputs, input, normalize_axes, optional_const_i64s, typed, Accepts};
@@ -33,13 +34,15 @@ pub(super) const NO_GRADIENT: &[(&str, &str)] = &[
 ];
 
 /// The ops of this family without an axes map (coupled along every axis), and why.
-pub(super) const NO_AXES: &[(&str, &str)] = &[
-    ("ReduceMean", "reduces along its axes; its independence along the kept axes is not stated yet"),
-    ("ReduceSum", "reduces along its axes; its independence along the kept axes is not stated yet"),
-    ("ReduceMax", "reduces along its axes; its independence along the kept axes is not stated yet"),
-    ("ReduceMin", "reduces along its axes; its independence along the kept axes is not stated yet"),
-    ("SumTo", "sums the broadcast axes back"),
-    ("ReduceGrad", "broadcasts dY back over the reduced axes; not stated yet"),
+pub(super) const NO_AXES: &[(&str, &str)] = &[("SumTo", "sums the broadcast axes back")];
+
+/// Axes maps: the reductions and their gradient are independent along the kept axes.
+pub(super) const AXES: &[(&str, AxesMap)] = &[
+    ("ReduceMean", AxesMap::Reduced { grad: false }),
+    ("ReduceSum", AxesMap::Reduced { grad: false }),
+    ("ReduceMax", AxesMap::Reduced { grad: false }),
+    ("ReduceMin", AxesMap::Reduced { grad: false }),
+    ("ReduceGrad", AxesMap::Reduced { grad: true }),
 ];
 
 /// Splits: `SumTo` that sums away the leading (batch) axis adds up its

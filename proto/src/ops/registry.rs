@@ -160,6 +160,7 @@ pub(super) const FAMILIES: &[FamilyTables] = &[
         splits: reduce::SPLITS,
         no_gradient: reduce::NO_GRADIENT,
         no_axes: reduce::NO_AXES,
+        axes: reduce::AXES,
         ..NO_TABLES
     },
     FamilyTables {

@@ -46,15 +46,16 @@ pub(super) const NO_GRADIENT: &[(&str, &str)] = &[("Tile", "the gradient of Tile
 /// The ops of this family without an axes map (coupled along every axis), and why.
 pub(super) const NO_AXES: &[(&str, &str)] = &[
     ("Reshape", "its shape is a value input; the training graph's ReshapeTo carries the map"),
-    ("Unsqueeze", "not stated yet"),
-    ("Squeeze", "not stated yet"),
-    ("Expand", "not stated yet"),
     ("Tile", "repeats its input: a part of the output is no part's tiling"),
 ];
 
-/// Axes maps: Transpose moves its axes; Flatten at axis 1 and ReshapeTo keep the samples.
+/// Axes maps: Transpose moves its axes; Flatten at axis 1 and ReshapeTo keep the samples;
+/// Unsqueeze and Squeeze insert or remove axes of length 1; Expand broadcasts.
 pub(super) const AXES: &[(&str, AxesMap)] = &[
     ("Transpose", AxesMap::Transpose),
+    ("Unsqueeze", AxesMap::UnitAxes),
+    ("Squeeze", AxesMap::UnitAxes),
+    ("Expand", AxesMap::Expand),
     ("Flatten", AxesMap::Samples { flatten: true }),
     ("ReshapeTo", AxesMap::Samples { flatten: false }),
 ];

@@ -59,9 +59,23 @@ impl Family {
 pub const FAMILIES: &[Family] = &[
     Family { name: "elementwise", members: |m| *m == AxesMap::Elementwise },
     Family { name: "windowed", members: |m| matches!(m, AxesMap::Windowed(w) if w.data > 0) },
-    Family { name: "normalization", members: |m| matches!(m, AxesMap::Normalized { .. }) },
+    Family { name: "normalization", members: |m| matches!(m, AxesMap::Normalized { .. } | AxesMap::Channels { .. }) },
     Family { name: "matmul", members: |m| matches!(m, AxesMap::MatMul | AxesMap::Gemm) },
-    Family { name: "layout", members: |m| matches!(m, AxesMap::Transpose | AxesMap::Samples { .. }) },
+    Family {
+        name: "layout",
+        members: |m| {
+            matches!(
+                m,
+                AxesMap::Transpose
+                    | AxesMap::Samples { .. }
+                    | AxesMap::UnitAxes
+                    | AxesMap::Expand
+                    | AxesMap::Acting(_)
+                    | AxesMap::Gathered { .. }
+            )
+        },
+    },
+    Family { name: "reduction", members: |m| matches!(m, AxesMap::Reduced { .. }) },
     Family { name: "loss", members: |m| *m == AxesMap::Positions },
     Family { name: "chunks", members: |m| *m == AxesMap::Chunks },
     Family { name: "leading", members: |m| matches!(m, AxesMap::Leading { .. }) },

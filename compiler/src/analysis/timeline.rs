@@ -4,9 +4,13 @@
 //! host-to-device stream — each queue running its work in order, and each
 //! node waiting for the nodes it reads and its control predecessors (a
 //! swap-in waits for its swap-out and its trigger op; a consumer waits for
-//! its swap-in). Views and parameterized vertices take no time and occupy no
-//! stream. With a profile whose copies do not overlap compute (the CPU
-//! backend), copies take their time in line on the compute stream.
+//! its swap-in). Where each node runs and for how long is one rule,
+//! [`occupancy`], which the planner's and the time trigger's
+//! [`ComputeClock`] read as well: parameterized vertices take no time;
+//! a view takes the profile's per-node time on the compute stream (none on
+//! a profile without one); with a profile whose copies do not overlap
+//! compute (the CPU backend), copies take their time in line on the compute
+//! stream.
 //!
 //! Stall: the time the compute stream sits idle because the next kernel
 //! waits for a copy. Each stall is charged to the copy that ended last among
@@ -18,12 +22,11 @@
 
 use super::cost::{CostModel, OpCost};
 use super::profile::DeviceProfile;
-use super::scheduled::Scheduled;
 use crate::ir::{Action, Graph, NodeId};
 use crate::shape::cost::Engine;
 use lms_proto::trace::Lane;
 
-/// One node that ran (views and parameterized vertices are left out).
+/// One node that ran (parameterized vertices and views that take no time are left out).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Event {
     pub node: NodeId,
@@ -114,23 +117,18 @@ pub fn simulate_costed(g: &Graph, schedule: &[NodeId], costs: &[OpCost], overlap
                 waits_for = blocker[src.index()];
             }
         }
-        let lane = match cost.engine {
-            Engine::DeviceToHost => Lane::DeviceToHost,
-            Engine::HostToDevice => Lane::HostToDevice,
-            _ => Lane::Compute,
-        };
         t.flops += cost.flops;
         if cost.engine == Engine::Matrix {
             t.gemm_flops += cost.flops;
         }
-        if cost.engine == Engine::View {
+        let Some((stream, seconds)) = occupancy(g, id, &cost, overlap) else {
             finish[id.index()] = ready;
             blocker[id.index()] = waits_for;
             continue;
-        }
-        let stream = if overlap { lane } else { Lane::Compute };
+        };
+        let lane = lane_of(cost.engine);
         let start = ready.max(free[stream as usize]);
-        let end = start + cost.seconds;
+        let end = start + seconds;
         let mut stall = 0.0;
         if stream == Lane::Compute && ready > free[Lane::Compute as usize] {
             stall = ready - free[Lane::Compute as usize];
@@ -144,13 +142,13 @@ pub fn simulate_costed(g: &Graph, schedule: &[NodeId], costs: &[OpCost], overlap
         blocker[id.index()] = (lane != Lane::Compute).then_some(t.events.len());
         // A copy reads and writes one tensor's bytes: half its traffic crossed the link.
         match lane {
-            Lane::Compute => t.compute_seconds += cost.seconds,
+            Lane::Compute => t.compute_seconds += seconds,
             Lane::DeviceToHost => {
-                t.d2h_seconds += cost.seconds;
+                t.d2h_seconds += seconds;
                 t.d2h_bytes += cost.bytes / 2;
             }
             Lane::HostToDevice => {
-                t.h2d_seconds += cost.seconds;
+                t.h2d_seconds += seconds;
                 t.h2d_bytes += cost.bytes / 2;
             }
         }
@@ -161,37 +159,70 @@ pub fn simulate_costed(g: &Graph, schedule: &[NodeId], costs: &[OpCost], overlap
     t
 }
 
-/// The compute stream of a schedule with no stalls: its kernels (Matrix and
-/// Vector engines, no parameterized vertex) back to back in schedule order,
-/// copies and views taking no compute time. The time trigger places swap-ins
+/// The lane an op of `engine` runs in: copies in theirs, everything else in
+/// the compute stream's.
+fn lane_of(engine: Engine) -> Lane {
+    match engine {
+        Engine::DeviceToHost => Lane::DeviceToHost,
+        Engine::HostToDevice => Lane::HostToDevice,
+        _ => Lane::Compute,
+    }
+}
+
+/// Where node `id` of `g` with cost `cost` runs and for how long — the one
+/// per-node rule of the time model: a kernel on the compute stream for its
+/// cost's seconds; a view likewise (its seconds are the profile's per-node
+/// time) unless it takes none; a copy on its own stream when `overlap` (copies run
+/// beside compute), in line on the compute stream otherwise. `None`: a
+/// parameterized vertex or a view that takes no time, which occupies no stream.
+pub fn occupancy(g: &Graph, id: NodeId, cost: &OpCost, overlap: bool) -> Option<(Lane, f64)> {
+    if g.node(id).parameterized || (cost.engine == Engine::View && cost.seconds == 0.0) {
+        return None;
+    }
+    let lane = lane_of(cost.engine);
+    Some((if overlap { lane } else { Lane::Compute }, cost.seconds))
+}
+
+/// The seconds each node of `g` takes on the compute stream by
+/// [`occupancy`], indexed by `NodeId::index()` (`costs` as
+/// [`CostModel::costs`] makes it): what [`ComputeClock`] adds up.
+pub fn compute_seconds(g: &Graph, costs: &[OpCost], overlap: bool) -> Vec<f64> {
+    let mut seconds = vec![0.0; costs.len()];
+    for id in g.node_ids() {
+        if let Some((Lane::Compute, s)) = occupancy(g, id, &costs[id.index()], overlap) {
+            seconds[id.index()] = s;
+        }
+    }
+    seconds
+}
+
+/// The compute stream of a schedule with no stalls: its nodes back to back
+/// in schedule order, each taking its seconds on the compute stream
+/// ([`compute_seconds`]; copies that overlap compute take none). The
+/// planner times its decisions on it, and the time trigger places swap-ins
 /// against it before the swaps exist.
+#[derive(Clone, Debug, PartialEq)]
 pub struct ComputeClock {
-    /// `before[p]`: kernel seconds of the positions before `p`.
+    /// `before[p]`: compute seconds of the positions before `p`.
     before: Vec<f64>,
-    /// Positions that run a kernel, ascending.
-    kernels: Vec<usize>,
 }
 
 impl ComputeClock {
-    /// The clock of `g` in `view` with the cost of every node in `costs`
-    /// (indexed by `NodeId::index()`, as [`CostModel::costs`] makes it).
-    pub fn new(g: &Graph, view: &Scheduled, costs: &[OpCost]) -> ComputeClock {
-        let mut before = Vec::with_capacity(view.schedule.len() + 1);
-        let mut kernels = Vec::new();
+    /// The clock of `schedule` with the compute seconds of every node in
+    /// `seconds` (indexed by `NodeId::index()`, as [`compute_seconds`]
+    /// makes it).
+    pub fn new(schedule: &[NodeId], seconds: &[f64]) -> ComputeClock {
+        let mut before = Vec::with_capacity(schedule.len() + 1);
         let mut now = 0.0;
         before.push(now);
-        for (p, &id) in view.schedule.iter().enumerate() {
-            let cost = costs[id.index()];
-            if !g.node(id).parameterized && matches!(cost.engine, Engine::Matrix | Engine::Vector) {
-                kernels.push(p);
-                now += cost.seconds;
-            }
+        for &id in schedule {
+            now += seconds[id.index()];
             before.push(now);
         }
-        ComputeClock { before, kernels }
+        ComputeClock { before }
     }
 
-    /// When the op at position `p` starts (or would, for a view).
+    /// When the op at position `p` starts.
     pub fn start(&self, p: usize) -> f64 {
         self.before[p]
     }
@@ -201,10 +232,23 @@ impl ComputeClock {
         self.before[p + 1]
     }
 
-    /// The positions in `lo..hi` that run a kernel, ascending.
-    pub fn kernels_in(&self, lo: usize, hi: usize) -> &[usize] {
-        let start = self.kernels.partition_point(|&p| p < lo);
-        &self.kernels[start..self.kernels.partition_point(|&p| p < hi).max(start)]
+    /// Compute seconds of the positions `from..to` (none when `from >= to`).
+    pub fn between(&self, from: usize, to: usize) -> f64 {
+        if from >= to {
+            0.0
+        } else {
+            self.before[to] - self.before[from]
+        }
+    }
+
+    /// The latest position `q` in `earliest..before` such that the ops
+    /// after `q` and before `before` take at least `lead` seconds: a
+    /// transfer started after `q` is hidden. `earliest` when none is.
+    pub fn latest_hiding(&self, earliest: usize, before: usize, lead: f64) -> usize {
+        // before[q + 1] <= before[before] - lead, the largest such q.
+        let limit = self.before[before] - lead;
+        let k = self.before[..=before].partition_point(|&p| p <= limit);
+        k.saturating_sub(2).max(earliest).min(before.saturating_sub(1))
     }
 }
 

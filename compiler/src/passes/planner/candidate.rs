@@ -145,7 +145,7 @@ impl Queue {
 /// hidden behind the compute before the tensor's first reader after its gap.
 pub(super) fn swap_in_exposed(facts: &Facts<'_>, d: &Droppable, trigger: usize) -> f64 {
     let lead = d.bytes as f64 / facts.speeds.h2d_bytes_per_second;
-    (lead - facts.seconds_between(trigger + 1, d.gap_end)).max(0.0)
+    (lead - facts.clock.between(trigger + 1, d.gap_end)).max(0.0)
 }
 
 /// Extra seconds from `bytes` more traffic on links already carrying
@@ -199,7 +199,7 @@ impl Planner<'_, '_> {
                 };
                 // Back in time for the op that hides the transfer, or for the
                 // first recompute chain that reads it, whichever is earlier.
-                let hiding = facts.latest_hiding(d.gap_start, d.gap_end, lead).max(step);
+                let hiding = facts.clock.latest_hiding(d.gap_start, d.gap_end, lead).max(step);
                 let first_pin = self.pins[c.index].iter().copied().filter(|&p| p > step).min();
                 let trigger = first_pin.map_or(hiding, |p| hiding.min(p - 1));
                 // The host peak bounds every range of the host timeline: the

@@ -1,20 +1,24 @@
 //! What the planner knows about the training graph before deciding anything:
 //! the scheduled view (each node's place, each tensor's release), memory over
-//! the schedule, each node's time and the prefix sums of compute time, and
-//! the tensors a decision may drop (with the stretch of
-//! the schedule where each is not needed).
+//! the schedule, the compute clock (each node's time on the compute stream
+//! by the time model's one per-node rule, `analysis::timeline`), and the
+//! tensors a decision may drop (with the stretch of the schedule where each
+//! is not needed).
 
 use crate::analysis::cost::CostModel;
 use crate::analysis::memory::{self, MemoryProfile};
 use crate::analysis::profile::DeviceProfile;
 use crate::analysis::scheduled::Scheduled;
+use crate::analysis::timeline::{self, ComputeClock};
 use crate::ir::{Action, Device, Graph, NodeId, Phase, TensorId};
 use std::ops::Range;
 
 /// Per-op time and transfer speeds the planner predicts with.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Speeds {
-    /// Predicted compute time of each node, indexed by `NodeId::index()`.
+    /// Predicted time of each node on the compute stream, indexed by
+    /// `NodeId::index()` (`timeline::compute_seconds`: what the timeline's
+    /// simulation charges the compute stream for it).
     pub node_seconds: Vec<f64>,
     /// Device-to-host bandwidth (swap-outs), bytes per second.
     pub d2h_bytes_per_second: f64,
@@ -25,8 +29,9 @@ pub struct Speeds {
 impl Speeds {
     /// The time model of `profile` for the nodes of `g`.
     pub fn from_profile(g: &Graph, profile: &DeviceProfile) -> Speeds {
+        let costs = CostModel::new(profile).costs(g);
         Speeds {
-            node_seconds: CostModel::new(profile).costs(g).iter().map(|c| c.seconds).collect(),
+            node_seconds: timeline::compute_seconds(g, &costs, profile.copies_overlap_compute),
             d2h_bytes_per_second: profile.device_to_host_bytes_per_second,
             h2d_bytes_per_second: profile.host_to_device_bytes_per_second,
         }
@@ -74,8 +79,8 @@ pub struct Facts<'g> {
     pub view: Scheduled,
     /// Device and host memory over the schedule, before any decision.
     pub memory: MemoryProfile,
-    /// `prefix[k]`: compute seconds of the first `k` scheduled nodes.
-    pub prefix: Vec<f64>,
+    /// The compute stream's clock over the schedule, by `speeds`.
+    pub clock: ComputeClock,
     /// Compute seconds of the forward phase and of the rest.
     pub forward_seconds: f64,
     pub backward_seconds: f64,
@@ -95,17 +100,10 @@ impl<'g> Facts<'g> {
     pub fn new(g: &'g Graph, schedule: &'g [NodeId], speeds: &'g Speeds) -> Facts<'g> {
         let view = Scheduled::new(g, schedule.to_vec());
         let memory = memory::simulate_scheduled(g, &view);
-        let mut prefix = Vec::with_capacity(schedule.len() + 1);
-        let (mut total, mut forward_seconds) = (0.0, 0.0);
-        prefix.push(0.0);
-        for &id in schedule {
-            let s = speeds.node_seconds[id.index()];
-            total += s;
-            if g.node(id).phase == Phase::Forward {
-                forward_seconds += s;
-            }
-            prefix.push(total);
-        }
+        let clock = ComputeClock::new(schedule, &speeds.node_seconds);
+        let forward = schedule.iter().filter(|&&id| g.node(id).phase == Phase::Forward);
+        let forward_seconds = forward.map(|id| speeds.node_seconds[id.index()]).sum::<f64>();
+        let total = clock.between(0, schedule.len());
         let mut writer = vec![None; g.tensor_count()];
         for (src, dst, e) in g.edges() {
             if e.action == Action::Update {
@@ -117,7 +115,7 @@ impl<'g> Facts<'g> {
             schedule,
             view,
             memory,
-            prefix,
+            clock,
             forward_seconds,
             backward_seconds: total - forward_seconds,
             speeds,
@@ -173,23 +171,46 @@ impl<'g> Facts<'g> {
     pub fn gap_at(&self, t: TensorId, step: usize) -> Option<usize> {
         self.gaps[t.index()].clone().find(|&i| self.droppable[i].covers(step))
     }
+}
 
-    /// Compute seconds of the scheduled nodes at positions `from..to`.
-    pub fn seconds_between(&self, from: usize, to: usize) -> f64 {
-        if from >= to {
-            0.0
-        } else {
-            self.prefix[to] - self.prefix[from]
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frontend::{self, FrontendOptions};
+    use crate::shape::cost::Engine;
+    use crate::train::{self, Loss, Optimizer, TrainOptions};
+    use lms_proto::trace::Lane;
+    use std::path::PathBuf;
+
+    /// On a CPU profile with a per-node time (views take time), the
+    /// planner's compute seconds between two positions are the time the
+    /// timeline's simulation keeps the compute stream busy between them.
+    #[test]
+    fn the_planners_seconds_are_the_timelines_compute_time() {
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/models/tiny_gpt.onnx");
+        let model = frontend::load(&path, &FrontendOptions { batch: Some(4), ..Default::default() }).unwrap();
+        let options =
+            TrainOptions { loss: Loss::SoftmaxCrossEntropy, optimizer: Optimizer::Sgd { lr: 0.1 }, ..Default::default() };
+        let g = train::build(&model.graph, &options).unwrap();
+        let mut profile = DeviceProfile::load("cpu").unwrap();
+        profile.node_seconds = 2e-6;
+        let views = g.node_ids().filter(|&id| crate::analysis::cost::work(&g, id).engine == Engine::View);
+        assert!(views.filter(|&id| !g.node(id).parameterized).count() > 0, "no view takes the per-node time");
+
+        let schedule = g.schedule().to_vec();
+        let speeds = Speeds::from_profile(&g, &profile);
+        let facts = Facts::new(&g, &schedule, &speeds);
+        let t = timeline::simulate(&g, &schedule, &profile);
+        let mut busy = vec![0.0; schedule.len()];
+        for e in t.events.iter().filter(|e| e.lane == Lane::Compute) {
+            busy[facts.view.position(e.node)] = e.end - e.start;
         }
-    }
-
-    /// The latest position `q` in `earliest..before` such that the nodes
-    /// after `q` and before `before` take at least `lead` seconds: a
-    /// transfer started after `q` is hidden. `earliest` when none is.
-    pub fn latest_hiding(&self, earliest: usize, before: usize, lead: f64) -> usize {
-        // prefix[q + 1] <= prefix[before] - lead, the largest such q.
-        let limit = self.prefix[before] - lead;
-        let k = self.prefix[..=before].partition_point(|&p| p <= limit);
-        k.saturating_sub(2).max(earliest).min(before.saturating_sub(1))
+        let n = schedule.len();
+        for (from, to) in [(0, n), (0, n / 2), (n / 3, 2 * n / 3), (n / 2, n), (n / 2, n / 2 + 1)] {
+            let (planner, simulated) = (facts.clock.between(from, to), busy[from..to].iter().sum::<f64>());
+            assert!((planner - simulated).abs() <= 1e-9 * simulated, "{from}..{to}: planner {planner} s, timeline {simulated} s");
+        }
+        let total = facts.forward_seconds + facts.backward_seconds;
+        assert!((total - t.compute_seconds).abs() <= 1e-9 * total, "{total} s vs {} s", t.compute_seconds);
     }
 }

@@ -46,7 +46,7 @@ pub(super) fn optimum(facts: &Facts<'_>, options: PlanOptions) -> Option<f64> {
     for (i, d) in facts.droppable.iter().enumerate() {
         if d.swappable && options.budget.host > 0 {
             let lead = d.bytes as f64 / facts.speeds.h2d_bytes_per_second;
-            for q in facts.latest_hiding(d.gap_start, d.gap_end, lead)..d.gap_end {
+            for q in facts.clock.latest_hiding(d.gap_start, d.gap_end, lead)..d.gap_end {
                 let var = vars.add(variable().binary());
                 objective += var * (swap_in_exposed(facts, d, q) / MS);
                 let (from, to) = (d.gap_start + 1, q);

@@ -390,7 +390,7 @@ impl Planner<'_, '_> {
         let j = self.decisions[i].droppable;
         let d = &self.facts.droppable[j];
         let lead = d.bytes as f64 / self.facts.speeds.h2d_bytes_per_second;
-        let hiding = self.facts.latest_hiding(d.gap_start, d.gap_end, lead);
+        let hiding = self.facts.clock.latest_hiding(d.gap_start, d.gap_end, lead);
         if hiding >= trigger {
             return;
         }

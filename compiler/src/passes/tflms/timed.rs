@@ -3,9 +3,10 @@
 //! op counts.
 //!
 //! The timeline is the one `analysis::timeline` predicts for the rewritten
-//! graph: kernels run back to back on the compute stream in schedule order
-//! (`analysis::timeline::ComputeClock` over the input's scheduled view),
-//! swap-outs queue on the device-to-host stream right after their producers,
+//! graph: ops run back to back on the compute stream in schedule order
+//! (`analysis::timeline::ComputeClock` over the input's scheduled view, each
+//! op for its time by the time model's per-node rule; a control op is a
+//! kernel), swap-outs queue on the device-to-host stream right after their producers,
 //! and swap-ins queue on the host-to-device stream in schedule order, each
 //! starting when its control op has ended, its swap-out has ended and the
 //! swap-ins before it are done. The swap-ins are queued in the order of
@@ -33,7 +34,9 @@
 use super::{Order, SwapPlan};
 use crate::analysis::cost::CostModel;
 use crate::analysis::profile::DeviceProfile;
-use crate::analysis::timeline::ComputeClock;
+use crate::analysis::cost::OpCost;
+use crate::analysis::scheduled::Scheduled;
+use crate::analysis::timeline::{self, ComputeClock};
 use crate::ir::Graph;
 use crate::shape::cost::{Engine, Work};
 
@@ -47,7 +50,9 @@ pub(super) fn place(
     plans: &mut [SwapPlan<'_>],
 ) -> Vec<(usize, usize)> {
     let model = CostModel::new(profile);
-    let clock = ComputeClock::new(g, &order.view, &model.costs(g));
+    let costs = model.costs(g);
+    let clock = ComputeClock::new(&order.view.schedule, &timeline::compute_seconds(g, &costs, profile.copies_overlap_compute));
+    let kernels = kernel_positions(g, &order.view, &costs);
     let swap_out_end = swap_out_ends(g, plans, order, &clock, &model);
     let mut queue: Vec<Queued> = plans
         .iter()
@@ -65,9 +70,9 @@ pub(super) fn place(
         .collect();
     queue.sort_by_key(|q| (q.consumer, q.plan));
     let controls: Vec<Option<usize>> = if profile.copies_overlap_compute {
-        overlapped(&queue, &clock, order.view.schedule.len())
+        overlapped(&queue, &clock, &kernels, order.view.schedule.len())
     } else {
-        queue.iter().map(|q| clock.kernels_in(q.producer, q.consumer).last().copied()).collect()
+        queue.iter().map(|q| kernels_in(&kernels, q.producer, q.consumer).last().copied()).collect()
     };
     for (q, control) in queue.iter().zip(controls) {
         plans[q.plan.0].swap_ins[q.plan.1].control = control.map(|p| order.view.schedule[p]);
@@ -91,8 +96,8 @@ struct Queued {
 
 /// The control op (schedule position) of each swap-in of `queue` (in queue
 /// order) when copies overlap compute, by the two passes of the module doc;
-/// `positions`: the schedule's length.
-fn overlapped(queue: &[Queued], clock: &ComputeClock, positions: usize) -> Vec<Option<usize>> {
+/// `kernels`: the positions that run a kernel; `positions`: the schedule's length.
+fn overlapped(queue: &[Queued], clock: &ComputeClock, kernels: &[usize], positions: usize) -> Vec<Option<usize>> {
     // Pass 1: the latest start of each swap-in.
     let mut latest = vec![0.0f64; queue.len()];
     let mut next_start = f64::INFINITY;
@@ -109,8 +114,8 @@ fn overlapped(queue: &[Queued], clock: &ComputeClock, positions: usize) -> Vec<O
         let ready = q.released.max(queue_free);
         let by = (latest[k] + shift).max(ready);
         let lo = q.producer.max(first_allowed);
-        let control = last_kernel_ending_by(clock, lo, q.consumer, by, &stalls)
-            .or_else(|| clock.kernels_in(lo, q.consumer).first().copied());
+        let control = last_kernel_ending_by(clock, kernels_in(kernels, lo, q.consumer), by, &stalls)
+            .or_else(|| kernels_in(kernels, lo, q.consumer).first().copied());
         let start = match control {
             Some(c) => ready.max(clock.end(c) + stalls.through(c)),
             None => ready,
@@ -154,11 +159,25 @@ fn swap_out_ends(
     ends
 }
 
-/// The last kernel at a position in `lo..hi` of `clock` that ends by `by`
+/// The positions of `g` in `view` that run a kernel (Matrix and Vector
+/// engines, no parameterized vertex), ascending: where a control op may go.
+fn kernel_positions(g: &Graph, view: &Scheduled, costs: &[OpCost]) -> Vec<usize> {
+    let runs_kernel = |id: crate::ir::NodeId| {
+        !g.node(id).parameterized && matches!(costs[id.index()].engine, Engine::Matrix | Engine::Vector)
+    };
+    view.schedule.iter().enumerate().filter(|&(_, &id)| runs_kernel(id)).map(|(p, _)| p).collect()
+}
+
+/// The positions of `kernels` (ascending) in `lo..hi`.
+fn kernels_in(kernels: &[usize], lo: usize, hi: usize) -> &[usize] {
+    let start = kernels.partition_point(|&p| p < lo);
+    &kernels[start..kernels.partition_point(|&p| p < hi).max(start)]
+}
+
+/// The last of `kernels` (ascending positions) that ends by `by` on `clock`
 /// once `stalls` delay it. Ends only grow along the schedule, so a binary
 /// search finds it.
-fn last_kernel_ending_by(clock: &ComputeClock, lo: usize, hi: usize, by: f64, stalls: &Stalls) -> Option<usize> {
-    let kernels = clock.kernels_in(lo, hi);
+fn last_kernel_ending_by(clock: &ComputeClock, kernels: &[usize], by: f64, stalls: &Stalls) -> Option<usize> {
     let n = kernels.partition_point(|&p| clock.end(p) + stalls.through(p) <= by);
     n.checked_sub(1).map(|k| kernels[k])
 }

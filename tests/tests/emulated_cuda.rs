@@ -18,6 +18,7 @@ use lms_tests::{lms_bin, repo_root, scratch_path};
 use std::process::Command;
 
 /// One compiled plan: its file, the arenas the compile placed, `simulate`'s peaks.
+#[derive(Clone)]
 struct Plan {
     file: String,
     arenas: [String; 2],
@@ -302,4 +303,49 @@ fn a_device_limit_of_the_arena_without_the_reserve_does_not_fit_on_the_emulated_
     }
     let fits = run_at("cuda", arena + reserve);
     assert!(fits.status.success(), "{}", String::from_utf8_lossy(&fits.stderr));
+}
+
+/// The plan records each convolution node's cuDNN algorithm and workspace, which `lms show`
+/// counts by direction (the conservative defaults: forward 0, backward data and filter 1,
+/// only backward filter with a workspace); the device runs exactly the recorded ones, so a
+/// record other than the one the node's geometry gives is refused when the file loads
+/// (exit 2, naming the node), and a file that records none (older) runs the rule's, bit for
+/// bit like the recorded plan.
+#[test]
+fn the_plan_records_each_convolutions_algorithm_and_the_device_runs_it() {
+    use lms_proto::Message;
+    let plan = compile("fixtures/models/cnn_residual.onnx", "cnn-algorithms", &[]);
+    let shown = json(&lms(&["show", &plan.file, "--json"], false));
+    let counts = shown["conv_algorithms"].as_array().unwrap();
+    let directions: Vec<(&str, i64)> =
+        counts.iter().map(|c| (c["direction"].as_str().unwrap(), c["algorithm"].as_i64().unwrap())).collect();
+    assert!(directions.contains(&("forward", 0)) && directions.contains(&("backward filter", 1)), "{shown}");
+    for c in counts {
+        let filter = c["direction"] == "backward filter";
+        assert_eq!(c["algorithm"], if c["direction"] == "forward" { 0 } else { 1 }, "{c}");
+        assert_eq!(c["largest_workspace_bytes"].as_u64().unwrap() > 0, filter, "{c}");
+    }
+    let text = String::from_utf8(lms(&["show", &plan.file], false)).unwrap();
+    assert!(
+        text.contains("\nconvolutions    ") && text.contains(" forward algorithm 0 (workspace up to 0 B)"),
+        "{text}"
+    );
+    let graph = lms_proto::lms::Graph::decode(&*std::fs::read(&plan.file).unwrap()).unwrap();
+    let recorded = graph.plan.as_ref().unwrap().conv_algorithms.len() as u64;
+    assert_eq!(recorded, counts.iter().map(|c| c["nodes"].as_u64().unwrap()).sum::<u64>());
+    let variant = |name: &str, change: &dyn Fn(&mut Vec<lms_proto::lms::ConvAlgorithmDecision>)| {
+        let mut changed = graph.clone();
+        change(&mut changed.plan.as_mut().unwrap().conv_algorithms);
+        let file = scratch_path("emulated-cuda", name);
+        std::fs::write(&file, changed.encode_to_vec()).unwrap();
+        Plan { file: file.to_str().unwrap().to_string(), ..plan.clone() }
+    };
+    let tampered = variant("cnn-algorithms-tampered.lms", &|records| records[0].algorithm = 6);
+    let out = lms_run(&["run", &tampered.file, "--device", "cuda", "--steps", "1"], true).output().expect("run lms");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("records cuDNN ") && stderr.contains("algorithm 6 with "), "{stderr}");
+    assert!(stderr.contains("but its geometry gives algorithm "), "{stderr}");
+    let older = variant("cnn-algorithms-older.lms", &|records| records.clear());
+    assert_eq!(run(&older, "cuda").losses, run(&plan, "cuda").losses, "the rule's algorithms are the recorded ones");
 }

@@ -12,7 +12,9 @@ use crate::error::Result;
 use crate::units::format_bytes;
 use lms_proto::contract::{placement, Pool, Program, SPLIT_PART_OP, SPLIT_WINDOW_OP};
 use lms_proto::escape::Escaped;
+use lms_proto::ops::scratch::planned_conv_algorithm;
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::Path;
 
@@ -38,6 +40,21 @@ pub struct ShowReport {
     pub decisions: Vec<DecisionCount>,
     /// The predicted time of one step on the plan's device profile.
     pub predicted_step_seconds: f64,
+    /// The convolutions' cuDNN algorithms as the plan fixes them, by direction and
+    /// algorithm (in that order).
+    pub conv_algorithms: Vec<ConvAlgorithmCount>,
+}
+
+/// How many convolution nodes run one cuDNN algorithm in one direction, and the largest
+/// workspace the plan gives one of them.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct ConvAlgorithmCount {
+    /// `forward`, `backward data` or `backward filter`.
+    pub direction: &'static str,
+    /// cuDNN's number of the algorithm in that direction.
+    pub algorithm: i32,
+    pub nodes: usize,
+    pub largest_workspace_bytes: u64,
 }
 
 /// One metadata fact.
@@ -90,6 +107,7 @@ impl ShowReport {
                 DecisionCount { kind: "split", tensors: split.count(), bytes: 0 },
             ],
             predicted_step_seconds: timeline::simulate(&g, &schedule, &profile).step_seconds,
+            conv_algorithms: conv_algorithm_counts(&program),
         })
     }
 
@@ -115,6 +133,15 @@ impl ShowReport {
         let _ = writeln!(s, "decisions       {}", decisions.join(", "));
         let _ =
             writeln!(s, "predicted step  {} on {}", format_seconds(self.predicted_step_seconds), self.device_profile);
+        let convolutions: Vec<String> = (self.conv_algorithms.iter())
+            .map(|c| {
+                let workspace = format_bytes(c.largest_workspace_bytes);
+                format!("{} {} algorithm {} (workspace up to {workspace})", c.nodes, c.direction, c.algorithm)
+            })
+            .collect();
+        if !convolutions.is_empty() {
+            let _ = writeln!(s, "convolutions    {}", convolutions.join(", "));
+        }
         if self.provenance.is_empty() {
             let _ = writeln!(s, "provenance      none recorded");
         } else {
@@ -127,4 +154,24 @@ impl ShowReport {
         }
         s
     }
+}
+
+/// The plan's convolution algorithms of `program` ([`planned_conv_algorithm`]), counted by
+/// direction and algorithm.
+fn conv_algorithm_counts(program: &Program) -> Vec<ConvAlgorithmCount> {
+    let mut counts: BTreeMap<(u8, i32), (&'static str, usize, u64)> = BTreeMap::new();
+    for chosen in (0..program.node_count()).filter_map(|n| planned_conv_algorithm(program, n)) {
+        let key = (chosen.direction as u8, chosen.algorithm);
+        let count = counts.entry(key).or_insert((chosen.direction.name(), 0, 0));
+        count.1 += 1;
+        count.2 = count.2.max(chosen.workspace_bytes);
+    }
+    (counts.into_iter())
+        .map(|((_, algorithm), (direction, nodes, largest_workspace_bytes))| ConvAlgorithmCount {
+            direction,
+            algorithm,
+            nodes,
+            largest_workspace_bytes,
+        })
+        .collect()
 }

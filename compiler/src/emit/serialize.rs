@@ -20,6 +20,7 @@ use crate::ir::{
 };
 use lms_proto::contract::Program;
 use lms_proto::lms as pb;
+use lms_proto::ops::scratch::conv_algorithm;
 use lms_proto::{Message, LMS_FORMAT_VERSION};
 use std::collections::HashMap;
 use std::path::Path;
@@ -122,6 +123,7 @@ fn encode(g: &Graph, schedule: &[NodeId], arenas: Arenas, metadata: &[(String, S
         plan: Some(pb::Plan {
             arena_device_bytes: Some(arenas.device),
             arena_host_bytes: Some(arenas.host),
+            conv_algorithms: conv_algorithms(g),
             ..plan_to_proto(&g.plan, &|id| node_ids[&id], &tid)
         }),
         metadata: metadata.iter().map(|(k, v)| pb::Metadata { key: k.clone(), value: v.clone() }).collect(),
@@ -210,6 +212,26 @@ pub fn from_program(program: &Program) -> Result<(Graph, Vec<NodeId>)> {
     Ok((g, ids))
 }
 
+/// The cuDNN algorithm and workspace of every convolution node of `g`, by file node id (the
+/// graph's nodes in IR order): what its geometry and direction give
+/// ([`conv_algorithm`]), the same for an original node and its rewritten copies.
+fn conv_algorithms(g: &Graph) -> Vec<pb::ConvAlgorithmDecision> {
+    (g.node_ids().enumerate())
+        .filter_map(|(i, id)| {
+            let node = g.node(id);
+            let inputs: Vec<Option<&[usize]>> =
+                node.inputs.iter().map(|t| t.map(|t| &g.tensor(t).ty.shape[..])).collect();
+            let outputs: Vec<&[usize]> = node.outputs.iter().map(|&t| &g.tensor(t).ty.shape[..]).collect();
+            let chosen = conv_algorithm(&node.domain, &node.op, &inputs, &outputs)?;
+            Some(pb::ConvAlgorithmDecision {
+                node: i as u32,
+                algorithm: chosen.algorithm,
+                workspace_bytes: chosen.workspace_bytes,
+            })
+        })
+        .collect()
+}
+
 /// The plan with graph ids mapped to file ids.
 fn plan_to_proto(plan: &Plan, node: &dyn Fn(NodeId) -> u32, tensor: &dyn Fn(TensorId) -> u32) -> pb::Plan {
     pb::Plan {
@@ -220,6 +242,7 @@ fn plan_to_proto(plan: &Plan, node: &dyn Fn(NodeId) -> u32, tensor: &dyn Fn(Tens
         device_profile_json: plan.device_profile_json.clone().unwrap_or_default(),
         arena_device_bytes: None,
         arena_host_bytes: None,
+        conv_algorithms: Vec::new(),
         swaps: plan
             .swaps
             .iter()

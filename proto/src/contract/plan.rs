@@ -2,8 +2,9 @@
 //! ids are in range and name what they say (a swap-out of the tensor, swap-ins of that copy,
 //! triggers ordered before their swap-ins by a control edge), recompute decisions whose
 //! chain is kernels run before the reader they name, the last making a tensor of the
-//! recomputed tensor's type that the reader reads, and arena sizes that match the
-//! program's static placement; a device profile it carries is at most 8 MiB.
+//! recomputed tensor's type that the reader reads, arena sizes that match the program's
+//! static placement, and convolution algorithms that are the ones the rule gives each
+//! convolution node; a device profile it carries is at most 8 MiB.
 
 use super::describe;
 use super::ops::NodeKind;
@@ -11,6 +12,8 @@ use super::placement;
 use super::program::Program;
 use super::release::Pool;
 use crate::escape::Escaped;
+use crate::lms::ConvAlgorithmDecision;
+use crate::ops::scratch;
 
 /// The strategies a plan may name: no rewrite, TFLMS swapping, the automatic planner.
 pub const STRATEGIES: [&str; 3] = ["none", "tflms", "auto"];
@@ -101,6 +104,7 @@ pub fn check_plan(program: &Program) -> Result<(), String> {
             ));
         }
     }
+    check_conv_algorithms(program, &plan.conv_algorithms)?;
     for (pool, recorded) in [(Pool::Device, plan.arena_device_bytes), (Pool::Host, plan.arena_host_bytes)] {
         let Some(recorded) = recorded else { continue };
         let computed = placement::of_program(program, pool).arena_bytes;
@@ -108,6 +112,58 @@ pub fn check_plan(program: &Program) -> Result<(), String> {
             return Err(format!(
                 "plan: the {pool} arena is recorded as {recorded} bytes, but this program's static placement needs {computed}"
             ));
+        }
+    }
+    Ok(())
+}
+
+/// Checks the convolution algorithms a plan records (none: the rule applies): by ascending
+/// node id, one for every convolution node and none for another node, each the algorithm
+/// and workspace the rule gives the node's geometry and direction
+/// ([`scratch::conv_algorithm_of_node`]).
+fn check_conv_algorithms(program: &Program, recorded: &[ConvAlgorithmDecision]) -> Result<(), String> {
+    if recorded.is_empty() {
+        return Ok(());
+    }
+    let (graph, nodes) = (program.graph(), program.node_count());
+    for pair in recorded.windows(2) {
+        if pair[0].node >= pair[1].node {
+            return Err(format!(
+                "plan: the convolution algorithms are not by ascending node id ({} before {})",
+                pair[0].node, pair[1].node
+            ));
+        }
+    }
+    if let Some(r) = recorded.iter().find(|r| r.node as usize >= nodes) {
+        return Err(format!("plan: a convolution algorithm names node id {}, but the graph has {nodes} nodes", r.node));
+    }
+    let mut records = recorded.iter().peekable();
+    for n in 0..nodes {
+        let record = records.next_if(|r| r.node as usize == n);
+        match (scratch::conv_algorithm_of_node(program, n), record) {
+            (None, None) => {}
+            (Some(rule), Some(r)) if (r.algorithm, r.workspace_bytes) == (rule.algorithm, rule.workspace_bytes) => {}
+            (Some(rule), Some(r)) => {
+                return Err(format!(
+                    "plan: {} records cuDNN {} algorithm {} with {} workspace bytes, but its geometry gives \
+                     algorithm {} with {}",
+                    describe::node(graph, n),
+                    rule.direction.name(),
+                    r.algorithm,
+                    r.workspace_bytes,
+                    rule.algorithm,
+                    rule.workspace_bytes
+                ))
+            }
+            (Some(_), None) => {
+                return Err(format!("plan: convolution {} has no algorithm recorded", describe::node(graph, n)))
+            }
+            (None, Some(_)) => {
+                return Err(format!(
+                    "plan: {} records a convolution algorithm, but is no convolution",
+                    describe::node(graph, n)
+                ))
+            }
         }
     }
     Ok(())

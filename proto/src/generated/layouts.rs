@@ -410,11 +410,27 @@ pub static LMS_PLAN: Layout = Layout {
         Field { number: 6, repeated: true, kind: Kind::Message { layout: &LMS_RECOMPUTE_DECISION, boxed: false } },
         Field { number: 10, repeated: false, kind: Kind::Varint { size: 8 } },
         Field { number: 11, repeated: false, kind: Kind::Varint { size: 8 } },
+        Field { number: 13, repeated: true, kind: Kind::Message { layout: &LMS_CONV_ALGORITHM_DECISION, boxed: false } },
     ],
 };
 impl Bounded for crate::lms::Plan {
     fn layout() -> &'static Layout {
         &LMS_PLAN
+    }
+}
+/// Wire layout of `lms.ConvAlgorithmDecision`.
+pub static LMS_CONV_ALGORITHM_DECISION: Layout = Layout {
+    name: "lms.ConvAlgorithmDecision",
+    size: std::mem::size_of::<crate::lms::ConvAlgorithmDecision>(),
+    fields: &[
+        Field { number: 1, repeated: false, kind: Kind::Varint { size: 4 } },
+        Field { number: 2, repeated: false, kind: Kind::Varint { size: 4 } },
+        Field { number: 3, repeated: false, kind: Kind::Varint { size: 8 } },
+    ],
+};
+impl Bounded for crate::lms::ConvAlgorithmDecision {
+    fn layout() -> &'static Layout {
+        &LMS_CONV_ALGORITHM_DECISION
     }
 }
 /// Wire layout of `lms.SwapDecision`.

@@ -203,6 +203,25 @@ pub struct Plan {
     /// The same for the pinned host pool of swapped tensors.
     #[prost(uint64, optional, tag = "11")]
     pub arena_host_bytes: ::core::option::Option<u64>,
+    /// The cuDNN algorithm and workspace of every convolution node (Conv, ConvTranspose,
+    /// ConvGradData, ConvGradWeight), by ascending node id; the runtime runs exactly these.
+    /// Derived from each node's geometry and direction when the file is written
+    /// (lms_proto::ops::scratch::conv_algorithm); the reader recomputes and compares. Older
+    /// files record none: the rule then applies.
+    #[prost(message, repeated, tag = "13")]
+    pub conv_algorithms: ::prost::alloc::vec::Vec<ConvAlgorithmDecision>,
+}
+/// The algorithm a convolution node runs, in its direction's numbering
+/// (cudnnConvolutionFwdAlgo_t, cudnnConvolutionBwdDataAlgo_t, cudnnConvolutionBwdFilterAlgo_t),
+/// and the workspace bytes its scratch block gives it (an id indexing Graph.nodes).
+#[derive(Clone, Copy, PartialEq, ::prost::Message)]
+pub struct ConvAlgorithmDecision {
+    #[prost(uint32, tag = "1")]
+    pub node: u32,
+    #[prost(int32, tag = "2")]
+    pub algorithm: i32,
+    #[prost(uint64, tag = "3")]
+    pub workspace_bytes: u64,
 }
 /// A tensor swapped out after its producer and swapped back in before its
 /// later consumers (ids index Graph.tensors and Graph.nodes).

@@ -158,6 +158,17 @@ pub enum ConvDirection {
     BackwardFilter,
 }
 
+impl ConvDirection {
+    /// The direction in words: `forward`, `backward data`, `backward filter`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            ConvDirection::Forward => "forward",
+            ConvDirection::BackwardData => "backward data",
+            ConvDirection::BackwardFilter => "backward filter",
+        }
+    }
+}
+
 /// The cuDNN algorithm a convolution node runs with and the workspace the plan gives it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConvAlgorithm {
@@ -442,6 +453,29 @@ pub fn of_node(program: &Program, n: usize) -> Layout {
         program.node_inputs(n).iter().map(|t| t.map(|t| &program.tensor_type(t).shape[..])).collect();
     let outputs: Vec<&[usize]> = program.node_outputs(n).iter().map(|&t| &program.tensor_type(t).shape[..]).collect();
     layout(&node.domain, &node.op, &attrs, &inputs, &outputs)
+}
+
+/// The rule's algorithm ([`conv_algorithm`]) of node `n` of `program` from its shapes;
+/// `None` for a node that is not a convolution.
+pub fn conv_algorithm_of_node(program: &Program, n: usize) -> Option<ConvAlgorithm> {
+    let node = program.node(n);
+    let inputs: Vec<Option<&[usize]>> =
+        program.node_inputs(n).iter().map(|t| t.map(|t| &program.tensor_type(t).shape[..])).collect();
+    let outputs: Vec<&[usize]> = program.node_outputs(n).iter().map(|&t| &program.tensor_type(t).shape[..]).collect();
+    conv_algorithm(&node.domain, &node.op, &inputs, &outputs)
+}
+
+/// The algorithm and workspace the plan of `program` records for convolution node `n`
+/// (`Plan.conv_algorithms`, which the contract checked against [`conv_algorithm_of_node`]),
+/// or the rule's for a file that records none; `None` for a node that is not a convolution.
+pub fn planned_conv_algorithm(program: &Program, n: usize) -> Option<ConvAlgorithm> {
+    let rule = conv_algorithm_of_node(program, n)?;
+    let recorded = program.graph().plan.as_ref().map_or(&[][..], |p| &p.conv_algorithms[..]);
+    if recorded.is_empty() {
+        return Some(rule);
+    }
+    let i = recorded.binary_search_by_key(&(n as u32), |r| r.node).ok()?;
+    Some(ConvAlgorithm { algorithm: recorded[i].algorithm, workspace_bytes: recorded[i].workspace_bytes, ..rule })
 }
 
 /// Scratch bytes of every node of `program`, by node index.

@@ -17,8 +17,8 @@
 //! - Numerics: f32 kernels; sums accumulate in double in a fixed order and no kernel uses
 //!   floating-point atomics, so a run is deterministic. cuBLAS runs in FP32 and cuDNN is
 //!   restricted to deterministic FMA algorithms unless [`CudaOptions::tf32`] is set;
-//!   each convolution runs the algorithm the plan fixes for its geometry and direction
-//!   (`lms_proto::ops::scratch::conv_algorithm`) with its workspace in the node's
+//!   each convolution runs the algorithm the plan records for it, the one its geometry
+//!   and direction give (`lms_proto::ops::scratch::planned_conv_algorithm`), with its workspace in the node's
 //!   planned scratch block, so a memory rewrite of the graph (swap, recompute) reproduces
 //!   the original's results bit for bit.
 //! - Small index-like tensors made from constants (shape arithmetic) are computed on the
@@ -474,7 +474,6 @@ impl Backend for CudaBackend {
         let outputs = program.output_types(node);
         let exec = ops::Exec {
             gpu: &self.gpu,
-            domain: &n.domain,
             op: &n.op,
             opset: program.opset(node),
             attrs: Attrs::new(&n.attributes),
@@ -483,6 +482,7 @@ impl Backend for CudaBackend {
             blocks,
             scratch,
             layout: lms_proto::ops::scratch::of_node(program, node),
+            conv_algorithm: lms_proto::ops::scratch::planned_conv_algorithm(program, node),
             context,
         };
         let result = if ops::host_evaluable(&exec) {

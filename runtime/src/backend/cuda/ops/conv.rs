@@ -6,9 +6,10 @@
 //! of X (its gradients likewise: the data gradient is computed padded and cropped), in the
 //! node's planned scratch block.
 //!
-//! Each node runs the algorithm the plan fixes for it
-//! (`lms_proto::ops::scratch::conv_algorithm`: per geometry and direction, from the
-//! shapes), with the workspace part of its planned scratch block; the original graph and
+//! Each node runs the algorithm its plan records for it (`Plan.conv_algorithms`, read by
+//! `lms_proto::ops::scratch::planned_conv_algorithm`; the contract checked it is the one
+//! `conv_algorithm` gives its geometry and direction), with the workspace part of its
+//! planned scratch block; the original graph and
 //! every rewritten one (swaps, recomputation, splits of the same geometry) therefore run
 //! the same algorithm and agree bit for bit. There is no fallback: when cuDNN needs more
 //! workspace for that algorithm than the plan gives, the node fails with
@@ -26,7 +27,7 @@ use crate::error::KernelError;
 use crate::geometry::window::{conv_transpose_window, Window};
 use cudarc::cudnn::{result as dnn, sys};
 use lms_proto::lms::DType;
-use lms_proto::ops::scratch::{conv_algorithm, ConvAlgorithm, Part};
+use lms_proto::ops::scratch::{ConvAlgorithm, Part};
 use std::ffi::{c_int, c_void};
 
 /// The ONNX convolutions.
@@ -230,12 +231,9 @@ fn workspace_size(dnn: &Dnn, d: &Descriptors, algo: Algo) -> Result<usize, CudaE
     })
 }
 
-/// The algorithm the plan fixes for the node, from its input and output shapes.
+/// The algorithm the plan records for the node.
 fn planned_algorithm(exec: &Exec<'_>) -> OpResult<ConvAlgorithm> {
-    let inputs: Vec<Option<&[usize]>> = exec.inputs.iter().map(|b| b.map(|b| &b.shape[..])).collect();
-    let outputs: Vec<&[usize]> = exec.outputs.iter().map(|(_, shape)| &shape[..]).collect();
-    conv_algorithm(exec.domain, exec.op, &inputs, &outputs)
-        .ok_or_else(|| KernelError::invalid("the plan's convolution rule does not cover this node").into())
+    exec.conv_algorithm.ok_or_else(|| KernelError::invalid("the plan records no convolution algorithm for it").into())
 }
 
 /// Runs the node's direction of `g` with its planned algorithm: forward (x, w → y),

@@ -157,8 +157,6 @@ fn blocks(work: u64, per_block: u64) -> u32 {
 pub(crate) struct Exec<'a> {
     /// The device, its kernels and libraries.
     pub gpu: &'a Gpu,
-    /// The op's domain (`""` or `lms`).
-    pub domain: &'a str,
     /// The op type.
     pub op: &'a str,
     /// The ONNX opset of the node's domain.
@@ -175,6 +173,9 @@ pub(crate) struct Exec<'a> {
     pub scratch: Option<Block>,
     /// The parts of the node's scratch block (`lms_proto::ops::scratch::layout`).
     pub layout: scratch::Layout,
+    /// The cuDNN algorithm and workspace the plan records for a convolution node
+    /// (`lms_proto::ops::scratch::planned_conv_algorithm`).
+    pub conv_algorithm: Option<scratch::ConvAlgorithm>,
     /// The run's seed and step.
     pub context: &'a KernelContext,
 }

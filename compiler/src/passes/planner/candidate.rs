@@ -62,6 +62,7 @@ impl Candidate {
 }
 
 /// Heap entry: the heap is a max-heap, so the order is reversed.
+#[derive(Clone)]
 struct Entry(Candidate);
 
 impl PartialEq for Entry {
@@ -84,7 +85,7 @@ impl Ord for Entry {
 /// Costed candidates, cheapest first. Costs only grow as decisions are
 /// taken, so a stored cost is a lower bound: the cheapest entry is re-costed
 /// and taken when it is still no dearer than the next one.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub(super) struct Queue {
     heap: BinaryHeap<Entry>,
 }

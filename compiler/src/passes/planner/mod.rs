@@ -44,6 +44,7 @@ mod facts;
 #[cfg(test)]
 mod milp;
 pub mod report;
+mod resume;
 mod search;
 mod split;
 #[cfg(test)]
@@ -66,7 +67,9 @@ use crate::ir::{Graph, NodeId, TensorId};
 use crate::passes::recompute::Chain;
 use crate::pipeline::{self, Patch};
 use crate::units::format_bytes;
-use candidate::{Candidate, Queue};
+use candidate::Candidate;
+use resume::{Greedy, Progress};
+use std::rc::Rc;
 use tracker::Tracker;
 
 /// The longest producer chain a recompute re-runs, in nodes.
@@ -136,6 +139,7 @@ enum State {
 }
 
 /// Everything one planning run updates.
+#[derive(Clone)]
 struct Planner<'f, 'g> {
     facts: &'f Facts<'g>,
     options: PlanOptions,
@@ -147,7 +151,7 @@ struct Planner<'f, 'g> {
     pins: Vec<Vec<usize>>,
     /// Indices of `facts.droppable` ordered by the end of their gap (where
     /// a recompute of the gap runs its chain), then by index.
-    by_gap_end: Vec<usize>,
+    by_gap_end: Rc<[usize]>,
     /// Bytes swapped out and in so far.
     swapped_bytes: u64,
     decisions: Vec<Decision>,
@@ -163,29 +167,9 @@ pub fn plan(g: &Graph, schedule: &[NodeId], speeds: &Speeds, options: PlanOption
 
 /// [`plan`] on facts already gathered (a budget search plans one graph many times).
 pub fn plan_with(facts: &Facts<'_>, options: PlanOptions) -> Decisions {
-    let profile = &facts.memory;
-    let mut planner = Planner {
-        facts,
-        options,
-        device: Tracker::new(&profile.timeline),
-        host: Tracker::new(&profile.host_timeline),
-        state: vec![State::Kept; facts.droppable.len()],
-        pins: vec![Vec::new(); facts.droppable.len()],
-        by_gap_end: by_gap_end(facts),
-        swapped_bytes: 0,
-        decisions: Vec::new(),
-    };
-    planner.greedy();
-    if planner.device.peak().1 <= options.budget.device {
-        planner.clean_up();
-    }
-    let device_peak = planner.device.peak().1;
-    Decisions {
-        device_peak,
-        host_peak: planner.host.peak().1,
-        fits: device_peak <= options.budget.device,
-        decisions: planner.decisions,
-    }
+    let mut run = Progress::start(facts, options, by_gap_end(facts).into());
+    run.greedy(false);
+    run.planner.finish()
 }
 
 /// Indices of `facts.droppable` ordered by the end of their gap, then by index.
@@ -196,34 +180,18 @@ fn by_gap_end(facts: &Facts<'_>) -> Vec<usize> {
 }
 
 impl Planner<'_, '_> {
-    /// Takes the cheapest candidate at the peak until the peak fits or no
-    /// candidate relieves it.
-    fn greedy(&mut self) {
-        let mut queue = Queue::default();
-        let mut queued_for = None;
-        loop {
-            let (step, peak) = self.device.peak();
-            if peak <= self.options.budget.device {
-                return;
-            }
-            if queued_for != Some(step) {
-                queue = Queue::new(self.candidates_at(step));
-                queued_for = Some(step);
-            }
-            let Some(cheapest) = queue.pop_cheapest(|c| self.cost(c, step)) else { return };
-            // The last bytes of a peak: one candidate that covers them all may
-            // cost less in total than the cheapest per byte.
-            let excess = peak - self.options.budget.device;
-            let whole =
-                if cheapest.bytes > excess { queue.cheapest_covering(excess, |c| self.cost(c, step)) } else { None };
-            let taken = match whole {
-                Some(whole) if whole.extra_seconds < cheapest.extra_seconds => {
-                    queue.push(cheapest);
-                    whole
-                }
-                _ => cheapest,
-            };
-            self.take(taken, step);
+    /// Cleans the greedy's plan up when it fits, and returns it.
+    fn finish(mut self) -> Decisions {
+        let budget = self.options.budget.device;
+        if self.device.peak().1 <= budget {
+            self.clean_up();
+        }
+        let device_peak = self.device.peak().1;
+        Decisions {
+            device_peak,
+            host_peak: self.host.peak().1,
+            fits: device_peak <= budget,
+            decisions: self.decisions,
         }
     }
 
@@ -483,7 +451,8 @@ pub struct Fitted {
 /// lowered in proportion ([`Footprint::lower`]), at most [`MAX_ROUNDS`] times. Fails with
 /// [`Error::NoPlan`] when no plan fits.
 pub fn fit(g: &Graph, speeds: &Speeds, options: PlanOptions) -> Result<Fitted> {
-    fit_faster(g, speeds, options, None).map(|fitted| fitted.expect("a fit with nothing to beat drops no plan"))
+    let facts = Facts::new(g, g.schedule(), speeds);
+    fit_faster(&mut Greedy::new(&facts), options, None).map(|fitted| fitted.expect("a fit with nothing to beat drops no plan"))
 }
 
 /// A predicted step a search already has a plan for: a plan that is not
@@ -502,30 +471,30 @@ impl ToBeat<'_> {
     }
 }
 
-/// [`fit`], dropping the plan (`Ok(None)`) as soon as a round's plan fits
-/// its live target but is predicted no faster than `to_beat` (a lower
-/// target adds decisions, so later rounds are taken to be no faster).
+/// [`fit`] with `greedy`'s runs (on the graph's facts), dropping the plan
+/// (`Ok(None)`) as soon as a round's plan fits its live target but is
+/// predicted no faster than `to_beat` (a lower target adds decisions, so
+/// later rounds are taken to be no faster).
 pub(crate) fn fit_faster(
-    g: &Graph,
-    speeds: &Speeds,
+    greedy: &mut Greedy<'_, '_>,
     options: PlanOptions,
     to_beat: Option<ToBeat<'_>>,
 ) -> Result<Option<Fitted>> {
-    let schedule = g.schedule().to_vec();
-    let facts = Facts::new(g, &schedule, speeds);
+    let facts = greedy.facts;
+    let g = facts.g;
     let budgets = options.budget;
     let mut target = budgets;
     // The placed plan closest to fitting: its overshoot and why it does not fit.
     let mut closest: Option<(u64, Error)> = None;
     for round in 0..MAX_ROUNDS {
-        let plan = plan_with(&facts, PlanOptions { budget: target, ..options });
-        let patch = patch(&facts, &plan.decisions);
+        let plan = greedy.plan(PlanOptions { budget: target, ..options });
+        let patch = patch(facts, &plan.decisions);
         let (graph, _) = pipeline::apply_checked(g, &patch)?;
         if !plan.fits {
             if round == 0 {
                 let profile = memory::simulate(&graph, graph.schedule());
                 let peak_op = &graph.node(graph.schedule()[profile.peak_step]).name;
-                return Err(no_plan(g, &schedule, profile.peak_bytes, peak_op, options.budget.device));
+                return Err(no_plan(g, facts.schedule, profile.peak_bytes, peak_op, options.budget.device));
             }
             break;
         }
@@ -534,7 +503,7 @@ pub(crate) fn fit_faster(
         }
         let footprint = Footprint::within(&graph, graph.schedule(), budgets);
         if footprint.fits(budgets) {
-            let reports = decision_reports(&facts, &plan.decisions);
+            let reports = decision_reports(facts, &plan.decisions);
             return Ok(Some(Fitted { patch, graph, plan, reports, footprint }));
         }
         let overshoot = footprint.overshoot(budgets);
@@ -568,27 +537,27 @@ pub fn best_effort(g: &Graph, speeds: &Speeds, options: PlanOptions) -> Result<F
 /// transfers queue behind one another on the host link, and stall the backward pass when
 /// they do, only the timeline of the whole step shows.
 pub fn fit_fastest(g: &Graph, speeds: &Speeds, profile: &DeviceProfile, options: PlanOptions) -> Result<Fitted> {
-    fit_fastest_below(g, speeds, profile, options, None)
+    let facts = Facts::new(g, g.schedule(), speeds);
+    fit_fastest_below(&mut Greedy::new(&facts), profile, options, None)
         .map(|fitted| fitted.expect("a fit with nothing to beat drops no plan"))
 }
 
-/// [`fit_fastest`], `Ok(None)` where its plan would be predicted no faster
-/// than `to_beat` seconds ([`fit_faster`]).
+/// [`fit_fastest`] with `greedy`'s runs, `Ok(None)` where its plan would be
+/// predicted no faster than `to_beat` seconds ([`fit_faster`]).
 pub(crate) fn fit_fastest_below(
-    g: &Graph,
-    speeds: &Speeds,
+    greedy: &mut Greedy<'_, '_>,
     profile: &DeviceProfile,
     options: PlanOptions,
     to_beat: Option<f64>,
 ) -> Result<Option<Fitted>> {
     let beat = |step_seconds| ToBeat { profile, step_seconds };
-    let Some(fitted) = fit_faster(g, speeds, options, to_beat.map(beat))? else { return Ok(None) };
+    let Some(fitted) = fit_faster(greedy, options, to_beat.map(beat))? else { return Ok(None) };
     if options.budget.host == 0 || !fitted.plan.decisions.iter().any(|d| matches!(d.kind, Kind::Swap { .. })) {
         return Ok(Some(fitted));
     }
     let step = timeline::simulate(&fitted.graph, fitted.graph.schedule(), profile).step_seconds;
     let no_host = PlanOptions { budget: Budget { host: 0, ..options.budget }, ..options };
-    match fit_faster(g, speeds, no_host, Some(beat(step))) {
+    match fit_faster(greedy, no_host, Some(beat(step))) {
         Ok(Some(recompute_only)) => Ok(Some(recompute_only)),
         Ok(None) | Err(Error::NoPlan { .. }) => Ok(Some(fitted)),
         Err(e) => Err(e),

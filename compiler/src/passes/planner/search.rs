@@ -23,13 +23,16 @@
 //!
 //! The graph as built, when it fits, is the plan and nothing else is tried.
 //!
+//! The rungs plan one graph at falling targets: they share its facts, and
+//! each rung's greedy resumes from the run above it ([`super::resume`]).
+//!
 //! Placing a plan's arenas is most of what a plan costs, so every plan after
 //! the first is timed before it is placed and dropped when it is predicted no
 //! faster than the best so far ([`super::fit_faster`]): only a plan that would
 //! be kept is placed.
 
 use super::split::{self, ChosenSplit};
-use super::{fit_fastest, fit_fastest_below, report, Decisions, Fitted, PlanOptions, Speeds};
+use super::{fit_fastest, fit_fastest_below, report, Decisions, Facts, Fitted, Greedy, PlanOptions, Speeds};
 use crate::analysis::footprint::Footprint;
 use crate::analysis::profile::DeviceProfile;
 use crate::analysis::timeline;
@@ -78,9 +81,12 @@ pub fn search(g: &Graph, profile: &DeviceProfile, options: PlanOptions) -> Resul
         }
     };
     let (_, floor) = super::largest_working_set(g, g.schedule());
+    // One graph planned at every rung: each run resumes from the one above.
+    let facts = Facts::new(g, g.schedule(), &speeds);
+    let mut greedy = Greedy::new(&facts);
     for rung in rungs_below(before.device.arena_bytes, options.budget.device, floor) {
         let rung_options = PlanOptions { budget: Budget { device: rung, ..options.budget }, ..options };
-        match fit_fastest_below(g, &speeds, profile, rung_options, to_beat(&best)) {
+        match fit_fastest_below(&mut greedy, profile, rung_options, to_beat(&best)) {
             Ok(Some(fitted)) => consider(&mut best, None, fitted),
             // The arena is not monotone in the budget: a lower rung may fit.
             Ok(None) | Err(Error::NoPlan { .. }) => continue,
@@ -92,7 +98,8 @@ pub fn search(g: &Graph, profile: &DeviceProfile, options: PlanOptions) -> Resul
     // budget falls between two rungs).
     let mut unsplit = None;
     if best.is_none() {
-        match fit_fastest(g, &speeds, profile, options) {
+        let fitted = fit_fastest_below(&mut greedy, profile, options, None);
+        match fitted.map(|fitted| fitted.expect("a fit with nothing to beat drops no plan")) {
             Ok(fitted) => consider(&mut best, None, fitted),
             Err(e @ Error::NoPlan { .. }) => unsplit = Some(e),
             Err(e) => return Err(e),

@@ -10,7 +10,7 @@
 //! kernel launches of smaller, less efficient micro-ops; fewer parts: more
 //! swapping and recomputing).
 
-use super::{fit_fastest_below, Fitted, PlanOptions, Speeds};
+use super::{fit_fastest_below, Facts, Fitted, Greedy, PlanOptions, Speeds};
 use crate::analysis::profile::DeviceProfile;
 use crate::analysis::timeline;
 use crate::egraph::rules::split::MAX_PARTS;
@@ -75,7 +75,8 @@ pub(super) fn split_plans(
                 break;
             }
             let speeds = Speeds::from_profile(&graph, profile);
-            match fit_fastest_below(&graph, &speeds, profile, options, to_beat) {
+            let facts = Facts::new(&graph, graph.schedule(), &speeds);
+            match fit_fastest_below(&mut Greedy::new(&facts), profile, options, to_beat) {
                 Ok(Some(fitted)) => {
                     let step_seconds = step(&fitted.graph);
                     to_beat = Some(step_seconds);

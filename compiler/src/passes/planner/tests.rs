@@ -250,3 +250,44 @@ fn more_budget_is_never_slower_and_auto_never_slower_than_tflms() {
     }
     assert!(compared >= 40, "only {compared} budgets where TFLMS fits");
 }
+
+/// The runs of a ladder, each resumed from a run at a higher target (falling
+/// targets with climbs back, as a fit's lowered rounds and then the next
+/// rung ask, and host budgets interleaved), plan exactly what runs from
+/// scratch plan: the same decisions, peaks and verdict.
+#[test]
+fn a_run_resumed_at_a_lower_target_plans_what_a_run_from_scratch_plans() {
+    let gib = 1u64 << 30;
+    let profile = DeviceProfile::load("h100-sxm").unwrap();
+    let graphs = [
+        ("cnn_residual", training_graph("cnn_residual.onnx", 8)),
+        ("tiny_gpt", training_graph("tiny_gpt.onnx", 32)),
+        ("mlp", training_graph("mlp.onnx", 8)),
+        ("resnet50 b256", training_graph_of("data/onnx/light/light_resnet50.onnx", 256)),
+    ];
+    for (model, g) in &graphs {
+        let before = memory::simulate(g, g.schedule());
+        let (resident, peak) = (before.resident_bytes, before.peak_bytes);
+        for speeds in [speeds_with_link(g, 0.5e9), Speeds::from_profile(g, &profile)] {
+            let facts = Facts::new(g, g.schedule(), &speeds);
+            let mut greedy = Greedy::new(&facts);
+            let mut resumed_plans = 0;
+            for per_mille in [990, 960, 900, 930, 800, 700, 750, 600, 500, 550, 400, 300, 200, 100, 50] {
+                for host in [64 * gib, 0, (peak - resident) / 4] {
+                    let at = format!("{model} at {per_mille}/1000, host {host}");
+                    let opts = options(resident + (peak - resident) * per_mille / 1000, host);
+                    resumed_plans += usize::from(greedy.resumes(opts));
+                    let resumed = greedy.plan(opts);
+                    let fresh = plan_with(&facts, opts);
+                    assert_eq!(resumed.decisions, fresh.decisions, "{at}");
+                    assert_eq!(
+                        (resumed.device_peak, resumed.host_peak, resumed.fits),
+                        (fresh.device_peak, fresh.host_peak, fresh.fits),
+                        "{at}"
+                    );
+                }
+            }
+            assert!(resumed_plans >= 30, "{model}: only {resumed_plans} runs resumed");
+        }
+    }
+}

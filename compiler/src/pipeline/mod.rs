@@ -85,10 +85,22 @@ pub struct Ran<R> {
 /// patched graph and the ids of the added nodes, or an error naming the
 /// patch's pass (and `g` is untouched either way).
 pub fn apply_checked(g: &Graph, patch: &Patch) -> Result<(Graph, Applied)> {
+    let (next, applied) = apply_unchecked(g, patch)?;
+    check_patched(&next, patch)?;
+    Ok((next, applied))
+}
+
+/// [`apply_checked`] without the invariants check, for a candidate a search
+/// may drop unused: [`check_patched`] before it is kept.
+pub fn apply_unchecked(g: &Graph, patch: &Patch) -> Result<(Graph, Applied)> {
     let mut next = g.clone();
     let applied = apply(&mut next, patch)?;
-    invariants::check(&next).map_err(|problem| Error::Patch { pass: patch.pass.clone(), problem })?;
     Ok((next, applied))
+}
+
+/// The invariants check of [`apply_checked`] on a graph `patch` made.
+pub fn check_patched(patched: &Graph, patch: &Patch) -> Result<()> {
+    invariants::check(patched).map_err(|problem| Error::Patch { pass: patch.pass.clone(), problem })
 }
 
 /// Runs `passes` in order on `cx` (module doc). Fails before running any

@@ -20,7 +20,7 @@
 
 use super::facts::{Droppable, Facts};
 use super::{Decision, Kind};
-use crate::ir::{Attrs, Device, Node, NodeId, TensorId, SWAP_IN_OP, SWAP_OUT_OP};
+use crate::ir::{Attrs, Device, Graph, Node, NodeId, TensorId, SWAP_IN_OP, SWAP_OUT_OP};
 use crate::pipeline::{NewNode, NodeRef, Patch, Position, TensorRef};
 use lms_proto::contract::LMS_DOMAIN;
 use std::collections::{HashMap, HashSet};
@@ -30,7 +30,30 @@ pub const PASS: &str = "plan";
 
 /// The patch that carries out `decisions` on the training graph of `facts`.
 pub fn patch(facts: &Facts<'_>, decisions: &[Decision]) -> Patch {
-    let mut b = Builder::new(facts, decisions);
+    patch_named(facts, &Names::of(facts.g), decisions)
+}
+
+/// The names of a graph's nodes and of its tensors (borrowed), which the
+/// names of added ones must differ from: gathered once for a graph a search
+/// plans many times.
+pub struct Names<'g> {
+    nodes: HashSet<&'g str>,
+    tensors: HashSet<&'g str>,
+}
+
+impl<'g> Names<'g> {
+    /// The names in `g`.
+    pub fn of(g: &'g Graph) -> Names<'g> {
+        Names {
+            nodes: g.node_ids().map(|id| g.node(id).name.as_str()).collect(),
+            tensors: g.tensors().map(|(_, t)| t.name.as_str()).collect(),
+        }
+    }
+}
+
+/// [`patch`], with the names of the graph of `facts` gathered.
+pub(super) fn patch_named<'f, 'g>(facts: &'f Facts<'g>, names: &'f Names<'g>, decisions: &'f [Decision]) -> Patch {
+    let mut b = Builder::new(facts, names, decisions);
     let steps = facts.schedule.len();
     let (mut clone_groups, mut swap_outs, mut swap_ins) =
         (vec![Vec::new(); steps], vec![Vec::new(); steps], vec![Vec::new(); steps]);
@@ -80,10 +103,9 @@ struct Builder<'f, 'g> {
     facts: &'f Facts<'g>,
     decisions: &'f [Decision],
     patch: Patch,
-    /// Names of the graph's nodes and tensors (borrowed, so a plan does not
-    /// copy every name) and of those added, so added ones get new names.
-    node_names: HashSet<&'g str>,
-    tensor_names: HashSet<&'g str>,
+    /// Names of the graph's nodes and tensors, and of those added, so added
+    /// ones get new names.
+    names: &'f Names<'g>,
     added_node_names: HashSet<String>,
     added_tensor_names: HashSet<String>,
     /// Decisions on each tensor (one per gap at most), in schedule order.
@@ -96,14 +118,12 @@ struct Builder<'f, 'g> {
 }
 
 impl<'f, 'g> Builder<'f, 'g> {
-    fn new(facts: &'f Facts<'g>, decisions: &'f [Decision]) -> Builder<'f, 'g> {
-        let g = facts.g;
+    fn new(facts: &'f Facts<'g>, names: &'f Names<'g>, decisions: &'f [Decision]) -> Builder<'f, 'g> {
         Builder {
             facts,
             decisions,
             patch: Patch::new(PASS),
-            node_names: g.node_ids().map(|id| g.node(id).name.as_str()).collect(),
-            tensor_names: g.tensors().map(|(_, t)| t.name.as_str()).collect(),
+            names,
             added_node_names: HashSet::new(),
             added_tensor_names: HashSet::new(),
             decided: decided(facts, decisions),
@@ -123,8 +143,8 @@ impl<'f, 'g> Builder<'f, 'g> {
         let free = |b: &Self, name: &String| {
             let taken =
                 |graph: &HashSet<&str>, added: &HashSet<String>| graph.contains(name.as_str()) || added.contains(name);
-            !(node && taken(&b.node_names, &b.added_node_names)
-                || tensor && taken(&b.tensor_names, &b.added_tensor_names))
+            !(node && taken(&b.names.nodes, &b.added_node_names)
+                || tensor && taken(&b.names.tensors, &b.added_tensor_names))
         };
         let mut name = wanted.clone();
         let mut n = 1;

@@ -488,8 +488,9 @@ pub(crate) fn fit_faster(
     let mut closest: Option<(u64, Error)> = None;
     for round in 0..MAX_ROUNDS {
         let plan = greedy.plan(PlanOptions { budget: target, ..options });
-        let patch = patch(facts, &plan.decisions);
-        let (graph, _) = pipeline::apply_checked(g, &patch)?;
+        let patch = apply::patch_named(facts, &greedy.names, &plan.decisions);
+        // Checked once it may be kept: most plans of a search are dropped unplaced.
+        let (graph, _) = pipeline::apply_unchecked(g, &patch)?;
         if !plan.fits {
             if round == 0 {
                 let profile = memory::simulate(&graph, graph.schedule());
@@ -501,6 +502,7 @@ pub(crate) fn fit_faster(
         if to_beat.is_some_and(|b| b.not_beaten_by(&graph)) {
             return Ok(None);
         }
+        pipeline::check_patched(&graph, &patch)?;
         let footprint = Footprint::within(&graph, graph.schedule(), budgets);
         if footprint.fits(budgets) {
             let reports = decision_reports(facts, &plan.decisions);

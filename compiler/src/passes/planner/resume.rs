@@ -12,6 +12,7 @@
 //! and a ladder of targets costs about one greedy to the lowest target plus
 //! each target's last decisions and clean-up.
 
+use super::apply::Names;
 use super::candidate::{Candidate, Queue};
 use super::{by_gap_end, Decisions, Facts, PlanOptions, Planner, State};
 use std::rc::Rc;
@@ -109,6 +110,8 @@ fn same_key(a: &PlanOptions, b: &PlanOptions) -> bool {
 /// run at a target at or above its own (module doc).
 pub struct Greedy<'f, 'g> {
     pub(super) facts: &'f Facts<'g>,
+    /// The graph's names, for the patches of its plans.
+    pub(super) names: Names<'g>,
     by_gap_end: Rc<[usize]>,
     /// Saved runs, least recently used first.
     saved: Vec<Progress<'f, 'g>>,
@@ -117,7 +120,7 @@ pub struct Greedy<'f, 'g> {
 impl<'f, 'g> Greedy<'f, 'g> {
     /// Runs on `facts`, none saved yet.
     pub fn new(facts: &'f Facts<'g>) -> Greedy<'f, 'g> {
-        Greedy { facts, by_gap_end: by_gap_end(facts).into(), saved: Vec::new() }
+        Greedy { facts, names: Names::of(facts.g), by_gap_end: by_gap_end(facts).into(), saved: Vec::new() }
     }
 
     /// The saved run a plan for `options` resumes: the one of the lowest

@@ -545,7 +545,9 @@ pub fn fit_fastest(g: &Graph, speeds: &Speeds, profile: &DeviceProfile, options:
 }
 
 /// [`fit_fastest`] with `greedy`'s runs, `Ok(None)` where its plan would be
-/// predicted no faster than `to_beat` seconds ([`fit_faster`]).
+/// predicted no faster than `to_beat` seconds ([`fit_faster`]); the
+/// recompute-only plan is tried also where the plan with swaps is dropped
+/// or does not fit.
 pub(crate) fn fit_fastest_below(
     greedy: &mut Greedy<'_, '_>,
     profile: &DeviceProfile,
@@ -553,15 +555,23 @@ pub(crate) fn fit_fastest_below(
     to_beat: Option<f64>,
 ) -> Result<Option<Fitted>> {
     let beat = |step_seconds| ToBeat { profile, step_seconds };
-    let Some(fitted) = fit_faster(greedy, options, to_beat.map(beat))? else { return Ok(None) };
-    if options.budget.host == 0 || !fitted.plan.decisions.iter().any(|d| matches!(d.kind, Kind::Swap { .. })) {
-        return Ok(Some(fitted));
+    let with_host = fit_faster(greedy, options, to_beat.map(beat));
+    if options.budget.host == 0 {
+        return with_host;
     }
-    let step = timeline::simulate(&fitted.graph, fitted.graph.schedule(), profile).step_seconds;
+    // A plan with swaps that is dropped as no faster than `to_beat`, or
+    // whose arenas do not fit, says nothing of the recompute-only plan.
+    let to_beat = match &with_host {
+        Ok(Some(f)) if !f.plan.decisions.iter().any(|d| matches!(d.kind, Kind::Swap { .. })) => return with_host,
+        Ok(Some(f)) => Some(timeline::simulate(&f.graph, f.graph.schedule(), profile).step_seconds),
+        Ok(None) | Err(Error::NoPlan { .. }) => to_beat,
+        Err(_) => return with_host,
+    };
     let no_host = PlanOptions { budget: Budget { host: 0, ..options.budget }, ..options };
-    match fit_faster(greedy, no_host, Some(beat(step))) {
+    match fit_faster(greedy, no_host, to_beat.map(beat)) {
         Ok(Some(recompute_only)) => Ok(Some(recompute_only)),
-        Ok(None) | Err(Error::NoPlan { .. }) => Ok(Some(fitted)),
+        Ok(None) => Ok(with_host.ok().flatten()),
+        Err(Error::NoPlan { .. }) => with_host,
         Err(e) => Err(e),
     }
 }

@@ -19,7 +19,10 @@
 //! 3. TFLMS's swap plan at the budget (its knobs searched): auto is never
 //!    predicted slower than TFLMS;
 //! 4. for each number of parts, the batch split of the fewest ops under
-//!    which a plan fits, and that plan ([`split::split_plans`]).
+//!    which a plan fits, and those of more ops while their plans are
+//!    faster, with their plans ([`split::split_plans`]); with host
+//!    memory, also the split under which a recompute-only plan fits (it
+//!    splits more ops, and can be faster than swapping).
 //!
 //! The graph as built, when it fits, is the plan and nothing else is tried.
 //!
@@ -109,9 +112,20 @@ pub fn search(g: &Graph, profile: &DeviceProfile, options: PlanOptions) -> Resul
         consider(&mut best, None, fitted);
     }
     let splits = split::split_plans(g, profile, options, to_beat(&best))?;
-    let tried = splits.tried;
+    let (mut tried, closest) = (splits.tried, splits.closest);
     for (chosen, fitted) in splits.fitted {
         consider(&mut best, Some(chosen), fitted);
+    }
+    // Without swaps a split fits at a smaller threshold (more ops split)
+    // than with them, and may be faster: the recompute-only splits compete
+    // too, so more host memory never gives a slower plan.
+    if options.budget.host > 0 {
+        let no_host = PlanOptions { budget: Budget { host: 0, ..options.budget }, ..options };
+        let splits = split::split_plans(g, profile, no_host, to_beat(&best))?;
+        tried += splits.tried;
+        for (chosen, fitted) in splits.fitted {
+            consider(&mut best, Some(chosen), fitted);
+        }
     }
     match best {
         Some(mut planned) => {
@@ -120,7 +134,7 @@ pub fn search(g: &Graph, profile: &DeviceProfile, options: PlanOptions) -> Resul
             }
             Ok(planned)
         }
-        None => Err(split::no_split_fits(unsplit.expect("no unsplit plan fits when none was kept"), splits.closest)),
+        None => Err(split::no_split_fits(unsplit.expect("no unsplit plan fits when none was kept"), closest)),
     }
 }
 

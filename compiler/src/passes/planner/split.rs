@@ -5,7 +5,7 @@
 //!
 //! A split is chosen by its predicted cost, not a fixed rule: for each number
 //! of parts, the size threshold that splits the fewest ops and still lets a
-//! plan fit; the search ([`super::search`]) keeps whichever of those and of
+//! plan fit, and the smaller ones while their plans are faster; the search ([`super::search`]) keeps whichever of those and of
 //! the unsplit plans the full timeline predicts fastest (more parts: more
 //! kernel launches of smaller, less efficient micro-ops; fewer parts: more
 //! swapping and recomputing).
@@ -40,9 +40,11 @@ pub struct ChosenSplit {
 }
 
 /// The split plans of `g` for `options`: for each number of parts, the
-/// split with the largest size threshold under which a plan fits, with its
-/// plan ([`super::fit_fastest`]); how many splits were tried; and, when none fits,
-/// the closest.
+/// split with the largest size threshold under which a plan fits, and each
+/// smaller threshold's while its plan is faster still (splitting more ops
+/// shrinks what is recomputed or swapped), with its plan
+/// ([`super::fit_fastest`]); how many splits were tried; and, when none
+/// fits, the closest.
 pub(super) struct SplitPlans {
     pub fitted: Vec<(ChosenSplit, Fitted)>,
     pub tried: usize,
@@ -82,7 +84,6 @@ pub(super) fn split_plans(
                     to_beat = Some(step_seconds);
                     let choice = SplitChoice { report, step_seconds, unsplit_step_seconds, tried: 0 };
                     found.fitted.push((ChosenSplit { patch, choice }, fitted));
-                    break;
                 }
                 Ok(None) => break,
                 Err(Error::NoPlan { pool, why, smallest, .. }) => {

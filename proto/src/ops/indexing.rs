@@ -86,7 +86,10 @@ pub(super) const NO_AXES: &[(&str, &str)] = &[
     ("SplitPart", "an op of the split pass: cuts the parts"),
     ("SplitWindow", "an op of the split pass: cuts the halo windows"),
     ("OverlapAdd", "an op of the split pass: joins overlapping parts"),
-    ("Concat", "joins its inputs along its axis; not stated yet along the others"),
+    (
+        "Concat",
+        "the e-graph's concatenation term itself: its independence along the other axes is the rule that interchanges two concatenations, its batch split a split rule",
+    ),
     ("GatherGrad", "scatter-adds at its indices over the whole data axis"),
     ("GatherElementsGrad", "scatter-adds at its indices"),
 ];

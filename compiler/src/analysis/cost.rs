@@ -14,9 +14,12 @@
 //! - Views and parameterized vertices (variables, inputs): no time.
 //!
 //! A profile measured by `lms profile` replaces the roofline with its
-//! measured rates per kernel class and size ([`CostModel::seconds_as`]) and
-//! adds a time per input and output of every kernel and copy, and a time per
-//! scheduled node (views included) that a step pays beyond that. Where the
+//! measured rates per kernel class and size ([`CostModel::seconds_as`]), a
+//! transcendental kernel by the function evaluations it makes per element
+//! (`shape::transcendental_evaluations`), costs a view as the copy
+//! lms's backends make of it ([`CostModel::backend_work`]), and adds a time
+//! per input and output of every kernel and copy, and a time per scheduled
+//! node that a step pays beyond that. Where the
 //! profile says the backend lowers convolutions to a matrix product per
 //! image (`conv_by_image`), convolutions and matrix products are costed by
 //! the shapes of their products ([`super::gemm`]).
@@ -62,7 +65,7 @@ impl<'p> CostModel<'p> {
 
     /// The work of node `id` of `g` and its time on the profile's device.
     pub fn cost(&self, g: &Graph, id: NodeId) -> OpCost {
-        let work = work(g, id);
+        let work = self.backend_work(g, id);
         let measured = (!self.profile.op_seconds.is_empty())
             .then(|| self.profile.op_seconds.get(&op_key(g, id)).copied())
             .flatten();
@@ -81,13 +84,38 @@ impl<'p> CostModel<'p> {
                 let body = match lowered {
                     Some(gemms) => self.gemm_seconds(&gemms, &work),
                     None => {
-                        self.seconds_as(shape::kernel_class(&node.op, work.engine), &work, images.unwrap_or(1) as u64)
+                        let class = shape::kernel_class(&node.op, &node.attrs, work.engine);
+                        let measured = match (class, &self.profile.kernel_rates) {
+                            (KernelClass::Transcendental, Some(_)) => transcendental_work(g, id, &work),
+                            _ => work,
+                        };
+                        self.seconds_as(class, &measured, images.unwrap_or(1) as u64)
                     }
                 };
                 let per_node = if node.parameterized { 0.0 } else { self.profile.node_seconds };
                 body + per_tensor * tensors as f64 + per_node
             }),
             engine: work.engine,
+        }
+    }
+
+    /// The work of node `id` as the profile's backend runs it. With measured
+    /// kernel rates (a profile of lms's own backends, which write a view's
+    /// output as a copy of its input) a view that is not a parameterized
+    /// vertex reads its inputs and writes its outputs as an elementwise copy;
+    /// else its op's rule ([`work`]).
+    pub fn backend_work(&self, g: &Graph, id: NodeId) -> Work {
+        let work = work(g, id);
+        let node = g.node(id);
+        if work.engine != Engine::View || node.parameterized || self.profile.kernel_rates.is_none() {
+            return work;
+        }
+        let bytes = |t: &crate::ir::TensorId| g.tensor(*t).ty.bytes();
+        Work {
+            flops: 0,
+            bytes_read: node.inputs.iter().flatten().map(bytes).sum(),
+            bytes_written: node.outputs.iter().map(bytes).sum(),
+            engine: Engine::Vector,
         }
     }
 
@@ -149,6 +177,20 @@ impl<'p> CostModel<'p> {
         };
         body + p.launch_seconds
     }
+}
+
+/// A transcendental kernel's work in the unit its measured rate is in: the
+/// bytes of an f32 read and an f32 written per function evaluation
+/// (`shape::transcendental_evaluations` per element of the larger of its
+/// first input and first output), so that a softmax, which evaluates the
+/// exponential twice per element, takes twice an `Erf`'s time, and a loss,
+/// whose output is one number, is costed by its logits.
+fn transcendental_work(g: &Graph, id: NodeId, work: &Work) -> Work {
+    let node = g.node(id);
+    let numel = |t: Option<crate::ir::TensorId>| t.map_or(0, |t| g.tensor(t).ty.numel() as u64);
+    let elements = numel(node.inputs.first().copied().flatten()).max(numel(node.outputs.first().copied()));
+    let bytes = 4 * elements * shape::transcendental_evaluations(&node.op, &node.attrs);
+    Work { bytes_read: bytes, bytes_written: bytes, ..*work }
 }
 
 /// The work of node `id`: its op family's rule over its tensors' types.
@@ -213,16 +255,27 @@ mod tests {
         let vector = Work { flops: 1_000_000, bytes_read: 500, bytes_written: 500, engine: Engine::Vector };
         assert!((m.seconds_as(KernelClass::Elementwise, &vector, 1) - (1e-6 + launch)).abs() < 1e-12);
         assert!((m.seconds_as(KernelClass::Reduction, &vector, 1) - (1e-5 + launch)).abs() < 1e-12);
+        let (class, none) = (shape::kernel_class, crate::ir::Attrs::new());
+        let derivative = |f: &str| crate::ir::Attrs::new().with("op", crate::ir::Attr::String(f.into()));
         assert_eq!(
-            (shape::kernel_class("Softmax", Engine::Vector), shape::kernel_class("Add", Engine::Vector)),
+            (class("UnaryGrad", &derivative("Relu"), Engine::Vector), class("UnaryGrad", &derivative("Erf"), Engine::Vector)),
+            (KernelClass::Elementwise, KernelClass::Transcendental)
+        );
+        assert_eq!(class("SoftmaxGrad", &none, Engine::Vector), KernelClass::Reduction);
+        assert_eq!(
+            (shape::transcendental_evaluations("Softmax", &none), shape::transcendental_evaluations("Erf", &none)),
+            (2, 1)
+        );
+        assert_eq!(
+            (class("Softmax", &none, Engine::Vector), class("Add", &none, Engine::Vector)),
             (KernelClass::Transcendental, KernelClass::Elementwise)
         );
         assert_eq!(
-            (shape::kernel_class("Erf", Engine::Vector), shape::kernel_class("LayerNormalization", Engine::Vector)),
+            (class("Erf", &none, Engine::Vector), class("LayerNormalization", &none, Engine::Vector)),
             (KernelClass::Transcendental, KernelClass::Reduction)
         );
         assert_eq!(
-            (shape::kernel_class("ConvGradData", Engine::Matrix), shape::kernel_class("Gemm", Engine::Matrix)),
+            (class("ConvGradData", &none, Engine::Matrix), class("Gemm", &none, Engine::Matrix)),
             (KernelClass::Conv, KernelClass::MatMul)
         );
     }

@@ -183,7 +183,7 @@ impl Predicted {
                 let class = match work.engine {
                     Engine::View => "View".to_string(),
                     Engine::DeviceToHost | Engine::HostToDevice => "Copy".to_string(),
-                    engine => format!("{:?}", crate::shape::kernel_class(&node.op, engine)),
+                    engine => format!("{:?}", crate::shape::kernel_class(&node.op, &node.attrs, engine)),
                 };
                 (node.name.clone(), (class, work.bytes_read + work.bytes_written, work.flops))
             })

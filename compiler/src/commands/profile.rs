@@ -49,8 +49,11 @@ pub struct ProfileOptions {
 const PROBE_MEMORY: u64 = 2 << 30;
 
 /// Measured time after which a probe takes no more steps than its least
-/// (11): short probes take up to 101, so that their least CPU time is one
-/// that other work on the machine did not lengthen.
+/// (11): short probes take up to 5001, so that their steps span enough of
+/// the machine's time (a 100-step chain of small ops lasts 5 ms, one
+/// scheduler slice, in which another thread may hold the core's sibling
+/// throughout) for the least CPU time to be one that other work on the
+/// machine did not lengthen.
 const PROBE_SECONDS: f64 = 0.25;
 
 /// One chain of identical ops and what one of its ops does.
@@ -103,7 +106,7 @@ impl<B: Backend, F: Fn() -> std::result::Result<B, RuntimeError>> Measurer<F> {
         let memory = RunOptions { device_memory: PROBE_MEMORY, host_memory: PROBE_MEMORY, seed: 0 };
         let mut session = Session::new(program, (self.backend)().map_err(Error::Run)?, memory).map_err(Error::Run)?;
         session.step().map_err(Error::Run)?;
-        let (least, most) = if self.options.quick { (3, 3) } else { (11, 101) };
+        let (least, most) = if self.options.quick { (3, 3) } else { (11, 5001) };
         let mut seconds = Vec::with_capacity(most);
         while seconds.len() < least || (seconds.len() < most && seconds.iter().sum::<f64>() < PROBE_SECONDS) {
             seconds.push(session.step().map(|s| self.seconds(&s.report)).map_err(Error::Run)?);
@@ -404,7 +407,9 @@ fn schedule() -> Probe {
 
 /// 16 kernels of `n` f32 elements that evaluate a transcendental function
 /// per element, cycling through error function, hyperbolic tangent, sigmoid
-/// and softmax over rows of 64.
+/// and softmax over rows of 64; `size` is the average of an f32 read and
+/// written per function evaluation (the softmax makes two per element), the
+/// unit the time model costs them in.
 fn transcendental(n: usize) -> Probe {
     let (ty, ops) = (f32s(&[n / 64, 64]), 16);
     let kinds = ["Erf", "Tanh", "Sigmoid", "Softmax"];
@@ -412,7 +417,8 @@ fn transcendental(n: usize) -> Probe {
         let op = kinds[g.node_count() % kinds.len()];
         add(g, op, Attrs::new(), &[x], ty.clone())
     });
-    Probe { graph, ops, size: (8 * n) as f64, tensors: 2 }
+    let evaluations: u64 = kinds.iter().map(|op| crate::shape::transcendental_evaluations(op, &Attrs::new())).sum();
+    Probe { graph, ops, size: (8 * n) as f64 * evaluations as f64 / kinds.len() as f64, tensors: 2 }
 }
 
 /// 16 elementwise kernels of `n` f32 elements cycling through the kinds a
@@ -526,5 +532,20 @@ mod tests {
         assert_eq!(elementwise(1024).tensors, 3);
         let probe = swaps(16, 4);
         assert_eq!((probe.ops, probe.graph.node_count()), (8, 9));
+        assert_eq!(transcendental(1024).size, 10.0 * 1024.0);
+    }
+
+    #[test]
+    fn views_cost_their_copy_on_a_measured_profile_only() {
+        let ty = f32s(&[256]);
+        let g = chain("views", ty.clone(), 1, |g, x| add(g, "Flatten", Attrs::new(), &[x], f32s(&[256, 1])));
+        let flatten = g.node_ids().find(|&id| g.node(id).op == "Flatten").expect("the chain's view");
+        let measured = DeviceProfile::load(concat!(env!("CARGO_MANIFEST_DIR"), "/profiles/cpu-2core-measured.json"))
+            .expect("the measured CPU profile");
+        let copy = CostModel::new(&measured).cost(&g, flatten);
+        assert_eq!((copy.bytes, copy.engine), (2048, crate::shape::cost::Engine::Vector));
+        assert!(copy.seconds > measured.launch_seconds);
+        let h100 = DeviceProfile::load("h100-sxm").expect("the shipped profile");
+        assert_eq!(CostModel::new(&h100).cost(&g, flatten).seconds, 0.0);
     }
 }

@@ -29,7 +29,7 @@ pub use axes::AxesMap;
 pub use nn::SoftmaxAxis;
 pub use registry::{Family, OpId};
 
-use crate::types::{AttrError, Attrs, TensorData, TensorType};
+use crate::types::{Attr, AttrError, Attrs, TensorData, TensorType};
 use cost::KernelClass;
 
 /// A value flowing into or out of a node during inference: its type and,
@@ -118,40 +118,40 @@ pub fn work(node: &cost::CostNode<'_>) -> Option<cost::Work> {
 /// The class of kernel `op` runs as, for the rates a measured profile gives
 /// by class: convolutions and matrix products (by the matrix `engine`) by
 /// their family, ops that evaluate a transcendental function per element
-/// ([`TRANSCENDENTAL_OPS`]) as such, normalisations, pooling and reductions
-/// as reductions, the rest (and an op without a cost rule) as elementwise
-/// kernels.
-pub fn kernel_class(op: &str, engine: cost::Engine) -> KernelClass {
+/// ([`transcendental_evaluations`]) as such, normalisations, pooling and
+/// reductions as reductions, the rest (and an op without a cost rule) as
+/// elementwise kernels.
+pub fn kernel_class(op: &str, attrs: &Attrs, engine: cost::Engine) -> KernelClass {
     match (registry::by_name(op).map(|id| id.def().family), engine) {
         (Some(Family::Conv), cost::Engine::Matrix) => KernelClass::Conv,
         (_, cost::Engine::Matrix) => KernelClass::MatMul,
-        _ if TRANSCENDENTAL_OPS.contains(&op) => KernelClass::Transcendental,
+        _ if transcendental_evaluations(op, attrs) > 0 => KernelClass::Transcendental,
         (Some(Family::Pool | Family::Nn | Family::Reduce), _) => KernelClass::Reduction,
         _ => KernelClass::Elementwise,
     }
 }
 
-/// The ops whose kernels evaluate an exponential, logarithm, error function,
-/// hyperbolic or trigonometric function or a power per element.
-pub const TRANSCENDENTAL_OPS: &[&str] = &[
-    "Erf",
-    "Exp",
-    "Log",
-    "Tanh",
-    "Sigmoid",
-    "Softplus",
-    "Gelu",
-    "Pow",
-    "PowGrad",
-    "Sin",
-    "Cos",
-    "Softmax",
-    "LogSoftmax",
-    "SoftmaxGrad",
-    "LogSoftmaxGrad",
-    "SoftmaxCrossEntropy",
-    "SoftmaxCrossEntropyGrad",
-];
+/// How many times per element a kernel of `op` evaluates an exponential,
+/// logarithm, error function, hyperbolic or trigonometric function or a
+/// power (0: none): the CPU backend's softmax evaluates the exponential once
+/// for the row's sum and again for the output, the cross-entropy gradient
+/// likewise, and `UnaryGrad` the derivative of the op its `op` attribute
+/// names (a sigmoid's, tanh's or error function's evaluates one; a ReLU's
+/// none). `SoftmaxGrad` sums and multiplies along the row, without one.
+pub fn transcendental_evaluations(op: &str, attrs: &Attrs) -> u64 {
+    match op {
+        "Softmax" | "SoftmaxCrossEntropyGrad" => 2,
+        "Erf" | "Exp" | "Log" | "Tanh" | "Sigmoid" | "Softplus" | "Gelu" | "Pow" | "PowGrad" | "Sin" | "Cos"
+        | "LogSoftmax" | "LogSoftmaxGrad" | "SoftmaxCrossEntropy" => 1,
+        "UnaryGrad" => match attrs.get("op") {
+            Some(Attr::String(f)) => {
+                u64::from(matches!(f.as_str(), "Sigmoid" | "Tanh" | "Elu" | "Selu" | "Softplus" | "Exp" | "Erf" | "Sin" | "Cos"))
+            }
+            _ => 0,
+        },
+        _ => 0,
+    }
+}
 
 /// Largest number of elements any inferred tensor may have (2^40).
 const MAX_ELEMENTS: usize = 1 << 40;

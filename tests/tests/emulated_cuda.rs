@@ -266,7 +266,8 @@ fn a_host_limit_under_the_host_arena_does_not_fit_on_the_emulated_device() {
 /// limit of exactly the (small) arena runs on the CPU (no reserve) but is refused on the
 /// emulated device as below the reserve; a limit one byte under the arena plus the reserve
 /// is refused naming the node whose block crosses it, the limit, the reserve and the arena
-/// with and without it, exit 3 both, before anything runs; the arena plus the reserve runs.
+/// with and without it, exit 3 both, before anything runs; the arena plus the reserve runs, and
+/// so does a plan whose budget (its limit without `--device-memory`) is below the reserve.
 #[test]
 fn a_device_limit_of_the_arena_without_the_reserve_does_not_fit_on_the_emulated_device() {
     let plan = compile("fixtures/models/cnn_residual.onnx", "cnn-device-limit", &["--strategy", "tflms"]);
@@ -303,6 +304,14 @@ fn a_device_limit_of_the_arena_without_the_reserve_does_not_fit_on_the_emulated_
     }
     let fits = run_at("cuda", arena + reserve);
     assert!(fits.status.success(), "{}", String::from_utf8_lossy(&fits.stderr));
+    // Without --device-memory the plan's budget bounds the arena and the reserve comes on top:
+    // a budget far below the reserve runs.
+    let tight =
+        compile("fixtures/models/cnn_residual.onnx", "cnn-budget-limit", &["--strategy", "tflms", "--budget", "8MiB"]);
+    let run = lms(&["run", &tight.file, "--device", "cuda", "--steps", "1", "--json"], true);
+    let report = json(&run);
+    assert_eq!(report["device_memory_limit"], (8u64 << 20) + reserve, "{report}");
+    assert_eq!(report["device_memory_limit_from"], "the plan's budget and the backend's fixed reserve", "{report}");
 }
 
 /// The plan records each convolution node's cuDNN algorithm and workspace, which `lms show`

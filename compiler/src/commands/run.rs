@@ -158,7 +158,7 @@ pub fn run(
     };
     let defaults = RunOptions::default();
     let budget = limits.or(planned).unwrap_or(Budget { device: defaults.device_memory, host: defaults.host_memory });
-    let device_memory_from = match (limits.device, planned.device) {
+    let mut device_memory_from = match (limits.device, planned.device) {
         (Some(_), _) => "--device-memory",
         (None, Some(_)) => "the plan's budget",
         (None, None) => "the machine's memory: the plan has no budget",
@@ -173,6 +173,7 @@ pub fn run(
         Some(state) => resume_values(state, &program)?,
         None => (BTreeMap::new(), None),
     };
+    let mut device_limit = budget.device;
     let mut report = match device {
         DeviceKind::Cpu => {
             let session = Session::with_values(program, CpuBackend::new(), options, &values).map_err(runtime)?;
@@ -187,6 +188,17 @@ pub fn run(
             let backend = CudaBackend::new(0, arena).map_err(runtime)?;
             let name = format!("cuda ({})", backend.device_name());
             let fixed = backend.fixed_device_bytes();
+            // A plan's budget bounds what the plan places; the backend's fixed reserve comes
+            // on top of it (as `lms doctor`'s largest budget leaves room for it). A limit the
+            // user gives is the whole device's, the reserve inside it.
+            let options = match (limits.device, planned.device) {
+                (None, Some(_)) => {
+                    device_memory_from = "the plan's budget and the backend's fixed reserve";
+                    RunOptions { device_memory: options.device_memory.saturating_add(fixed), ..options }
+                }
+                _ => options,
+            };
+            device_limit = options.device_memory;
             let session = Session::with_values(program, backend, options, &values).map_err(runtime)?;
             RunReport {
                 fixed_device_bytes: fixed,
@@ -195,7 +207,7 @@ pub fn run(
         }
     };
     report.setup = setup;
-    report.device_memory_limit = budget.device;
+    report.device_memory_limit = device_limit;
     report.device_memory_limit_from = device_memory_from.to_string();
     Ok(report)
 }

@@ -189,8 +189,11 @@ mod tests {
     fn the_planners_seconds_are_the_timelines_compute_time() {
         let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fixtures/models/tiny_gpt.onnx");
         let model = frontend::load(&path, &FrontendOptions { batch: Some(4), ..Default::default() }).unwrap();
-        let options =
-            TrainOptions { loss: Loss::SoftmaxCrossEntropy, optimizer: Optimizer::Sgd { lr: 0.1 }, ..Default::default() };
+        let options = TrainOptions {
+            loss: Loss::SoftmaxCrossEntropy,
+            optimizer: Optimizer::Sgd { lr: 0.1 },
+            ..Default::default()
+        };
         let g = train::build(&model.graph, &options).unwrap();
         let mut profile = DeviceProfile::load("cpu").unwrap();
         profile.node_seconds = 2e-6;
@@ -208,7 +211,10 @@ mod tests {
         let n = schedule.len();
         for (from, to) in [(0, n), (0, n / 2), (n / 3, 2 * n / 3), (n / 2, n), (n / 2, n / 2 + 1)] {
             let (planner, simulated) = (facts.clock.between(from, to), busy[from..to].iter().sum::<f64>());
-            assert!((planner - simulated).abs() <= 1e-9 * simulated, "{from}..{to}: planner {planner} s, timeline {simulated} s");
+            assert!(
+                (planner - simulated).abs() <= 1e-9 * simulated,
+                "{from}..{to}: planner {planner} s, timeline {simulated} s"
+            );
         }
         let total = facts.forward_seconds + facts.backward_seconds;
         assert!((total - t.compute_seconds).abs() <= 1e-9 * total, "{total} s vs {} s", t.compute_seconds);

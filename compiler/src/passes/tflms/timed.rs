@@ -33,8 +33,8 @@
 
 use super::{Order, SwapPlan};
 use crate::analysis::cost::CostModel;
-use crate::analysis::profile::DeviceProfile;
 use crate::analysis::cost::OpCost;
+use crate::analysis::profile::DeviceProfile;
 use crate::analysis::scheduled::Scheduled;
 use crate::analysis::timeline::{self, ComputeClock};
 use crate::ir::Graph;
@@ -51,7 +51,8 @@ pub(super) fn place(
 ) -> Vec<(usize, usize)> {
     let model = CostModel::new(profile);
     let costs = model.costs(g);
-    let clock = ComputeClock::new(&order.view.schedule, &timeline::compute_seconds(g, &costs, profile.copies_overlap_compute));
+    let clock =
+        ComputeClock::new(&order.view.schedule, &timeline::compute_seconds(g, &costs, profile.copies_overlap_compute));
     let kernels = kernel_positions(g, &order.view, &costs);
     let swap_out_end = swap_out_ends(g, plans, order, &clock, &model);
     let mut queue: Vec<Queued> = plans

@@ -258,7 +258,10 @@ mod tests {
         let (class, none) = (shape::kernel_class, crate::ir::Attrs::new());
         let derivative = |f: &str| crate::ir::Attrs::new().with("op", crate::ir::Attr::String(f.into()));
         assert_eq!(
-            (class("UnaryGrad", &derivative("Relu"), Engine::Vector), class("UnaryGrad", &derivative("Erf"), Engine::Vector)),
+            (
+                class("UnaryGrad", &derivative("Relu"), Engine::Vector),
+                class("UnaryGrad", &derivative("Erf"), Engine::Vector)
+            ),
             (KernelClass::Elementwise, KernelClass::Transcendental)
         );
         assert_eq!(class("SoftmaxGrad", &none, Engine::Vector), KernelClass::Reduction);

@@ -141,12 +141,25 @@ pub fn kernel_class(op: &str, attrs: &Attrs, engine: cost::Engine) -> KernelClas
 pub fn transcendental_evaluations(op: &str, attrs: &Attrs) -> u64 {
     match op {
         "Softmax" | "SoftmaxCrossEntropyGrad" => 2,
-        "Erf" | "Exp" | "Log" | "Tanh" | "Sigmoid" | "Softplus" | "Gelu" | "Pow" | "PowGrad" | "Sin" | "Cos"
-        | "LogSoftmax" | "LogSoftmaxGrad" | "SoftmaxCrossEntropy" => 1,
+        "Erf"
+        | "Exp"
+        | "Log"
+        | "Tanh"
+        | "Sigmoid"
+        | "Softplus"
+        | "Gelu"
+        | "Pow"
+        | "PowGrad"
+        | "Sin"
+        | "Cos"
+        | "LogSoftmax"
+        | "LogSoftmaxGrad"
+        | "SoftmaxCrossEntropy" => 1,
         "UnaryGrad" => match attrs.get("op") {
-            Some(Attr::String(f)) => {
-                u64::from(matches!(f.as_str(), "Sigmoid" | "Tanh" | "Elu" | "Selu" | "Softplus" | "Exp" | "Erf" | "Sin" | "Cos"))
-            }
+            Some(Attr::String(f)) => u64::from(matches!(
+                f.as_str(),
+                "Sigmoid" | "Tanh" | "Elu" | "Selu" | "Softplus" | "Exp" | "Erf" | "Sin" | "Cos"
+            )),
             _ => 0,
         },
         _ => 0,

@@ -187,12 +187,7 @@ impl Planner<'_, '_> {
             self.clean_up();
         }
         let device_peak = self.device.peak().1;
-        Decisions {
-            device_peak,
-            host_peak: self.host.peak().1,
-            fits: device_peak <= budget,
-            decisions: self.decisions,
-        }
+        Decisions { device_peak, host_peak: self.host.peak().1, fits: device_peak <= budget, decisions: self.decisions }
     }
 
     /// Every candidate that frees memory at `step`, costed.
@@ -452,7 +447,8 @@ pub struct Fitted {
 /// [`Error::NoPlan`] when no plan fits.
 pub fn fit(g: &Graph, speeds: &Speeds, options: PlanOptions) -> Result<Fitted> {
     let facts = Facts::new(g, g.schedule(), speeds);
-    fit_faster(&mut Greedy::new(&facts), options, None).map(|fitted| fitted.expect("a fit with nothing to beat drops no plan"))
+    fit_faster(&mut Greedy::new(&facts), options, None)
+        .map(|fitted| fitted.expect("a fit with nothing to beat drops no plan"))
 }
 
 /// A predicted step a search already has a plan for: a plan that is not

@@ -41,6 +41,11 @@ impl<'a> Attrs<'a> {
         }
     }
 
+    /// The attributes but tensors, as the contract's op rules read them.
+    pub fn contract(&self) -> lms_proto::types::Attrs {
+        lms_proto::types::Attrs::without_tensors(self.list)
+    }
+
     /// Whether the node carries `name`.
     pub fn has(&self, name: &str) -> bool {
         self.list.iter().any(|a| a.name == name)

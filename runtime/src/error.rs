@@ -78,6 +78,18 @@ impl KernelError {
     }
 }
 
+impl From<lms_proto::ops::ShapeError> for KernelError {
+    /// An op rule of the contract refusing the node (its window, say).
+    fn from(e: lms_proto::ops::ShapeError) -> Self {
+        match e {
+            lms_proto::ops::ShapeError::UnsupportedAttr { name, value } => {
+                KernelError::attr(name, format!("unsupported value {value}"))
+            }
+            other => KernelError::Invalid(other.to_string()),
+        }
+    }
+}
+
 /// Result of kernels and tensor helpers.
 pub type Result<T, E = KernelError> = std::result::Result<T, E>;
 

@@ -5,10 +5,10 @@ use super::axes::{AxesMap, Windowed};
 use super::cost::{CostFn, CostNode};
 use super::split::{self, Dim, HaloOutput, SplitFn};
 use super::util::{
-    check_rank, expect_inputs, fmt_shape, input, input_of, optional_input, positive_attr, same_dtype, to_dim,
-    too_large, typed, wide_to_dim, Accepts,
+    check_rank, expect_inputs, fmt_shape, input, input_of, optional_input, positive_attr, same_dtype, too_large, typed,
+    Accepts,
 };
-use super::window::{length_error, Window};
+use super::window::Window;
 use super::{InferFn, Node, ShapeError, ShapeResult, Value};
 
 /// The convolution ops.
@@ -189,18 +189,16 @@ fn conv(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
     }
     ops.check_divisible(out_channels, "output channels")?;
     ops.check_bias(node, out_channels)?;
-    let window = Window::parse(node, x.len() - 2, Some(&w[2..]))?;
     let mut shape = vec![x[0], out_channels];
-    shape.extend(window.output(&x[2..], false)?);
+    shape.extend(Window::conv(node.attrs, &x[2..], &w[2..])?.output);
     Ok(vec![typed(ops.x.ty.dtype, shape)])
 }
 
 /// `ConvTranspose`: X [N, C, D...] and W [C, M/group, k...] give [N, M, D'...]
-/// with D' from `output_shape` or `stride·(D−1) + output_padding + kernel − pads`.
+/// with D' from the window rule ([`Window::conv_transpose`]).
 fn conv_transpose(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
     let ops = Operands::read(node)?;
     let (x, w) = (&ops.x.ty.shape, &ops.w.ty.shape);
-    let n = x.len() - 2;
     if w[0] != x[1] {
         return Err(ShapeError::Invalid(format!(
             "input has {} channels, weight {} expects {}",
@@ -212,42 +210,9 @@ fn conv_transpose(node: &Node<'_>) -> ShapeResult<Vec<Value>> {
     ops.check_divisible(x[1], "input channels")?;
     let out_channels = w[1].checked_mul(ops.group).ok_or_else(too_large)?;
     ops.check_bias(node, out_channels)?;
-    let window = Window::parse(node, n, Some(&w[2..]))?;
-    let spatial = match node.attrs.ints_opt("output_shape")? {
-        // Some exporters give the full output shape instead of the spatial part.
-        Some(dims) if dims.len() == n || dims.len() == n + 2 => {
-            dims[dims.len() - n..].iter().map(|&d| to_dim(d, "output_shape")).collect::<ShapeResult<Vec<_>>>()?
-        }
-        Some(dims) => return Err(length_error("output_shape", dims.len(), n)),
-        None => {
-            let output_padding = match node.attrs.ints_opt("output_padding")? {
-                Some(p) if p.len() == n => {
-                    p.iter().map(|&v| to_dim(v, "output_padding")).collect::<ShapeResult<Vec<_>>>()?
-                }
-                Some(p) => return Err(length_error("output_padding", p.len(), n)),
-                None => vec![0; n],
-            };
-            (0..n)
-                .map(|i| {
-                    let (size, stride) = (x[i + 2] as i128, window.strides[i] as i128);
-                    if window.auto_pad.is_same() {
-                        return wide_to_dim(size * stride);
-                    }
-                    let kernel = window.effective_kernel(i)? as i128;
-                    let pads = window.pads_begin[i] as i128 + window.pads_end[i] as i128;
-                    let out = stride * (size - 1) + output_padding[i] as i128 + kernel - pads;
-                    if out < 1 {
-                        return Err(ShapeError::Invalid(format!(
-                            "output size {out} on spatial axis {i} is not positive"
-                        )));
-                    }
-                    wide_to_dim(out)
-                })
-                .collect::<ShapeResult<Vec<_>>>()?
-        }
-    };
+    // The window seen from the forward convolution: its input is this op's output.
     let mut shape = vec![x[0], out_channels];
-    shape.extend(spatial);
+    shape.extend(Window::conv_transpose(node.attrs, &x[2..], &w[2..])?.input);
     Ok(vec![typed(ops.x.ty.dtype, shape)])
 }
 

@@ -23,7 +23,7 @@ pub mod scratch;
 pub mod split;
 mod tensor_ops;
 mod util;
-mod window;
+pub mod window;
 
 pub use axes::AxesMap;
 pub use nn::SoftmaxAxis;

@@ -106,10 +106,8 @@ fn lrn_per_element(node: &CostNode<'_>) -> u64 {
 fn pooled(node: &Node<'_>, x: &Value) -> ShapeResult<Value> {
     check_rank(x, 0, 3)?;
     let shape = &x.ty.shape;
-    let window = Window::parse(node, shape.len() - 2, None)?;
-    let ceil_mode = node.attrs.int("ceil_mode", 0)? != 0;
     let mut out = shape[..2].to_vec();
-    out.extend(window.output(&shape[2..], ceil_mode)?);
+    out.extend(Window::pool(node.attrs, shape)?.output);
     Ok(typed(x.ty.dtype, out))
 }
 

@@ -27,8 +27,7 @@
 
 use crate::contract::ops::LMS_DOMAIN;
 use crate::contract::program::Program;
-use crate::lms::attribute::Value;
-use crate::types::{Attr, Attrs};
+use crate::types::Attrs;
 
 /// Alignment of each part of a scratch block (cuDNN's and the kernels' widest access).
 pub const PART_ALIGN: u64 = 256;
@@ -441,14 +440,7 @@ fn padded_copy_bytes(shape: &[usize], pads: &[i64]) -> u64 {
 /// The scratch block of node `n` of `program`.
 pub fn of_node(program: &Program, n: usize) -> Layout {
     let node = program.node(n);
-    // The rule reads ints and strings only: tensor values are not copied.
-    let attrs = Attrs(
-        node.attributes
-            .iter()
-            .filter(|a| !matches!(a.value, Some(Value::Tensor(_))))
-            .filter_map(|a| Some((a.name.clone(), Attr::from_proto(a)?)))
-            .collect(),
-    );
+    let attrs = Attrs::without_tensors(&node.attributes);
     let inputs: Vec<Option<&[usize]>> =
         program.node_inputs(n).iter().map(|t| t.map(|t| &program.tensor_type(t).shape[..])).collect();
     let outputs: Vec<&[usize]> = program.node_outputs(n).iter().map(|&t| &program.tensor_type(t).shape[..]).collect();
@@ -486,6 +478,7 @@ pub fn of_program(program: &Program) -> Vec<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::Attr;
 
     fn pads(pads: &[i64]) -> Attrs {
         Attrs::new().with("pads", Attr::Ints(pads.to_vec()))

@@ -1,19 +1,25 @@
-//! Sliding-window geometry shared by convolution and pooling: the
-//! `kernel_shape`, `strides`, `dilations`, `pads` and `auto_pad` attributes
-//! and the output size they give.
+//! Sliding-window geometry of convolution and pooling, the one statement both sides of
+//! the contract read: the `kernel_shape`, `strides`, `dilations`, `pads` and `auto_pad`
+//! attributes (and `ConvTranspose`'s `output_padding` and `output_shape`), the padding
+//! they resolve to for an input size and the output size they give. The compiler's shape
+//! rules take the output size; the runtime's kernels take the whole [`Window`].
 
-use super::util::{fmt_shape, to_dim, wide_to_dim};
-use super::{Node, ShapeError, ShapeResult};
-use crate::types::Attrs;
+use super::util::{fmt_shape, wide_to_dim};
+use super::{ShapeError, ShapeResult};
+use crate::types::{AttrError, Attrs};
+
+/// Largest value accepted in a window attribute, so that a kernel's window arithmetic
+/// (positions in `usize`) cannot overflow.
+pub const MAX_WINDOW: i64 = i32::MAX as i64;
 
 /// How padding is chosen (`auto_pad`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum AutoPad {
+enum AutoPad {
     /// Explicit `pads`.
     NotSet,
-    /// Pad so that the output is `ceil(input / stride)`, extra at the end.
+    /// Pad so that the output is `ceil(input / stride)`, the larger half at the end.
     SameUpper,
-    /// Same, extra padding at the beginning.
+    /// Same, the larger half at the beginning.
     SameLower,
     /// No padding.
     Valid,
@@ -31,33 +37,38 @@ impl AutoPad {
         }
     }
 
-    /// True for the two SAME modes.
-    pub(super) fn is_same(self) -> bool {
-        matches!(self, AutoPad::SameUpper | AutoPad::SameLower)
+    /// `total` padding split into (begin, end): `SAME_UPPER` puts the smaller half first,
+    /// every other mode the larger.
+    fn split(self, total: i128) -> (i128, i128) {
+        let half = total / 2;
+        if self == AutoPad::SameUpper {
+            (half, total - half)
+        } else {
+            (total - half, half)
+        }
     }
 }
 
-/// The window attributes of a node with `n` spatial dimensions.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) struct Window {
-    pub kernel: Vec<usize>,
-    pub strides: Vec<usize>,
-    pub dilations: Vec<usize>,
-    /// Padding at the beginning of each spatial axis.
-    pub pads_begin: Vec<usize>,
-    /// Padding at the end of each spatial axis.
-    pub pads_end: Vec<usize>,
-    pub auto_pad: AutoPad,
+/// The window attributes of a node with `n` spatial axes, before an input size resolves
+/// the implicit (`SAME_*`) padding.
+struct Attributes {
+    kernel: Vec<usize>,
+    strides: Vec<usize>,
+    dilations: Vec<usize>,
+    /// Explicit padding at the beginning of each spatial axis (0 unless `NOTSET`).
+    pads_begin: Vec<usize>,
+    /// Explicit padding at the end of each spatial axis.
+    pads_end: Vec<usize>,
+    auto_pad: AutoPad,
 }
 
-impl Window {
-    /// Reads the window attributes; `kernel` is `kernel_shape` when absent
-    /// (convolutions take it from the weight; pooling requires the attribute).
-    pub(super) fn parse(node: &Node<'_>, n: usize, kernel: Option<&[usize]>) -> ShapeResult<Window> {
-        let attrs = node.attrs;
-        let kernel = match (attrs.ints_opt("kernel_shape")?, kernel) {
+impl Attributes {
+    /// Reads the window attributes; the kernel is `kernel_shape` when `weight` is `None`
+    /// (pooling), else the weight's spatial shape, which `kernel_shape` must then equal.
+    fn parse(attrs: &Attrs, n: usize, weight: Option<&[usize]>) -> ShapeResult<Attributes> {
+        let kernel = match (attrs.ints_opt("kernel_shape")?, weight) {
             (Some(k), weight) => {
-                let k = positive_list(&k, n, "kernel_shape")?;
+                let k = sizes(&k, n, "kernel_shape", 1)?;
                 if let Some(w) = weight.filter(|w| *w != k.as_slice()) {
                     return Err(ShapeError::Invalid(format!(
                         "kernel_shape {} differs from the weight's {}",
@@ -67,90 +78,279 @@ impl Window {
                 }
                 k
             }
-            (None, Some(w)) => w.to_vec(),
-            (None, None) => return Err(crate::types::AttrError::Missing("kernel_shape".into()).into()),
+            (None, Some(w)) if w.len() == n && !w.contains(&0) => w.to_vec(),
+            (None, Some(w)) => {
+                return Err(ShapeError::Invalid(format!(
+                    "weight kernel {} does not fit {n} spatial axes",
+                    fmt_shape(w)
+                )))
+            }
+            (None, None) => return Err(AttrError::Missing("kernel_shape".into()).into()),
         };
-        let strides = match attrs.ints_opt("strides")? {
-            Some(s) => positive_list(&s, n, "strides")?,
-            None => vec![1; n],
+        let list = |name: &str, default: usize| -> ShapeResult<Vec<usize>> {
+            match attrs.ints_opt(name)? {
+                Some(v) => sizes(&v, n, name, 1),
+                None => Ok(vec![default; n]),
+            }
         };
-        let dilations = match attrs.ints_opt("dilations")? {
-            Some(d) => positive_list(&d, n, "dilations")?,
-            None => vec![1; n],
-        };
+        let (strides, dilations) = (list("strides", 1)?, list("dilations", 1)?);
         let auto_pad = AutoPad::parse(attrs)?;
         let (pads_begin, pads_end) = match attrs.ints_opt("pads")? {
             Some(p) if auto_pad == AutoPad::NotSet => {
-                if p.len() != 2 * n {
-                    return Err(length_error("pads", p.len(), 2 * n));
-                }
-                let p = p.iter().map(|&v| to_dim(v, "pads")).collect::<ShapeResult<Vec<_>>>()?;
+                let p = sizes(&p, 2 * n, "pads", 0)?;
                 (p[..n].to_vec(), p[n..].to_vec())
             }
             _ => (vec![0; n], vec![0; n]),
         };
-        Ok(Window { kernel, strides, dilations, pads_begin, pads_end, auto_pad })
+        Ok(Attributes { kernel, strides, dilations, pads_begin, pads_end, auto_pad })
     }
 
     /// The extent of the dilated kernel along `axis`.
-    pub(super) fn effective_kernel(&self, axis: usize) -> ShapeResult<usize> {
-        let k = self.kernel[axis] as i128;
-        wide_to_dim((k - 1) * self.dilations[axis] as i128 + 1)
-    }
-
-    /// Output sizes of a convolution or pooling over `input` (spatial dims).
-    /// `ceil_mode` rounds the number of window positions up, dropping a last
-    /// window that would start in the end padding.
-    pub(super) fn output(&self, input: &[usize], ceil_mode: bool) -> ShapeResult<Vec<usize>> {
-        (0..input.len())
-            .map(|axis| {
-                let size = input[axis] as i128;
-                let stride = self.strides[axis] as i128;
-                let kernel = self.effective_kernel(axis)? as i128;
-                let out = match self.auto_pad {
-                    AutoPad::SameUpper | AutoPad::SameLower => (size + stride - 1) / stride,
-                    AutoPad::Valid | AutoPad::NotSet => {
-                        let begin = self.pads_begin[axis] as i128;
-                        let padded = size + begin + self.pads_end[axis] as i128;
-                        if padded < kernel {
-                            return Err(ShapeError::Invalid(format!(
-                                "kernel extent {kernel} is larger than padded input {padded} on spatial axis {axis}"
-                            )));
-                        }
-                        let positions = padded - kernel;
-                        if ceil_mode {
-                            let out = (positions + stride - 1) / stride + 1;
-                            if (out - 1) * stride >= size + begin {
-                                out - 1
-                            } else {
-                                out
-                            }
-                        } else {
-                            positions / stride + 1
-                        }
-                    }
-                };
-                wide_to_dim(out)
-            })
-            .collect()
+    fn span(&self, axis: usize) -> i128 {
+        (self.kernel[axis] as i128 - 1) * self.dilations[axis] as i128 + 1
     }
 }
 
-/// A list attribute of `n` positive values.
-fn positive_list(values: &[i64], n: usize, name: &str) -> ShapeResult<Vec<usize>> {
+/// A window op's geometry over its spatial axes for one input size: a `Conv`, a pool, or
+/// a `ConvTranspose` seen as the forward convolution it is the adjoint of (its `input`
+/// is the `ConvTranspose`'s output, its `output` the `ConvTranspose`'s input). Output
+/// position `o` at kernel offset `k` reads input position
+/// `o · stride + k · dilation − pad_begin` on each axis, or padding.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Window {
+    /// Input size per spatial axis.
+    pub input: Vec<usize>,
+    /// Output size per spatial axis.
+    pub output: Vec<usize>,
+    /// Kernel size per spatial axis.
+    pub kernel: Vec<usize>,
+    /// Stride per spatial axis.
+    pub strides: Vec<usize>,
+    /// Dilation per spatial axis.
+    pub dilations: Vec<usize>,
+    /// Padding at the beginning of each spatial axis (explicit, or resolved from `auto_pad`).
+    pub pads_begin: Vec<usize>,
+    /// Padding at the end of each spatial axis.
+    pub pads_end: Vec<usize>,
+}
+
+impl Window {
+    /// The window of a `Conv` (or its gradients) over spatial input `input` with the
+    /// weight's spatial shape `kernel`.
+    pub fn conv(attrs: &Attrs, input: &[usize], kernel: &[usize]) -> ShapeResult<Window> {
+        let a = Attributes::parse(attrs, input.len(), Some(kernel))?;
+        Window::forward(a, input, false)
+    }
+
+    /// The window of a pool (or its gradient) over X `x` ([N, C, spatial...]) from
+    /// `kernel_shape`, `ceil_mode` and the padding attributes.
+    pub fn pool(attrs: &Attrs, x: &[usize]) -> ShapeResult<Window> {
+        if x.len() < 3 {
+            return Err(ShapeError::Invalid(format!("pooled input {} is not [N, C, spatial...]", fmt_shape(x))));
+        }
+        let a = Attributes::parse(attrs, x.len() - 2, None)?;
+        Window::forward(a, &x[2..], attrs.int("ceil_mode", 0)? != 0)
+    }
+
+    /// The window of a `ConvTranspose` over spatial input `input` with the weight's
+    /// spatial shape `kernel`, seen from the forward convolution (see [`Window`]). Its
+    /// output size is `output_shape` (spatial, or the full shape), `input · stride` for
+    /// `SAME_*`, or `stride · (input − 1) + output_padding + kernel extent − pads`; the
+    /// padding of the first two is the difference to that full size, split by `auto_pad`.
+    pub fn conv_transpose(attrs: &Attrs, input: &[usize], kernel: &[usize]) -> ShapeResult<Window> {
+        let n = input.len();
+        let a = Attributes::parse(attrs, n, Some(kernel))?;
+        let output_padding = match attrs.ints_opt("output_padding")? {
+            Some(p) => sizes(&p, n, "output_padding", 0)?,
+            None => vec![0; n],
+        };
+        let output_shape = match attrs.ints_opt("output_shape")? {
+            // Some exporters give the full output shape instead of the spatial part.
+            Some(dims) if dims.len() == n + 2 => Some(sizes(&dims[2..], n, "output_shape", 0)?),
+            Some(dims) => Some(sizes(&dims, n, "output_shape", 0)?),
+            None => None,
+        };
+        let (mut pads_begin, mut pads_end, mut output) = (a.pads_begin.clone(), a.pads_end.clone(), vec![0; n]);
+        for d in 0..n {
+            let (size, stride) = (input[d] as i128, a.strides[d] as i128);
+            let full = stride * (size - 1) + output_padding[d] as i128 + a.span(d);
+            let target = match (&output_shape, a.auto_pad) {
+                (Some(s), _) => Some(s[d] as i128),
+                (None, AutoPad::SameUpper | AutoPad::SameLower) => Some(size * stride),
+                (None, AutoPad::NotSet | AutoPad::Valid) => None,
+            };
+            let out = match target {
+                Some(out) if out > full => {
+                    return Err(ShapeError::Invalid(format!(
+                        "output size {out} on spatial axis {d} is beyond the full size {full}"
+                    )))
+                }
+                Some(out) => {
+                    let (begin, end) = a.auto_pad.split(full - out);
+                    (pads_begin[d], pads_end[d]) = (wide_to_dim(begin)?, wide_to_dim(end)?);
+                    out
+                }
+                None => full - pads_begin[d] as i128 - pads_end[d] as i128,
+            };
+            if out < 1 {
+                return Err(ShapeError::Invalid(format!("output size {out} on spatial axis {d} is not positive")));
+            }
+            output[d] = wide_to_dim(out)?;
+        }
+        Ok(Window {
+            input: output,
+            output: input.to_vec(),
+            kernel: a.kernel,
+            strides: a.strides,
+            dilations: a.dilations,
+            pads_begin,
+            pads_end,
+        })
+    }
+
+    /// The window over `input` with the attributes `a`. `ceil_mode` rounds the number of
+    /// window positions up, dropping a last window that would start in the end padding.
+    fn forward(a: Attributes, input: &[usize], ceil_mode: bool) -> ShapeResult<Window> {
+        let n = input.len();
+        let (mut pads_begin, mut pads_end, mut output) = (a.pads_begin.clone(), a.pads_end.clone(), vec![0; n]);
+        for d in 0..n {
+            let (size, stride, span) = (input[d] as i128, a.strides[d] as i128, a.span(d));
+            let out = match a.auto_pad {
+                AutoPad::SameUpper | AutoPad::SameLower => {
+                    let out = (size + stride - 1) / stride;
+                    let total = ((out.max(1) - 1) * stride + span - size).max(0);
+                    let (begin, end) = a.auto_pad.split(total);
+                    (pads_begin[d], pads_end[d]) = (wide_to_dim(begin)?, wide_to_dim(end)?);
+                    out
+                }
+                AutoPad::Valid | AutoPad::NotSet => {
+                    let begin = pads_begin[d] as i128;
+                    let padded = size + begin + pads_end[d] as i128;
+                    if padded < span {
+                        return Err(ShapeError::Invalid(format!(
+                            "kernel extent {span} is larger than padded input {padded} on spatial axis {d}"
+                        )));
+                    }
+                    let positions = padded - span;
+                    if ceil_mode {
+                        let out = (positions + stride - 1) / stride + 1;
+                        if (out - 1) * stride >= size + begin {
+                            out - 1
+                        } else {
+                            out
+                        }
+                    } else {
+                        positions / stride + 1
+                    }
+                }
+            };
+            output[d] = wide_to_dim(out)?;
+        }
+        Ok(Window {
+            input: input.to_vec(),
+            output,
+            kernel: a.kernel,
+            strides: a.strides,
+            dilations: a.dilations,
+            pads_begin,
+            pads_end,
+        })
+    }
+}
+
+/// A list attribute of `n` values in `[min, MAX_WINDOW]`.
+fn sizes(values: &[i64], n: usize, name: &str, min: i64) -> ShapeResult<Vec<usize>> {
     if values.len() != n {
         return Err(length_error(name, values.len(), n));
     }
-    values
-        .iter()
-        .map(|&v| match usize::try_from(v) {
-            Ok(d) if d > 0 => Ok(d),
-            _ => Err(ShapeError::UnsupportedAttr { name: name.into(), value: format!("{values:?}") }),
-        })
-        .collect()
+    if values.iter().any(|v| !(min..=MAX_WINDOW).contains(v)) {
+        return Err(ShapeError::UnsupportedAttr { name: name.into(), value: format!("{values:?}") });
+    }
+    Ok(values.iter().map(|&v| v as usize).collect())
 }
 
 /// The error for a list attribute of the wrong length.
 pub(super) fn length_error(name: &str, got: usize, expected: usize) -> ShapeError {
     ShapeError::Invalid(format!("attribute '{name}' has {got} values, expected {expected}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::Attr;
+
+    fn ints(name: &str, v: &[i64]) -> Attrs {
+        Attrs::new().with(name, Attr::Ints(v.to_vec()))
+    }
+
+    fn text(attrs: Attrs, name: &str, v: &str) -> Attrs {
+        attrs.with(name, Attr::String(v.into()))
+    }
+
+    #[test]
+    fn same_padding_is_resolved_for_the_input_with_the_larger_half_by_mode() {
+        let upper = text(ints("strides", &[2]), "auto_pad", "SAME_UPPER");
+        let w = Window::conv(&upper, &[8], &[4]).unwrap();
+        // 4 outputs cover (4 − 1)·2 + 4 = 10 positions: 2 of padding, 1 and 1.
+        assert_eq!((w.output, w.pads_begin, w.pads_end), (vec![4], vec![1], vec![1]));
+        let w = Window::conv(&upper, &[7], &[4]).unwrap();
+        assert_eq!((w.output, w.pads_begin, w.pads_end), (vec![4], vec![1], vec![2]));
+        let lower = text(ints("strides", &[2]), "auto_pad", "SAME_LOWER");
+        let w = Window::conv(&lower, &[7], &[4]).unwrap();
+        assert_eq!((w.output, w.pads_begin, w.pads_end), (vec![4], vec![2], vec![1]));
+        // VALID ignores explicit pads.
+        let valid = text(ints("pads", &[3, 3]), "auto_pad", "VALID");
+        assert_eq!(Window::conv(&valid, &[7], &[4]).unwrap().pads_begin, vec![0]);
+    }
+
+    #[test]
+    fn ceil_mode_drops_a_window_that_starts_in_the_end_padding() {
+        let pool = ints("kernel_shape", &[2]).with("strides", Attr::Ints(vec![2])).with("ceil_mode", Attr::Int(1));
+        assert_eq!(Window::pool(&pool, &[1, 1, 5]).unwrap().output, vec![3]);
+        let padded = pool.clone().with("pads", Attr::Ints(vec![1, 1]));
+        // Windows at 0, 2, 4 of the padded 7; one at 6 would start in the end padding.
+        assert_eq!(Window::pool(&padded, &[1, 1, 5]).unwrap().output, vec![3]);
+        assert_eq!(Window::pool(&ints("kernel_shape", &[2]), &[1, 1, 5]).unwrap().output, vec![4]);
+    }
+
+    #[test]
+    fn a_transposed_window_is_the_forward_window_from_its_output() {
+        let up = ints("strides", &[2]).with("pads", Attr::Ints(vec![1, 0])).with("output_padding", Attr::Ints(vec![1]));
+        let w = Window::conv_transpose(&up, &[5], &[3]).unwrap();
+        // Full size 2·4 + 1 + 3 = 12, 1 cropped before.
+        assert_eq!((w.input, w.output, w.pads_begin, w.pads_end), (vec![11], vec![5], vec![1], vec![0]));
+        // output_shape crops the difference to the full size, the larger half first.
+        let shaped = ints("strides", &[2]).with("output_shape", Attr::Ints(vec![1, 1, 8]));
+        let w = Window::conv_transpose(&shaped, &[5], &[3]).unwrap();
+        assert_eq!((w.input, w.pads_begin, w.pads_end), (vec![8], vec![2], vec![1]));
+        let same = text(ints("strides", &[2]), "auto_pad", "SAME_UPPER");
+        let w = Window::conv_transpose(&same, &[5], &[3]).unwrap();
+        assert_eq!((w.input, w.pads_begin, w.pads_end), (vec![10], vec![0], vec![1]));
+    }
+
+    #[test]
+    fn windows_out_of_range_are_refused() {
+        let error = |r: ShapeResult<Window>| r.unwrap_err().to_string();
+        assert_eq!(
+            error(Window::conv(&ints("strides", &[MAX_WINDOW + 1]), &[8], &[3])),
+            "unsupported value [2147483648] for attribute 'strides'"
+        );
+        assert_eq!(
+            error(Window::conv(&ints("pads", &[-1, 0]), &[8], &[3])),
+            "unsupported value [-1, 0] for attribute 'pads'"
+        );
+        assert_eq!(
+            error(Window::conv(&ints("kernel_shape", &[2]), &[8], &[3])),
+            "kernel_shape [2] differs from the weight's [3]"
+        );
+        assert_eq!(error(Window::pool(&Attrs::new(), &[1, 1, 8])), "missing required attribute 'kernel_shape'");
+        assert_eq!(
+            error(Window::conv_transpose(&ints("output_shape", &[20]), &[5], &[3])),
+            "output size 20 on spatial axis 0 is beyond the full size 7"
+        );
+        assert_eq!(
+            error(Window::conv_transpose(&ints("pads", &[4, 3]), &[5], &[3])),
+            "output size 0 on spatial axis 0 is not positive"
+        );
+    }
 }

@@ -128,6 +128,14 @@ impl Attrs {
         self
     }
 
+    /// The attributes of a serialized node but its tensors (the rules that read a node's
+    /// geometry read ints and strings only, and tensor values are not copied).
+    pub fn without_tensors(list: &[crate::lms::Attribute]) -> Attrs {
+        use crate::lms::attribute::Value as V;
+        let scalar = list.iter().filter(|a| !matches!(a.value, Some(V::Tensor(_))));
+        Attrs(scalar.filter_map(|a| Some((a.name.clone(), Attr::from_proto(a)?))).collect())
+    }
+
     /// The raw attribute.
     pub fn get(&self, name: &str) -> Option<&Attr> {
         self.0.get(name)

@@ -1,11 +1,14 @@
-//! Sliding-window geometry shared by both backends' Conv, ConvTranspose and pools:
-//! strides, dilations, pads and auto_pad, with 1-D and 2-D windows padded to 3-D (leading
-//! size-1 axes), and LRN's window across channels.
+//! Sliding-window geometry of both backends' Conv, ConvTranspose and pools: the
+//! contract's window rule (`lms_proto::ops::window`, the one the compiler's shape rules
+//! read) with 1-D and 2-D windows padded to 3-D (leading size-1 axes), and LRN's window
+//! across channels.
 
 use crate::attrs::Attrs;
 use crate::error::{KernelError, Result};
+use lms_proto::ops::window::Window as ContractWindow;
 
-/// Geometry of a window op over 1 to 3 spatial axes, stored as 3-D.
+/// Geometry of a window op over 1 to 3 spatial axes, stored as 3-D: the contract's
+/// [`lms_proto::ops::window::Window`] with leading size-1 axes.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct Window {
     /// Number of spatial axes of the op (1, 2 or 3).
@@ -27,39 +30,10 @@ pub(crate) struct Window {
 }
 
 /// `v` (length <= 3) right-aligned in an array filled with `fill`.
-pub(crate) fn to3(v: &[usize], fill: usize) -> [usize; 3] {
+fn to3(v: &[usize], fill: usize) -> [usize; 3] {
     let mut out = [fill; 3];
     out[3 - v.len()..].copy_from_slice(v);
     out
-}
-
-/// Largest value accepted in a window attribute, so window arithmetic cannot overflow.
-const MAX_WINDOW: i64 = i32::MAX as i64;
-
-/// Attribute `name` as `len` sizes in `[min, MAX_WINDOW]`, `None` when absent.
-pub(crate) fn window_attr(attrs: &Attrs<'_>, name: &str, len: usize, min: i64) -> Result<Option<Vec<usize>>> {
-    let Some(v) = attrs.ints_opt(name)? else {
-        return Ok(None);
-    };
-    if v.len() != len || v.iter().any(|s| !(min..=MAX_WINDOW).contains(s)) {
-        return Err(KernelError::attr(name, format!("expected {len} values in [{min}, {MAX_WINDOW}], found {v:?}")));
-    }
-    Ok(Some(v.iter().map(|&s| s as usize).collect()))
-}
-
-/// The explicit `pads` attribute (begin values, then end values), 0s by default.
-pub(crate) fn explicit_pads(attrs: &Attrs<'_>, rank: usize) -> Result<(Vec<usize>, Vec<usize>)> {
-    let p = window_attr(attrs, "pads", 2 * rank, 0)?.unwrap_or_else(|| vec![0; 2 * rank]);
-    Ok((p[..rank].to_vec(), p[rank..].to_vec()))
-}
-
-/// The `strides` and `dilations` attributes of an op with `rank` spatial axes.
-pub(crate) fn strides_dilations(attrs: &Attrs<'_>, rank: usize) -> Result<(Vec<usize>, Vec<usize>)> {
-    let ones = || vec![1; rank];
-    Ok((
-        window_attr(attrs, "strides", rank, 1)?.unwrap_or_else(ones),
-        window_attr(attrs, "dilations", rank, 1)?.unwrap_or_else(ones),
-    ))
 }
 
 /// Checks that an op has 1 to 3 spatial axes.
@@ -72,63 +46,40 @@ pub(crate) fn check_spatial_rank(rank: usize, what: &str) -> Result<()> {
 }
 
 impl Window {
-    /// Window geometry from the node's attributes (`strides`, `dilations`, `pads`,
-    /// `auto_pad`) for an input of spatial size `input` and a kernel of size `kernel`.
-    /// `ceil_mode` rounds the output size up, dropping a last window that would start
-    /// in the end padding.
-    pub fn from_attrs(attrs: &Attrs<'_>, input: &[usize], kernel: &[usize], ceil_mode: bool) -> Result<Window> {
-        let rank = input.len();
+    /// The contract's window padded to 3-D; 1 to 3 spatial axes.
+    fn padded(w: ContractWindow) -> Result<Window> {
+        let rank = w.input.len();
         check_spatial_rank(rank, "window op")?;
-        if kernel.len() != rank || kernel.contains(&0) {
-            return Err(KernelError::attr("kernel_shape", format!("{kernel:?} does not fit {rank} spatial axes")));
-        }
-        let (stride, dilation) = strides_dilations(attrs, rank)?;
-        let (mut begin, mut end) = explicit_pads(attrs, rank)?;
-        let mut output = vec![0; rank];
-        let auto_pad = attrs.string("auto_pad", "NOTSET")?;
-        for d in 0..rank {
-            let span = (kernel[d] - 1) * dilation[d] + 1;
-            match auto_pad {
-                "NOTSET" => {}
-                "VALID" => (begin[d], end[d]) = (0, 0),
-                "SAME_UPPER" | "SAME_LOWER" => {
-                    let out = input[d].div_ceil(stride[d]);
-                    let total = ((out.max(1) - 1) * stride[d] + span).saturating_sub(input[d]);
-                    let small = total / 2;
-                    (begin[d], end[d]) =
-                        if auto_pad == "SAME_UPPER" { (small, total - small) } else { (total - small, small) };
-                }
-                other => return Err(KernelError::attr("auto_pad", format!("unknown value `{other}`"))),
-            }
-            let padded = input[d] + begin[d] + end[d];
-            if padded < span {
-                return Err(KernelError::shape(
-                    "input X",
-                    format!("spatial axis {d} of size {padded} (padded) is smaller than the window {span}"),
-                ));
-            }
-            let steps = padded - span;
-            output[d] = if ceil_mode {
-                let out = steps.div_ceil(stride[d]) + 1;
-                if (out - 1) * stride[d] >= input[d] + begin[d] {
-                    out - 1
-                } else {
-                    out
-                }
-            } else {
-                steps / stride[d] + 1
-            };
-        }
         Ok(Window {
             rank,
-            input: to3(input, 1),
-            kernel: to3(kernel, 1),
-            output: to3(&output, 1),
-            stride: to3(&stride, 1),
-            dilation: to3(&dilation, 1),
-            pad_begin: to3(&begin, 0),
-            pad_end: to3(&end, 0),
+            input: to3(&w.input, 1),
+            kernel: to3(&w.kernel, 1),
+            output: to3(&w.output, 1),
+            stride: to3(&w.strides, 1),
+            dilation: to3(&w.dilations, 1),
+            pad_begin: to3(&w.pads_begin, 0),
+            pad_end: to3(&w.pads_end, 0),
         })
+    }
+
+    /// The window of a Conv (or its gradients) over spatial input `input` with the
+    /// weight's spatial shape `kernel` ([`ContractWindow::conv`]).
+    pub fn conv(attrs: &Attrs<'_>, input: &[usize], kernel: &[usize]) -> Result<Window> {
+        Window::padded(ContractWindow::conv(&attrs.contract(), input, kernel)?)
+    }
+
+    /// The window of a pool over an input of shape `x` (`[N, C, spatial...]`)
+    /// ([`ContractWindow::pool`]).
+    pub fn pool(attrs: &Attrs<'_>, x: &[usize]) -> Result<Window> {
+        Window::padded(ContractWindow::pool(&attrs.contract(), x)?)
+    }
+
+    /// The window of a ConvTranspose over spatial input `input` with kernel `kernel`, seen
+    /// from the equivalent forward conv: its "input" is this op's output and its "output"
+    /// is this op's input, so `Window::source` maps input to output
+    /// ([`ContractWindow::conv_transpose`]).
+    pub fn conv_transpose(attrs: &Attrs<'_>, input: &[usize], kernel: &[usize]) -> Result<Window> {
+        Window::padded(ContractWindow::conv_transpose(&attrs.contract(), input, kernel)?)
     }
 
     /// Output spatial size, with the op's own number of axes.
@@ -144,68 +95,6 @@ impl Window {
             .checked_sub(self.pad_begin[axis])
             .filter(|&i| i < self.input[axis])
     }
-}
-
-/// The window geometry of a pool over an input of shape `x` (`[N, C, spatial...]`) from
-/// `kernel_shape`, `ceil_mode` and the pad attributes.
-pub(crate) fn pool_window(attrs: &Attrs<'_>, x: &[usize]) -> Result<Window> {
-    if x.len() < 3 {
-        return Err(KernelError::shape("input X", format!("expected [N, C, spatial...], found {x:?}")));
-    }
-    let kernel = window_attr(attrs, "kernel_shape", x.len() - 2, 1)?
-        .ok_or_else(|| KernelError::attr("kernel_shape", "is required"))?;
-    Window::from_attrs(attrs, &x[2..], &kernel, attrs.int("ceil_mode", 0)? != 0)
-}
-
-/// The geometry of a ConvTranspose over spatial input `input` with kernel `kernel`, seen
-/// from the equivalent forward conv: its "input" is this op's output and its "output" is
-/// this op's input, so `Window::source` maps input to output.
-pub(crate) fn conv_transpose_window(attrs: &Attrs<'_>, input: &[usize], kernel: &[usize]) -> Result<Window> {
-    let rank = input.len();
-    let (stride, dilation) = strides_dilations(attrs, rank)?;
-    if kernel.contains(&0) {
-        return Err(KernelError::shape("input W", format!("empty kernel {kernel:?}")));
-    }
-    let out_pad = window_attr(attrs, "output_padding", rank, 0)?.unwrap_or_else(|| vec![0; rank]);
-    let output_shape = window_attr(attrs, "output_shape", rank, 0)?;
-    let auto_pad = attrs.string("auto_pad", "NOTSET")?;
-    let (mut begin, mut end) = explicit_pads(attrs, rank)?;
-    let mut output = vec![0; rank];
-    for d in 0..rank {
-        let full = stride[d] * (input[d].max(1) - 1) + out_pad[d] + (kernel[d] - 1) * dilation[d] + 1;
-        let target = match (&output_shape, auto_pad) {
-            (Some(s), _) => Some(s[d]),
-            (None, "SAME_UPPER" | "SAME_LOWER") => Some(input[d] * stride[d]),
-            (None, "VALID") => Some(full),
-            (None, "NOTSET") => None,
-            (None, other) => return Err(KernelError::attr("auto_pad", format!("unknown value `{other}`"))),
-        };
-        match target {
-            Some(out) => {
-                let total = full.checked_sub(out).ok_or_else(|| {
-                    KernelError::unsupported(format!("output size {out} on axis {d} beyond the full size {full}"))
-                })?;
-                let half = total / 2;
-                (begin[d], end[d]) = if auto_pad == "SAME_UPPER" { (half, total - half) } else { (total - half, half) };
-                output[d] = out;
-            }
-            None => {
-                output[d] = full.checked_sub(begin[d] + end[d]).ok_or_else(|| {
-                    KernelError::attr("pads", format!("remove more than the {full} elements of axis {d}"))
-                })?;
-            }
-        }
-    }
-    Ok(Window {
-        rank,
-        input: to3(&output, 1),
-        kernel: to3(kernel, 1),
-        output: to3(input, 1),
-        stride: to3(&stride, 1),
-        dilation: to3(&dilation, 1),
-        pad_begin: to3(&begin, 0),
-        pad_end: to3(&end, 0),
-    })
 }
 
 /// LRN's attributes: x / (bias + alpha / size · Σ x²)^beta over channels

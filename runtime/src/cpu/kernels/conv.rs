@@ -23,16 +23,6 @@ pub(super) fn groups(ctx: &Ctx<'_>, channels: usize, what: &str) -> Result<(usiz
     Ok((channels / group as usize, group as usize))
 }
 
-/// Checks that attribute `kernel_shape`, when given, matches the weights' spatial shape.
-pub(super) fn check_kernel_shape(ctx: &Ctx<'_>, spatial: &[usize]) -> Result<()> {
-    match ctx.attrs.ints_opt("kernel_shape")? {
-        Some(k) if !k.iter().map(|&v| usize::try_from(v).ok()).eq(spatial.iter().map(|&v| Some(v))) => {
-            Err(KernelError::attr("kernel_shape", format!("{k:?} differs from the weights' spatial shape {spatial:?}")))
-        }
-        _ => Ok(()),
-    }
-}
-
 /// Checks that optional bias `B` has shape `[channels]` and returns its elements.
 pub(super) fn bias<T: Float>(b: Option<&HostTensor>, channels: usize) -> Result<Option<&[T]>> {
     let Some(b) = b else { return Ok(None) };
@@ -58,8 +48,7 @@ fn conv_typed<T: Float>(ctx: &Ctx<'_>, x: &HostTensor) -> Result<Vec<HostTensor>
             format!("shape {:?} does not fit {c} channels in {group} groups", w.shape),
         ));
     }
-    check_kernel_shape(ctx, &w.shape[2..])?;
-    let win = Window::from_attrs(&ctx.attrs, &x.shape[2..], &w.shape[2..], false)?;
+    let win = Window::conv(&ctx.attrs, &x.shape[2..], &w.shape[2..])?;
     let b = bias::<T>(ctx.opt_input(2), m)?;
     let (xs, ws) = (x.view::<T>("input X")?, w.view::<T>("input W")?);
     let (mg, kk) = (m / group, numel(&win.kernel));

@@ -1,10 +1,10 @@
 //! ConvTranspose (1-D to 3-D, grouped): GEMM with the transposed weights, then col2im.
 
-use super::conv::{add_channel_bias, bias, check_kernel_shape, groups};
+use super::conv::{add_channel_bias, bias, groups};
 use super::num::{gemm, Float};
 use super::{dispatch_float, Ctx, Kernel};
 use crate::error::{KernelError, Result};
-use crate::geometry::window::{check_spatial_rank, conv_transpose_window, Window};
+use crate::geometry::window::{check_spatial_rank, Window};
 use crate::tensor::{numel, HostTensor};
 
 /// The transposed-convolution kernel.
@@ -27,8 +27,7 @@ fn conv_transpose_typed<T: Float>(ctx: &Ctx<'_>, x: &HostTensor) -> Result<Vec<H
     let (n, c, mg) = (x.shape[0], x.shape[1], w.shape[1]);
     let (cg, group) = groups(ctx, c, "X")?;
     let m = mg * group;
-    check_kernel_shape(ctx, &w.shape[2..])?;
-    let win = conv_transpose_window(&ctx.attrs, &x.shape[2..], &w.shape[2..])?;
+    let win = Window::conv_transpose(&ctx.attrs, &x.shape[2..], &w.shape[2..])?;
     let b = bias::<T>(ctx.opt_input(2), m)?;
     let (xs, ws) = (x.view::<T>("input X")?, w.view::<T>("input W")?);
     let kk = numel(&win.kernel);

@@ -4,7 +4,7 @@
 use super::num::{Float, Num};
 use super::{dispatch_float, Ctx, Kernel};
 use crate::error::{KernelError, Result};
-use crate::geometry::window::{pool_window, Lrn, Window};
+use crate::geometry::window::{Lrn, Window};
 use crate::tensor::{numel, Elem, HostTensor};
 
 /// The pooling kernels.
@@ -84,7 +84,7 @@ impl Windows {
 }
 
 fn pool_typed<T: Float>(ctx: &Ctx<'_>, x: &HostTensor, kind: Pool) -> Result<Vec<HostTensor>> {
-    let win = pool_window(&ctx.attrs, &x.shape)?;
+    let win = Window::pool(&ctx.attrs, &x.shape)?;
     let xs = x.view::<T>("input X")?;
     let planes = x.shape[0] * x.shape[1];
     let (in_sp, out_sp) = (numel(&win.input), numel(&win.output));

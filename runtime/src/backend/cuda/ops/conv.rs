@@ -24,7 +24,7 @@ use crate::backend::cuda::libs::{int, Algo, Dnn};
 use crate::backend::cuda::CudaBuffer;
 use crate::backend::Queue;
 use crate::error::KernelError;
-use crate::geometry::window::{conv_transpose_window, Window};
+use crate::geometry::window::Window;
 use cudarc::cudnn::{result as dnn, sys};
 use lms_proto::lms::DType;
 use lms_proto::ops::scratch::{ConvAlgorithm, Part};
@@ -73,16 +73,7 @@ impl Geometry {
             )
             .into());
         }
-        if let Some(k) = exec.attrs.ints_opt("kernel_shape")? {
-            if !k.iter().map(|&v| usize::try_from(v).ok()).eq(w[2..].iter().map(|&v| Some(v))) {
-                return Err(KernelError::attr(
-                    "kernel_shape",
-                    format!("{k:?} differs from the weights' spatial shape {:?}", &w[2..]),
-                )
-                .into());
-            }
-        }
-        let win = Window::from_attrs(&exec.attrs, &x[2..], &w[2..], false)?;
+        let win = Window::conv(&exec.attrs, &x[2..], &w[2..])?;
         let spatial = x.len() - 2;
         let tail = |v: &[usize; 3]| v[3 - spatial..].to_vec();
         let mut y = vec![x[0], w[0]];
@@ -330,7 +321,7 @@ fn conv_transpose(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
         );
     };
     let spatial = x.shape.len() - 2;
-    let win = conv_transpose_window(&exec.attrs, &x.shape[2..], &w.shape[2..])?;
+    let win = Window::conv_transpose(&exec.attrs, &x.shape[2..], &w.shape[2..])?;
     let tail = |v: &[usize; 3]| v[3 - spatial..].to_vec();
     let channels = w.shape[1] * groups;
     let mut full = vec![x.shape[0], channels];

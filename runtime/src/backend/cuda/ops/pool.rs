@@ -3,7 +3,7 @@
 
 use super::{check_shape, ptr, Arg, Exec, OpResult, Table};
 use crate::backend::cuda::CudaBuffer;
-use crate::geometry::window::{pool_window, Window};
+use crate::geometry::window::Window;
 use cudarc::driver::DeviceRepr;
 use lms_proto::lms::DType;
 
@@ -48,7 +48,7 @@ impl WindowParams {
 
 /// The window of a pool over X `x` ([N, C, spatial...]), and the number of planes.
 fn window(exec: &Exec<'_>, x: &[usize]) -> OpResult<(WindowParams, usize, Vec<usize>)> {
-    let win = pool_window(&exec.attrs, x)?;
+    let win = Window::pool(&exec.attrs, x)?;
     let mut y = x[..2].to_vec();
     y.extend_from_slice(win.output_dims());
     Ok((WindowParams::new(&win), x[0] * x[1], y))

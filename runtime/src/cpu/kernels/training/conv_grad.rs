@@ -2,7 +2,7 @@
 //! ConvGradData is Wᵀ·dY followed by col2im, ConvGradWeight is dY·im2col(X)ᵀ summed
 //! over the batch, ConvGradBias sums dY over every axis but 1.
 
-use super::super::conv::{check_kernel_shape, groups, im2col};
+use super::super::conv::{groups, im2col};
 use super::super::conv_transpose::col2im;
 use super::super::num::{gemm, Float};
 use super::super::{dispatch_float, Ctx, Kernel};
@@ -68,8 +68,7 @@ fn geometry(ctx: &Ctx<'_>, x: &[usize], w: &[usize], dy: &[usize]) -> Result<Con
     if w[1] != cg || m % group != 0 {
         return Err(KernelError::shape("input W", format!("shape {w:?} does not fit {c} channels in {group} groups")));
     }
-    check_kernel_shape(ctx, &w[2..])?;
-    let win = Window::from_attrs(&ctx.attrs, &x[2..], &w[2..], false)?;
+    let win = Window::conv(&ctx.attrs, &x[2..], &w[2..])?;
     if dy[..2] != [n, m] || dy[2..] != *win.output_dims() {
         let mut want = vec![n, m];
         want.extend_from_slice(win.output_dims());

@@ -7,7 +7,7 @@ use super::super::pool::{first_max, Windows};
 use super::super::{dispatch_float, Ctx, Kernel};
 use super::{from_f64s, same_shape};
 use crate::error::{KernelError, Result};
-use crate::geometry::window::pool_window;
+use crate::geometry::window::Window;
 use crate::tensor::{numel, Elem, HostTensor};
 
 /// The pooling gradient kernels.
@@ -25,7 +25,7 @@ fn pool_grad(ctx: &Ctx<'_>, max: bool) -> Result<Vec<HostTensor>> {
 
 fn pool_grad_typed<T: Float>(ctx: &Ctx<'_>, dy: &HostTensor, max: bool) -> Result<Vec<HostTensor>> {
     let x_shape = ctx.out_shape(0)?;
-    let win = pool_window(&ctx.attrs, x_shape)?;
+    let win = Window::pool(&ctx.attrs, x_shape)?;
     let mut y_shape = x_shape[..2].to_vec();
     y_shape.extend_from_slice(win.output_dims());
     same_shape(dy, &y_shape, "dY")?;

@@ -8,7 +8,7 @@ enum UnaryOp {
     U_RELU = 0, U_NEG, U_ABS, U_LEAKY_RELU, U_SIGMOID, U_TANH, U_ELU, U_SELU, U_SOFTPLUS,
     U_SOFTSIGN, U_HARD_SIGMOID, U_GELU_ERF, U_GELU_TANH, U_EXP, U_LOG, U_RECIPROCAL, U_ERF,
     U_SQRT, U_FLOOR, U_CEIL, U_CLIP, U_DIV_BY, U_COS, U_SIN,
-    U_HARD_SWISH
+    U_HARD_SWISH, U_ROUND
 };
 
 __device__ __forceinline__ float sigmoid_of(float x) {
@@ -44,6 +44,7 @@ __device__ float unary_op(int op, float x, float a, float b) {
     case U_COS: return cosf(x);
     case U_SIN: return sinf(x);
     case U_HARD_SWISH: return x * min_nan(max_nan((1.0f / 6.0f) * x + 0.5f, 0.0f), 1.0f);
+    case U_ROUND: return rintf(x);  // halves to even in the default rounding mode
     default: return x;
     }
 }

@@ -298,6 +298,7 @@ fn unary_ops_and_their_gradients_match_the_cpu() {
         "Exp",
         "Floor",
         "Ceil",
+        "Round",
         "Softplus",
         "Softsign",
         "Selu",
@@ -329,6 +330,9 @@ fn unary_ops_and_their_gradients_match_the_cpu() {
     .check();
     let special =
         HostTensor::from_vec(vec![2, 3], vec![f32::NAN, f32::INFINITY, -f32::INFINITY, 0.0, -1.5, f32::MAX]).unwrap();
+    // Round takes halves to the even integer on both devices.
+    let halves = HostTensor::from_vec(vec![2, 4], vec![-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 4.5, f32::NAN]).unwrap();
+    Case::new("Round", vec![halves], vec![f32s(&[2, 4])]).check();
     let bools = (DType::DtypeBool, vec![2, 3]);
     Case::new("IsNaN", vec![special.clone()], vec![bools.clone()]).check();
     for (positive, negative) in [(1, 1), (1, 0), (0, 1)] {

@@ -198,3 +198,28 @@ fn opsets_22_and_23_train_as_earlier_opsets_do() {
     let refused = frontend::import(&conv_model(24), None, &FrontendOptions::default()).unwrap_err().to_string();
     assert!(refused.contains("opset 24") && refused.contains("6 to 23"), "{refused}");
 }
+
+/// A model that rounds its data imports (Round needs no gradient on the data path) and takes
+/// a training step: a finite loss, the weight after the Round moved.
+#[test]
+fn a_model_rounding_its_input_imports_and_trains() {
+    let mut m = ModelBuilder::new("round", 17);
+    m.input("x", 1, &[2, 8])
+        .weight("w", &[8, 3], -0.5, 0.5)
+        .node("Round", &["x"], &["r"], vec![])
+        .node("MatMul", &["r", "w"], &["y"], vec![])
+        .output("y");
+    let options = TrainOptions { loss: lms_compiler::train::Loss::MeanSquaredError, ..Default::default() };
+    let graph = compile(&m.build(), None, &options);
+    assert!(graph.nodes.iter().any(|n| n.op == "Round"), "the Round node is kept");
+    let trained = lms_tests::training::updated_variables(&graph, "SgdUpdate");
+    assert!(!trained.is_empty(), "nothing is trained");
+    let mut s = session(&graph, 3, &BTreeMap::new());
+    let before: BTreeMap<_, _> = s.variables().unwrap().into_iter().collect();
+    let loss = s.step().unwrap().loss.unwrap();
+    assert!(loss.is_finite(), "loss {loss}");
+    let after: BTreeMap<_, _> = s.variables().unwrap().into_iter().collect();
+    for name in &trained {
+        assert_ne!(before[name], after[name], "'{name}' did not move");
+    }
+}

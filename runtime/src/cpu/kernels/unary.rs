@@ -38,6 +38,7 @@ pub(super) const KERNELS: &[(&str, Kernel)] = &[
     ("Not", not),
     ("Reciprocal", reciprocal),
     ("Relu", relu),
+    ("Round", round),
     ("Selu", selu),
     ("Sigmoid", sigmoid),
     ("Sin", sin),
@@ -173,6 +174,11 @@ fn ceil(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     map_input!(ctx, dispatch_float, T, |x| x.ceil())
 }
 
+/// Round: to the nearest integer, halves to the even one (as ONNX and IEEE 754).
+fn round(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
+    map_input!(ctx, dispatch_float, T, |x| x.round_ties_even())
+}
+
 fn not(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     let x = ctx.input(0, "X")?;
     let data = x.as_bool("input X")?.iter().map(|&b| !b).collect::<Vec<_>>();
@@ -256,6 +262,11 @@ mod tests {
         assert_close(&apply("Exp", &[], &xs), &each(f64::exp));
         assert_close(&apply("Floor", &[], &xs), &each(f64::floor));
         assert_close(&apply("Ceil", &[], &xs), &each(f64::ceil));
+        assert_close(&apply("Round", &[], &xs), &each(f64::round_ties_even));
+        let halves = [-2.5f32, -1.5, -0.5, 0.5, 1.5, 2.5, 0.4999, f32::NAN];
+        let rounded = apply("Round", &[], &halves);
+        assert_eq!(rounded[..7], [-2.0, -2.0, -0.0, 0.0, 2.0, 2.0, 0.0]);
+        assert!(rounded[7].is_nan());
         assert_close(&apply("Cos", &[], &xs), &each(f64::cos));
         assert_close(&apply("Sin", &[], &xs), &each(f64::sin));
         assert_close(&apply("HardSigmoid", &[], &xs), &each(|x| (0.2 * x + 0.5).clamp(0.0, 1.0)));

@@ -27,6 +27,7 @@ pub(super) const ONNX: Table = &[
     ("Erf", |e| unary(e, Unary::Erf)),
     ("Exp", |e| unary(e, Unary::Exp)),
     ("Floor", |e| unary(e, Unary::Floor)),
+    ("Round", |e| unary(e, Unary::Round)),
     ("Gelu", gelu),
     ("Greater", |e| compare(e, Compare::Greater)),
     ("GreaterOrEqual", |e| compare(e, Compare::GreaterOrEqual)),
@@ -104,6 +105,7 @@ pub(super) enum Unary {
     Cos,
     Sin,
     HardSwish,
+    Round,
 }
 
 /// Binary op codes (`enum BinaryOp`).
@@ -726,6 +728,7 @@ mod tests {
             Unary::Cos,
             Unary::Sin,
             Unary::HardSwish,
+            Unary::Round,
         ];
         let names: Vec<String> = unary.iter().map(|v| lower(v)).collect();
         assert_eq!(names, c_enum(source, "UnaryOp"));

@@ -1090,9 +1090,11 @@ fn dropout_and_optimizers_match_the_cpu() {
         .check();
 }
 
-/// Losses and final weights of `steps` steps of a training graph.
+/// Losses and final weights of `steps` steps of a training graph whose arena may take
+/// `device_memory` bytes beside the backend's fixed reserve.
 fn train<B: Backend>(b: &Builder, backend: B, steps: usize, device_memory: u64) -> (Vec<f32>, Vec<HostTensor>) {
     let program = Program::new(b.graph.clone(), "train.lms").unwrap();
+    let device_memory = device_memory + backend.fixed_device_bytes();
     let options = RunOptions { device_memory, host_memory: 1 << 30, seed: 9 };
     let mut session = Session::new(program, backend, options).unwrap_or_else(|e| panic!("{e}"));
     let losses =
@@ -1131,8 +1133,9 @@ fn over_budget_fails_at_the_op_and_the_arena_reports_its_state() {
         return;
     }
     let program = Program::new(training_graph(false).graph, "train.lms").unwrap();
-    let options = RunOptions { device_memory: 200, host_memory: 1 << 20, seed: 1 };
-    let err = Session::new(program, gpu(), options).and_then(|mut s| s.step().map(|_| ())).unwrap_err();
+    let backend = gpu();
+    let options = RunOptions { device_memory: 200 + backend.fixed_device_bytes(), host_memory: 1 << 20, seed: 1 };
+    let err = Session::new(program, backend, options).and_then(|mut s| s.step().map(|_| ())).unwrap_err();
     assert!(err.to_string().starts_with("out of device memory"), "{err}");
     let backend = gpu();
     let stats = backend.arena_stats();

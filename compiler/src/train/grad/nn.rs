@@ -6,6 +6,8 @@ use crate::error::Result;
 use crate::ir::{Attr, AttrError, Attrs, TensorData, TensorId, TensorType};
 use crate::shape::SoftmaxAxis;
 use crate::train::builder::Builder;
+use lms_proto::ops::window::Window;
+use lms_proto::ops::ShapeResult;
 
 /// The rules of the neural-network ops and of lms's training-mode ops and losses.
 pub(super) const RULES: &[(&str, GradFn)] = &[
@@ -177,56 +179,22 @@ fn copy_attrs(ctx: &Ctx<'_>, attrs: &mut Attrs, names: &[&str]) {
     }
 }
 
-/// Explicit begin/end pads of a windowed op (resolving `auto_pad`), from the
-/// input and output spatial sizes.
-fn explicit_pads(
-    ctx: &Ctx<'_>,
-    x: &TensorType,
-    y: &TensorType,
-    kernel: &[usize],
-    strides: &[i64],
-    dilations: &[i64],
-) -> Result<Vec<i64>> {
-    let attrs = &ctx.node.attrs;
-    let auto = attrs.string("auto_pad", "NOTSET".into()).map_err(|e| attr_fail(ctx, e))?;
-    let n = kernel.len();
-    if auto == "NOTSET" {
-        let pads = attrs.ints("pads", vec![0; 2 * n]).map_err(|e| attr_fail(ctx, e))?;
-        return Ok(pads);
-    }
-    let mut pads = vec![0i64; 2 * n];
-    if auto == "VALID" {
-        return Ok(pads);
-    }
-    for i in 0..n {
-        let (input, output) = (x.shape[2 + i] as i64, y.shape[2 + i] as i64);
-        let total = ((output - 1) * strides[i] + (kernel[i] as i64 - 1) * dilations[i] + 1 - input).max(0);
-        let small = total / 2;
-        let (begin, end) = if auto == "SAME_LOWER" { (total - small, small) } else { (small, total - small) };
-        pads[i] = begin;
-        pads[n + i] = end;
-    }
-    Ok(pads)
-}
-
-/// Strides, dilations and explicit pads of a windowed op with `kernel`.
-fn window_attrs(ctx: &Ctx<'_>, x: &TensorType, y: &TensorType, kernel: &[usize]) -> Result<Attrs> {
-    let n = kernel.len();
-    let attrs = &ctx.node.attrs;
-    let strides = attrs.ints("strides", vec![1; n]).map_err(|e| attr_fail(ctx, e))?;
-    let dilations = attrs.ints("dilations", vec![1; n]).map_err(|e| attr_fail(ctx, e))?;
-    let pads = explicit_pads(ctx, x, y, kernel, &strides, &dilations)?;
+/// Kernel shape, strides, dilations and explicit pads (`auto_pad` resolved) of a windowed
+/// op's `window`, by the contract's window rule.
+fn window_attrs(ctx: &Ctx<'_>, window: ShapeResult<Window>) -> Result<Attrs> {
+    let w = window.map_err(|e| ctx.fail(e.to_string()))?;
+    let ints = |v: &[usize]| Attr::Ints(v.iter().map(|&x| x as i64).collect());
     Ok(Attrs::new()
-        .with("kernel_shape", Attr::Ints(kernel.iter().map(|&k| k as i64).collect()))
-        .with("strides", Attr::Ints(strides))
-        .with("dilations", Attr::Ints(dilations))
-        .with("pads", Attr::Ints(pads)))
+        .with("kernel_shape", ints(&w.kernel))
+        .with("strides", ints(&w.strides))
+        .with("dilations", ints(&w.dilations))
+        .with("pads", ints(&[w.pads_begin, w.pads_end].concat())))
 }
 
 fn conv(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
     let (dy, x, w) = (ctx.dy(0)?, ctx.input(0)?, ctx.input(1)?);
-    let (tx, tw, ty) = (b.ty(x), b.ty(w), b.ty(ctx.node.outputs[0]));
-    let mut attrs = window_attrs(ctx, &tx, &ty, &tw.shape[2..])?;
+    let (tx, tw) = (b.ty(x), b.ty(w));
+    let mut attrs = window_attrs(ctx, Window::conv(&ctx.node.attrs, &tx.shape[2..], &tw.shape[2..]))?;
     attrs.set("group", Attr::Int(ctx.node.attrs.int("group", 1).map_err(|e| attr_fail(ctx, e))?));
     let dx =
         if ctx.needs(0) { Some(b.lms1(&ctx.name("data"), "ConvGradData", attrs.clone(), &[dy, w], tx)) } else { None };
@@ -310,17 +278,8 @@ fn pool(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
         return Err(ctx.fail("lms has no gradient through MaxPool's indices".into()));
     }
     let (dy, x) = (ctx.dy(0)?, ctx.input(0)?);
-    let (tx, ty) = (b.ty(x), b.ty(ctx.node.outputs[0]));
-    let kernel: Vec<usize> = ctx
-        .node
-        .attrs
-        .ints_opt("kernel_shape")
-        .map_err(|e| attr_fail(ctx, e))?
-        .ok_or_else(|| ctx.fail("kernel_shape is required".into()))?
-        .iter()
-        .map(|&k| k.max(1) as usize)
-        .collect();
-    let mut attrs = window_attrs(ctx, &tx, &ty, &kernel)?;
+    let tx = b.ty(x);
+    let mut attrs = window_attrs(ctx, Window::pool(&ctx.node.attrs, &tx.shape))?;
     for name in ["ceil_mode", "count_include_pad"] {
         if let Some(v) = ctx.node.attrs.get(name) {
             attrs.set(name, v.clone());

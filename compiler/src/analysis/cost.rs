@@ -10,7 +10,10 @@
 //!   peak and bytes / memory bandwidth (elementwise and normalisation ops are
 //!   bound by the bandwidth).
 //! - Swap-outs and swap-ins: the tensor's bytes / the host link's bandwidth
-//!   in that direction.
+//!   in that direction, plus the launch latency (a copy's fixed time) and
+//!   nothing else: a swap reads no inputs out of the arena and writes no
+//!   outputs into it as a kernel does, so the per-tensor and per-node times
+//!   of a measured profile are not charged to it.
 //! - Views and parameterized vertices (variables, inputs): no time.
 //!
 //! A profile measured by `lms profile` replaces the roofline with its
@@ -18,8 +21,8 @@
 //! transcendental kernel by the function evaluations it makes per element
 //! (`shape::transcendental_evaluations`), costs a view as the copy
 //! lms's backends make of it ([`CostModel::backend_work`]), and adds a time
-//! per input and output of every kernel and copy, and a time per scheduled
-//! node that a step pays beyond that. Where the
+//! per input and output of every kernel and view, and a time per scheduled
+//! node that a step pays beyond that (swaps excepted). Where the
 //! profile says the backend lowers convolutions to a matrix product per
 //! image (`conv_by_image`), convolutions and matrix products are costed by
 //! the shapes of their products ([`super::gemm`]).
@@ -76,7 +79,8 @@ impl<'p> CostModel<'p> {
                 let node = g.node(id);
                 let images = node.inputs.first().copied().flatten().and_then(|t| g.tensor(t).ty.shape.first().copied());
                 let tensors = node.inputs.iter().flatten().count() + node.outputs.len();
-                let per_tensor = if work.engine == Engine::View { 0.0 } else { self.profile.tensor_seconds };
+                let copy = matches!(work.engine, Engine::DeviceToHost | Engine::HostToDevice);
+                let per_tensor = if work.engine == Engine::View || copy { 0.0 } else { self.profile.tensor_seconds };
                 let lowered = match (work.engine, &self.profile.kernel_rates) {
                     (Engine::Matrix, Some(rates)) if rates.conv_by_image => gemm::of(g, id),
                     _ => None,
@@ -92,7 +96,7 @@ impl<'p> CostModel<'p> {
                         self.seconds_as(class, &measured, images.unwrap_or(1) as u64)
                     }
                 };
-                let per_node = if node.parameterized { 0.0 } else { self.profile.node_seconds };
+                let per_node = if node.parameterized || copy { 0.0 } else { self.profile.node_seconds };
                 body + per_tensor * tensors as f64 + per_node
             }),
             engine: work.engine,

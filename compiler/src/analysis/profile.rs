@@ -162,13 +162,13 @@ pub struct DeviceProfile {
     pub device_to_host_bytes_per_second: f64,
     /// Fixed time added to every kernel launch and copy, seconds.
     pub launch_seconds: f64,
-    /// Time added per input and output of a kernel or copy, seconds (format
-    /// 2; the CPU backend reads each input out of its arena block and writes
-    /// each output into its own).
+    /// Time added per input and output of a kernel, seconds (format 2; the
+    /// CPU backend reads each input out of its arena block and writes each
+    /// output into its own; a swap's copy does neither).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub tensor_seconds: f64,
-    /// Time added to every scheduled node that is not a parameterized vertex,
-    /// views included, seconds (format 2): what a node of a training step
+    /// Time added to every scheduled node that is not a parameterized vertex
+    /// or a swap, views included, seconds (format 2): what a node of a training step
     /// takes beyond its kernel's time as chains of one kind of op measure it
     /// (the executor's work around it, code and data a step no longer holds
     /// in cache).

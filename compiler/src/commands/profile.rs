@@ -166,8 +166,7 @@ impl<B: Backend, F: Fn() -> std::result::Result<B, RuntimeError>> Measurer<F> {
             reduction: self.rates(vector_sizes.iter().map(|&n| normalisation(n)).collect(), overhead)?,
             transcendental: self.rates(vector_sizes.iter().map(|&n| transcendental(n)).collect(), overhead)?,
         };
-        let (to_host, to_device) =
-            self.copy_bandwidths(if quick { 1 << 18 } else { 1 << 23 }, launch + 2.0 * tensor)?;
+        let (to_host, to_device) = self.copy_bandwidths(if quick { 1 << 18 } else { 1 << 23 }, launch)?;
         let best = |points: &[[f64; 2]]| points.iter().map(|p| p[1]).fold(0.0, f64::max);
         let matrix = best(&kernel_rates.matmul).max(best(&kernel_rates.conv));
         let (what, host_link, overlap) = match device {
@@ -226,8 +225,9 @@ impl<B: Backend, F: Fn() -> std::result::Result<B, RuntimeError>> Measurer<F> {
     }
 
     /// Bandwidths (device to host, host to device) of swaps of `elements`
-    /// f32: a chain of swap-out/swap-in pairs whose time is shared between
-    /// the two copies by their traced durations.
+    /// f32: a chain of swap-out/swap-in pairs whose time, less each copy's
+    /// fixed `overhead` (the launch latency the time model charges a swap),
+    /// is shared between the two copies by their traced durations.
     fn copy_bandwidths(&self, elements: usize, overhead: f64) -> Result<(f64, f64)> {
         let pairs = 4;
         let probe = swaps(elements, pairs);
@@ -547,5 +547,23 @@ mod tests {
         assert!(copy.seconds > measured.launch_seconds);
         let h100 = DeviceProfile::load("h100-sxm").expect("the shipped profile");
         assert_eq!(CostModel::new(&h100).cost(&g, flatten).seconds, 0.0);
+    }
+
+    #[test]
+    fn swaps_cost_their_copy_and_launch_only() {
+        let probe = swaps(1024, 1);
+        let measured = DeviceProfile::load(concat!(env!("CARGO_MANIFEST_DIR"), "/profiles/cpu-2core-measured.json"))
+            .expect("the measured CPU profile");
+        assert!(measured.tensor_seconds > 0.0 && measured.node_seconds > 0.0);
+        let model = CostModel::new(&measured);
+        for (op, bandwidth) in [
+            (SWAP_OUT_OP, measured.device_to_host_bytes_per_second),
+            (SWAP_IN_OP, measured.host_to_device_bytes_per_second),
+        ] {
+            let id = probe.graph.node_ids().find(|&id| probe.graph.node(id).op == op).expect("the probe's swap");
+            let copy = model.cost(&probe.graph, id).seconds;
+            let expected = 4096.0 / bandwidth + measured.launch_seconds;
+            assert!((copy - expected).abs() <= 1e-12, "{op}: {copy} s, expected {expected} s");
+        }
     }
 }

@@ -136,15 +136,23 @@ impl<'p> CostModel<'p> {
 
     /// Time of a matrix op lowered to `gemms` (with measured kernel rates):
     /// the products at the matrix-product rate of their shape class, or
-    /// streaming the op's bytes if that is longer, plus the lowering's
-    /// bytes at the elementwise rate of one product's share (the column
-    /// buffer is reused, so it stays in cache), plus the launch latency.
+    /// the time streaming the op's bytes from memory adds if that is longer,
+    /// plus the lowering's bytes at the elementwise rate of one product's
+    /// share (the column buffer is reused, so it stays in cache), plus the
+    /// launch latency. Streaming's time is the op's bytes at the elementwise
+    /// rate of their size less their time at the best elementwise rate:
+    /// the measured elementwise kernels compute on every element, so their
+    /// rate where the bytes fit in cache is their arithmetic's, not the
+    /// memory's, and only its fall with size is the memory's (the products
+    /// of a small model's layers run from cache in less time than those
+    /// bytes take an elementwise kernel).
     pub fn gemm_seconds(&self, gemms: &Gemms, work: &Work) -> f64 {
         let p = self.profile;
         let Some(rates) = &p.kernel_rates else { return self.seconds_as(KernelClass::MatMul, work, 1) };
         let elementwise = |bytes: f64| bytes / rates.rate(KernelClass::Elementwise, bytes.max(1.0));
         let products = gemms.flops() / rates.rate(KernelClass::MatMul, gemms.rate_size().max(1.0));
-        let streaming = elementwise((work.bytes_read + work.bytes_written) as f64);
+        let bytes = (work.bytes_read + work.bytes_written) as f64;
+        let streaming = (elementwise(bytes) - bytes / rates.best(KernelClass::Elementwise)).max(0.0);
         let per_product = gemms.lowering_bytes as f64 / gemms.count.max(1) as f64;
         let lowering = gemms.lowering_bytes as f64 / rates.rate(KernelClass::Elementwise, per_product.max(1.0));
         products.max(streaming) + lowering + p.launch_seconds
@@ -232,6 +240,29 @@ mod tests {
         assert!((m.seconds(&swap) - (1e-3 + launch)).abs() < 1e-12);
         let view = Work { flops: 0, bytes_read: 0, bytes_written: 0, engine: Engine::View };
         assert_eq!(m.seconds(&view), 0.0);
+    }
+
+    #[test]
+    fn lowered_products_stream_only_what_memory_adds() {
+        let mut p = DeviceProfile::load("cpu").unwrap();
+        p.kernel_rates = Some(KernelRates {
+            matmul: vec![[1e3, 1e10]],
+            conv: vec![[1e3, 1e10]],
+            conv_by_image: true,
+            elementwise: vec![[1e4, 8e9], [1e6, 8e9], [1e8, 2e9]],
+            reduction: vec![[1e3, 1e9]],
+            transcendental: vec![],
+        });
+        let m = CostModel::new(&p);
+        let launch = p.launch_seconds;
+        // 8×64×128 products: 131,072 FLOPs at 10 GFLOP/s, 13.1 µs; their 40 KB fit in cache.
+        let gemms = Gemms { count: 1, m: 8, k: 64, n: 128, lowering_bytes: 0 };
+        let small = Work { flops: 131_072, bytes_read: 36_864, bytes_written: 4_096, engine: Engine::Matrix };
+        assert!((m.gemm_seconds(&gemms, &small) - (13.1072e-6 + launch)).abs() < 1e-12);
+        // The same products over 1e8 bytes: 50 ms at 2 GB/s, of which 12.5 ms at the best
+        // rate is the elementwise kernels' arithmetic: 37.5 ms.
+        let large = Work { bytes_read: 99_000_000, bytes_written: 1_000_000, ..small };
+        assert!((m.gemm_seconds(&gemms, &large) - (37.5e-3 + launch)).abs() < 1e-9);
     }
 
     #[test]

@@ -76,6 +76,11 @@ impl KernelRates {
         }
     }
 
+    /// The highest rate of `class` at any size.
+    pub fn best(&self, class: KernelClass) -> f64 {
+        self.points(class).iter().map(|p| p[1]).fold(0.0, f64::max)
+    }
+
     /// The rate of a `class` kernel of `size` (FLOPs or bytes).
     pub fn rate(&self, class: KernelClass, size: f64) -> f64 {
         let points = self.points(class);

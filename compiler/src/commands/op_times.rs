@@ -5,7 +5,8 @@
 //! its medians over the other steps, of wall time and of the CPU time of the
 //! thread that issued it ([`lms_runtime::cpu_time`]: on the CPU backend, the
 //! node's time less the time the system ran other work, the figure to set
-//! against the model on a loaded machine).
+//! against the model on a loaded machine), and the least of its CPU times
+//! (what `lms profile` measures its probes by).
 
 use crate::analysis::cost;
 use crate::analysis::profile::DeviceProfile;
@@ -33,6 +34,8 @@ pub struct OpTimes {
     pub step_median_us: f64,
     /// Median CPU time of the measured steps.
     pub step_cpu_median_us: f64,
+    /// Least CPU time of the measured steps.
+    pub step_cpu_least_us: f64,
     /// The predicted step (`lms simulate`'s).
     pub step_predicted_us: f64,
     /// The sum of the nodes' CPU-time medians: the step's CPU time less it
@@ -53,6 +56,8 @@ pub struct NodeTime {
     pub median_us: f64,
     /// Median CPU time over the measured steps.
     pub cpu_median_us: f64,
+    /// Least CPU time over the measured steps.
+    pub cpu_least_us: f64,
     /// The time model's time of the node (0 for a node it does not run).
     pub predicted_us: f64,
     /// The node's kernel class in the time model (`View` for a node that
@@ -72,6 +77,8 @@ pub struct OpTypeTime {
     pub median_us: f64,
     /// Sum of the nodes' CPU-time medians.
     pub cpu_median_us: f64,
+    /// Sum of the nodes' least CPU times.
+    pub cpu_least_us: f64,
     /// Sum of the nodes' predictions.
     pub predicted_us: f64,
 }
@@ -119,6 +126,7 @@ impl Recorder {
                 NodeTime {
                     median_us: median(&mut wall),
                     cpu_median_us: median(&mut cpu),
+                    cpu_least_us: least(&cpu),
                     predicted_us,
                     class,
                     bytes,
@@ -135,11 +143,13 @@ impl Recorder {
                 nodes: 0,
                 median_us: 0.0,
                 cpu_median_us: 0.0,
+                cpu_least_us: 0.0,
                 predicted_us: 0.0,
             });
             entry.nodes += 1;
             entry.median_us += node.median_us;
             entry.cpu_median_us += node.cpu_median_us;
+            entry.cpu_least_us += node.cpu_least_us;
             entry.predicted_us += node.predicted_us;
         }
         let mut ops: Vec<OpTypeTime> = by_op.into_values().collect();
@@ -151,6 +161,7 @@ impl Recorder {
             steps_measured: step_us.len(),
             step_median_us: median(&mut step_us),
             step_cpu_median_us: median(&mut step_cpu_us),
+            step_cpu_least_us: least(&step_cpu_us),
             step_predicted_us: predicted.step_us,
             nodes_cpu_median_sum_us: nodes.iter().map(|n| n.cpu_median_us).sum(),
             ops,
@@ -190,6 +201,11 @@ impl Predicted {
             .collect();
         Ok(Predicted { profile: profile.name, step_us: timeline.step_seconds * 1e6, node_us, node_work })
     }
+}
+
+/// The least of `values` (0 when empty).
+fn least(values: &[f64]) -> f64 {
+    values.iter().copied().reduce(f64::min).unwrap_or(0.0)
 }
 
 /// The median of `values` (sorted in place; 0 when empty).
@@ -243,6 +259,9 @@ mod tests {
         let medians: Vec<(&str, f64, f64, f64)> =
             times.nodes.iter().map(|n| (n.name.as_str(), n.median_us, n.cpu_median_us, n.predicted_us)).collect();
         assert_eq!(medians, [("a", 6.0, 5.0, 4.0), ("b", 7.0, 6.0, 0.0), ("c", 11.0, 10.0, 0.0)]);
+        let least: Vec<f64> = times.nodes.iter().map(|n| n.cpu_least_us).collect();
+        assert_eq!((least, (times.step_cpu_least_us * 10.0).round()), (vec![4.0, 5.0, 9.0], 270.0));
+        assert_eq!(times.ops.iter().map(|o| o.cpu_least_us).collect::<Vec<_>>(), [9.0, 9.0]);
         let work: Vec<(&str, u64, u64)> = times.nodes.iter().map(|n| (n.class.as_str(), n.bytes, n.flops)).collect();
         assert_eq!(work, [("Elementwise", 8, 1), ("View", 0, 0), ("View", 0, 0)]);
         let ops: Vec<(&str, usize, f64, f64)> =

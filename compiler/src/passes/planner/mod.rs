@@ -447,7 +447,7 @@ pub struct Fitted {
 /// [`Error::NoPlan`] when no plan fits.
 pub fn fit(g: &Graph, speeds: &Speeds, options: PlanOptions) -> Result<Fitted> {
     let facts = Facts::new(g, g.schedule(), speeds);
-    fit_faster(&mut Greedy::new(&facts), options, None)
+    fit_faster(&mut Greedy::new(&facts), options, None, OnNoPlan::Explain)
         .map(|fitted| fitted.expect("a fit with nothing to beat drops no plan"))
 }
 
@@ -465,16 +465,76 @@ impl ToBeat<'_> {
     fn not_beaten_by(&self, graph: &Graph) -> bool {
         timeline::simulate(graph, graph.schedule(), self.profile).step_seconds >= self.step_seconds
     }
+
+    /// Whether the plan of `decisions` on the graph of `facts` is surely
+    /// predicted no faster, by [`step_at_least`] and before its graph is
+    /// built. The margin covers the rounding of the two sums, so this
+    /// answers yes only where [`ToBeat::not_beaten_by`] would.
+    fn surely_not_beaten_by(&self, facts: &Facts<'_>, decisions: &[Decision]) -> bool {
+        step_at_least(facts, decisions, self.profile) * (1.0 - 1e-9) >= self.step_seconds
+    }
+}
+
+/// A step the timeline of the plan of `decisions` on the graph of `facts`
+/// never goes below, from the decisions alone (no graph built): each stream
+/// runs its work one op at a time, so the step is at least each stream's
+/// busy time. The compute stream runs the graph's ops and the copies of the
+/// recompute chains (a copy takes its original's time); each swap adds a
+/// swap-out and a swap-in of the tensor's bytes, each at least its link's
+/// bandwidth plus the launch latency (nothing where the profile has
+/// measured op times, which may time a copy below that), on their own
+/// streams where copies overlap compute and on the compute stream where not.
+fn step_at_least(facts: &Facts<'_>, decisions: &[Decision], profile: &DeviceProfile) -> f64 {
+    let copy_seconds = |bytes: u64, bytes_per_second: f64| {
+        if profile.op_seconds.is_empty() {
+            bytes as f64 / bytes_per_second + profile.launch_seconds
+        } else {
+            0.0
+        }
+    };
+    let mut compute = facts.clock.between(0, facts.schedule.len());
+    let (mut out, mut back) = (0.0, 0.0);
+    for decision in decisions {
+        let bytes = facts.droppable[decision.droppable].bytes;
+        match &decision.kind {
+            Kind::Recompute { chain } => compute += chain.seconds(&facts.speeds.node_seconds),
+            Kind::Swap { .. } => {
+                out += copy_seconds(bytes, profile.device_to_host_bytes_per_second);
+                back += copy_seconds(bytes, profile.host_to_device_bytes_per_second);
+            }
+        }
+    }
+    if profile.copies_overlap_compute {
+        compute.max(out).max(back)
+    } else {
+        compute + out + back
+    }
+}
+
+/// What a fit returns when the planner's plan at the budgets misses them
+/// by its live peak (no plan of the graph fits).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OnNoPlan {
+    /// [`Error::NoPlan`] naming the op at the plan's peak (the plan is
+    /// applied and its memory simulated to find it).
+    Explain,
+    /// `Ok(None)`, as for a dropped plan: for a search that moves on to its
+    /// next budget either way.
+    Skip,
 }
 
 /// [`fit`] with `greedy`'s runs (on the graph's facts), dropping the plan
 /// (`Ok(None)`) as soon as a round's plan fits its live target but is
 /// predicted no faster than `to_beat` (a lower target adds decisions, so
-/// later rounds are taken to be no faster).
+/// later rounds are taken to be no faster): first by [`step_at_least`],
+/// without building its graph, else by the built graph's timeline. A
+/// round's plan is made into a graph only where it fits its live target
+/// (or to explain, by `on_no_plan`, why none fits).
 pub(crate) fn fit_faster(
     greedy: &mut Greedy<'_, '_>,
     options: PlanOptions,
     to_beat: Option<ToBeat<'_>>,
+    on_no_plan: OnNoPlan,
 ) -> Result<Option<Fitted>> {
     let facts = greedy.facts;
     let g = facts.g;
@@ -484,17 +544,24 @@ pub(crate) fn fit_faster(
     let mut closest: Option<(u64, Error)> = None;
     for round in 0..MAX_ROUNDS {
         let plan = greedy.plan(PlanOptions { budget: target, ..options });
+        if !plan.fits {
+            if round > 0 {
+                break;
+            }
+            if on_no_plan == OnNoPlan::Skip {
+                return Ok(None);
+            }
+            let (graph, _) = pipeline::apply_unchecked(g, &apply::patch_named(facts, &greedy.names, &plan.decisions))?;
+            let profile = memory::simulate(&graph, graph.schedule());
+            let peak_op = &graph.node(graph.schedule()[profile.peak_step]).name;
+            return Err(no_plan(g, facts.schedule, profile.peak_bytes, peak_op, options.budget.device));
+        }
+        if to_beat.is_some_and(|b| b.surely_not_beaten_by(facts, &plan.decisions)) {
+            return Ok(None);
+        }
         let patch = apply::patch_named(facts, &greedy.names, &plan.decisions);
         // Checked once it may be kept: most plans of a search are dropped unplaced.
         let (graph, _) = pipeline::apply_unchecked(g, &patch)?;
-        if !plan.fits {
-            if round == 0 {
-                let profile = memory::simulate(&graph, graph.schedule());
-                let peak_op = &graph.node(graph.schedule()[profile.peak_step]).name;
-                return Err(no_plan(g, facts.schedule, profile.peak_bytes, peak_op, options.budget.device));
-            }
-            break;
-        }
         if to_beat.is_some_and(|b| b.not_beaten_by(&graph)) {
             return Ok(None);
         }
@@ -536,12 +603,13 @@ pub fn best_effort(g: &Graph, speeds: &Speeds, options: PlanOptions) -> Result<F
 /// they do, only the timeline of the whole step shows.
 pub fn fit_fastest(g: &Graph, speeds: &Speeds, profile: &DeviceProfile, options: PlanOptions) -> Result<Fitted> {
     let facts = Facts::new(g, g.schedule(), speeds);
-    fit_fastest_below(&mut Greedy::new(&facts), profile, options, None)
+    fit_fastest_below(&mut Greedy::new(&facts), profile, options, None, OnNoPlan::Explain)
         .map(|fitted| fitted.expect("a fit with nothing to beat drops no plan"))
 }
 
 /// [`fit_fastest`] with `greedy`'s runs, `Ok(None)` where its plan would be
-/// predicted no faster than `to_beat` seconds ([`fit_faster`]); the
+/// predicted no faster than `to_beat` seconds ([`fit_faster`], which
+/// `on_no_plan` also tells what to return where no plan fits); the
 /// recompute-only plan is tried also where the plan with swaps is dropped
 /// or does not fit.
 pub(crate) fn fit_fastest_below(
@@ -549,9 +617,10 @@ pub(crate) fn fit_fastest_below(
     profile: &DeviceProfile,
     options: PlanOptions,
     to_beat: Option<f64>,
+    on_no_plan: OnNoPlan,
 ) -> Result<Option<Fitted>> {
     let beat = |step_seconds| ToBeat { profile, step_seconds };
-    let with_host = fit_faster(greedy, options, to_beat.map(beat));
+    let with_host = fit_faster(greedy, options, to_beat.map(beat), on_no_plan);
     if options.budget.host == 0 {
         return with_host;
     }
@@ -564,7 +633,7 @@ pub(crate) fn fit_fastest_below(
         Err(_) => return with_host,
     };
     let no_host = PlanOptions { budget: Budget { host: 0, ..options.budget }, ..options };
-    match fit_faster(greedy, no_host, to_beat.map(beat)) {
+    match fit_faster(greedy, no_host, to_beat.map(beat), on_no_plan) {
         Ok(Some(recompute_only)) => Ok(Some(recompute_only)),
         Ok(None) => Ok(with_host.ok().flatten()),
         Err(Error::NoPlan { .. }) => with_host,

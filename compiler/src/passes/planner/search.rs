@@ -32,10 +32,16 @@
 //! Placing a plan's arenas is most of what a plan costs, so every plan after
 //! the first is timed before it is placed and dropped when it is predicted no
 //! faster than the best so far ([`super::fit_faster`]): only a plan that would
-//! be kept is placed.
+//! be kept is placed. Making a plan into a graph to time it costs more than
+//! planning it, so a plan whose decisions alone bound its step at or above
+//! the best so far (the compute its recomputes add, the link time of its
+//! swaps) is dropped before its graph is made, and so is a rung's plan that
+//! misses the rung by its live peak.
 
 use super::split::{self, ChosenSplit};
-use super::{fit_fastest, fit_fastest_below, report, Decisions, Facts, Fitted, Greedy, PlanOptions, Speeds};
+use super::{
+    fit_faster, fit_fastest, fit_fastest_below, report, Decisions, Facts, Fitted, Greedy, OnNoPlan, PlanOptions, Speeds,
+};
 use crate::analysis::footprint::Footprint;
 use crate::analysis::profile::DeviceProfile;
 use crate::analysis::timeline;
@@ -89,7 +95,8 @@ pub fn search(g: &Graph, profile: &DeviceProfile, options: PlanOptions) -> Resul
     let mut greedy = Greedy::new(&facts);
     for rung in rungs_below(before.device.arena_bytes, options.budget.device, floor) {
         let rung_options = PlanOptions { budget: Budget { device: rung, ..options.budget }, ..options };
-        match fit_fastest_below(&mut greedy, profile, rung_options, to_beat(&best)) {
+        // Why a rung has no plan is not reported.
+        match fit_fastest_below(&mut greedy, profile, rung_options, to_beat(&best), OnNoPlan::Skip) {
             Ok(Some(fitted)) => consider(&mut best, None, fitted),
             // The arena is not monotone in the budget: a lower rung may fit.
             Ok(None) | Err(Error::NoPlan { .. }) => continue,
@@ -101,7 +108,7 @@ pub fn search(g: &Graph, profile: &DeviceProfile, options: PlanOptions) -> Resul
     // budget falls between two rungs).
     let mut unsplit = None;
     if best.is_none() {
-        let fitted = fit_fastest_below(&mut greedy, profile, options, None);
+        let fitted = fit_fastest_below(&mut greedy, profile, options, None, OnNoPlan::Explain);
         match fitted.map(|fitted| fitted.expect("a fit with nothing to beat drops no plan")) {
             Ok(fitted) => consider(&mut best, None, fitted),
             Err(e @ Error::NoPlan { .. }) => unsplit = Some(e),
@@ -143,19 +150,25 @@ pub fn search(g: &Graph, profile: &DeviceProfile, options: PlanOptions) -> Resul
 /// ([`super::fit`]), else under the split of every op into 8, 4 or 2 parts —
 /// so [`search`] finds a plan wherever this says one fits.
 pub fn fits_quickly(g: &Graph, profile: &DeviceProfile, options: PlanOptions) -> Result<bool> {
-    match super::fit(g, &Speeds::from_profile(g, profile), options) {
-        Ok(_) => return Ok(true),
-        Err(Error::NoPlan { .. }) => {}
-        Err(e) => return Err(e),
+    // Why no plan fits is not reported: the fit skips explaining it.
+    let fits = |graph: &Graph| {
+        let speeds = Speeds::from_profile(graph, profile);
+        let facts = Facts::new(graph, graph.schedule(), &speeds);
+        match fit_faster(&mut Greedy::new(&facts), options, None, OnNoPlan::Skip) {
+            Ok(fitted) => Ok(fitted.is_some()),
+            Err(Error::NoPlan { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    };
+    if fits(g)? {
+        return Ok(true);
     }
     for parts in [MAX_PARTS, 4, 2] {
         let Some((patch, _)) = batch_patch(g, &BatchSplit { parts, min_bytes: 0 }) else { continue };
         // A split the emission cannot carry out is not a candidate.
         let Ok((graph, _)) = pipeline::apply_checked(g, &patch) else { continue };
-        match super::fit(&graph, &Speeds::from_profile(&graph, profile), options) {
-            Ok(_) => return Ok(true),
-            Err(Error::NoPlan { .. }) => continue,
-            Err(e) => return Err(e),
+        if fits(&graph)? {
+            return Ok(true);
         }
     }
     Ok(false)

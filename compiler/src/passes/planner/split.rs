@@ -10,7 +10,7 @@
 //! kernel launches of smaller, less efficient micro-ops; fewer parts: more
 //! swapping and recomputing).
 
-use super::{fit_fastest_below, Facts, Fitted, Greedy, PlanOptions, Speeds};
+use super::{fit_fastest_below, Facts, Fitted, Greedy, OnNoPlan, PlanOptions, Speeds};
 use crate::analysis::profile::DeviceProfile;
 use crate::analysis::timeline;
 use crate::egraph::rules::split::MAX_PARTS;
@@ -78,7 +78,8 @@ pub(super) fn split_plans(
             }
             let speeds = Speeds::from_profile(&graph, profile);
             let facts = Facts::new(&graph, graph.schedule(), &speeds);
-            match fit_fastest_below(&mut Greedy::new(&facts), profile, options, to_beat) {
+            // The closest split's peak is reported when none fits.
+            match fit_fastest_below(&mut Greedy::new(&facts), profile, options, to_beat, OnNoPlan::Explain) {
                 Ok(Some(fitted)) => {
                     let step_seconds = step(&fitted.graph);
                     to_beat = Some(step_seconds);

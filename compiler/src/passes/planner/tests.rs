@@ -291,3 +291,36 @@ fn a_run_resumed_at_a_lower_target_plans_what_a_run_from_scratch_plans() {
         }
     }
 }
+
+/// The bound a search drops plans by before building their graphs is never
+/// above the step the timeline predicts for the built graph, on a profile
+/// whose copies overlap compute and on one whose copies run in line, for
+/// plans that swap and plans that recompute; and it is not the unrewritten
+/// step alone (it grows with the plan's work).
+#[test]
+fn the_step_bound_never_exceeds_the_timeline_of_the_built_plan() {
+    let mut grown = 0;
+    for profile_name in ["h100-sxm", "cpu"] {
+        let profile = DeviceProfile::load(profile_name).unwrap();
+        for model in ["cnn_residual.onnx", "tiny_gpt.onnx", "mlp.onnx"] {
+            let g = training_graph(model, 8);
+            let before = memory::simulate(&g, g.schedule());
+            let (resident, peak) = (before.resident_bytes, before.peak_bytes);
+            let speeds = Speeds::from_profile(&g, &profile);
+            let facts = Facts::new(&g, g.schedule(), &speeds);
+            let unrewritten = step_at_least(&facts, &[], &profile);
+            for per_mille in [900, 700, 500, 300] {
+                for host in [u64::MAX, 0] {
+                    let plan = plan_with(&facts, options(resident + (peak - resident) * per_mille / 1000, host));
+                    let (graph, _) = pipeline::apply_checked(&g, &patch(&facts, &plan.decisions)).unwrap();
+                    let step = timeline::simulate(&graph, graph.schedule(), &profile).step_seconds;
+                    let bound = step_at_least(&facts, &plan.decisions, &profile);
+                    let at = format!("{model} on {profile_name} at {per_mille}/1000, host {host}");
+                    assert!(bound <= step * (1.0 + 1e-12), "{at}: bound {bound} over the step {step}");
+                    grown += usize::from(bound > unrewritten);
+                }
+            }
+        }
+    }
+    assert!(grown >= 10, "the bound grew over the unrewritten step for only {grown} plans");
+}

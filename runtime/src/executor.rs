@@ -154,6 +154,9 @@ pub struct Executor<B: Backend> {
     trace: Option<Trace<B>>,
     /// Scratch bytes of each node, by node index (`lms_proto::ops::scratch`).
     scratch: Vec<u64>,
+    /// Whether a step reads the graph outputs back to the host (else it waits for every
+    /// queue and returns none).
+    reading_outputs: bool,
 }
 
 impl<B: Backend> Executor<B> {
@@ -185,6 +188,7 @@ impl<B: Backend> Executor<B> {
             run_seed,
             steps: 0,
             trace: None,
+            reading_outputs: true,
             scratch: scratch::of_program(&program),
             program,
         })
@@ -193,6 +197,13 @@ impl<B: Backend> Executor<B> {
     /// Whether the steps record when each node runs on its queue ([`StepReport::trace`]).
     pub fn set_tracing(&mut self, on: bool) {
         self.trace = on.then(|| Trace { origin: None, spans: Vec::new() });
+    }
+
+    /// Whether later steps read the graph outputs back to the host (the default) or only
+    /// wait for every queue and return no outputs, so that a step's time is its kernels'
+    /// and copies' alone: what `lms profile`'s probes measure.
+    pub fn set_reading_outputs(&mut self, on: bool) {
+        self.reading_outputs = on;
     }
 
     /// The program being run.
@@ -305,7 +316,13 @@ impl<B: Backend> Executor<B> {
                 held[t] = None;
             }
         }
-        let outputs = self.program.outputs().to_vec();
+        let outputs = match self.reading_outputs {
+            true => self.program.outputs().to_vec(),
+            false => {
+                self.backend.synchronize()?;
+                Vec::new()
+            }
+        };
         let outputs = outputs.into_iter().map(|t| self.read(t)).collect::<Result<Vec<_>, _>>()?;
         report.peak_device_bytes = self.pools.device.peak();
         report.peak_host_bytes = self.pools.host.peak();

@@ -88,6 +88,13 @@ impl<B: Backend> Session<B> {
         self.executor.set_tracing(on);
     }
 
+    /// Whether later steps read the graph outputs back (the default); without, a step
+    /// waits for its work, returns no outputs and no loss, and its time is the kernels'
+    /// and copies' alone.
+    pub fn set_reading_outputs(&mut self, on: bool) {
+        self.executor.set_reading_outputs(on);
+    }
+
     /// Runs one training step; returns the loss, the outputs and the step's report.
     pub fn step(&mut self) -> Result<Step, RuntimeError> {
         let (outputs, report) = self.executor.step()?;

@@ -222,7 +222,7 @@ fn conv_algorithms(g: &Graph) -> Vec<pb::ConvAlgorithmDecision> {
             let inputs: Vec<Option<&[usize]>> =
                 node.inputs.iter().map(|t| t.map(|t| &g.tensor(t).ty.shape[..])).collect();
             let outputs: Vec<&[usize]> = node.outputs.iter().map(|&t| &g.tensor(t).ty.shape[..]).collect();
-            let chosen = conv_algorithm(&node.domain, &node.op, &inputs, &outputs)?;
+            let chosen = conv_algorithm(&node.domain, &node.op, &node.attrs, &inputs, &outputs)?;
             Some(pb::ConvAlgorithmDecision {
                 node: i as u32,
                 algorithm: chosen.algorithm,

@@ -258,7 +258,15 @@ size_t workspace_bytes(const Geometry& g, int direction, int algo) {
     size_t bytes = sizeof(float) * size_t(g.c / g.groups);
     for (int d = 0; d < g.spatial; ++d)
         bytes *= size_t(g.kernel[d]) * (direction == FORWARD ? size_t(g.out[d]) : size_t(1));
-    return (direction == BACKWARD_FILTER ? bytes * size_t(g.k) : bytes) + workspace_extra();
+    if (direction == FORWARD) return bytes + workspace_extra();
+    // Backward filter: what cuDNN 9.14's ALGO_1 asked for on an H100, a copy of X, of dY
+    // and of dW and 16 to 32 bytes more (32 here).
+    size_t x = sizeof(float) * size_t(g.n) * size_t(g.c), dy = sizeof(float) * size_t(g.n) * size_t(g.k);
+    for (int d = 0; d < g.spatial; ++d) {
+        x *= size_t(g.in[d]);
+        dy *= size_t(g.out[d]);
+    }
+    return x + dy + bytes * size_t(g.k) + 32 + workspace_extra();
 }
 
 // The offered algorithms of `direction`, fastest first as cuDNN would rank them.

@@ -3,11 +3,13 @@
 //! input axes, concatenate to the whole output), windowed (parts need halos and their
 //! own pads) or coupled (it reduces or mixes positions along the axis).
 //!
-//! It is the one source of the split legality of the elementwise and windowed ops (their
-//! split rules along concatenated axes, [`concat_rules`]) and of the e-graph's
-//! independence facts (the compiler's `egraph::rules::independence` and `halo`). Each
-//! family lists its ops' maps in an `AXES` table beside its other rules; an op without
-//! one is coupled along every axis, for the reason `NO_AXES` of its family gives.
+//! It is the one source of every op's split rules along concatenated axes
+//! ([`concat_rules`]) and of the e-graph's independence facts (the compiler's
+//! `egraph::rules::independence` and `halo`). Each family lists its ops' maps in an `AXES`
+//! table beside its other rules; an op without one is coupled along every axis, for the
+//! reason `NO_AXES` of its family gives. What a map cannot say (partial sums over a reduced
+//! axis, merged batch statistics, halos) is the op's extension of it
+//! (`split::SplitExtension`).
 
 use super::cost::CostNode;
 use super::nn::SoftmaxAxis;
@@ -41,7 +43,9 @@ pub enum AxesMap {
     /// an elementwise op), the rows M of A (B whole) and the columns N of B (A whole). The
     /// reduction axis K is no output axis: its parts would have to be summed.
     MatMul,
-    /// Gemm: along its rows (A split along them, B whole, C split or broadcast).
+    /// Gemm: along its rows (A split along them, B whole) and its columns (B split along
+    /// them, A whole); C split along the same axis where it has the output's length there,
+    /// else read whole (broadcast).
     Gemm,
     /// Transpose: output axis `o` is input axis `perm[o]`.
     Transpose,
@@ -127,12 +131,13 @@ pub enum Normalized {
 /// The axes of a windowed op.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Windowed {
-    /// The leading inputs that carry samples (axis 0) and channels (axis 1) like the
-    /// output; `0` where output axis 0 is not the samples (a weight gradient, which
-    /// sums over them).
-    pub data: usize,
-    /// Whether each channel is computed alone (pooling), so that axis 1 is independent.
-    pub per_channel: bool,
+    /// For output axes 0 and 1 (samples, channels): the inputs its parts slice along it,
+    /// each `(slot, axis)`, the others read whole; empty where the op mixes positions
+    /// along it (LRN's channels) or where axis 0 is no samples (a weight gradient's
+    /// filters, from dY's channels: the planner's batch split takes output axis 0 for the
+    /// samples, and a weight gradient sums over them). A grouped op (`group` > 1) is
+    /// independent along its samples only.
+    pub leading: [&'static [(usize, usize)]; 2],
     /// Whether the op splits along its spatial axes with halos (its windows read
     /// overlapping input ranges; `split::halo`).
     pub halo: bool,
@@ -197,15 +202,17 @@ impl AxesMap {
                 if axis >= 2 {
                     return OutputAxis::Windowed;
                 }
-                if w.data == 0 || (axis == 1 && !w.per_channel) {
+                let sources = w.leading[axis];
+                let grouped = node.int("group", 1) != 1;
+                if sources.is_empty() || (grouped && axis != 0) {
                     return OutputAxis::Coupled;
                 }
                 independent(
                     inputs
                         .iter()
                         .enumerate()
-                        .map(|(slot, input)| match input {
-                            Some(s) if slot < w.data => (s.get(axis) == Some(&len)).then_some(Some(axis)),
+                        .map(|(slot, input)| match (sources.iter().find(|&&(s, _)| s == slot), input) {
+                            (Some(&(_, a)), Some(s)) => (s.get(a) == Some(&len)).then_some(Some(a)),
                             _ => Some(None),
                         })
                         .collect(),
@@ -228,15 +235,20 @@ impl AxesMap {
             AxesMap::MatMul => independent(single.then(|| matmul(inputs, out.len(), len, axis)).flatten()),
             AxesMap::Gemm => {
                 let [Some(_), Some(_), c @ ..] = inputs else { return OutputAxis::Coupled };
-                if !single || axis != 0 {
+                if !single || axis > 1 || out.len() != 2 {
                     return OutputAxis::Coupled;
                 }
-                let a_rows = if node.int("transA", 0) == 0 { 0 } else { 1 };
-                let c_split = match c.first().copied().flatten() {
-                    Some(c) if c.len() == 2 && c[0] == len && len > 1 => Some(0),
-                    _ => None,
+                // A is [M, K] (transposed: [K, M]), B [K, N] (transposed: [N, K]).
+                let (a, b) = match axis {
+                    0 => (Some(usize::from(node.int("transA", 0) != 0)), None),
+                    _ => (None, Some(usize::from(node.int("transB", 0) == 0))),
                 };
-                OutputAxis::Independent([Some(a_rows), None].into_iter().chain(c.iter().map(|_| c_split)).collect())
+                // C broadcasts to [M, N] from its right-aligned axes.
+                let c_split = c.first().copied().flatten().and_then(|c| {
+                    let at = (axis + c.len()).checked_sub(2)?;
+                    (c[at] == len && len > 1).then_some(at)
+                });
+                OutputAxis::Independent([a, b].into_iter().chain(c.iter().map(|_| c_split)).collect())
             }
             AxesMap::Transpose => {
                 let [Some(x), rest @ ..] = inputs else { return OutputAxis::Coupled };
@@ -437,17 +449,35 @@ pub fn of(op: &str) -> Option<AxesMap> {
     super::registry::by_name(op).and_then(|id| id.def().axes)
 }
 
-/// The split rules of `node` along each `(dim, axis)` of `along` where its axes map says
-/// it is independent: the inputs sliced where the map slices them, the parts
-/// concatenated ([`split::rules`] keeps those whose sliced axes are long enough).
-pub fn concat_rules(node: &CostNode<'_>, along: &[(Dim, usize)]) -> Vec<SplitRule> {
-    let (Some(map), Some(out)) = (of(node.op), node.outputs.first()) else { return Vec::new() };
+/// The output axes the split dimensions name on `node` under `map`: batch axis 0 and
+/// channel axis 1, but a matrix product's batch is the rows of a 2-D A and its channel
+/// the columns.
+fn split_axes(map: &AxesMap, node: &Node<'_>) -> Vec<(Dim, usize)> {
+    match map {
+        AxesMap::MatMul => {
+            let (Some(Some(a)), Some(rank)) = (node.inputs.first(), node.out.len().checked_sub(2)) else {
+                return Vec::new();
+            };
+            vec![(Dim::Batch, if a.len() == 2 { rank } else { 0 }), (Dim::Channel, rank + 1)]
+        }
+        _ => vec![(Dim::Batch, 0), (Dim::Channel, 1)],
+    }
+}
+
+/// The split rules of `node` along the batch and channel where its axes map (that of
+/// the op its parts run as, `split::part_op`) says it is independent: the inputs sliced
+/// where the map slices them, the parts concatenated. The map is read without the
+/// graph's opset, as before opset 13, where Softmax couples every axis from its own
+/// (a superset of the axes it couples later); [`split::rules`] keeps the rules whose
+/// sliced axes are long enough.
+pub fn concat_rules(node: &CostNode<'_>) -> Vec<SplitRule> {
+    let op = split::part_op(node.op, "").unwrap_or(node.op);
+    let (Some(map), Some(out)) = (of(op), node.outputs.first()) else { return Vec::new() };
     let inputs: Vec<Option<&[usize]>> = node.inputs.iter().map(|t| t.map(|t| &t.shape[..])).collect();
-    // The elementwise and windowed maps read no attribute nor opset.
     let axes_node = Node { inputs: &inputs, outputs: node.outputs.len(), out: &out.shape, attrs: node.attrs, opset: 0 };
-    along
-        .iter()
-        .filter_map(|&(dim, axis)| match map.output_axis(&axes_node, axis) {
+    split_axes(&map, &axes_node)
+        .into_iter()
+        .filter_map(|(dim, axis)| match map.output_axis(&axes_node, axis) {
             OutputAxis::Independent(slots) => {
                 let sliced: Vec<(usize, usize)> =
                     slots.iter().enumerate().filter_map(|(slot, a)| a.map(|a| (slot, a))).collect();

@@ -3,7 +3,7 @@
 
 use super::axes::{AxesMap, Windowed};
 use super::cost::{CostFn, CostNode};
-use super::split::{self, Dim, HaloOutput, SplitFn};
+use super::split::{self, Dim, HaloOutput, SplitExtension};
 use super::util::{
     check_rank, expect_inputs, fmt_shape, input, input_of, optional_input, positive_attr, same_dtype, too_large, typed,
     Accepts,
@@ -37,36 +37,33 @@ pub(super) const NO_GRADIENT: &[(&str, &str)] = &[];
 /// The ops of this family without an axes map (coupled along every axis), and why.
 pub(super) const NO_AXES: &[(&str, &str)] = &[
     ("ConvTranspose", "its windows scatter into overlapping output positions; not stated yet"),
-    ("ConvGradBias", "sums over every axis but the channels"),
+    ("ConvGradBias", "sums over every axis but the channels; its extension splits those sums"),
 ];
 
-/// Axes maps: a convolution and its data gradient compute each sample alone from input 0
-/// and mix channels; the weight gradient sums over the samples; all three split along
-/// their spatial axes with halos.
+/// Axes maps: a convolution computes each sample alone from input 0 and each output
+/// channel from its filter (and bias); its data gradient each sample from dY and each
+/// input channel from its slice of the filters; its weight gradient each filter channel
+/// from X's (it sums over the samples; its filters, from dY's channels, are left coupled:
+/// see `Windowed::leading`). All three split
+/// along their spatial axes with halos; grouped, along their samples only.
 pub(super) const AXES: &[(&str, AxesMap)] = &[
-    ("Conv", AxesMap::Windowed(Windowed { data: 1, per_channel: false, halo: true })),
-    ("ConvGradData", AxesMap::Windowed(Windowed { data: 1, per_channel: false, halo: true })),
-    ("ConvGradWeight", AxesMap::Windowed(Windowed { data: 0, per_channel: false, halo: true })),
+    ("Conv", AxesMap::Windowed(Windowed { leading: [&[(0, 0)], &[(1, 0), (2, 0)]], halo: true })),
+    ("ConvGradData", AxesMap::Windowed(Windowed { leading: [&[(0, 0)], &[(1, 1)]], halo: true })),
+    ("ConvGradWeight", AxesMap::Windowed(Windowed { leading: [&[], &[(1, 1)]], halo: true })),
 ];
 
-/// Split rules of the convolutions (`ConvTranspose` has none): batch;
-/// output channels (weights and bias sliced) and reduced input channels
-/// (partial sums; without a bias, which would be added once per part) when
-/// ungrouped; height and width with halos under explicit or no padding.
-/// The gradients: the data gradient along batch, its output channels and
-/// the reduced dY channels; the weight and bias gradients sum over the batch
-/// and slice dY's channels; the data and weight gradients also along height
-/// and width of dY with halos (windows of dX overlap-added, partial weight
-/// gradients summed), the bias gradient as partial sums over them.
-pub(super) const SPLITS: &[(&str, SplitFn)] = &[
+/// The convolutions' extensions of their axes maps (`ConvTranspose` has none): partial
+/// sums over the reduced channels of an ungrouped Conv without a bias (which would be
+/// added once per part) and of its data gradient (dY's channels); the weight and bias
+/// gradients' partial sums over the batch, and the bias gradient's over height and width;
+/// the Halo rules of Conv and its data and weight gradients along height and width under
+/// explicit or no padding (windows of dX overlap-added, partial weight gradients summed).
+pub(super) const SPLIT_EXTENSIONS: &[(&str, SplitExtension)] = &[
     ("Conv", |n| {
         let slots = n.inputs.len();
-        let mut rules = vec![split::concat(Dim::Batch, slots, &[(0, 0)], 0)];
-        if ungrouped(n) {
-            rules.push(split::concat(Dim::Channel, slots, &[(1, 0), (2, 0)], 1));
-            if n.input(2).is_none() {
-                rules.push(split::sum(Dim::Channel, slots, &[(0, 1), (1, 1)]));
-            }
+        let mut rules = Vec::new();
+        if ungrouped(n) && n.input(2).is_none() {
+            rules.push(split::sum(Dim::Channel, slots, &[(0, 1), (1, 1)]));
         }
         if explicit_pads(n) {
             rules.extend(split::halo(n, &[0], HaloOutput::Concat));
@@ -74,9 +71,8 @@ pub(super) const SPLITS: &[(&str, SplitFn)] = &[
         rules
     }),
     ("ConvGradData", |n| {
-        let mut rules = vec![split::concat(Dim::Batch, 2, &[(0, 0)], 0)];
+        let mut rules = Vec::new();
         if ungrouped(n) {
-            rules.push(split::concat(Dim::Channel, 2, &[(1, 1)], 1));
             rules.push(split::sum(Dim::Channel, 2, &[(0, 1), (1, 0)]));
         }
         rules.extend(split::halo(n, &[0], HaloOutput::OverlapAdd));
@@ -84,14 +80,11 @@ pub(super) const SPLITS: &[(&str, SplitFn)] = &[
     }),
     ("ConvGradWeight", |n| {
         let mut rules = vec![split::sum(Dim::Batch, 2, &[(0, 0), (1, 0)])];
-        if ungrouped(n) {
-            rules.push(split::concat(Dim::Channel, 2, &[(0, 1)], 0));
-        }
         rules.extend(split::halo(n, &[0, 1], HaloOutput::Sum));
         rules
     }),
     ("ConvGradBias", |n| {
-        let mut rules = vec![split::sum(Dim::Batch, 1, &[(0, 0)]), split::concat(Dim::Channel, 1, &[(0, 1)], 0)];
+        let mut rules = vec![split::sum(Dim::Batch, 1, &[(0, 0)])];
         let spatial: &[(Dim, usize)] = match n.in_shape(0).len() {
             3 => &[(Dim::Width, 2)],
             4 => &[(Dim::Height, 2), (Dim::Width, 3)],

@@ -3,9 +3,8 @@
 //! `Sum`/`Max`/`Min`/`Mean`, and `Where`; their cost, and that of the
 //! elementwise lms ops (gradients of unary ops, optimizer updates).
 
-use super::axes::{self, AxesMap};
+use super::axes::AxesMap;
 use super::cost::{CostFn, CostNode, Work};
-use super::split::{Dim, SplitFn, SplitRule};
 use super::util::{
     broadcast, broadcast_data, broadcast_to, check_dtype, expect_inputs, fmt_shape, fold, input, input_of,
     normalize_axis, optional_input, same_dtype, typed, Accepts,
@@ -62,41 +61,6 @@ pub(super) const OPS: &[(&str, InferFn)] = &[
     ("Mean", variadic),
     ("Where", where_),
 ];
-
-/// Split rules of the elementwise ops: batch (axis 0) and channel (axis 1)
-/// of the output, from the axes map: an input that broadcasts along the axis
-/// is read whole, the others are sliced along their aligned axis.
-pub(super) const SPLITS: &[(&str, SplitFn)] = &[
-    ("Relu", pointwise),
-    ("LeakyRelu", pointwise),
-    ("Sigmoid", pointwise),
-    ("Tanh", pointwise),
-    ("Neg", pointwise),
-    ("Exp", pointwise),
-    ("Sqrt", pointwise),
-    ("Erf", pointwise),
-    ("Cos", pointwise),
-    ("Sin", pointwise),
-    ("Gelu", pointwise),
-    ("HardSigmoid", pointwise),
-    ("HardSwish", pointwise),
-    ("Clip", pointwise),
-    ("Add", pointwise),
-    ("Sub", pointwise),
-    ("Mul", pointwise),
-    ("Div", pointwise),
-    ("Pow", pointwise),
-    ("Where", pointwise),
-    ("IsNaN", pointwise),
-    ("IsInf", pointwise),
-    ("UnaryGrad", pointwise),
-    ("DropoutGrad", pointwise),
-];
-
-/// Batch and channel, where the axes map says the op is independent.
-fn pointwise(n: &CostNode<'_>) -> Vec<SplitRule> {
-    axes::concat_rules(n, &[(Dim::Batch, 0), (Dim::Channel, 1)])
-}
 
 /// Work of the elementwise ops: one FLOP per arithmetic step per output
 /// element (a unary function, a comparison or a binary operation counts one),

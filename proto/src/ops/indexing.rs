@@ -5,7 +5,7 @@
 use super::axes::{Acting, AxesMap};
 use super::cost::{copy, CostFn, CostNode, Work};
 use super::registry::GradientForm;
-use super::split::{Dim, SplitFn, SplitRule};
+use super::split::{Dim, SplitExtension, SplitRule};
 use super::util::{
     affine_gather, checked_numel, const_i64s, expect_inputs, fmt_shape, fold, input, input_of, int_data,
     normalize_axes, normalize_axis, optional_const_i64s, optional_input, same_dtype, strides, to_dim, too_large, typed,
@@ -25,12 +25,12 @@ pub(super) const OPS: &[(&str, InferFn)] = &[
     ("Trilu", trilu),
 ];
 
-/// Split rules: a Split along an axis other than the batch splits along the
-/// batch, each part cutting its slice into the same chunks; a Concat along
-/// another axis, each part joining its inputs' slices; bit-identical.
-pub(super) const SPLITS: &[(&str, SplitFn)] = &[("Split", split_splits), ("Concat", concat_splits)];
+/// The extension of `Concat`, which has no axes map (the e-graph's concatenation term is
+/// its statement): along another axis it splits along the batch, each part joining its
+/// inputs' slices; bit-identical.
+pub(super) const SPLIT_EXTENSIONS: &[(&str, SplitExtension)] = &[("Concat", concat_batch)];
 
-fn concat_splits(n: &CostNode<'_>) -> Vec<SplitRule> {
+fn concat_batch(n: &CostNode<'_>) -> Vec<SplitRule> {
     let rank = n.in_shape(0).len();
     let own = n.attrs.int("axis", 0).ok().and_then(|a| normalize_axis(a, rank).ok());
     let same_batch =
@@ -42,14 +42,6 @@ fn concat_splits(n: &CostNode<'_>) -> Vec<SplitRule> {
     vec![super::split::concat(Dim::Batch, n.inputs.len(), &sliced, 0)]
 }
 
-fn split_splits(n: &CostNode<'_>) -> Vec<SplitRule> {
-    let rank = n.in_shape(0).len();
-    let own = n.attrs.int("axis", 0).ok().and_then(|a| normalize_axis(a, rank).ok());
-    if rank == 0 || own.is_none_or(|a| a == 0) {
-        return Vec::new();
-    }
-    vec![super::split::concat(Dim::Batch, n.inputs.len(), &[(0, 0)], 0)]
-}
 
 /// Work of the selecting and joining ops: copies. `Slice` and `Gather` read
 /// only what they keep (and the indices); `GatherGrad` and `SliceGrad`

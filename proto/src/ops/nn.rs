@@ -4,7 +4,7 @@
 
 use super::axes::{AxesMap, Normalized};
 use super::cost::{copy, CostFn, CostNode, Work};
-use super::split::{self, Dim, SplitFn, SplitRule};
+use super::split::{self, Dim, SplitExtension, SplitRule};
 use super::util::{
     broadcast, broadcast_to, check_dtype, check_rank, expect_inputs, fmt_shape, input, input_of, normalize_axis,
     optional_input, same_dtype, typed, Accepts,
@@ -24,6 +24,33 @@ pub(super) const OPS: &[(&str, InferFn)] = &[
     ("MatMul", matmul),
 ];
 
+/// The layers' extensions of their axes maps. MatMul `[..., M, K] @ [..., K, N]`: its
+/// reduction K as partial sums (channel). BatchNormTrain and BatchNormGrad: the batch of X
+/// (and dY), by their statistics. SoftmaxCrossEntropy: the batch of the logits and labels,
+/// each part dividing by the whole op's positions ([`split::whole_count_attrs`]), its
+/// partial losses summed (within `split::SUM_TOLERANCE`: every term is ≥ 0); its
+/// gradient's parts are its slices, by its map.
+pub(super) const SPLIT_EXTENSIONS: &[(&str, SplitExtension)] = &[
+    ("MatMul", matmul_reduction),
+    ("BatchNormTrain", |_| vec![split::statistics(5, &[0])]),
+    ("BatchNormGrad", |_| vec![split::statistics(5, &[0, 1])]),
+    ("SoftmaxCrossEntropy", |n| {
+        if n.in_shape(0).len() < 2 {
+            return Vec::new();
+        }
+        vec![split::sum(Dim::Batch, 2, &[(0, 0), (1, 0)])]
+    }),
+];
+
+/// MatMul's partial sums over its reduction axis K (A's last, B's second to last).
+fn matmul_reduction(n: &CostNode<'_>) -> Vec<SplitRule> {
+    let (a, b) = (n.in_shape(0), n.in_shape(1));
+    if a.len() < 2 || b.len() < 2 {
+        return Vec::new();
+    }
+    vec![split::sum(Dim::Channel, 2, &[(0, a.len() - 1), (1, b.len() - 2)])]
+}
+
 /// Work of the layers. Matrix products: 2 FLOPs per multiply-add, `Gemm`'s
 /// C adds one per output. Per element of the (first) input: a normalisation
 /// applies its statistics and affine map in 4 steps and computes them in 3
@@ -34,77 +61,6 @@ pub(super) const OPS: &[(&str, InferFn)] = &[
 /// (6); squared error 3 per element, its gradient 3. A batch-norm split's
 /// parts take BatchNormTrain's 3 + 4 (statistics, apply) and BatchNormGrad's
 /// 4 + 6 (sums, dX); its merges 8 and 1 per part and channel.
-/// Split rules of the matrix products, of batch normalization in training
-/// and of the softmax cross-entropy loss (other normalisations and softmax
-/// couple their axes and have none here). MatMul `[..., M, K] @ [..., K, N]`:
-/// batch is the first axis of a batched A (and of B where it has it
-/// unbroadcast) or the rows M of a 2-D A; channel the columns N of B (A
-/// whole) or the reduction K (partial sums). Gemm: rows of A (C sliced when it
-/// has them) and columns of B (C sliced when it has them). BatchNormTrain and
-/// BatchNormGrad: the batch of X (and dY), by their statistics.
-/// SoftmaxCrossEntropy and its gradient: the batch of the logits and labels,
-/// each part dividing by the whole op's positions ([`split::whole_count_attrs`]):
-/// the gradient's parts are its slices (bit-identical), the loss's parts
-/// partial losses, summed (within `split::SUM_TOLERANCE`: every term is ≥ 0).
-pub(super) const SPLITS: &[(&str, SplitFn)] = &[
-    ("MatMul", matmul_splits),
-    ("Gemm", gemm_splits),
-    ("BatchNormTrain", |_| vec![split::statistics(5, &[0])]),
-    ("BatchNormGrad", |_| vec![split::statistics(5, &[0, 1])]),
-    ("SoftmaxCrossEntropy", |n| loss_splits(n, false)),
-    ("SoftmaxCrossEntropyGrad", |n| loss_splits(n, true)),
-];
-
-/// The batch split of SoftmaxCrossEntropy (`grad` false: partial losses,
-/// summed) or its gradient (slices): logits `[N, ..., K]`, labels `[N, ...]`.
-fn loss_splits(n: &CostNode<'_>, grad: bool) -> Vec<SplitRule> {
-    if n.in_shape(0).len() < 2 {
-        return Vec::new();
-    }
-    let sliced = [(0, 0), (1, 0)];
-    vec![if grad { split::concat(Dim::Batch, 2, &sliced, 0) } else { split::sum(Dim::Batch, 2, &sliced) }]
-}
-
-fn matmul_splits(n: &CostNode<'_>) -> Vec<SplitRule> {
-    let (a, b) = (n.in_shape(0), n.in_shape(1));
-    let Some(out_rank) = n.outputs.first().map(|t| t.rank()) else { return Vec::new() };
-    if a.len() < 2 || b.len() < 2 {
-        return Vec::new();
-    }
-    let batch = if a.len() == 2 {
-        split::concat(Dim::Batch, 2, &[(0, 0)], out_rank - 2)
-    } else if b.len() == a.len() && b[0] == a[0] {
-        split::concat(Dim::Batch, 2, &[(0, 0), (1, 0)], 0)
-    } else if b.len() < a.len() || b[0] == 1 {
-        split::concat(Dim::Batch, 2, &[(0, 0)], 0)
-    } else {
-        return Vec::new();
-    };
-    vec![
-        batch,
-        split::concat(Dim::Channel, 2, &[(1, b.len() - 1)], out_rank - 1),
-        split::sum(Dim::Channel, 2, &[(0, a.len() - 1), (1, b.len() - 2)]),
-    ]
-}
-
-fn gemm_splits(n: &CostNode<'_>) -> Vec<SplitRule> {
-    let slots = n.inputs.len();
-    let Some([m, cols]) = n.outputs.first().and_then(|t| <[usize; 2]>::try_from(&t.shape[..]).ok()) else {
-        return Vec::new();
-    };
-    let c = n.in_shape(2);
-    let trans = |name| n.attrs.int(name, 0).is_ok_and(|t| t != 0);
-    let c_rows = (c.len() == 2 && c[0] == m).then_some((2, 0));
-    let c_cols = match c {
-        [len] if *len == cols => Some((2, 0)),
-        [_, len] if *len == cols => Some((2, 1)),
-        _ => None,
-    };
-    let rows: Vec<_> = std::iter::once((0, usize::from(trans("transA")))).chain(c_rows).collect();
-    let columns: Vec<_> = std::iter::once((1, usize::from(!trans("transB")))).chain(c_cols).collect();
-    vec![split::concat(Dim::Batch, slots, &rows, 0), split::concat(Dim::Channel, slots, &columns, 1)]
-}
-
 pub(super) const COSTS: &[(&str, CostFn)] = &[
     ("BatchNormalization", |n| n.per_input(4)),
     ("InstanceNormalization", |n| n.per_input(7)),

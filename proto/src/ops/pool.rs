@@ -1,10 +1,10 @@
 //! Shape inference for pooling: `MaxPool`, `AveragePool`, the global pools
 //! and `LRN`; their cost and that of their gradients.
 
-use super::axes::{self, AxesMap, Windowed};
+use super::axes::{AxesMap, Windowed};
 use super::conv::explicit_pads;
 use super::cost::{CostFn, CostNode};
-use super::split::{self, Dim, HaloOutput, SplitFn};
+use super::split::{self, HaloOutput, SplitExtension};
 use super::util::{check_dtype, check_rank, expect_inputs, input, input_of, positive_attr, typed, Accepts};
 use super::window::Window;
 use super::{InferFn, Node, ShapeResult, Value};
@@ -49,47 +49,39 @@ pub(super) const AXES: &[(&str, AxesMap)] = &[
     ("AveragePool", pool_axes(1, true)),
     ("GlobalAveragePool", pool_axes(1, false)),
     ("GlobalMaxPool", pool_axes(1, false)),
-    ("LRN", AxesMap::Windowed(Windowed { data: 1, per_channel: false, halo: false })),
+    ("LRN", AxesMap::Windowed(Windowed { leading: [&[(0, 0)], &[]], halo: false })),
     ("MaxPoolGrad", pool_axes(2, true)),
     ("AveragePoolGrad", pool_axes(1, true)),
     ("GlobalAveragePoolGrad", pool_axes(1, false)),
-    ("LRNGrad", AxesMap::Windowed(Windowed { data: 2, per_channel: false, halo: false })),
+    ("LRNGrad", AxesMap::Windowed(Windowed { leading: [&[(0, 0), (1, 0)], &[]], halo: false })),
 ];
 
-/// A pool over `data` inputs, with halos when `halo`.
+/// A pool whose first `data` inputs (1 or 2) carry samples and channels like its output,
+/// with halos when `halo`.
 const fn pool_axes(data: usize, halo: bool) -> AxesMap {
-    AxesMap::Windowed(Windowed { data, per_channel: true, halo })
+    let leading: [&'static [(usize, usize)]; 2] =
+        if data == 1 { [&[(0, 0)], &[(0, 1)]] } else { [&[(0, 0), (1, 0)], &[(0, 1), (1, 1)]] };
+    AxesMap::Windowed(Windowed { leading, halo })
 }
 
-/// Split rules of the pools: batch and channel (each plane pooled alone);
-/// the windowed pools and their gradients also height and width with halos,
-/// when not in `ceil_mode` and with explicit padding. MaxPool with its
-/// indices output is not split (the indices are flat over the whole tensor).
-/// LRN mixes channels: batch only.
-pub(super) const SPLITS: &[(&str, SplitFn)] = &[
-    ("MaxPool", |n| if n.outputs.len() == 1 { windowed(n, &[0], HaloOutput::Concat) } else { Vec::new() }),
-    ("AveragePool", |n| windowed(n, &[0], HaloOutput::Concat)),
-    ("GlobalAveragePool", planes),
-    ("GlobalMaxPool", planes),
-    ("LRN", planes),
-    ("MaxPoolGrad", |n| windowed(n, &[0, 1], HaloOutput::OverlapAdd)),
-    ("AveragePoolGrad", |n| windowed(n, &[0], HaloOutput::OverlapAdd)),
-    ("GlobalAveragePoolGrad", planes),
+/// The pools' extensions of their axes maps: the Halo rules of the windowed pools and
+/// their gradients along height and width, when not in `ceil_mode` and with explicit
+/// padding. MaxPool with its indices output has none (the indices are flat over the whole
+/// tensor; its map couples every axis of a second output).
+pub(super) const SPLIT_EXTENSIONS: &[(&str, SplitExtension)] = &[
+    ("MaxPool", |n| if n.outputs.len() == 1 { halos(n, &[0], HaloOutput::Concat) } else { Vec::new() }),
+    ("AveragePool", |n| halos(n, &[0], HaloOutput::Concat)),
+    ("MaxPoolGrad", |n| halos(n, &[0, 1], HaloOutput::OverlapAdd)),
+    ("AveragePoolGrad", |n| halos(n, &[0], HaloOutput::OverlapAdd)),
 ];
 
-/// Batch and channel where the axes map says the op is independent (LRN: batch only).
-fn planes(node: &CostNode<'_>) -> Vec<split::SplitRule> {
-    axes::concat_rules(node, &[(Dim::Batch, 0), (Dim::Channel, 1)])
-}
-
-/// [`planes`], then the Halo rules slicing the inputs at `sliced` where the
-/// window allows them.
-fn windowed(node: &CostNode<'_>, sliced: &[usize], output: HaloOutput) -> Vec<split::SplitRule> {
-    let mut rules = planes(node);
+/// The Halo rules slicing the inputs at `sliced`, where the window allows them.
+fn halos(node: &CostNode<'_>, sliced: &[usize], output: HaloOutput) -> Vec<split::SplitRule> {
     if node.attrs.int("ceil_mode", 0).is_ok_and(|c| c == 0) && explicit_pads(node) {
-        rules.extend(split::halo(node, sliced, output));
+        split::halo(node, sliced, output)
+    } else {
+        Vec::new()
     }
-    rules
 }
 
 /// Elements of one pooling window (`kernel_shape`).

@@ -3,7 +3,7 @@
 
 use super::axes::AxesMap;
 use super::cost::{CostFn, CostNode};
-use super::split::{self, Dim, SplitFn, SplitRule};
+use super::split::{self, Dim, SplitExtension, SplitRule};
 use super::util::{check_dtype, expect_inputs, input, normalize_axes, optional_const_i64s, typed, Accepts};
 use super::{InferFn, Node, ShapeResult, Value};
 
@@ -45,18 +45,17 @@ pub(super) const AXES: &[(&str, AxesMap)] = &[
     ("ReduceGrad", AxesMap::Reduced { grad: true }),
 ];
 
-/// Splits: `SumTo` that sums away the leading (batch) axis adds up its
-/// parts' partial sums (weight gradients of batched matrix products); one
-/// that keeps the axis whole concatenates its parts.
-pub(super) const SPLITS: &[(&str, SplitFn)] = &[("SumTo", sum_to_splits)];
+/// The extension of `SumTo`, which has no axes map: one that sums away the leading
+/// (batch) axis adds up its parts' partial sums (weight gradients of batched matrix
+/// products).
+pub(super) const SPLIT_EXTENSIONS: &[(&str, SplitExtension)] = &[("SumTo", sum_to_batch)];
 
-fn sum_to_splits(node: &CostNode<'_>) -> Vec<SplitRule> {
+fn sum_to_batch(node: &CostNode<'_>) -> Vec<SplitRule> {
     let (Some(x), Some(y)) = (node.inputs.first().copied().flatten(), node.outputs.first()) else { return Vec::new() };
     let lead = x.rank() - y.rank().min(x.rank());
     match (lead, y.shape.first(), x.shape.first()) {
         (1.., _, _) => vec![split::sum(Dim::Batch, 1, &[(0, 0)])],
         (0, Some(&1), Some(&n)) if n > 1 => vec![split::sum(Dim::Batch, 1, &[(0, 0)])],
-        (0, Some(&a), Some(&b)) if a == b => vec![split::concat(Dim::Batch, 1, &[(0, 0)], 0)],
         _ => Vec::new(),
     }
 }

@@ -1,12 +1,13 @@
 //! Every op lms knows, declared once and numbered: its name, domain and family, with its
-//! shape rule (ONNX ops), cost rule, split rule and, for an op lms cannot differentiate,
+//! shape rule (ONNX ops), cost rule, axes map, split extension and, for an op lms cannot differentiate,
 //! why. An [`OpId`] is an op's index here;
 //! the compiler's lookups and the runtime's kernel tables are indexed by it, and a
 //! program's nodes are resolved to it once, when the program is loaded.
 //!
 //! The families are the modules of [`crate::ops`]: each lists its ONNX ops' shape rules
 //! (`OPS`), the cost rules of those ops and of the lms ops derived from them (`COSTS`:
-//! training forms, gradients, optimizers, split parts), their split rules (`SPLITS`) and
+//! training forms, gradients, optimizers, split parts), their axes maps (`AXES`; the ops
+//! without one in `NO_AXES`), the split rules their maps cannot state (`SPLIT_EXTENSIONS`) and
 //! the ops without a gradient, with the reason (`NO_GRADIENT`; the compiler's gradient
 //! rules are keyed by [`OpId`]), the ops whose gradient their definition states
 //! (`GRADIENTS`, a [`GradientForm`]); the swap ops are in [`super::cost`]. An op is an ONNX op when it has a shape rule, an
@@ -65,8 +66,8 @@ pub struct OpDef {
     pub(super) infer: Option<InferFn>,
     /// Its cost rule.
     pub(super) cost: cost::CostFn,
-    /// Its split rule, where it has one.
-    pub(super) split: Option<split::SplitFn>,
+    /// Its split rules beyond its axes map's, where it has them.
+    pub(super) split_extension: Option<split::SplitExtension>,
     /// Why lms cannot differentiate it, for an op a model may hold that has no gradient rule.
     pub no_gradient: Option<&'static str>,
     /// Its gradient, where the definition states it rather than a rule of the compiler.
@@ -99,13 +100,13 @@ pub enum GradientForm {
     SelfAdjoint,
 }
 
-/// A family's tables: shape rules, cost rules, split rules, ops without a gradient, stated
+/// A family's tables: shape rules, cost rules, split extensions, ops without a gradient, stated
 /// gradients, axes maps, ops without one.
 pub(super) struct FamilyTables {
     pub family: Family,
     pub ops: &'static [(&'static str, InferFn)],
     pub costs: &'static [(&'static str, cost::CostFn)],
-    pub splits: &'static [(&'static str, split::SplitFn)],
+    pub split_extensions: &'static [(&'static str, split::SplitExtension)],
     pub no_gradient: &'static [(&'static str, &'static str)],
     pub gradients: &'static [(&'static str, GradientForm)],
     pub axes: &'static [(&'static str, AxesMap)],
@@ -118,7 +119,6 @@ pub(super) const FAMILIES: &[FamilyTables] = &[
         family: Family::Elementwise,
         ops: elementwise::OPS,
         costs: elementwise::COSTS,
-        splits: elementwise::SPLITS,
         no_gradient: elementwise::NO_GRADIENT,
         axes: elementwise::AXES,
         no_axes: elementwise::NO_AXES,
@@ -128,7 +128,7 @@ pub(super) const FAMILIES: &[FamilyTables] = &[
         family: Family::Conv,
         ops: conv::OPS,
         costs: conv::COSTS,
-        splits: conv::SPLITS,
+        split_extensions: conv::SPLIT_EXTENSIONS,
         no_gradient: conv::NO_GRADIENT,
         axes: conv::AXES,
         no_axes: conv::NO_AXES,
@@ -138,7 +138,7 @@ pub(super) const FAMILIES: &[FamilyTables] = &[
         family: Family::Pool,
         ops: pool::OPS,
         costs: pool::COSTS,
-        splits: pool::SPLITS,
+        split_extensions: pool::SPLIT_EXTENSIONS,
         no_gradient: pool::NO_GRADIENT,
         axes: pool::AXES,
         ..NO_TABLES
@@ -147,7 +147,7 @@ pub(super) const FAMILIES: &[FamilyTables] = &[
         family: Family::Nn,
         ops: nn::OPS,
         costs: nn::COSTS,
-        splits: nn::SPLITS,
+        split_extensions: nn::SPLIT_EXTENSIONS,
         no_gradient: nn::NO_GRADIENT,
         axes: nn::AXES,
         no_axes: nn::NO_AXES,
@@ -157,7 +157,7 @@ pub(super) const FAMILIES: &[FamilyTables] = &[
         family: Family::Reduce,
         ops: reduce::OPS,
         costs: reduce::COSTS,
-        splits: reduce::SPLITS,
+        split_extensions: reduce::SPLIT_EXTENSIONS,
         no_gradient: reduce::NO_GRADIENT,
         no_axes: reduce::NO_AXES,
         axes: reduce::AXES,
@@ -167,7 +167,6 @@ pub(super) const FAMILIES: &[FamilyTables] = &[
         family: Family::TensorOps,
         ops: tensor_ops::OPS,
         costs: tensor_ops::COSTS,
-        splits: tensor_ops::SPLITS,
         no_gradient: tensor_ops::NO_GRADIENT,
         axes: tensor_ops::AXES,
         no_axes: tensor_ops::NO_AXES,
@@ -177,7 +176,7 @@ pub(super) const FAMILIES: &[FamilyTables] = &[
         family: Family::Indexing,
         ops: indexing::OPS,
         costs: indexing::COSTS,
-        splits: indexing::SPLITS,
+        split_extensions: indexing::SPLIT_EXTENSIONS,
         no_gradient: indexing::NO_GRADIENT,
         gradients: indexing::GRADIENTS,
         axes: indexing::AXES,
@@ -200,7 +199,7 @@ const NO_TABLES: FamilyTables = FamilyTables {
     family: Family::Swap,
     ops: &[],
     costs: &[],
-    splits: &[],
+    split_extensions: &[],
     no_gradient: &[],
     gradients: &[],
     axes: &[],
@@ -214,26 +213,26 @@ struct Registry {
 }
 
 /// The registry, built once from the families' tables: an op is each entry of a `COSTS`
-/// table (every op has exactly one cost rule), with the shape and split rules of its name.
+/// table (every op has exactly one cost rule), with the shape rule, axes map and split extension of its name.
 fn registry() -> &'static Registry {
     static REGISTRY: OnceLock<Registry> = OnceLock::new();
     REGISTRY.get_or_init(|| {
         let named = |name: &str| {
             let infer = FAMILIES.iter().flat_map(|f| f.ops).find(|(n, _)| *n == name).map(|&(_, r)| r);
-            let split = FAMILIES.iter().flat_map(|f| f.splits).find(|(n, _)| *n == name).map(|&(_, r)| r);
+            let split_extension = FAMILIES.iter().flat_map(|f| f.split_extensions).find(|(n, _)| *n == name).map(|&(_, r)| r);
             let no_gradient =
                 FAMILIES.iter().flat_map(|f| f.no_gradient).find(|(n, _)| *n == name).map(|&(_, why)| why);
             let gradient = FAMILIES.iter().flat_map(|f| f.gradients).find(|(n, _)| *n == name).map(|&(_, g)| g);
             let axes = FAMILIES.iter().flat_map(|f| f.axes).find(|(n, _)| *n == name).map(|&(_, m)| m);
             let no_axes = FAMILIES.iter().flat_map(|f| f.no_axes).find(|(n, _)| *n == name).map(|&(_, why)| why);
-            (infer, split, no_gradient, gradient, axes, no_axes)
+            (infer, split_extension, no_gradient, gradient, axes, no_axes)
         };
         let defs: Vec<OpDef> = FAMILIES
             .iter()
             .flat_map(|f| f.costs.iter().map(move |&(name, cost)| (f.family, name, cost)))
             .map(|(family, name, cost)| {
-                let (infer, split, no_gradient, gradient, axes, no_axes) = named(name);
-                OpDef { name, family, infer, cost, split, no_gradient, gradient, axes, no_axes }
+                let (infer, split_extension, no_gradient, gradient, axes, no_axes) = named(name);
+                OpDef { name, family, infer, cost, split_extension, no_gradient, gradient, axes, no_axes }
             })
             .collect();
         let by_name = defs.iter().enumerate().map(|(i, d)| (d.name, OpId(i as u16))).collect();
@@ -262,12 +261,12 @@ pub fn all() -> impl Iterator<Item = OpId> {
 mod tests {
     use super::*;
 
-    /// Every shape rule, split rule and missing gradient belongs to an op of the registry,
+    /// Every shape rule, split extension, axes map and missing gradient belongs to an op of the registry,
     /// and names resolve to their own domain only.
     #[test]
     fn every_rule_names_an_op_and_ids_resolve_by_domain() {
         for f in FAMILIES {
-            let names = f.ops.iter().map(|r| r.0).chain(f.splits.iter().map(|r| r.0));
+            let names = f.ops.iter().map(|r| r.0).chain(f.split_extensions.iter().map(|r| r.0));
             let names = names.chain(f.no_gradient.iter().map(|r| r.0)).chain(f.gradients.iter().map(|r| r.0));
             for name in names.chain(f.axes.iter().map(|r| r.0)) {
                 assert!(by_name(name).is_some(), "{name} has a rule but no cost rule");

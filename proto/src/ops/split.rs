@@ -1,7 +1,9 @@
 //! Split rules: along which dimensions an op can run as p micro-ops on
 //! parts of its tensors, and the micro-ops' shapes (TSPLIT §III-B, Split-CNN
-//! §3). Each op family states its rules in a `SPLITS` table beside its `OPS`
-//! and `COSTS` tables; [`rules`] looks an op up in all of them.
+//! §3). An op's concatenating splits come from its axes map (`super::axes`); what the
+//! map cannot state is the op's extension of it, in its family's `SPLIT_EXTENSIONS`
+//! table beside its `OPS`, `COSTS` and `AXES` tables ([`SplitExtension`]); [`rules`]
+//! joins the two.
 //!
 //! Three ways to combine parts:
 //! - **Concat**: each part makes a slice of every output along one axis
@@ -137,19 +139,26 @@ pub struct SplitRule {
     pub combine: Combine,
 }
 
-/// A family's split rule: the ways an op of given types can be split.
-pub type SplitFn = fn(&CostNode<'_>) -> Vec<SplitRule>;
+/// An op's extension of its axes map: the ways to split it that the map cannot state
+/// (partial sums over an axis it reduces, merged batch statistics, halos along a window's
+/// spatial axes, and the batch split of a Concat, which has no map). Its families list
+/// them in `SPLIT_EXTENSIONS` tables.
+pub type SplitExtension = fn(&CostNode<'_>) -> Vec<SplitRule>;
 
-/// The ways the op of `node` can be split (empty when it cannot be, or has
-/// no rule), only those whose sliced axes are at least as long as 2 parts.
+/// The ways the op of `node` can be split (empty when it cannot be): the concatenations
+/// its axes map gives ([`super::axes::concat_rules`]) and its extension's rules, in
+/// [`Dim`] order (along one dimension a concatenation first), only those whose sliced
+/// axes are at least as long as 2 parts.
 pub fn rules(node: &CostNode<'_>) -> Vec<SplitRule> {
-    let Some(f) = super::registry::by_name(node.op).and_then(|id| id.def().split) else {
-        return Vec::new();
-    };
+    let mut all = super::axes::concat_rules(node);
+    if let Some(extension) = super::registry::by_name(node.op).and_then(|id| id.def().split_extension) {
+        all.extend(extension(node));
+    }
+    all.sort_by_key(|rule| rule.dim);
     let long_enough = |rule: &SplitRule| {
         rule.inputs.iter().enumerate().all(|(slot, axis)| axis.is_none_or(|a| node.in_shape(slot).get(a) >= Some(&2)))
     };
-    f(node).into_iter().filter(long_enough).collect()
+    all.into_iter().filter(long_enough).collect()
 }
 
 /// The rule of `node` along `dim`, or an error saying which dimensions it
@@ -455,6 +464,8 @@ mod tests {
         let attrs = Attrs::new();
         let rules = node_rules("ConvGradWeight", &attrs, &[&[4, 6, 6, 6], &[4, 3, 8, 8]], &[&[6, 3, 3, 3]]);
         assert_eq!(rules[0], sum(Dim::Batch, 2, &[(0, 0), (1, 0)]));
+        // Its channel is its filters' channels, X's.
+        assert_eq!(rules[1], concat(Dim::Channel, 2, &[(1, 1)], 1));
         let one = node_rules("ConvGradWeight", &attrs, &[&[1, 6, 6, 6], &[1, 3, 8, 8]], &[&[6, 3, 3, 3]]);
         assert!(!dims(&one).contains(&Dim::Batch));
         let err =
@@ -487,7 +498,8 @@ mod tests {
     fn losses_reshapes_keeping_the_batch_and_feature_splits_split_along_the_batch() {
         let attrs = Attrs::new();
         let grad = node_rules("SoftmaxCrossEntropyGrad", &attrs, &[&[8, 16, 64], &[8, 16]], &[&[8, 16, 64]]);
-        assert_eq!(grad, [concat(Dim::Batch, 2, &[(0, 0), (1, 0)], 0)]);
+        let positions = |dim, axis| concat(dim, 2, &[(0, axis), (1, axis)], axis);
+        assert_eq!(grad, [positions(Dim::Batch, 0), positions(Dim::Channel, 1)]);
         let loss = node_rules("SoftmaxCrossEntropy", &attrs, &[&[8, 16, 64], &[8, 16]], &[&[]]);
         assert_eq!(loss, [sum(Dim::Batch, 2, &[(0, 0), (1, 0)])]);
         let whole = whole_count_attrs("SoftmaxCrossEntropy", &attrs, &[8, 16, 64]).unwrap();
@@ -500,17 +512,28 @@ mod tests {
         assert_eq!(part_op("Reshape", ""), Some("ReshapeTo"));
         let last = Attrs::new().with("axis", Attr::Int(-1));
         let chunks = node_rules("Split", &last, &[&[8, 16, 96], &[3]], &[&[8, 16, 32], &[8, 16, 32], &[8, 16, 32]]);
-        assert_eq!(chunks, [concat(Dim::Batch, 2, &[(0, 0)], 0)]);
-        assert!(node_rules("Split", &attrs, &[&[8, 16], &[2]], &[&[4, 16], &[4, 16]]).is_empty());
+        assert_eq!(chunks, [concat(Dim::Batch, 2, &[(0, 0)], 0), concat(Dim::Channel, 2, &[(0, 1)], 1)]);
+        let batch_chunks = node_rules("Split", &attrs, &[&[8, 16], &[2]], &[&[4, 16], &[4, 16]]);
+        assert_eq!(dims(&batch_chunks), [Dim::Channel]);
     }
 
     #[test]
-    fn matmul_splits_rows_columns_and_the_reduction() {
+    fn matrix_products_split_rows_columns_and_the_reduction() {
         let attrs = Attrs::new();
         let rules = node_rules("MatMul", &attrs, &[&[8, 16], &[16, 4]], &[&[8, 4]]);
         assert_eq!(rules[0], concat(Dim::Batch, 2, &[(0, 0)], 0));
         assert_eq!(rules[1], concat(Dim::Channel, 2, &[(1, 1)], 1));
         assert_eq!(rules[2], sum(Dim::Channel, 2, &[(0, 1), (1, 0)]));
+        // A 2-D A on batched B: the batch is A's rows; the channel B's columns.
+        let rules = node_rules("MatMul", &attrs, &[&[8, 16], &[3, 16, 4]], &[&[3, 8, 4]]);
+        assert_eq!(rules[0], concat(Dim::Batch, 2, &[(0, 0)], 1));
+        assert_eq!(rules[1], concat(Dim::Channel, 2, &[(1, 2)], 2));
+        // Gemm: rows of A and columns of B, C sliced where it has them, else whole.
+        let t = Attrs::new().with("transA", Attr::Int(1)).with("transB", Attr::Int(1));
+        let rules = node_rules("Gemm", &t, &[&[16, 8], &[4, 16], &[4]], &[&[8, 4]]);
+        assert_eq!(rules, [concat(Dim::Batch, 3, &[(0, 1)], 0), concat(Dim::Channel, 3, &[(1, 0), (2, 0)], 1)]);
+        let rules = node_rules("Gemm", &attrs, &[&[8, 16], &[16, 4], &[8, 4]], &[&[8, 4]]);
+        assert_eq!(rules, [concat(Dim::Batch, 3, &[(0, 0), (2, 0)], 0), concat(Dim::Channel, 3, &[(1, 1), (2, 1)], 1)]);
     }
 
     #[test]

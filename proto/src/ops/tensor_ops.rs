@@ -4,8 +4,7 @@
 //! contents are folded. Their cost, and that of `ReshapeTo`.
 
 use super::axes::AxesMap;
-use super::cost::{copy, view, CostFn, CostNode};
-use super::split::{self, Dim, SplitFn, SplitRule};
+use super::cost::{copy, view, CostFn};
 use super::util::{
     affine_gather, broadcast, broadcast_data, checked_numel, const_i64s, expect_inputs, fmt_shape, fold, input,
     int_data, normalize_axes, normalize_axis, optional_const_i64s, strides, to_dim, too_large, typed,
@@ -45,7 +44,7 @@ pub(super) const NO_GRADIENT: &[(&str, &str)] = &[("Tile", "the gradient of Tile
 
 /// The ops of this family without an axes map (coupled along every axis), and why.
 pub(super) const NO_AXES: &[(&str, &str)] = &[
-    ("Reshape", "its shape is a value input; the training graph's ReshapeTo carries the map"),
+    ("Reshape", "its shape is a value input; its parts run as ReshapeTo (`split::part_op`), whose map they take"),
     ("Tile", "repeats its input: a part of the output is no part's tiling"),
 ];
 
@@ -59,20 +58,6 @@ pub(super) const AXES: &[(&str, AxesMap)] = &[
     ("Flatten", AxesMap::Samples { flatten: true }),
     ("ReshapeTo", AxesMap::Samples { flatten: false }),
 ];
-
-/// Split rules: a Reshape that keeps axis 0 (each sample one contiguous
-/// block of the same length before and after) splits along the batch, its
-/// parts lms `ReshapeTo`s of the input's parts (`split::part_op`; the
-/// shape input is not read); bit-identical.
-pub(super) const SPLITS: &[(&str, SplitFn)] = &[("Reshape", reshape_splits)];
-
-fn reshape_splits(n: &CostNode<'_>) -> Vec<SplitRule> {
-    let keeps_samples = n.outputs.first().and_then(|t| t.shape.first()) == n.in_shape(0).first();
-    if !keeps_samples || n.in_shape(0).is_empty() {
-        return Vec::new();
-    }
-    vec![split::concat(Dim::Batch, n.inputs.len(), &[(0, 0)], 0)]
-}
 
 /// The output of an op that keeps the elements in order and changes only
 /// the shape; integer contents pass through.

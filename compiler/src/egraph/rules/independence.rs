@@ -14,9 +14,10 @@
 //!
 //! Not independent, so never distributed: ops that reduce or couple along
 //! the axis. BatchNormalization in training (`BatchNormTrain`) computes
-//! statistics over the batch; Softmax along its own axis; ConvGradWeight,
-//! ConvGradBias and a MatMul split along its reduction axis need a sum of the
-//! parts, not a concatenation; losses divide by the total count (the softmax
+//! statistics over the batch; Softmax along its own axis; ConvGradWeight and
+//! ConvGradBias split along the batch and a MatMul split along its reduction
+//! axis need a sum of the parts, not a concatenation (their maps' extensions,
+//! `shape::split`, and the `distribute-sum` rule); losses divide by the total count (the softmax
 //! cross-entropy gradient distributes only with its parts told that count,
 //! `shape::split::whole_count_attrs`); dropout draws its mask by position. Windowed ops split along
 //! a spatial axis need halos and per-part padding (Split-CNN §3); those
@@ -58,7 +59,7 @@ impl Family {
 /// Every family, in rule order.
 pub const FAMILIES: &[Family] = &[
     Family { name: "elementwise", members: |m| *m == AxesMap::Elementwise },
-    Family { name: "windowed", members: |m| matches!(m, AxesMap::Windowed(w) if w.data > 0) },
+    Family { name: "windowed", members: |m| matches!(m, AxesMap::Windowed(_)) },
     Family { name: "normalization", members: |m| matches!(m, AxesMap::Normalized { .. } | AxesMap::Channels { .. }) },
     Family { name: "matmul", members: |m| matches!(m, AxesMap::MatMul | AxesMap::Gemm) },
     Family {

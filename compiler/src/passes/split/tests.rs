@@ -121,6 +121,18 @@ fn a_height_split_of_a_conv_reads_overlapping_windows_with_their_own_pads_and_is
 }
 
 #[test]
+fn a_channel_split_of_a_conv_slices_its_filters_and_is_proven() {
+    let g = cnn();
+    let (p, reports) = patch(&g, &[request("conv", Dim::Channel, 2, 0)]).unwrap();
+    let (split, _) = apply_checked(&g, &p).unwrap();
+    assert_eq!(reports[0].merge, "concat along axis 1");
+    assert_eq!((&reports[0].splits[..], &reports[0].merges[..]), (&["w".to_string()][..], &["conv".to_string()][..]));
+    let proof = verify(&g, &split, &Limits::default()).unwrap();
+    assert_eq!(proof.proven(), 1);
+    assert!(proof.applied.contains_key("distribute-windowed"));
+}
+
+#[test]
 fn splits_that_are_not_emitted_or_not_legal_are_refused_by_name() {
     let g = cnn();
     let err = |r: SplitRequest| patch(&g, &[r]).unwrap_err().to_string();
@@ -131,12 +143,6 @@ fn splits_that_are_not_emitted_or_not_legal_are_refused_by_name() {
     assert_eq!(
         err(request("pool", Dim::Height, 5, 0)),
         "node 'pool' (MaxPool): its window makes 4 positions along axis 2, fewer than 5 parts"
-    );
-    // The rule slices the weight along output channels; the e-graph does not derive it for Conv.
-    assert!(
-        err(request("conv", Dim::Channel, 2, 0)).contains("not independent along axis 1"),
-        "{}",
-        err(request("conv", Dim::Channel, 2, 0))
     );
     assert!(err(request("cnv", Dim::Batch, 2, 0)).starts_with("--split op 'cnv' matches no op"));
     // A 1x1 conv padded by 3 rows above: its first output rows read only padding.
@@ -154,10 +160,10 @@ fn splits_that_are_not_emitted_or_not_legal_are_refused_by_name() {
     assert!(both.to_string().contains("overlap or feed each other"), "{both}");
 }
 
-/// The shape rules' concat splits and the e-graph's independence conditions
-/// agree on how inputs are sliced wherever the e-graph derives the split, and
-/// it derives every batch split of these ops (the pass takes its axis from
-/// the former and its legality from the latter).
+/// The split rules' concatenations and the e-graph's independence conditions,
+/// both read from the axes map, agree: the e-graph derives every one, slicing
+/// the inputs alike (the pass takes its axis from the former and its legality
+/// from the latter).
 #[test]
 fn shape_rules_and_the_e_graph_slice_inputs_alike() {
     use crate::egraph::lang::TermAnalysis;
@@ -175,6 +181,7 @@ fn shape_rules_and_the_e_graph_slice_inputs_alike() {
         ("MatMul", Attrs::new(), vec![f(&[4, 8]), f(&[8, 6])], f(&[4, 6])),
         ("MatMul", Attrs::new(), vec![f(&[4, 5, 8]), f(&[8, 6])], f(&[4, 5, 6])),
         ("Gemm", Attrs::new(), vec![f(&[4, 8]), f(&[8, 6]), f(&[6])], f(&[4, 6])),
+        ("Softmax", Attrs::new(), vec![f(&[4, 6, 2])], f(&[4, 6, 2])),
         ("Relu", Attrs::new(), vec![f(&[4, 6, 2])], f(&[4, 6, 2])),
         ("Add", Attrs::new(), vec![f(&[4, 6, 2]), f(&[6, 1])], f(&[4, 6, 2])),
     ];
@@ -190,7 +197,7 @@ fn shape_rules_and_the_e_graph_slice_inputs_alike() {
             let Combine::Concat { axis } = rule.combine else { continue };
             match family.split_inputs(&head, &shapes, axis, 17) {
                 Some(splits) => assert_eq!(splits, rule.inputs, "{op} along {}", rule.dim),
-                None => assert_ne!(rule.dim, Dim::Batch, "{op}: the e-graph derives every batch split"),
+                None => panic!("{op}: the e-graph does not derive its split along {}", rule.dim),
             }
         }
     }

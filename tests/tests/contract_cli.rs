@@ -1,7 +1,8 @@
 //! The contract from the command line: a `.lms` file crafted from a valid one to break it
 //! makes `lms simulate`, `lms verify` and `lms run` each exit 2 with one line naming the
 //! file and the tensor or node, never a panic, never "proven"; a node whose declared
-//! outputs its op's shape rule does not give is refused so on both backends.
+//! outputs its op's shape rule (an lms op's output rule) does not give is refused so on both
+//! backends.
 
 use lms_proto::lms::{slot, DType, Graph, Slot};
 use lms_proto::Message;
@@ -10,9 +11,9 @@ use lms_tests::{lms, lms_bin, repo_root};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// A scratch folder for this test binary.
-fn scratch() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("lms-contract-cli-{}", std::process::id()));
+/// A scratch folder for the test `test` of this test binary.
+fn scratch(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("lms-contract-cli-{test}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
@@ -82,7 +83,7 @@ fn craft(dir: &Path, graph: &Graph, name: &str, edit: impl FnOnce(&mut Graph)) -
 
 #[test]
 fn crafted_files_are_rejected_by_simulate_verify_and_run() {
-    let dir = scratch();
+    let dir = scratch("crafted");
     let valid = valid_file(&dir);
     let graph = Graph::decode(&*std::fs::read(&valid).unwrap()).unwrap();
     let (p, c) = producer_and_consumer(&graph);
@@ -125,5 +126,28 @@ fn crafted_files_are_rejected_by_simulate_verify_and_run() {
     rejected_everywhere(&valid, &retyped, &format!("node '{producer_name}' ({op}): {why}"));
     let text = String::from_utf8(lms(&["simulate", consumer_first.to_str().unwrap()]).stderr).unwrap();
     assert!(text.contains(&format!("before node '{producer_name}' (")), "{text}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// An lms op's declared outputs are held to its output rule as an ONNX op's are to its shape
+/// rule: a gradient transposed (the same bytes, another shape) or retyped is refused at load.
+#[test]
+fn lms_ops_declare_the_output_types_of_their_output_rule() {
+    let dir = scratch("lms-ops");
+    let valid = valid_file(&dir);
+    let graph = Graph::decode(&*std::fs::read(&valid).unwrap()).unwrap();
+    let n = graph.nodes.iter().position(|n| n.domain == "lms" && n.op == "UnaryGrad").expect("the MLP has a UnaryGrad");
+    let (name, made) = (&graph.nodes[n].name, graph.nodes[n].outputs[0] as usize);
+    let shape = graph.tensors[made].shape.clone();
+    let transposed: Vec<u64> = shape.iter().rev().copied().collect();
+    assert_ne!(transposed, shape, "the gradient is not transposable");
+    let declared = |s: &[u64]| format!("{s:?}").replace(' ', "");
+
+    let swapped = craft(&dir, &graph, "transposed.lms", |g| g.tensors[made].shape = transposed.clone());
+    let why = format!("declares outputs [f32{}] but its inputs give [f32{}]", declared(&transposed), declared(&shape));
+    rejected_everywhere(&valid, &swapped, &format!("node '{name}' (UnaryGrad): {why}"));
+    let retyped = craft(&dir, &graph, "retyped.lms", |g| g.tensors[made].dtype = DType::DtypeI32 as i32);
+    let why = format!("declares outputs [i32{}] but its inputs give [f32{}]", declared(&shape), declared(&shape));
+    rejected_everywhere(&valid, &retyped, &format!("node '{name}' (UnaryGrad): {why}"));
     std::fs::remove_dir_all(&dir).unwrap();
 }

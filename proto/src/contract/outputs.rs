@@ -1,28 +1,30 @@
 //! The op semantics the contract checks: every node whose op has a shape rule
-//! ([`crate::ops`]) declares the output types the rule gives for its inputs' types,
-//! attributes and known values, so a kernel on either backend only ever sees shapes and
-//! dtypes the rule produced (a kernel allocates its outputs from the declared types and
-//! launches over sizes taken from its inputs). Where the rule needs a value the file does
-//! not carry (a `Slice`'s starts computed at run time), the node's kernel checks the sizes
-//! it reads instead.
+//! ([`crate::ops`]; an lms op's output rule, [`ops::expected_lms_outputs`]) declares the
+//! output types the rule gives for its inputs' types, attributes and known values, so a
+//! kernel on either backend only ever sees shapes and dtypes the rule produced (a kernel
+//! allocates its outputs from the declared types and launches over sizes taken from its
+//! inputs). Where the rule needs a value the file does not carry (a `Slice`'s starts
+//! computed at run time), the node's kernel checks the sizes it reads instead.
 
 use super::describe;
 use super::ops::NodeKind;
 use super::program::Program;
 use crate::escape::Escaped;
-use crate::ops::{self, ShapeError, Value, MAX_FOLDED_ELEMENTS};
+use crate::ops::{self, LmsNode, OpId, ShapeError, Value, MAX_FOLDED_ELEMENTS};
 use crate::types::{Attr, Attrs, DType, TensorData, TensorType};
 
-/// Checks, in schedule order, every ONNX node with a shape rule; `Err` names the first
-/// whose declared outputs differ from the rule's, and how.
+/// Checks, in schedule order, every kernel node whose op has a shape or output rule; `Err`
+/// names the first whose declared outputs differ from the rule's, and how.
 pub fn check_output_types(program: &Program) -> Result<(), String> {
     let mut values: Vec<Option<Value>> = vec![None; program.tensor_count()];
     for &n in program.order() {
         let node = program.node(n);
-        if program.kind(n) != NodeKind::Kernel || !program.op(n).is_some_and(|op| op.def().is_onnx()) {
+        let Some(op) = program.op(n).filter(|_| program.kind(n) == NodeKind::Kernel) else { continue };
+        let what = || describe::node(program.graph(), n);
+        if !op.def().is_onnx() {
+            check_lms_outputs(program, n, op).map_err(|e| format!("{}: {e}", what()))?;
             continue;
         }
-        let what = || describe::node(program.graph(), n);
         for &t in program.node_inputs(n).iter().flatten() {
             if values[t].is_none() {
                 values[t] = Some(value(program, t));
@@ -54,6 +56,22 @@ pub fn check_output_types(program: &Program) -> Result<(), String> {
             .map_err(|e| format!("{}: {e}", what()))?;
     }
     Ok(())
+}
+
+/// Checks node `n` of lms op `op` against the op's output rule, if it has one.
+fn check_lms_outputs(program: &Program, n: usize, op: OpId) -> Result<(), String> {
+    let attrs = Attrs::without_tensors(&program.node(n).attributes);
+    let inputs: Vec<Option<TensorType>> =
+        program.node_inputs(n).iter().map(|t| t.map(|t| tensor_type(program, t))).collect();
+    let inputs: Vec<Option<&TensorType>> = inputs.iter().map(Option::as_ref).collect();
+    let declared: Vec<TensorType> = program.node_outputs(n).iter().map(|&t| tensor_type(program, t)).collect();
+    let declared: Vec<&TensorType> = declared.iter().collect();
+    let node = LmsNode { attrs: &attrs, inputs: &inputs, declared: &declared };
+    match ops::expected_lms_outputs(op, &node) {
+        None => Ok(()),
+        Some(Err(e)) => Err(Escaped(&e.to_string()).to_string()),
+        Some(Ok(expected)) => ops::compare_outputs(&declared, &expected),
+    }
 }
 
 /// The type of tensor `t` as the shape rules take it.

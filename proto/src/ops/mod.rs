@@ -15,6 +15,7 @@ mod conv;
 pub mod cost;
 mod elementwise;
 mod indexing;
+mod lms_outputs;
 mod nn;
 mod pool;
 mod reduce;
@@ -26,6 +27,7 @@ mod util;
 pub mod window;
 
 pub use axes::AxesMap;
+pub use lms_outputs::LmsNode;
 pub use nn::SoftmaxAxis;
 pub use registry::{Family, OpId};
 
@@ -213,6 +215,13 @@ pub fn compare_outputs(declared: &[&TensorType], expected: &[TensorType]) -> Res
         ));
     }
     Ok(())
+}
+
+/// The output types a node of lms op `op` must declare, by the op's output rule
+/// ([`LmsNode`] has its inputs' types and declared outputs); `None` for an op without one
+/// (an ONNX op, `Zeros`, the swaps).
+pub fn expected_lms_outputs(op: OpId, node: &LmsNode<'_>) -> Option<ShapeResult<Vec<TensorType>>> {
+    op.def().outputs.map(|rule| lms_outputs::expected(rule, node))
 }
 
 /// True when [`infer`] knows the op.

@@ -14,7 +14,7 @@
 //! lms op (`proto/OPS.md`) otherwise.
 
 use super::axes::AxesMap;
-use super::{constant, conv, cost, elementwise, indexing, nn, pool, reduce, split, tensor_ops, InferFn};
+use super::{constant, conv, cost, elementwise, indexing, lms_outputs, nn, pool, reduce, split, tensor_ops, InferFn};
 use crate::contract::{INPUT_OP, LMS_DOMAIN, VARIABLE_OP};
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -64,6 +64,8 @@ pub struct OpDef {
     pub family: Family,
     /// Its shape-and-type rule: `Some` exactly for the ONNX ops (default domain).
     pub(super) infer: Option<InferFn>,
+    /// Its output rule, for an lms op with one ([`lms_outputs`]).
+    pub(super) outputs: Option<lms_outputs::OutputsFn>,
     /// Its cost rule.
     pub(super) cost: cost::CostFn,
     /// Its split rules beyond its axes map's, where it has them.
@@ -225,14 +227,15 @@ fn registry() -> &'static Registry {
             let gradient = FAMILIES.iter().flat_map(|f| f.gradients).find(|(n, _)| *n == name).map(|&(_, g)| g);
             let axes = FAMILIES.iter().flat_map(|f| f.axes).find(|(n, _)| *n == name).map(|&(_, m)| m);
             let no_axes = FAMILIES.iter().flat_map(|f| f.no_axes).find(|(n, _)| *n == name).map(|&(_, why)| why);
-            (infer, split_extension, no_gradient, gradient, axes, no_axes)
+            let outputs = lms_outputs::RULES.iter().find(|(n, _)| *n == name).map(|&(_, r)| r);
+            (infer, outputs, split_extension, no_gradient, gradient, axes, no_axes)
         };
         let defs: Vec<OpDef> = FAMILIES
             .iter()
             .flat_map(|f| f.costs.iter().map(move |&(name, cost)| (f.family, name, cost)))
             .map(|(family, name, cost)| {
-                let (infer, split_extension, no_gradient, gradient, axes, no_axes) = named(name);
-                OpDef { name, family, infer, cost, split_extension, no_gradient, gradient, axes, no_axes }
+                let (infer, outputs, split_extension, no_gradient, gradient, axes, no_axes) = named(name);
+                OpDef { name, family, infer, outputs, cost, split_extension, no_gradient, gradient, axes, no_axes }
             })
             .collect();
         let by_name = defs.iter().enumerate().map(|(i, d)| (d.name, OpId(i as u16))).collect();
@@ -272,6 +275,15 @@ mod tests {
                 assert!(by_name(name).is_some(), "{name} has a rule but no cost rule");
             }
         }
+        for &(name, _) in lms_outputs::RULES {
+            assert!(by_name(name).is_some_and(|op| !op.def().is_onnx()), "{name} has an output rule but is no lms op");
+        }
+        let unruled: Vec<&str> = all()
+            .map(OpId::def)
+            .filter(|d| !d.is_onnx() && d.is_kernel() && d.outputs.is_none())
+            .map(|d| d.name)
+            .collect();
+        assert_eq!(unruled, ["Zeros"], "lms kernels without an output rule");
         assert_eq!(
             by_name("Tile").unwrap().def().no_gradient,
             Some("the gradient of Tile is not implemented (Expand has one)")

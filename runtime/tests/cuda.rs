@@ -468,6 +468,16 @@ fn convolutions_and_pools_match_the_cpu() {
         .attrs(asym)
         .tolerance(1e-3)
         .check();
+    // SAME pads resolved unevenly (stride 2 over an even input): the padded copy of X the
+    // scratch rule plans from the resolved window, both ways round.
+    let x8 = rng.floats(&[2, 4, 8, 8], -1.0, 1.0);
+    let w3 = rng.floats(&[3, 4, 3, 3], -0.5, 0.5);
+    for mode in ["SAME_UPPER", "SAME_LOWER"] {
+        Case::new("Conv", vec![x8.clone(), w3.clone()], vec![f32s(&[2, 3, 4, 4])])
+            .attrs(vec![string("auto_pad", mode), ints("strides", &[2, 2])])
+            .tolerance(1e-3)
+            .check();
+    }
     // ConvTranspose: grouped, strided, with asymmetric pads and output padding, and bias.
     let wt = rng.floats(&[4, 3, 3, 3], -0.5, 0.5);
     let bt = rng.floats(&[6], -0.5, 0.5);

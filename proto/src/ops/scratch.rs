@@ -5,8 +5,8 @@
 //!
 //! A node's block holds [`Part`]s one after another, each at a 256-byte aligned offset
 //! ([`layout`]):
-//! - the zero-padded copy a convolution with asymmetric pads works on (cuDNN pads
-//!   symmetrically): X padded for `Conv` and `ConvGradWeight`, dX padded for
+//! - the zero-padded copy a convolution with asymmetric pads (explicit, or resolved from
+//!   `auto_pad` by the window rule) works on (cuDNN pads symmetrically): X padded for `Conv` and `ConvGradWeight`, dX padded for
 //!   `ConvGradData`, in f32 — every halo part of a spatial split has such pads;
 //! - the workspace of the cuDNN algorithm the convolution runs with ([`conv_algorithm`]),
 //!   fixed here from the shapes, so the original and every rewritten graph run the same
@@ -27,6 +27,8 @@
 
 use crate::contract::ops::LMS_DOMAIN;
 use crate::contract::program::Program;
+use crate::ops::window::Window;
+use crate::ops::ShapeResult;
 use crate::types::Attrs;
 
 /// Alignment of each part of a scratch block (cuDNN's and the kernels' widest access).
@@ -238,8 +240,11 @@ pub fn conv_algorithm(
         ConvDirection::BackwardFilter => {
             let (dy, x) = (input(0)?, input(1)?);
             // cuDNN reads X from its padded copy when the pads are asymmetric.
-            let pads = attrs.ints_opt("pads").ok().flatten().unwrap_or_default();
-            let x_bytes = aligned(padded_copy_bytes(x, &pads).max(f32_bytes(x)));
+            let padded = match x.len() == w.len() {
+                true => asymmetric_padded_bytes(elements(&x[..2]), Window::conv(attrs, &x[2..], &w[2..])),
+                false => 0,
+            };
+            let x_bytes = aligned(padded.max(f32_bytes(x)));
             [dy, w].iter().fold(WORKSPACE_ALIGN + x_bytes, |total, shape| total.saturating_add(aligned(f32_bytes(shape))))
         }
         ConvDirection::Forward | ConvDirection::BackwardData => 0,
@@ -248,22 +253,22 @@ pub fn conv_algorithm(
 }
 
 /// The scratch block of a node with op `op` in `domain`, attributes `attrs` (of which
-/// the rule reads `pads`, `axis` and `ConvTranspose`'s window), input shapes `inputs`
+/// the rule reads the convolutions' windows ([`Window`], `auto_pad` resolved) and `axis`), input shapes `inputs`
 /// (`None`: an absent optional input) and output shapes `outputs`: empty for ops that take
 /// none.
 pub fn layout(domain: &str, op: &str, attrs: &Attrs, inputs: &[Option<&[usize]>], outputs: &[&[usize]]) -> Layout {
     let input = |i: usize| inputs.get(i).copied().flatten();
     let output = |i: usize| outputs.get(i).copied();
-    let pads = attrs.ints_opt("pads").ok().flatten();
+    // The convolution's X (or dX) and W.
     let padded = match (domain, op) {
-        ("" | "ai.onnx", "Conv") => input(0),
-        (LMS_DOMAIN, "ConvGradWeight") => input(1),
-        (LMS_DOMAIN, "ConvGradData") => output(0),
+        ("" | "ai.onnx", "Conv") => input(0).zip(input(1)),
+        (LMS_DOMAIN, "ConvGradWeight") => input(1).zip(output(0)),
+        (LMS_DOMAIN, "ConvGradData") => output(0).zip(input(1)),
         _ => None,
     };
     let mut layout = Layout::default();
-    if let (Some(shape), Some(pads)) = (padded, &pads) {
-        layout.push(Part::Padded, padded_copy_bytes(shape, pads));
+    if let Some((x, w)) = padded.filter(|(x, w)| x.len() >= 3 && w.len() == x.len()) {
+        layout.push(Part::Padded, asymmetric_padded_bytes(elements(&x[..2]), Window::conv(attrs, &x[2..], &w[2..])));
     }
     if let Some(algorithm) = conv_algorithm(domain, op, attrs, inputs, outputs) {
         layout.push(Part::Workspace, algorithm.workspace_bytes);
@@ -338,7 +343,11 @@ pub fn layout(domain: &str, op: &str, attrs: &Attrs, inputs: &[Option<&[usize]>]
         }
         ("" | "ai.onnx", "ConvTranspose") => {
             if let (Some(x), Some(w), Some(y)) = (input(0), input(1), output(0)) {
-                layout.push(Part::Uncropped, uncropped_bytes(attrs, x, w, y));
+                if x.len() >= 3 && w.len() == x.len() && y.len() == x.len() {
+                    // Seen from the forward convolution, whose input is Y uncropped.
+                    let window = Window::conv_transpose(attrs, &x[2..], &w[2..]);
+                    layout.push(Part::Uncropped, asymmetric_padded_bytes(elements(&y[..2]), window));
+                }
             }
         }
         (LMS_DOMAIN, "GatherGrad") => {
@@ -381,83 +390,19 @@ fn normalized<'x>(attrs: &Attrs, x: &'x [usize]) -> Option<(u64, &'x [usize])> {
     Some((elements(&x[..axis]), &x[axis..]))
 }
 
-/// Bytes of `ConvTranspose`'s uncropped output: Y [N, M, D...] with each spatial axis at
-/// its full size `stride·(X−1) + output_padding + dilation·(kernel−1) + 1` (the backward
-/// data of the forward convolution from it to X), when its pads begin and end differently
-/// on some axis; 0 when they are symmetric (the backward data then writes Y directly).
-fn uncropped_bytes(attrs: &Attrs, x: &[usize], w: &[usize], y: &[usize]) -> u64 {
-    let spatial = x.len().saturating_sub(2);
-    if x.len() < 3 || w.len() != x.len() || y.len() != x.len() {
-        return 0;
-    }
-    let per_axis = |name: &str, default: i64| -> Option<Vec<u64>> {
-        match attrs.ints_opt(name).ok()? {
-            Some(v) if v.len() == spatial => v.iter().map(|&d| u64::try_from(d).ok()).collect(),
-            Some(_) => None,
-            None => Some(vec![default as u64; spatial]),
-        }
-    };
-    let (Some(strides), Some(dilations), Some(output_padding)) =
-        (per_axis("strides", 1), per_axis("dilations", 1), per_axis("output_padding", 0))
-    else {
-        return 0;
-    };
-    let mut full = (y[0] as u64).saturating_mul(y[1] as u64);
-    let mut symmetric = true;
-    for d in 0..spatial {
-        let size = strides[d].saturating_mul((x[2 + d] as u64).max(1) - 1)
-            + output_padding[d]
-            + dilations[d].saturating_mul((w[2 + d] as u64).saturating_sub(1))
-            + 1;
-        let total = size.saturating_sub(y[2 + d] as u64);
-        let begin = conv_transpose_pad_begin(attrs, d, spatial, total);
-        symmetric &= begin.is_some_and(|begin| 2 * begin == total);
-        full = full.saturating_mul(size);
-    }
-    if symmetric {
-        0
-    } else {
-        full.saturating_mul(F32_BYTES)
-    }
-}
-
-/// The pads `ConvTranspose` crops before axis `d` of its `spatial` axes, of `total` cropped
-/// on it: from `output_shape` or `auto_pad` (`SAME_UPPER` crops the smaller half before,
-/// else the larger), or the explicit `pads`.
-fn conv_transpose_pad_begin(attrs: &Attrs, d: usize, spatial: usize, total: u64) -> Option<u64> {
-    let auto_pad = attrs.string("auto_pad", "NOTSET".into()).ok()?;
-    if attrs.has("output_shape") || auto_pad != "NOTSET" {
-        let half = total / 2;
-        return Some(if auto_pad == "SAME_UPPER" { half } else { total - half });
-    }
-    match attrs.ints_opt("pads").ok()? {
-        Some(pads) if pads.len() == 2 * spatial => u64::try_from(pads[d]).ok(),
-        Some(_) => None,
-        None => Some(0),
-    }
-}
-
 /// Scratch bytes of a node (the bytes of its [`layout`]); 0 for ops that take none.
 pub fn scratch_bytes(domain: &str, op: &str, attrs: &Attrs, inputs: &[Option<&[usize]>], outputs: &[&[usize]]) -> u64 {
     layout(domain, op, attrs, inputs, outputs).bytes()
 }
 
-/// Bytes of `shape` (N, C, spatial axes...) padded by `pads` in f32 when the pads are
-/// asymmetric on some axis; 0 when they are symmetric or do not fit the shape.
-fn padded_copy_bytes(shape: &[usize], pads: &[i64]) -> u64 {
-    let spatial = shape.len().saturating_sub(2);
-    if shape.len() < 3 || pads.len() != 2 * spatial || pads.iter().any(|&p| p < 0) {
-        return 0;
+/// Bytes in f32 of `planes` planes (N · C) of a window's input padded by its pads when
+/// they are asymmetric on some axis ([`Window::asymmetric_padded_input`]); 0 when they are
+/// symmetric or the shapes make no window (the shape rule refuses those).
+fn asymmetric_padded_bytes(planes: u64, window: ShapeResult<Window>) -> u64 {
+    match window.map(|window| window.asymmetric_padded_input()) {
+        Ok(Some(padded)) => planes.saturating_mul(elements(&padded)).saturating_mul(F32_BYTES),
+        Ok(None) | Err(_) => 0,
     }
-    let (begin, end) = pads.split_at(spatial);
-    if begin == end {
-        return 0;
-    }
-    let mut elements = (shape[0] * shape[1]) as u64;
-    for d in 0..spatial {
-        elements = elements.saturating_mul(shape[2 + d] as u64 + begin[d] as u64 + end[d] as u64);
-    }
-    elements.saturating_mul(F32_BYTES)
 }
 
 /// The scratch block of node `n` of `program`.
@@ -529,6 +474,26 @@ mod tests {
         let grad_data = layout(LMS_DOMAIN, "ConvGradData", &pads(&[0, 2, 0, 0]), &[Some(dy), Some(w)], &[x]);
         assert_eq!(grad_data.parts, vec![(Part::Padded, 0, 2 * 3 * 8 * 10 * 4)], "dX padded");
         assert_eq!(scratch_bytes("", "Relu", &pads(&[1, 0, 0, 0]), &[Some(x)], &[x]), 0, "not a convolution");
+    }
+
+    #[test]
+    fn same_pads_are_resolved_before_they_are_found_asymmetric() {
+        let (x, w): (&[usize], &[usize]) = (&[2, 3, 8, 8], &[4, 3, 3, 3]);
+        let same = |mode: &str| {
+            Attrs::new().with("auto_pad", Attr::String(mode.into())).with("strides", Attr::Ints(vec![2, 2]))
+        };
+        // Stride 2 over 8: 4 outputs cover (4 − 1)·2 + 3 = 9 positions, 1 pad at one end.
+        let padded: u64 = 2 * 3 * 9 * 9 * 4;
+        let y: &[usize] = &[2, 4, 4, 4];
+        for mode in ["SAME_UPPER", "SAME_LOWER"] {
+            let conv = layout("", "Conv", &same(mode), &[Some(x), Some(w)], &[y]);
+            assert_eq!(conv.parts, vec![(Part::Padded, 0, padded)], "{mode}");
+            let data = layout(LMS_DOMAIN, "ConvGradData", &same(mode), &[Some(y), Some(w)], &[x]);
+            assert_eq!(data.parts, vec![(Part::Padded, 0, padded)], "{mode}");
+        }
+        // Stride 1 pads 1 at each end: symmetric, no copy.
+        let even = Attrs::new().with("auto_pad", Attr::String("SAME_UPPER".into()));
+        assert_eq!(layout("", "Conv", &even, &[Some(x), Some(w)], &[&[2, 4, 8, 8]]).bytes(), 0);
     }
 
     #[test]

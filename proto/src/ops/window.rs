@@ -208,6 +208,42 @@ impl Window {
         })
     }
 
+    /// The input's spatial size with its pads, when they begin and end differently on some
+    /// axis (a backend that pads symmetrically then works on a padded copy); `None` when
+    /// they are symmetric.
+    pub fn asymmetric_padded_input(&self) -> Option<Vec<usize>> {
+        (self.pads_begin != self.pads_end).then(|| {
+            let padded = self.input.iter().zip(&self.pads_begin).zip(&self.pads_end);
+            padded.map(|((&size, &begin), &end)| size + begin + end).collect()
+        })
+    }
+
+    /// This window with the end pads of a forward convolution from `input` to exactly
+    /// `output`: on each axis the begin pad where that gives `output` (symmetric pads need
+    /// no padded copy), else the least end pad that does (its last window ends at the last
+    /// position it reads; padding beyond, shorter than a stride, is never read). The
+    /// adjoint convolution of a `ConvTranspose` ([`Window::conv_transpose`]) is this
+    /// window's. An error when no end pad gives `output` (output padding of a stride or more).
+    pub fn with_tight_end_pads(self) -> ShapeResult<Window> {
+        let mut pads_end = Vec::with_capacity(self.input.len());
+        for d in 0..self.input.len() {
+            let (stride, begin) = (self.strides[d] as i128, self.pads_begin[d] as i128);
+            let span = (self.kernel[d] as i128 - 1) * self.dilations[d] as i128 + 1;
+            let read = (self.output[d] as i128 - 1) * stride + span;
+            // End pads in [least, least + stride) give `output` windows.
+            let least = read - self.input[d] as i128 - begin;
+            if least + stride <= 0 {
+                return Err(ShapeError::Invalid(format!(
+                    "output size {} on spatial axis {d} is a stride or more beyond the {read} positions its {} inputs write from pad {begin}",
+                    self.input[d], self.output[d]
+                )));
+            }
+            let end = if (least..least + stride).contains(&begin) { begin } else { least.max(0) };
+            pads_end.push(wide_to_dim(end)?);
+        }
+        Ok(Window { pads_end, ..self })
+    }
+
     /// The window over `input` with the attributes `a`. `ceil_mode` rounds the number of
     /// window positions up, dropping a last window that would start in the end padding.
     fn forward(a: Attributes, input: &[usize], ceil_mode: bool) -> ShapeResult<Window> {
@@ -326,6 +362,32 @@ mod tests {
         let same = text(ints("strides", &[2]), "auto_pad", "SAME_UPPER");
         let w = Window::conv_transpose(&same, &[5], &[3]).unwrap();
         assert_eq!((w.input, w.pads_begin, w.pads_end), (vec![10], vec![0], vec![1]));
+    }
+
+    #[test]
+    fn tight_end_pads_give_the_output_and_prefer_the_begin_pad() {
+        let tight = |w: Window| {
+            let w = w.with_tight_end_pads().unwrap();
+            (w.pads_begin, w.pads_end)
+        };
+        let up = |pads: &[i64], output_padding: i64| {
+            ints("strides", &[2]).with("pads", Attr::Ints(pads.to_vec())).with("output_padding", Attr::Ints(vec![output_padding]))
+        };
+        // 5 inputs write 2·4 + 3 = 11 positions; the output padding (1) is never read.
+        assert_eq!(tight(Window::conv_transpose(&up(&[0, 0], 1), &[5], &[3]).unwrap()), (vec![0], vec![0]));
+        // Begin pad 1: an end pad of 0 or 1 gives 5 outputs; 1 is symmetric.
+        assert_eq!(tight(Window::conv_transpose(&up(&[1, 1], 1), &[5], &[3]).unwrap()), (vec![1], vec![1]));
+        assert_eq!(tight(Window::conv_transpose(&up(&[2, 0], 1), &[5], &[3]).unwrap()), (vec![2], vec![0]));
+        // A forward window keeps its output.
+        let conv = Window::conv(&ints("strides", &[2]).with("pads", Attr::Ints(vec![1, 3])), &[8], &[3]).unwrap();
+        let tightened = conv.clone().with_tight_end_pads().unwrap();
+        assert_eq!((tightened.output, tightened.pads_end), (conv.output, vec![2]));
+        // Output padding of a stride or more leaves outputs no window covers.
+        let error = Window::conv_transpose(&up(&[0, 0], 4), &[5], &[3]).unwrap().with_tight_end_pads().unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "output size 15 on spatial axis 0 is a stride or more beyond the 11 positions its 5 inputs write from pad 0"
+        );
     }
 
     #[test]

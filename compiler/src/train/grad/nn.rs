@@ -224,52 +224,18 @@ fn conv_transpose(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>
 }
 
 /// Kernel shape, strides, dilations and explicit pads of the Conv from a ConvTranspose's
-/// output `y` back to its input `x` (weight `w`). Its begin pads are the ones the
-/// ConvTranspose crops (from `output_shape` or `auto_pad`, `SAME_UPPER` cropping the smaller
-/// half first, as the kernels do; else `pads`); its end pads make its last window end at the
-/// last position an input element writes, so it gives exactly X's size (output padding
-/// beyond that window, shorter than a stride, is never read).
+/// output `y` back to its input `x` (weight `w`): the ConvTranspose's window
+/// ([`Window::conv_transpose`]: its begin pads are the ones it crops) with the end pads
+/// that give exactly X's size ([`Window::with_tight_end_pads`]).
 fn adjoint_conv_attrs(ctx: &Ctx<'_>, x: &[usize], w: &[usize], y: &[usize]) -> Result<Attrs> {
-    let attrs = &ctx.node.attrs;
-    let n = x.len().saturating_sub(2);
-    let ints = |name: &str, default: i64| attrs.ints(name, vec![default; n]).map_err(|e| attr_fail(ctx, e));
-    let (strides, dilations, output_padding) = (ints("strides", 1)?, ints("dilations", 1)?, ints("output_padding", 0)?);
-    let auto = attrs.string("auto_pad", "NOTSET".into()).map_err(|e| attr_fail(ctx, e))?;
-    let by_rule = attrs.has("output_shape") || auto != "NOTSET";
-    let given =
-        if by_rule { vec![0; 2 * n] } else { attrs.ints("pads", vec![0; 2 * n]).map_err(|e| attr_fail(ctx, e))? };
-    if [&strides, &dilations, &output_padding].iter().any(|v| v.len() != n) || given.len() != 2 * n {
-        return Err(ctx.fail(format!("strides, dilations, output_padding and pads do not fit {n} spatial axes")));
+    if x.len() < 3 || w.len() != x.len() || y.len() != x.len() {
+        return Err(ctx.fail(format!("shapes X {x:?}, W {w:?} and Y {y:?} do not fit a ConvTranspose")));
     }
-    let mut pads = vec![0i64; 2 * n];
-    for d in 0..n {
-        let (input, output, stride) = (x[2 + d] as i64, y[2 + d] as i64, strides[d]);
-        let kernel = (w[2 + d] as i64 - 1) * dilations[d] + 1;
-        let written = stride * (input - 1) + kernel;
-        let begin = if by_rule {
-            let total = written + output_padding[d] - output;
-            if auto == "SAME_UPPER" {
-                total / 2
-            } else {
-                total - total / 2
-            }
-        } else {
-            given[d]
-        };
-        let end = written - output - begin;
-        if begin < 0 || end <= -stride {
-            return Err(ctx.fail(format!(
-                "no gradient for spatial axis {d}: its output of {output} does not cover the {written} positions the input writes from pad {begin}"
-            )));
-        }
-        pads[d] = begin;
-        pads[n + d] = end.max(0);
+    let window = Window::conv_transpose(&ctx.node.attrs, &x[2..], &w[2..]).map_err(|e| ctx.fail(e.to_string()))?;
+    if window.input != y[2..] {
+        return Err(ctx.fail(format!("output {y:?} differs from the window's spatial size {:?}", window.input)));
     }
-    Ok(Attrs::new()
-        .with("kernel_shape", Attr::Ints(w[2..].iter().map(|&k| k as i64).collect()))
-        .with("strides", Attr::Ints(strides))
-        .with("dilations", Attr::Ints(dilations))
-        .with("pads", Attr::Ints(pads)))
+    window_attrs(ctx, window.with_tight_end_pads())
 }
 
 /// MaxPool and AveragePool.

@@ -5,6 +5,7 @@
 
 use super::axes::AxesMap;
 use super::cost::{CostFn, CostNode, Work};
+use super::registry::GradientForm;
 use super::util::{
     broadcast, broadcast_data, broadcast_to, check_dtype, expect_inputs, fmt_shape, fold, input, input_of,
     normalize_axis, optional_input, same_dtype, typed, Accepts,
@@ -148,6 +149,30 @@ pub(super) const NO_GRADIENT: &[(&str, &str)] = &[
     ("Max", "the gradient of an elementwise maximum is not implemented"),
     ("Min", "the gradient of an elementwise minimum is not implemented"),
     ("Gelu", "the gradient of Gelu is not implemented"),
+];
+
+/// The gradients the definitions state: the unary maps differentiated by `UnaryGrad`, with
+/// the attributes their derivative reads.
+pub(super) const GRADIENTS: &[(&str, GradientForm)] = &[
+    ("Relu", GradientForm::Unary(&[])),
+    ("LeakyRelu", GradientForm::Unary(&["alpha"])),
+    ("Sigmoid", GradientForm::Unary(&[])),
+    ("Tanh", GradientForm::Unary(&[])),
+    ("Elu", GradientForm::Unary(&["alpha"])),
+    ("Selu", GradientForm::Unary(&["alpha", "gamma"])),
+    ("Softplus", GradientForm::Unary(&[])),
+    ("Softsign", GradientForm::Unary(&[])),
+    ("Exp", GradientForm::Unary(&[])),
+    ("Log", GradientForm::Unary(&[])),
+    ("Sqrt", GradientForm::Unary(&[])),
+    ("Erf", GradientForm::Unary(&[])),
+    ("HardSigmoid", GradientForm::Unary(&["alpha", "beta"])),
+    ("HardSwish", GradientForm::Unary(&[])),
+    ("Cos", GradientForm::Unary(&[])),
+    ("Sin", GradientForm::Unary(&[])),
+    ("Abs", GradientForm::Unary(&[])),
+    ("Neg", GradientForm::Unary(&[])),
+    ("Reciprocal", GradientForm::Unary(&[])),
 ];
 
 /// The ops of this family without an axes map (coupled along every axis), and why.

@@ -100,6 +100,10 @@ pub enum GradientForm {
     /// dX = the op applied to dY, with the node's attributes and its other inputs, which
     /// take no gradient.
     SelfAdjoint,
+    /// An elementwise map of input 0: dX = `UnaryGrad(dY, X)`, which multiplies dY by the
+    /// map's derivative at X; the node's attributes named here travel with it (both
+    /// backends' `UnaryGrad` kernels evaluate the derivative of the op they name).
+    Unary(&'static [&'static str]),
 }
 
 /// A family's tables: shape rules, cost rules, split extensions, ops without a gradient, stated
@@ -122,6 +126,7 @@ pub(super) const FAMILIES: &[FamilyTables] = &[
         ops: elementwise::OPS,
         costs: elementwise::COSTS,
         no_gradient: elementwise::NO_GRADIENT,
+        gradients: elementwise::GRADIENTS,
         axes: elementwise::AXES,
         no_axes: elementwise::NO_AXES,
         ..NO_TABLES

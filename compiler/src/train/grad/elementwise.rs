@@ -1,4 +1,4 @@
-//! Gradients of elementwise ops: unary activations and math, Clip,
+//! Gradients of elementwise ops (the unary maps state theirs in their definitions): Clip,
 //! broadcasting arithmetic, Sum, Mean, Where, Pow, Identity and Cast.
 
 use super::{sum_to, Ctx, GradFn};
@@ -7,28 +7,9 @@ use crate::ir::{Attr, Attrs};
 use crate::ir::{TensorId, TensorType};
 use crate::train::builder::Builder;
 
-/// The rules of the elementwise ops. A unary op whose gradient is `UnaryGrad(dY, X)`
-/// names the attributes that op needs.
+/// The rules of the elementwise ops (the unary maps state theirs in their definitions:
+/// `GradientForm::Unary`).
 pub(super) const RULES: &[(&str, GradFn)] = &[
-    ("Relu", |b, c| unary(b, c, &[])),
-    ("LeakyRelu", |b, c| unary(b, c, &["alpha"])),
-    ("Sigmoid", |b, c| unary(b, c, &[])),
-    ("Tanh", |b, c| unary(b, c, &[])),
-    ("Elu", |b, c| unary(b, c, &["alpha"])),
-    ("Selu", |b, c| unary(b, c, &["alpha", "gamma"])),
-    ("Softplus", |b, c| unary(b, c, &[])),
-    ("Softsign", |b, c| unary(b, c, &[])),
-    ("Exp", |b, c| unary(b, c, &[])),
-    ("Log", |b, c| unary(b, c, &[])),
-    ("Sqrt", |b, c| unary(b, c, &[])),
-    ("Erf", |b, c| unary(b, c, &[])),
-    ("HardSigmoid", |b, c| unary(b, c, &["alpha", "beta"])),
-    ("HardSwish", |b, c| unary(b, c, &[])),
-    ("Cos", |b, c| unary(b, c, &[])),
-    ("Sin", |b, c| unary(b, c, &[])),
-    ("Abs", |b, c| unary(b, c, &[])),
-    ("Neg", |b, c| unary(b, c, &[])),
-    ("Reciprocal", |b, c| unary(b, c, &[])),
     ("Clip", clip),
     ("Mean", mean),
     ("Where", where_),
@@ -42,19 +23,6 @@ pub(super) const RULES: &[(&str, GradFn)] = &[
     ("Pow", pow),
     ("PRelu", prelu),
 ];
-
-/// `UnaryGrad(dY, X)` with the op's name and its attributes `attr_names`.
-fn unary(b: &mut Builder, ctx: &Ctx<'_>, attr_names: &[&str]) -> Result<Vec<Option<TensorId>>> {
-    let (dy, x) = (ctx.dy(0)?, ctx.input(0)?);
-    let mut attrs = Attrs::new().with("op", Attr::String(ctx.node.op.clone()));
-    for &a in attr_names {
-        if let Some(v) = ctx.node.attrs.get(a) {
-            attrs.set(a, v.clone());
-        }
-    }
-    let ty = b.ty(x);
-    Ok(vec![Some(b.lms1(&ctx.name("unary"), "UnaryGrad", attrs, &[dy, x], ty))])
-}
 
 fn clip(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
     let (dy, x) = (ctx.dy(0)?, ctx.input(0)?);

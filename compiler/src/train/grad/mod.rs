@@ -14,7 +14,7 @@ mod shape_ops;
 
 use super::builder::Builder;
 use crate::error::{Error, Result};
-use crate::ir::{Attrs, Node, TensorId, TensorType};
+use crate::ir::{Attr, Attrs, Node, TensorId, TensorType};
 use crate::shape::registry::{self, GradientForm, OpId};
 use lms_proto::contract::LMS_DOMAIN;
 use std::sync::OnceLock;
@@ -70,6 +70,7 @@ fn rules() -> &'static [Option<GradFn>] {
             .map(|id| {
                 id.def().gradient.map(|form| match form {
                     GradientForm::SelfAdjoint => self_adjoint as GradFn,
+                    GradientForm::Unary(_) => unary as GradFn,
                 })
             })
             .collect();
@@ -92,6 +93,24 @@ fn self_adjoint(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>>
     inputs[0] = Some(ctx.dy(0)?);
     let dx = b.onnx(&ctx.name(&ctx.node.op), &ctx.node.op, ctx.node.attrs.clone(), &inputs, 1)?[0];
     Ok(vec![Some(dx)])
+}
+
+/// [`GradientForm::Unary`]: dX = `UnaryGrad(dY, X)`, with the op's name and the node's
+/// attributes the form names.
+fn unary(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
+    let form = registry::resolve(&ctx.node.domain, &ctx.node.op).and_then(|id| id.def().gradient);
+    let Some(GradientForm::Unary(attr_names)) = form else {
+        return Err(ctx.fail("its definition states no unary gradient".into()));
+    };
+    let (dy, x) = (ctx.dy(0)?, ctx.input(0)?);
+    let mut attrs = Attrs::new().with("op", Attr::String(ctx.node.op.clone()));
+    for &a in attr_names {
+        if let Some(v) = ctx.node.attrs.get(a) {
+            attrs.set(a, v.clone());
+        }
+    }
+    let ty = b.ty(x);
+    Ok(vec![Some(b.lms1(&ctx.name("unary"), "UnaryGrad", attrs, &[dy, x], ty))])
 }
 
 /// The gradient rule of `op`, where lms has one.

@@ -2,6 +2,7 @@
 
 use super::num::{Float, Num};
 use super::{dispatch_float, dispatch_num, Ctx, Kernel};
+use crate::attrs::Attrs;
 use crate::error::{KernelError, Result};
 use crate::tensor::{Elem, HostTensor};
 
@@ -47,6 +48,69 @@ pub(super) const KERNELS: &[(&str, Kernel)] = &[
     ("Sqrt", sqrt),
     ("Tanh", tanh),
 ];
+
+/// f′ of a differentiable unary map, in f64, with its op's attributes read.
+pub(super) type Derivative = Box<dyn Fn(f64) -> f64>;
+
+/// The derivatives of the differentiable unary maps, by op: `UnaryGrad` (dY · f′(X)) runs
+/// the one its `op` attribute names, reading that op's attributes with the forward
+/// kernels' defaults.
+pub(super) const DERIVATIVES: &[(&str, fn(&Attrs<'_>) -> Result<Derivative>)] = &[
+    ("Abs", |_| derivative(|x| if x > 0.0 { 1.0 } else if x < 0.0 { -1.0 } else { 0.0 })),
+    // Passes the gradient where `min ≤ x ≤ max` (the bounds included, as clamp).
+    ("Clip", |a| {
+        let (min, max) = (f64::from(a.float("min", f32::NEG_INFINITY)?), f64::from(a.float("max", f32::INFINITY)?));
+        derivative(move |x| f64::from(u8::from(min <= x && x <= max)))
+    }),
+    ("Cos", |_| derivative(|x| -x.sin())),
+    ("Elu", |a| {
+        let alpha = f64::from(a.float("alpha", 1.0)?);
+        derivative(move |x| if x > 0.0 { 1.0 } else { alpha * x.exp() })
+    }),
+    ("Erf", |_| derivative(|x| std::f64::consts::FRAC_2_SQRT_PI * (-x * x).exp())),
+    ("Exp", |_| derivative(f64::exp)),
+    ("HardSigmoid", |a| {
+        let (alpha, beta) = (f64::from(a.float("alpha", 0.2)?), f64::from(a.float("beta", 0.5)?));
+        derivative(move |x| {
+            let v = alpha * x + beta;
+            if v > 0.0 && v < 1.0 {
+                alpha
+            } else {
+                0.0
+            }
+        })
+    }),
+    // PyTorch's convention at the kinks: x/3 + 1/2 on [−3, 3], 0 below, 1 above.
+    ("HardSwish", |_| derivative(|x| if x < -3.0 { 0.0 } else if x <= 3.0 { x / 3.0 + 0.5 } else { 1.0 })),
+    ("LeakyRelu", |a| {
+        let alpha = f64::from(a.float("alpha", 0.01)?);
+        derivative(move |x| if x < 0.0 { alpha } else { 1.0 })
+    }),
+    ("Log", |_| derivative(|x| 1.0 / x)),
+    ("Neg", |_| derivative(|_| -1.0)),
+    ("Reciprocal", |_| derivative(|x| -1.0 / (x * x))),
+    ("Relu", |_| derivative(|x| f64::from(u8::from(x > 0.0)))),
+    ("Selu", |a| {
+        let (alpha, gamma) = (f64::from(a.float("alpha", 1.673_263_2)?), f64::from(a.float("gamma", 1.050_701)?));
+        derivative(move |x| if x > 0.0 { gamma } else { gamma * alpha * x.exp() })
+    }),
+    ("Sigmoid", |_| {
+        derivative(|x| {
+            let s = sigmoid_of(x);
+            s * (1.0 - s)
+        })
+    }),
+    ("Sin", |_| derivative(f64::cos)),
+    ("Softplus", |_| derivative(sigmoid_of::<f64>)),
+    ("Softsign", |_| derivative(|x| 1.0 / (1.0 + x.abs()).powi(2))),
+    ("Sqrt", |_| derivative(|x| 0.5 / x.sqrt())),
+    ("Tanh", |_| derivative(|x| 1.0 - x.tanh().powi(2))),
+];
+
+/// `f` as a [`Derivative`].
+fn derivative(f: impl Fn(f64) -> f64 + 'static) -> Result<Derivative> {
+    Ok(Box::new(f))
+}
 
 fn relu(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     // max_nan keeps NaN as NaN.
@@ -236,6 +300,21 @@ fn clip_typed<T: Num>(ctx: &Ctx<'_>, x: &HostTensor) -> Result<Vec<HostTensor>> 
 mod tests {
     use super::super::testutil::*;
     use lms_proto::lms::DType::*;
+    use lms_proto::ops::registry::{self, GradientForm};
+    use std::collections::BTreeSet;
+
+    /// `UnaryGrad` has a derivative for exactly the maps whose definitions state a unary
+    /// gradient, and for Clip (whose rule reads its bounds from its inputs).
+    #[test]
+    fn derivatives_are_those_of_the_stated_unary_gradients() {
+        let stated: BTreeSet<&str> = registry::all()
+            .filter(|id| matches!(id.def().gradient, Some(GradientForm::Unary(_))))
+            .map(|id| id.name())
+            .chain(["Clip"])
+            .collect();
+        let derivatives: BTreeSet<&str> = super::DERIVATIVES.iter().map(|&(name, _)| name).collect();
+        assert_eq!(derivatives, stated);
+    }
 
     fn apply(op: &str, attrs: &[lms_proto::lms::Attribute], xs: &[f32]) -> Vec<f32> {
         let x = tensor(&[xs.len()], xs.to_vec());

@@ -4,6 +4,7 @@
 
 use super::{check_dtype, check_shape, count, ptr, Arg, Exec, OpResult, Table};
 use crate::backend::cuda::layout::{broadcast, contiguous, Layout, View};
+use crate::attrs::Attrs;
 use crate::backend::cuda::CudaBuffer;
 use crate::error::KernelError;
 use crate::geometry::layout::broadcast_shapes;
@@ -108,6 +109,31 @@ pub(super) enum Unary {
     Round,
 }
 
+/// The unary maps `UnaryGrad` differentiates, by op: `unary_grad_f32` evaluates the
+/// derivative of the map's code (`unary_derivative` in elementwise.cu).
+const DIFFERENTIABLE: &[(&str, Unary)] = &[
+    ("Abs", Unary::Abs),
+    ("Clip", Unary::Clip),
+    ("Cos", Unary::Cos),
+    ("Elu", Unary::Elu),
+    ("Erf", Unary::Erf),
+    ("Exp", Unary::Exp),
+    ("HardSigmoid", Unary::HardSigmoid),
+    ("HardSwish", Unary::HardSwish),
+    ("LeakyRelu", Unary::LeakyRelu),
+    ("Log", Unary::Log),
+    ("Neg", Unary::Neg),
+    ("Reciprocal", Unary::Reciprocal),
+    ("Relu", Unary::Relu),
+    ("Selu", Unary::Selu),
+    ("Sigmoid", Unary::Sigmoid),
+    ("Sin", Unary::Sin),
+    ("Softplus", Unary::Softplus),
+    ("Softsign", Unary::Softsign),
+    ("Sqrt", Unary::Sqrt),
+    ("Tanh", Unary::Tanh),
+];
+
 /// Binary op codes (`enum BinaryOp`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(i32)]
@@ -156,17 +182,24 @@ pub(super) fn launch_unary(exec: &Exec<'_>, op: Unary, x: &CudaBuffer, y: &CudaB
 /// A unary f32 op with its attributes (defaults as in ONNX).
 fn unary(exec: &Exec<'_>, op: Unary) -> OpResult<Vec<CudaBuffer>> {
     let x = exec.f32_input(0, "X")?;
-    let attrs = &exec.attrs;
-    let (a, b) = match op {
+    let (a, b) = unary_params(op, &exec.attrs)?;
+    let y = exec.output(0)?;
+    launch_unary(exec, op, x, &y, a, b)?;
+    Ok(vec![y])
+}
+
+/// The parameters (a, b) a unary map and its derivative read, from the node's attributes
+/// with ONNX's defaults: alpha as a, Selu's gamma and HardSigmoid's beta as b, and for an
+/// `UnaryGrad` of Clip its `min` and `max` (the forward Clip reads its inputs).
+fn unary_params(op: Unary, attrs: &Attrs<'_>) -> OpResult<(f32, f32)> {
+    Ok(match op {
         Unary::LeakyRelu => (attrs.float("alpha", 0.01)?, 0.0),
         Unary::Elu => (attrs.float("alpha", 1.0)?, 0.0),
         Unary::Selu => (attrs.float("alpha", 1.673_263_2)?, attrs.float("gamma", 1.050_701)?),
         Unary::HardSigmoid => (attrs.float("alpha", 0.2)?, attrs.float("beta", 0.5)?),
+        Unary::Clip => (attrs.float("min", f32::NEG_INFINITY)?, attrs.float("max", f32::INFINITY)?),
         _ => (0.0, 0.0),
-    };
-    let y = exec.output(0)?;
-    launch_unary(exec, op, x, &y, a, b)?;
-    Ok(vec![y])
+    })
 }
 
 fn gelu(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
@@ -402,37 +435,16 @@ fn cast(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
 fn unary_grad(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
     let (dy, x) = (exec.f32_input(0, "dY")?, exec.f32_input(1, "X")?);
     check_shape(dy, &x.shape, "input dY")?;
-    let alpha = |default: f32| exec.float_attr("alpha", default);
-    let (op, alpha, gamma) = match exec.attrs.string("op", "")? {
-        "Relu" => (Unary::Relu, 0.0, 0.0),
-        "LeakyRelu" => (Unary::LeakyRelu, alpha(0.01)?, 0.0),
-        "Sigmoid" => (Unary::Sigmoid, 0.0, 0.0),
-        "Tanh" => (Unary::Tanh, 0.0, 0.0),
-        "Elu" => (Unary::Elu, alpha(1.0)?, 0.0),
-        "Selu" => (Unary::Selu, alpha(1.673_263_2)?, exec.float_attr("gamma", 1.050_701)?),
-        "Softplus" => (Unary::Softplus, 0.0, 0.0),
-        "Softsign" => (Unary::Softsign, 0.0, 0.0),
-        "Exp" => (Unary::Exp, 0.0, 0.0),
-        "Log" => (Unary::Log, 0.0, 0.0),
-        "Sqrt" => (Unary::Sqrt, 0.0, 0.0),
-        "Erf" => (Unary::Erf, 0.0, 0.0),
-        // HardSigmoid's beta travels as gamma.
-        "HardSigmoid" => (Unary::HardSigmoid, alpha(0.2)?, exec.float_attr("beta", 0.5)?),
-        "HardSwish" => (Unary::HardSwish, 0.0, 0.0),
-        "Cos" => (Unary::Cos, 0.0, 0.0),
-        "Sin" => (Unary::Sin, 0.0, 0.0),
-        "Abs" => (Unary::Abs, 0.0, 0.0),
-        "Neg" => (Unary::Neg, 0.0, 0.0),
-        "Reciprocal" => (Unary::Reciprocal, 0.0, 0.0),
-        // The bounds travel as alpha (min) and gamma (max).
-        "Clip" => (Unary::Clip, exec.float_attr("min", f32::NEG_INFINITY)?, exec.float_attr("max", f32::INFINITY)?),
-        other => return Err(KernelError::attr("op", format!("`{other}` has no UnaryGrad")).into()),
+    let name = exec.attrs.string("op", "")?;
+    let Some(&(_, op)) = DIFFERENTIABLE.iter().find(|(n, _)| *n == name) else {
+        return Err(KernelError::attr("op", format!("`{name}` has no UnaryGrad")).into());
     };
+    let (alpha, gamma) = unary_params(op, &exec.attrs)?;
     let dx = exec.output(0)?;
     exec.launch(
         "unary_grad_f32",
         x.numel() as u64,
-        &[Arg::I32(op as i32), count(x), ptr(dy), ptr(x), ptr(&dx), Arg::F64(alpha), Arg::F64(gamma)],
+        &[Arg::I32(op as i32), count(x), ptr(dy), ptr(x), ptr(&dx), Arg::F64(alpha.into()), Arg::F64(gamma.into())],
     )?;
     Ok(vec![dx])
 }
@@ -629,8 +641,23 @@ fn adam_update(exec: &Exec<'_>) -> OpResult<Vec<CudaBuffer>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lms_proto::ops::registry::{self, GradientForm};
     use rand_chacha::ChaCha8Rng;
     use rand_core::{RngCore, SeedableRng};
+    use std::collections::BTreeSet;
+
+    /// `UnaryGrad` evaluates a derivative for exactly the maps whose definitions state a
+    /// unary gradient, and for Clip (whose rule reads its bounds from its inputs).
+    #[test]
+    fn differentiable_maps_are_those_of_the_stated_unary_gradients() {
+        let stated: BTreeSet<&str> = registry::all()
+            .filter(|id| matches!(id.def().gradient, Some(GradientForm::Unary(_))))
+            .map(|id| id.name())
+            .chain(["Clip"])
+            .collect();
+        let differentiable: BTreeSet<&str> = DIFFERENTIABLE.iter().map(|&(name, _)| name).collect();
+        assert_eq!(differentiable, stated);
+    }
 
     /// ChaCha8 block `counter` under `key`, as `chacha8_block` in training.cu computes it.
     fn chacha8_block(key: &ChaChaKey, counter: u64) -> [u32; 16] {

@@ -1,9 +1,9 @@
 //! Gradients of elementwise ops: UnaryGrad (dY · f′(X) for the activations and float
-//! math ops) and PowGrad (w.r.t. the base).
+//! math ops, f′ stated beside f in `unary.rs`), PReluGrad and PowGrad (w.r.t. the base).
 
 use super::super::binary::zip_broadcast;
 use super::super::num::Float;
-use super::super::unary::sigmoid_of;
+use super::super::unary::DERIVATIVES;
 use super::super::{dispatch_float, dispatch_num, Ctx, Kernel};
 use super::{from_f64s, same_shape, sum_to};
 use crate::error::{KernelError, Result};
@@ -13,161 +13,20 @@ use crate::tensor::{Elem, HostTensor};
 pub(super) const KERNELS: &[(&str, Kernel)] =
     &[("PReluGrad", prelu_grad), ("PowGrad", pow_grad), ("UnaryGrad", unary_grad)];
 
-/// A differentiable unary op with its attributes (defaults as in the forward kernels).
-#[derive(Clone, Copy, Debug)]
-enum Unary {
-    Relu,
-    LeakyRelu {
-        alpha: f64,
-    },
-    Sigmoid,
-    Tanh,
-    Elu {
-        alpha: f64,
-    },
-    Selu {
-        alpha: f64,
-        gamma: f64,
-    },
-    Softplus,
-    Softsign,
-    Exp,
-    Log,
-    Sqrt,
-    Erf,
-    HardSigmoid {
-        alpha: f64,
-        beta: f64,
-    },
-    /// PyTorch's convention at the kinks: x/3 + 1/2 on [−3, 3], 0 below, 1 above.
-    HardSwish,
-    Cos,
-    Sin,
-    Abs,
-    Neg,
-    Reciprocal,
-    /// Passes the gradient where `min ≤ x ≤ max` (the bounds included, as clamp).
-    Clip {
-        min: f64,
-        max: f64,
-    },
-}
-
-impl Unary {
-    /// The op named by attribute `op`, with `alpha` and `gamma` where it has them.
-    fn from_attrs(ctx: &Ctx<'_>) -> Result<Unary> {
-        let alpha = |default: f32| ctx.attrs.float("alpha", default).map(f64::from);
-        Ok(match ctx.attrs.string("op", "")? {
-            "Relu" => Unary::Relu,
-            "LeakyRelu" => Unary::LeakyRelu { alpha: alpha(0.01)? },
-            "Sigmoid" => Unary::Sigmoid,
-            "Tanh" => Unary::Tanh,
-            "Elu" => Unary::Elu { alpha: alpha(1.0)? },
-            "Selu" => {
-                Unary::Selu { alpha: alpha(1.673_263_2)?, gamma: f64::from(ctx.attrs.float("gamma", 1.050_701)?) }
-            }
-            "Softplus" => Unary::Softplus,
-            "Softsign" => Unary::Softsign,
-            "Exp" => Unary::Exp,
-            "Log" => Unary::Log,
-            "Sqrt" => Unary::Sqrt,
-            "Erf" => Unary::Erf,
-            "HardSigmoid" => Unary::HardSigmoid { alpha: alpha(0.2)?, beta: f64::from(ctx.attrs.float("beta", 0.5)?) },
-            "HardSwish" => Unary::HardSwish,
-            "Cos" => Unary::Cos,
-            "Sin" => Unary::Sin,
-            "Abs" => Unary::Abs,
-            "Neg" => Unary::Neg,
-            "Reciprocal" => Unary::Reciprocal,
-            "Clip" => Unary::Clip {
-                min: f64::from(ctx.attrs.float("min", f32::NEG_INFINITY)?),
-                max: f64::from(ctx.attrs.float("max", f32::INFINITY)?),
-            },
-            other => return Err(KernelError::attr("op", format!("`{other}` has no UnaryGrad"))),
-        })
-    }
-
-    /// f′(x).
-    fn derivative(self, x: f64) -> f64 {
-        match self {
-            Unary::Relu => f64::from(u8::from(x > 0.0)),
-            Unary::LeakyRelu { alpha } => {
-                if x < 0.0 {
-                    alpha
-                } else {
-                    1.0
-                }
-            }
-            Unary::Sigmoid => {
-                let s = sigmoid_of(x);
-                s * (1.0 - s)
-            }
-            Unary::Tanh => 1.0 - x.tanh().powi(2),
-            Unary::Elu { alpha } => {
-                if x > 0.0 {
-                    1.0
-                } else {
-                    alpha * x.exp()
-                }
-            }
-            Unary::Selu { alpha, gamma } => {
-                if x > 0.0 {
-                    gamma
-                } else {
-                    gamma * alpha * x.exp()
-                }
-            }
-            Unary::Softplus => sigmoid_of(x),
-            Unary::Softsign => 1.0 / (1.0 + x.abs()).powi(2),
-            Unary::Exp => x.exp(),
-            Unary::Log => 1.0 / x,
-            Unary::Sqrt => 0.5 / x.sqrt(),
-            Unary::Erf => std::f64::consts::FRAC_2_SQRT_PI * (-x * x).exp(),
-            Unary::HardSigmoid { alpha, beta } => {
-                let v = alpha * x + beta;
-                if v > 0.0 && v < 1.0 {
-                    alpha
-                } else {
-                    0.0
-                }
-            }
-            Unary::HardSwish => {
-                if x < -3.0 {
-                    0.0
-                } else if x <= 3.0 {
-                    x / 3.0 + 0.5
-                } else {
-                    1.0
-                }
-            }
-            Unary::Cos => -x.sin(),
-            Unary::Sin => x.cos(),
-            Unary::Abs => {
-                if x > 0.0 {
-                    1.0
-                } else if x < 0.0 {
-                    -1.0
-                } else {
-                    0.0
-                }
-            }
-            Unary::Neg => -1.0,
-            Unary::Reciprocal => -1.0 / (x * x),
-            Unary::Clip { min, max } => f64::from(u8::from(min <= x && x <= max)),
-        }
-    }
-}
-
 /// UnaryGrad: dX = dY · f′(X).
 fn unary_grad(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     let (dy, x) = (ctx.input(0, "dY")?, ctx.input(1, "X")?);
     same_shape(dy, &x.shape, "dY")?;
-    let op = Unary::from_attrs(ctx)?;
+    let op = ctx.attrs.string("op", "")?;
+    let Some(&(_, read)) = DERIVATIVES.iter().find(|(name, _)| *name == op) else {
+        return Err(KernelError::attr("op", format!("`{op}` has no UnaryGrad")));
+    };
+    let derivative = read(&ctx.attrs)?;
     let out = dispatch_float!(x.dtype(), "input X", T => {
         let (dys, xs) = (dy.view::<T>("input dY")?, x.view::<T>("input X")?);
         from_f64s::<T>(
             x.shape.clone(),
-            dys.iter().zip(xs).map(|(d, v)| d.to_f64() * op.derivative(v.to_f64())),
+            dys.iter().zip(xs).map(|(d, v)| d.to_f64() * derivative(v.to_f64())),
         )
     })?;
     Ok(vec![out])

@@ -151,28 +151,44 @@ pub(super) const NO_GRADIENT: &[(&str, &str)] = &[
     ("Gelu", "the gradient of Gelu is not implemented"),
 ];
 
+/// The function evaluations (exponential, logarithm, error function, tanh, trigonometric,
+/// power) per element the CPU kernels of these ops make; the others make none.
+pub(super) const EVALUATIONS: &[(&str, u64)] = &[
+    ("Cos", 1),
+    ("Erf", 1),
+    ("Exp", 1),
+    ("Gelu", 1),
+    ("Log", 1),
+    ("Pow", 1),
+    ("PowGrad", 1),
+    ("Sigmoid", 1),
+    ("Sin", 1),
+    ("Softplus", 1),
+    ("Tanh", 1),
+];
+
 /// The gradients the definitions state: the unary maps differentiated by `UnaryGrad`, with
-/// the attributes their derivative reads.
+/// the attributes their derivative reads and the transcendental functions it evaluates.
 pub(super) const GRADIENTS: &[(&str, GradientForm)] = &[
-    ("Relu", GradientForm::Unary(&[])),
-    ("LeakyRelu", GradientForm::Unary(&["alpha"])),
-    ("Sigmoid", GradientForm::Unary(&[])),
-    ("Tanh", GradientForm::Unary(&[])),
-    ("Elu", GradientForm::Unary(&["alpha"])),
-    ("Selu", GradientForm::Unary(&["alpha", "gamma"])),
-    ("Softplus", GradientForm::Unary(&[])),
-    ("Softsign", GradientForm::Unary(&[])),
-    ("Exp", GradientForm::Unary(&[])),
-    ("Log", GradientForm::Unary(&[])),
-    ("Sqrt", GradientForm::Unary(&[])),
-    ("Erf", GradientForm::Unary(&[])),
-    ("HardSigmoid", GradientForm::Unary(&["alpha", "beta"])),
-    ("HardSwish", GradientForm::Unary(&[])),
-    ("Cos", GradientForm::Unary(&[])),
-    ("Sin", GradientForm::Unary(&[])),
-    ("Abs", GradientForm::Unary(&[])),
-    ("Neg", GradientForm::Unary(&[])),
-    ("Reciprocal", GradientForm::Unary(&[])),
+    ("Relu", GradientForm::Unary { attrs: &[], evaluations: 0 }),
+    ("LeakyRelu", GradientForm::Unary { attrs: &["alpha"], evaluations: 0 }),
+    ("Sigmoid", GradientForm::Unary { attrs: &[], evaluations: 1 }),
+    ("Tanh", GradientForm::Unary { attrs: &[], evaluations: 1 }),
+    ("Elu", GradientForm::Unary { attrs: &["alpha"], evaluations: 1 }),
+    ("Selu", GradientForm::Unary { attrs: &["alpha", "gamma"], evaluations: 1 }),
+    ("Softplus", GradientForm::Unary { attrs: &[], evaluations: 1 }),
+    ("Softsign", GradientForm::Unary { attrs: &[], evaluations: 0 }),
+    ("Exp", GradientForm::Unary { attrs: &[], evaluations: 1 }),
+    ("Log", GradientForm::Unary { attrs: &[], evaluations: 0 }),
+    ("Sqrt", GradientForm::Unary { attrs: &[], evaluations: 0 }),
+    ("Erf", GradientForm::Unary { attrs: &[], evaluations: 1 }),
+    ("HardSigmoid", GradientForm::Unary { attrs: &["alpha", "beta"], evaluations: 0 }),
+    ("HardSwish", GradientForm::Unary { attrs: &[], evaluations: 0 }),
+    ("Cos", GradientForm::Unary { attrs: &[], evaluations: 1 }),
+    ("Sin", GradientForm::Unary { attrs: &[], evaluations: 1 }),
+    ("Abs", GradientForm::Unary { attrs: &[], evaluations: 0 }),
+    ("Neg", GradientForm::Unary { attrs: &[], evaluations: 0 }),
+    ("Reciprocal", GradientForm::Unary { attrs: &[], evaluations: 0 }),
 ];
 
 /// The ops of this family without an axes map (coupled along every axis), and why.

@@ -135,35 +135,21 @@ pub fn kernel_class(op: &str, attrs: &Attrs, engine: cost::Engine) -> KernelClas
 
 /// How many times per element a kernel of `op` evaluates an exponential,
 /// logarithm, error function, hyperbolic or trigonometric function or a
-/// power (0: none): the CPU backend's softmax evaluates the exponential once
-/// for the row's sum and again for the output, the cross-entropy gradient
-/// likewise, and `UnaryGrad` the derivative of the op its `op` attribute
-/// names (a sigmoid's, tanh's or error function's evaluates one; a ReLU's
-/// none). `SoftmaxGrad` sums and multiplies along the row, without one.
+/// power (0: none), as its definition states (`OpDef::evaluations`);
+/// `UnaryGrad` evaluates the derivative of the op its `op` attribute names
+/// (`GradientForm::Unary`: a sigmoid's, tanh's or error function's one, a
+/// ReLU's none).
 pub fn transcendental_evaluations(op: &str, attrs: &Attrs) -> u64 {
-    match op {
-        "Softmax" | "SoftmaxCrossEntropyGrad" => 2,
-        "Erf"
-        | "Exp"
-        | "Log"
-        | "Tanh"
-        | "Sigmoid"
-        | "Softplus"
-        | "Gelu"
-        | "Pow"
-        | "PowGrad"
-        | "Sin"
-        | "Cos"
-        | "LogSoftmax"
-        | "LogSoftmaxGrad"
-        | "SoftmaxCrossEntropy" => 1,
-        "UnaryGrad" => match attrs.get("op") {
-            Some(Attr::String(f)) => u64::from(matches!(
-                f.as_str(),
-                "Sigmoid" | "Tanh" | "Elu" | "Selu" | "Softplus" | "Exp" | "Erf" | "Sin" | "Cos"
-            )),
-            _ => 0,
-        },
+    let Some(id) = registry::by_name(op) else { return 0 };
+    if op != "UnaryGrad" {
+        return id.def().evaluations;
+    }
+    let differentiated = match attrs.get("op") {
+        Some(Attr::String(f)) => registry::by_name(f).and_then(|f| f.def().gradient),
+        _ => None,
+    };
+    match differentiated {
+        Some(registry::GradientForm::Unary { evaluations, .. }) => evaluations,
         _ => 0,
     }
 }
@@ -240,6 +226,25 @@ mod tests {
     use super::*;
     use crate::types::{Attr, DType};
     use std::collections::BTreeSet;
+
+    /// The evaluations are the definitions': an op's own, and for `UnaryGrad` those of the
+    /// derivative its `op` names (none for an op without a stated unary gradient).
+    #[test]
+    fn transcendental_evaluations_are_the_definitions() {
+        let none = Attrs::new();
+        let grad = |f: &str| Attrs::new().with("op", Attr::String(f.into()));
+        let forward: Vec<u64> = ["Softmax", "Tanh", "Pow", "Relu", "MatMul", "Unknown"]
+            .iter()
+            .map(|op| transcendental_evaluations(op, &none))
+            .collect();
+        assert_eq!(forward, [2, 1, 1, 0, 0, 0]);
+        let derivatives: Vec<u64> = ["Sigmoid", "Elu", "Relu", "Clip", "Floor"]
+            .iter()
+            .map(|f| transcendental_evaluations("UnaryGrad", &grad(f)))
+            .collect();
+        assert_eq!(derivatives, [1, 1, 0, 0, 0]);
+        assert_eq!(transcendental_evaluations("UnaryGrad", &none), 0);
+    }
 
     const REQUIRED: &[&str] = &[
         "Conv",

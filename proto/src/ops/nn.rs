@@ -51,6 +51,17 @@ fn matmul_reduction(n: &CostNode<'_>) -> Vec<SplitRule> {
     vec![split::sum(Dim::Channel, 2, &[(0, a.len() - 1), (1, b.len() - 2)])]
 }
 
+/// The function evaluations per element the CPU kernels of these ops make: a softmax
+/// evaluates the exponential once for the row's sum and again for the output, the
+/// cross-entropy gradient likewise; `SoftmaxGrad` sums and multiplies along the row, without one.
+pub(super) const EVALUATIONS: &[(&str, u64)] = &[
+    ("LogSoftmax", 1),
+    ("LogSoftmaxGrad", 1),
+    ("Softmax", 2),
+    ("SoftmaxCrossEntropy", 1),
+    ("SoftmaxCrossEntropyGrad", 2),
+];
+
 /// Work of the layers. Matrix products: 2 FLOPs per multiply-add, `Gemm`'s
 /// C adds one per output. Per element of the (first) input: a normalisation
 /// applies its statistics and affine map in 4 steps and computes them in 3

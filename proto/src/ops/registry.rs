@@ -74,6 +74,9 @@ pub struct OpDef {
     pub no_gradient: Option<&'static str>,
     /// Its gradient, where the definition states it rather than a rule of the compiler.
     pub gradient: Option<GradientForm>,
+    /// The function evaluations (exponential, logarithm, error function, tanh,
+    /// trigonometric, power) per element its CPU kernel makes; 0 for none.
+    pub evaluations: u64,
     /// Its axes map, where it has one.
     pub axes: Option<AxesMap>,
     /// Why it has no axes map (it is coupled along every axis), where it has none.
@@ -101,9 +104,14 @@ pub enum GradientForm {
     /// take no gradient.
     SelfAdjoint,
     /// An elementwise map of input 0: dX = `UnaryGrad(dY, X)`, which multiplies dY by the
-    /// map's derivative at X; the node's attributes named here travel with it (both
-    /// backends' `UnaryGrad` kernels evaluate the derivative of the op they name).
-    Unary(&'static [&'static str]),
+    /// map's derivative at X (both backends' `UnaryGrad` kernels evaluate the derivative of
+    /// the op they name).
+    Unary {
+        /// The node's attributes the derivative reads, which travel with it.
+        attrs: &'static [&'static str],
+        /// The transcendental functions it evaluates per element (as [`OpDef::evaluations`]).
+        evaluations: u64,
+    },
 }
 
 /// A family's tables: shape rules, cost rules, split extensions, ops without a gradient, stated
@@ -115,6 +123,7 @@ pub(super) struct FamilyTables {
     pub split_extensions: &'static [(&'static str, split::SplitExtension)],
     pub no_gradient: &'static [(&'static str, &'static str)],
     pub gradients: &'static [(&'static str, GradientForm)],
+    pub evaluations: &'static [(&'static str, u64)],
     pub axes: &'static [(&'static str, AxesMap)],
     pub no_axes: &'static [(&'static str, &'static str)],
 }
@@ -127,6 +136,7 @@ pub(super) const FAMILIES: &[FamilyTables] = &[
         costs: elementwise::COSTS,
         no_gradient: elementwise::NO_GRADIENT,
         gradients: elementwise::GRADIENTS,
+        evaluations: elementwise::EVALUATIONS,
         axes: elementwise::AXES,
         no_axes: elementwise::NO_AXES,
         ..NO_TABLES
@@ -156,6 +166,7 @@ pub(super) const FAMILIES: &[FamilyTables] = &[
         costs: nn::COSTS,
         split_extensions: nn::SPLIT_EXTENSIONS,
         no_gradient: nn::NO_GRADIENT,
+        evaluations: nn::EVALUATIONS,
         axes: nn::AXES,
         no_axes: nn::NO_AXES,
         ..NO_TABLES
@@ -188,6 +199,7 @@ pub(super) const FAMILIES: &[FamilyTables] = &[
         gradients: indexing::GRADIENTS,
         axes: indexing::AXES,
         no_axes: indexing::NO_AXES,
+        ..NO_TABLES
     },
     FamilyTables {
         family: Family::Constant,
@@ -209,6 +221,7 @@ const NO_TABLES: FamilyTables = FamilyTables {
     split_extensions: &[],
     no_gradient: &[],
     gradients: &[],
+    evaluations: &[],
     axes: &[],
     no_axes: &[],
 };
@@ -226,21 +239,36 @@ fn registry() -> &'static Registry {
     REGISTRY.get_or_init(|| {
         let named = |name: &str| {
             let infer = FAMILIES.iter().flat_map(|f| f.ops).find(|(n, _)| *n == name).map(|&(_, r)| r);
-            let split_extension = FAMILIES.iter().flat_map(|f| f.split_extensions).find(|(n, _)| *n == name).map(|&(_, r)| r);
+            let split_extension =
+                FAMILIES.iter().flat_map(|f| f.split_extensions).find(|(n, _)| *n == name).map(|&(_, r)| r);
             let no_gradient =
                 FAMILIES.iter().flat_map(|f| f.no_gradient).find(|(n, _)| *n == name).map(|&(_, why)| why);
             let gradient = FAMILIES.iter().flat_map(|f| f.gradients).find(|(n, _)| *n == name).map(|&(_, g)| g);
+            let evaluations =
+                FAMILIES.iter().flat_map(|f| f.evaluations).find(|(n, _)| *n == name).map_or(0, |&(_, e)| e);
             let axes = FAMILIES.iter().flat_map(|f| f.axes).find(|(n, _)| *n == name).map(|&(_, m)| m);
             let no_axes = FAMILIES.iter().flat_map(|f| f.no_axes).find(|(n, _)| *n == name).map(|&(_, why)| why);
             let outputs = lms_outputs::RULES.iter().find(|(n, _)| *n == name).map(|&(_, r)| r);
-            (infer, outputs, split_extension, no_gradient, gradient, axes, no_axes)
+            (infer, outputs, split_extension, no_gradient, gradient, evaluations, axes, no_axes)
         };
         let defs: Vec<OpDef> = FAMILIES
             .iter()
             .flat_map(|f| f.costs.iter().map(move |&(name, cost)| (f.family, name, cost)))
             .map(|(family, name, cost)| {
-                let (infer, outputs, split_extension, no_gradient, gradient, axes, no_axes) = named(name);
-                OpDef { name, family, infer, outputs, cost, split_extension, no_gradient, gradient, axes, no_axes }
+                let (infer, outputs, split_extension, no_gradient, gradient, evaluations, axes, no_axes) = named(name);
+                OpDef {
+                    name,
+                    family,
+                    infer,
+                    outputs,
+                    cost,
+                    split_extension,
+                    no_gradient,
+                    gradient,
+                    evaluations,
+                    axes,
+                    no_axes,
+                }
             })
             .collect();
         let by_name = defs.iter().enumerate().map(|(i, d)| (d.name, OpId(i as u16))).collect();

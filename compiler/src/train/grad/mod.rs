@@ -70,7 +70,7 @@ fn rules() -> &'static [Option<GradFn>] {
             .map(|id| {
                 id.def().gradient.map(|form| match form {
                     GradientForm::SelfAdjoint => self_adjoint as GradFn,
-                    GradientForm::Unary(_) => unary as GradFn,
+                    GradientForm::Unary { .. } => unary as GradFn,
                 })
             })
             .collect();
@@ -99,7 +99,7 @@ fn self_adjoint(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>>
 /// attributes the form names.
 fn unary(b: &mut Builder, ctx: &Ctx<'_>) -> Result<Vec<Option<TensorId>>> {
     let form = registry::resolve(&ctx.node.domain, &ctx.node.op).and_then(|id| id.def().gradient);
-    let Some(GradientForm::Unary(attr_names)) = form else {
+    let Some(GradientForm::Unary { attrs: attr_names, .. }) = form else {
         return Err(ctx.fail("its definition states no unary gradient".into()));
     };
     let (dy, x) = (ctx.dy(0)?, ctx.input(0)?);

@@ -651,7 +651,7 @@ mod tests {
     #[test]
     fn differentiable_maps_are_those_of_the_stated_unary_gradients() {
         let stated: BTreeSet<&str> = registry::all()
-            .filter(|id| matches!(id.def().gradient, Some(GradientForm::Unary(_))))
+            .filter(|id| matches!(id.def().gradient, Some(GradientForm::Unary { .. })))
             .map(|id| id.name())
             .chain(["Clip"])
             .collect();

@@ -8,7 +8,7 @@ enum UnaryOp {
     U_RELU = 0, U_NEG, U_ABS, U_LEAKY_RELU, U_SIGMOID, U_TANH, U_ELU, U_SELU, U_SOFTPLUS,
     U_SOFTSIGN, U_HARD_SIGMOID, U_GELU_ERF, U_GELU_TANH, U_EXP, U_LOG, U_RECIPROCAL, U_ERF,
     U_SQRT, U_FLOOR, U_CEIL, U_CLIP, U_DIV_BY, U_COS, U_SIN,
-    U_HARD_SWISH, U_ROUND
+    U_HARD_SWISH, U_ROUND, U_MISH
 };
 
 __device__ __forceinline__ float sigmoid_of(float x) {
@@ -45,6 +45,7 @@ __device__ float unary_op(int op, float x, float a, float b) {
     case U_SIN: return sinf(x);
     case U_HARD_SWISH: return x * min_nan(max_nan((1.0f / 6.0f) * x + 0.5f, 0.0f), 1.0f);
     case U_ROUND: return rintf(x);  // halves to even in the default rounding mode
+    case U_MISH: return x * tanhf((x > 0.0f ? x : 0.0f) + log1pf(expf(-fabsf(x))));
     default: return x;
     }
 }
@@ -91,6 +92,11 @@ __device__ double unary_derivative(int op, double x, double alpha, double gamma)
     case U_HARD_SIGMOID: { double v = alpha * x + gamma; return v > 0.0 && v < 1.0 ? alpha : 0.0; }  // gamma = beta
     case U_HARD_SWISH: return x < -3.0 ? 0.0 : (x <= 3.0 ? x / 3.0 + 0.5 : 1.0);
     case U_SIN: return cos(x);
+    case U_MISH: {  // tanh(sp) + x (1 - tanh^2(sp)) sigmoid(x), sp = softplus(x)
+        double t = tanh((x > 0.0 ? x : 0.0) + log1p(exp(-fabs(x))));
+        double s = x >= 0.0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x));
+        return t + x * (1.0 - t * t) * s;
+    }
     default: return 0.0;
     }
 }

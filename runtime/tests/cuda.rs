@@ -309,6 +309,7 @@ fn unary_ops_and_their_gradients_match_the_cpu() {
         "Cos",
         "Sin",
         "HardSwish",
+        "Mish",
     ] {
         Case::new(op, vec![x.clone()], vec![f32s(&[3, 50])]).check();
     }
@@ -360,6 +361,7 @@ fn unary_ops_and_their_gradients_match_the_cpu() {
         "Sin",
         "HardSigmoid",
         "HardSwish",
+        "Mish",
     ] {
         Case::new("UnaryGrad", vec![dy.clone(), x.clone()], vec![f32s(&[3, 50])])
             .lms()

@@ -158,6 +158,14 @@ fn unary_ops() {
     }
 }
 
+/// Mish (opset 18): x · tanh(softplus(x)), through its stated unary gradient.
+#[test]
+fn mish() {
+    let mut m = ModelBuilder::new("Mish", 18);
+    m.trained("x", &[2, 3, 4, 5], -3.0, 3.0).node("Mish", &["x"], &["y"], vec![]).output("y");
+    check("Mish", &m.build(), None, Loss::MeanSquaredError, EPS);
+}
+
 #[test]
 fn binary_and_variadic_ops_with_broadcasting() {
     for op in ["Add", "Sub", "Mul", "Div"] {
@@ -531,6 +539,7 @@ const CHECKED: &[&str] = &[
     "Selu",
     "Softplus",
     "Softsign",
+    "Mish",
     "Exp",
     "Log",
     "Sqrt",

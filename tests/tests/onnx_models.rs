@@ -223,3 +223,30 @@ fn a_model_rounding_its_input_imports_and_trains() {
         assert_ne!(before[name], after[name], "'{name}' did not move");
     }
 }
+
+/// A model with a Mish activation between two layers (opset 18) imports and trains: a
+/// finite loss, and the first layer's weight, whose gradient passes through Mish, moves.
+#[test]
+fn a_model_with_a_mish_activation_imports_and_trains() {
+    let mut m = ModelBuilder::new("mish", 18);
+    m.input("x", 1, &[2, 8])
+        .weight("w1", &[8, 6], -0.5, 0.5)
+        .weight("w2", &[6, 3], -0.5, 0.5)
+        .node("MatMul", &["x", "w1"], &["h"], vec![])
+        .node("Mish", &["h"], &["a"], vec![])
+        .node("MatMul", &["a", "w2"], &["y"], vec![])
+        .output("y");
+    let options = TrainOptions { loss: lms_compiler::train::Loss::MeanSquaredError, ..Default::default() };
+    let graph = compile(&m.build(), None, &options);
+    assert!(graph.nodes.iter().any(|n| n.op == "Mish"), "the Mish node is kept");
+    let trained = lms_tests::training::updated_variables(&graph, "SgdUpdate");
+    assert!(trained.iter().any(|name| name == "w1"), "w1 is not trained: {trained:?}");
+    let mut s = session(&graph, 3, &BTreeMap::new());
+    let before: BTreeMap<_, _> = s.variables().unwrap().into_iter().collect();
+    let loss = s.step().unwrap().loss.unwrap();
+    assert!(loss.is_finite(), "loss {loss}");
+    let after: BTreeMap<_, _> = s.variables().unwrap().into_iter().collect();
+    for name in &trained {
+        assert_ne!(before[name], after[name], "'{name}' did not move");
+    }
+}

@@ -35,6 +35,7 @@ pub(super) const KERNELS: &[(&str, Kernel)] = &[
     ("IsNaN", is_nan),
     ("LeakyRelu", leaky_relu),
     ("Log", log),
+    ("Mish", mish),
     ("Neg", neg),
     ("Not", not),
     ("Reciprocal", reciprocal),
@@ -56,7 +57,17 @@ pub(super) type Derivative = Box<dyn Fn(f64) -> f64>;
 /// the one its `op` attribute names, reading that op's attributes with the forward
 /// kernels' defaults.
 pub(super) const DERIVATIVES: &[(&str, fn(&Attrs<'_>) -> Result<Derivative>)] = &[
-    ("Abs", |_| derivative(|x| if x > 0.0 { 1.0 } else if x < 0.0 { -1.0 } else { 0.0 })),
+    ("Abs", |_| {
+        derivative(|x| {
+            if x > 0.0 {
+                1.0
+            } else if x < 0.0 {
+                -1.0
+            } else {
+                0.0
+            }
+        })
+    }),
     // Passes the gradient where `min ≤ x ≤ max` (the bounds included, as clamp).
     ("Clip", |a| {
         let (min, max) = (f64::from(a.float("min", f32::NEG_INFINITY)?), f64::from(a.float("max", f32::INFINITY)?));
@@ -81,12 +92,29 @@ pub(super) const DERIVATIVES: &[(&str, fn(&Attrs<'_>) -> Result<Derivative>)] = 
         })
     }),
     // PyTorch's convention at the kinks: x/3 + 1/2 on [−3, 3], 0 below, 1 above.
-    ("HardSwish", |_| derivative(|x| if x < -3.0 { 0.0 } else if x <= 3.0 { x / 3.0 + 0.5 } else { 1.0 })),
+    ("HardSwish", |_| {
+        derivative(|x| {
+            if x < -3.0 {
+                0.0
+            } else if x <= 3.0 {
+                x / 3.0 + 0.5
+            } else {
+                1.0
+            }
+        })
+    }),
     ("LeakyRelu", |a| {
         let alpha = f64::from(a.float("alpha", 0.01)?);
         derivative(move |x| if x < 0.0 { alpha } else { 1.0 })
     }),
     ("Log", |_| derivative(|x| 1.0 / x)),
+    // tanh(sp) + x · (1 − tanh²(sp)) · σ(x), sp = softplus(x) (whose derivative is σ).
+    ("Mish", |_| {
+        derivative(|x| {
+            let t = (x.max(0.0) + (-x.abs()).exp().ln_1p()).tanh();
+            t + x * (1.0 - t * t) * sigmoid_of(x)
+        })
+    }),
     ("Neg", |_| derivative(|_| -1.0)),
     ("Reciprocal", |_| derivative(|x| -1.0 / (x * x))),
     ("Relu", |_| derivative(|x| f64::from(u8::from(x > 0.0)))),
@@ -167,6 +195,14 @@ fn softplus(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
     map_input!(ctx, dispatch_float, T, |x| {
         let pos = if x > T::ZERO { x } else { T::ZERO };
         pos + (-Num::abs(x)).exp().ln_1p()
+    })
+}
+
+/// Mish (opset 18): x · tanh(softplus(x)), softplus as above.
+fn mish(ctx: &Ctx<'_>) -> Result<Vec<HostTensor>> {
+    map_input!(ctx, dispatch_float, T, |x| {
+        let pos = if x > T::ZERO { x } else { T::ZERO };
+        x * (pos + (-Num::abs(x)).exp().ln_1p()).tanh()
     })
 }
 
@@ -316,6 +352,30 @@ mod tests {
         assert_eq!(derivatives, stated);
     }
 
+    /// Each derivative (its op's default attributes) against central differences of its
+    /// forward kernel in f64, at points away from the kinks.
+    #[test]
+    fn derivatives_match_finite_differences_of_the_forward_kernels() {
+        const H: f64 = 1e-5;
+        let attrs = crate::attrs::Attrs::new(&[]);
+        for &(op, read) in super::DERIVATIVES {
+            let derivative = read(&attrs).unwrap();
+            let points: &[f64] = match op {
+                "Log" | "Sqrt" | "Reciprocal" => &[0.3, 0.8, 1.7, 2.6],
+                _ => &[-2.7, -1.3, -0.4, 0.35, 0.9, 1.7, 2.6],
+            };
+            for &x in points {
+                let f = |x: f64| run1(op, &[], &[&tensor(&[1], vec![x])], DtypeF64, &[1]).view::<f64>("y").unwrap()[0];
+                let numeric = (f(x + H) - f(x - H)) / (2.0 * H);
+                let got = derivative(x);
+                assert!(
+                    (got - numeric).abs() <= 1e-6 * numeric.abs().max(1.0),
+                    "{op}'({x}) = {got}, numerically {numeric}"
+                );
+            }
+        }
+    }
+
     fn apply(op: &str, attrs: &[lms_proto::lms::Attribute], xs: &[f32]) -> Vec<f32> {
         let x = tensor(&[xs.len()], xs.to_vec());
         f32s(&run1(op, attrs, &[&x], DtypeF32, &[xs.len()]))
@@ -336,6 +396,7 @@ mod tests {
         );
         assert_close(&apply("Softplus", &[], &xs), &each(|x| (1.0 + x.exp()).ln()));
         assert_close(&apply("Softsign", &[], &xs), &each(|x| x / (1.0 + x.abs())));
+        assert_close(&apply("Mish", &[], &xs), &each(|x| x * (1.0 + x.exp()).ln().tanh()));
         assert_close(&apply("Neg", &[], &xs), &each(|x| -x));
         assert_close(&apply("Abs", &[], &xs), &each(f64::abs));
         assert_close(&apply("Exp", &[], &xs), &each(f64::exp));

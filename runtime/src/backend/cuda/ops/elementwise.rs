@@ -3,8 +3,8 @@
 //! optimizer updates.
 
 use super::{check_dtype, check_shape, count, ptr, Arg, Exec, OpResult, Table};
-use crate::backend::cuda::layout::{broadcast, contiguous, Layout, View};
 use crate::attrs::Attrs;
+use crate::backend::cuda::layout::{broadcast, contiguous, Layout, View};
 use crate::backend::cuda::CudaBuffer;
 use crate::error::KernelError;
 use crate::geometry::layout::broadcast_shapes;
@@ -40,6 +40,7 @@ pub(super) const ONNX: Table = &[
     ("Less", |e| compare(e, Compare::Less)),
     ("LessOrEqual", |e| compare(e, Compare::LessOrEqual)),
     ("Log", |e| unary(e, Unary::Log)),
+    ("Mish", |e| unary(e, Unary::Mish)),
     ("Max", |e| variadic(e, Binary::Max)),
     ("Mean", |e| variadic(e, Binary::Add)),
     ("Min", |e| variadic(e, Binary::Min)),
@@ -107,6 +108,7 @@ pub(super) enum Unary {
     Sin,
     HardSwish,
     Round,
+    Mish,
 }
 
 /// The unary maps `UnaryGrad` differentiates, by op: `unary_grad_f32` evaluates the
@@ -122,6 +124,7 @@ const DIFFERENTIABLE: &[(&str, Unary)] = &[
     ("HardSwish", Unary::HardSwish),
     ("LeakyRelu", Unary::LeakyRelu),
     ("Log", Unary::Log),
+    ("Mish", Unary::Mish),
     ("Neg", Unary::Neg),
     ("Reciprocal", Unary::Reciprocal),
     ("Relu", Unary::Relu),
@@ -756,6 +759,7 @@ mod tests {
             Unary::Sin,
             Unary::HardSwish,
             Unary::Round,
+            Unary::Mish,
         ];
         let names: Vec<String> = unary.iter().map(|v| lower(v)).collect();
         assert_eq!(names, c_enum(source, "UnaryOp"));

@@ -238,10 +238,12 @@ fn batch_carrying_reshapes_and_a_split_of_the_features_train_bit_identically() {
 #[test]
 fn the_planner_splits_the_batch_where_no_plan_fits_and_trains_at_its_simulated_peak() {
     // Budgets below the working set of each model's largest op (its inputs,
-    // outputs and the resident variables: 1.63 MiB, 277.88 KiB), which no
-    // swap-and-recompute plan of the whole ops can reach.
+    // outputs and the resident variables), which no swap-and-recompute plan
+    // of the whole ops can reach. cnn_residual's convolution weight gradients
+    // take copies of X, dY and dW as cuDNN's workspace: its smallest split
+    // peak is 410.54 KiB.
     for (model, name, budget, bytes) in [
-        ("fixtures/models/cnn_residual.onnx", "cnn-auto", "400KiB", 400 << 10),
+        ("fixtures/models/cnn_residual.onnx", "cnn-auto", "480KiB", 480 << 10),
         ("fixtures/models/tiny_gpt.onnx", "gpt-auto", "140KiB", 140 << 10),
     ] {
         let base = train(model, &format!("{name}-base"), &[]);

@@ -22,7 +22,9 @@
 //!    which a plan fits, and those of more ops while their plans are
 //!    faster, with their plans ([`split::split_plans`]); with host
 //!    memory, also the split under which a recompute-only plan fits (it
-//!    splits more ops, and can be faster than swapping).
+//!    splits more ops, and can be faster than swapping); and the kept
+//!    split's graph planned at every rung of the ladder below the budget,
+//!    as in 1.
 //!
 //! The graph as built, when it fits, is the plan and nothing else is tried.
 //!
@@ -134,10 +136,29 @@ pub fn search(g: &Graph, profile: &DeviceProfile, options: PlanOptions) -> Resul
             consider(&mut best, Some(chosen), fitted);
         }
     }
+    // The kept split's graph planned at the ladder's rungs too, as the graph
+    // as built is: its plan at the budget alone would make the step depend on
+    // where the budget falls between two rungs.
+    if let Some(chosen) = best.as_ref().and_then(|b| b.split.clone()) {
+        let (graph, _) = pipeline::apply_checked(g, &chosen.patch)?;
+        let speeds = Speeds::from_profile(&graph, profile);
+        let facts = Facts::new(&graph, graph.schedule(), &speeds);
+        let mut greedy = Greedy::new(&facts);
+        let (_, floor) = super::largest_working_set(&graph, graph.schedule());
+        for rung in rungs_below(before.device.arena_bytes, options.budget.device, floor) {
+            let rung_options = PlanOptions { budget: Budget { device: rung, ..options.budget }, ..options };
+            match fit_fastest_below(&mut greedy, profile, rung_options, to_beat(&best), OnNoPlan::Skip) {
+                Ok(Some(fitted)) => consider(&mut best, Some(chosen.clone()), fitted),
+                Ok(None) | Err(Error::NoPlan { .. }) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
     match best {
         Some(mut planned) => {
             if let Some(chosen) = planned.split.as_mut() {
                 chosen.choice.tried = tried;
+                chosen.choice.step_seconds = planned.step_seconds;
             }
             Ok(planned)
         }

@@ -34,6 +34,7 @@ pub struct SplitChoice {
 }
 
 /// A chosen split: the patch to apply before planning, and its choice.
+#[derive(Clone)]
 pub struct ChosenSplit {
     pub patch: Patch,
     pub choice: SplitChoice,

@@ -42,7 +42,6 @@ fn concat_batch(n: &CostNode<'_>) -> Vec<SplitRule> {
     vec![super::split::concat(Dim::Batch, n.inputs.len(), &sliced, 0)]
 }
 
-
 /// Work of the selecting and joining ops: copies. `Slice` and `Gather` read
 /// only what they keep (and the indices); `GatherGrad` and `SliceGrad`
 /// write zeros over their whole output and add or copy dY into it (one FLOP

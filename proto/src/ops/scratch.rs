@@ -245,7 +245,9 @@ pub fn conv_algorithm(
                 false => 0,
             };
             let x_bytes = aligned(padded.max(f32_bytes(x)));
-            [dy, w].iter().fold(WORKSPACE_ALIGN + x_bytes, |total, shape| total.saturating_add(aligned(f32_bytes(shape))))
+            [dy, w]
+                .iter()
+                .fold(WORKSPACE_ALIGN + x_bytes, |total, shape| total.saturating_add(aligned(f32_bytes(shape))))
         }
         ConvDirection::Forward | ConvDirection::BackwardData => 0,
     };
@@ -466,7 +468,11 @@ mod tests {
         let padded: u64 = 2 * 3 * 10 * 9 * 4;
         let at = padded.div_ceil(PART_ALIGN) * PART_ALIGN;
         let workspace_bytes = workspace(padded.div_ceil(256) * 256);
-        assert_eq!(grad_weight.parts, vec![(Part::Padded, 0, padded), (Part::Workspace, at, workspace_bytes)], "X padded");
+        assert_eq!(
+            grad_weight.parts,
+            vec![(Part::Padded, 0, padded), (Part::Workspace, at, workspace_bytes)],
+            "X padded"
+        );
         assert_eq!(grad_weight.bytes(), at + workspace_bytes);
         assert_eq!(grad_weight.part(Part::Workspace), Some((at, workspace_bytes)));
         let symmetric = layout(LMS_DOMAIN, "ConvGradWeight", &pads(&[1, 1, 1, 1]), &[Some(dy), Some(x)], &[w]);
@@ -620,7 +626,8 @@ mod tests {
         // What cuDNN 9.14 asked for on an H100 (ResNet-50's 1x1 convolution of 2048 to 512
         // channels at 7x7, batch 64), under the rule.
         let (x, dy, dw): (&[usize], &[usize], &[usize]) = (&[64, 2048, 7, 7], &[64, 512, 7, 7], &[512, 2048, 1, 1]);
-        let measured = conv_algorithm(LMS_DOMAIN, "ConvGradWeight", &Attrs::new(), &[Some(dy), Some(x)], &[dw]).unwrap();
+        let measured =
+            conv_algorithm(LMS_DOMAIN, "ConvGradWeight", &Attrs::new(), &[Some(dy), Some(x)], &[dw]).unwrap();
         assert!((36_306_976..36_306_976 + 1024).contains(&measured.workspace_bytes), "{}", measured.workspace_bytes);
         // ConvTranspose of X [5, 4, 7, 8] with W [4, 3, 3, 2]: the backward data of a conv
         // whose output is X.

@@ -371,7 +371,9 @@ mod tests {
             (w.pads_begin, w.pads_end)
         };
         let up = |pads: &[i64], output_padding: i64| {
-            ints("strides", &[2]).with("pads", Attr::Ints(pads.to_vec())).with("output_padding", Attr::Ints(vec![output_padding]))
+            ints("strides", &[2])
+                .with("pads", Attr::Ints(pads.to_vec()))
+                .with("output_padding", Attr::Ints(vec![output_padding]))
         };
         // 5 inputs write 2·4 + 3 = 11 positions; the output padding (1) is never read.
         assert_eq!(tight(Window::conv_transpose(&up(&[0, 0], 1), &[5], &[3]).unwrap()), (vec![0], vec![0]));

@@ -53,10 +53,13 @@ pub(super) const KERNELS: &[(&str, Kernel)] = &[
 /// f′ of a differentiable unary map, in f64, with its op's attributes read.
 pub(super) type Derivative = Box<dyn Fn(f64) -> f64>;
 
+/// Makes an op's [`Derivative`] from its attributes.
+pub(super) type DerivativeOf = fn(&Attrs<'_>) -> Result<Derivative>;
+
 /// The derivatives of the differentiable unary maps, by op: `UnaryGrad` (dY · f′(X)) runs
 /// the one its `op` attribute names, reading that op's attributes with the forward
 /// kernels' defaults.
-pub(super) const DERIVATIVES: &[(&str, fn(&Attrs<'_>) -> Result<Derivative>)] = &[
+pub(super) const DERIVATIVES: &[(&str, DerivativeOf)] = &[
     ("Abs", |_| {
         derivative(|x| {
             if x > 0.0 {

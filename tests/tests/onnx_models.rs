@@ -151,14 +151,7 @@ fn the_conv_transpose_and_instance_norm_cases_take_a_training_step() {
         );
         let trained = lms_tests::training::updated_variables(&graph, "SgdUpdate");
         assert!(!trained.is_empty(), "{case}: nothing is trained");
-        let mut s = session(&graph, 3, &BTreeMap::new());
-        let before: BTreeMap<_, _> = s.variables().unwrap().into_iter().collect();
-        let loss = s.step().unwrap().loss.unwrap();
-        assert!(loss.is_finite(), "{case}: loss {loss}");
-        let after: BTreeMap<_, _> = s.variables().unwrap().into_iter().collect();
-        for name in &trained {
-            assert_ne!(before[name], after[name], "{case}: '{name}' did not move");
-        }
+        one_step_moves(&graph, &trained, case);
     }
 }
 
@@ -214,14 +207,7 @@ fn a_model_rounding_its_input_imports_and_trains() {
     assert!(graph.nodes.iter().any(|n| n.op == "Round"), "the Round node is kept");
     let trained = lms_tests::training::updated_variables(&graph, "SgdUpdate");
     assert!(!trained.is_empty(), "nothing is trained");
-    let mut s = session(&graph, 3, &BTreeMap::new());
-    let before: BTreeMap<_, _> = s.variables().unwrap().into_iter().collect();
-    let loss = s.step().unwrap().loss.unwrap();
-    assert!(loss.is_finite(), "loss {loss}");
-    let after: BTreeMap<_, _> = s.variables().unwrap().into_iter().collect();
-    for name in &trained {
-        assert_ne!(before[name], after[name], "'{name}' did not move");
-    }
+    one_step_moves(&graph, &trained, "round");
 }
 
 /// A model with a Mish activation between two layers (opset 18) imports and trains: a
@@ -241,12 +227,18 @@ fn a_model_with_a_mish_activation_imports_and_trains() {
     assert!(graph.nodes.iter().any(|n| n.op == "Mish"), "the Mish node is kept");
     let trained = lms_tests::training::updated_variables(&graph, "SgdUpdate");
     assert!(trained.iter().any(|name| name == "w1"), "w1 is not trained: {trained:?}");
-    let mut s = session(&graph, 3, &BTreeMap::new());
+    one_step_moves(&graph, &trained, "mish");
+}
+
+/// One training step of `graph` (named `case` in messages) has a finite loss and moves every
+/// variable in `trained`.
+fn one_step_moves(graph: &lms_proto::lms::Graph, trained: &[String], case: &str) {
+    let mut s = session(graph, 3, &BTreeMap::new());
     let before: BTreeMap<_, _> = s.variables().unwrap().into_iter().collect();
     let loss = s.step().unwrap().loss.unwrap();
-    assert!(loss.is_finite(), "loss {loss}");
+    assert!(loss.is_finite(), "{case}: loss {loss}");
     let after: BTreeMap<_, _> = s.variables().unwrap().into_iter().collect();
-    for name in &trained {
-        assert_ne!(before[name], after[name], "'{name}' did not move");
+    for name in trained {
+        assert_ne!(before[name], after[name], "{case}: '{name}' did not move");
     }
 }
